@@ -1,0 +1,105 @@
+# SpecChat: `make run` and `make test` do all set-up on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+LLAMA_VERSION ?= 0.3.36
+
+# llama.cpp backend: CUDA where nvcc AND an NVIDIA GPU are present (nvcc alone, with no GPU
+# to run on, would only make a 40-minute build), Metal on Apple silicon, CPU otherwise.
+UNAME_S := $(shell uname -s)
+UNAME_M := $(shell uname -m)
+HAS_NVCC := $(shell command -v nvcc >/dev/null 2>&1 && echo yes)
+HAS_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo yes)
+ifeq ($(UNAME_S)-$(UNAME_M),Darwin-arm64)
+  BACKEND ?= metal
+  LLAMA_CMAKE_ARGS ?= -DGGML_METAL=on
+else ifeq ($(HAS_NVCC)-$(HAS_GPU),yes-yes)
+  BACKEND ?= cuda
+  LLAMA_CMAKE_ARGS ?= -DGGML_CUDA=on
+else
+  BACKEND ?= cpu
+  LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=on
+endif
+# Built wheels are kept per backend outside the checkout, so a fresh clone (and CI) installs
+# llama-cpp-python in seconds after the first build, and a CPU wheel is never taken for CUDA.
+WHEELHOUSE ?= $(HOME)/.cache/specchat/wheelhouse/$(BACKEND)
+
+STAMP_LLAMA := $(VENV)/.llama-$(LLAMA_VERSION)-$(BACKEND)
+STAMP_APP := $(VENV)/.app-installed
+STAMP_TEST := $(VENV)/.test-installed
+STAMP_SYS := $(VENV)/.system-deps
+
+.PHONY: run test lint bench soak fetch package install-desktop clean help
+
+help:
+	@echo "make run      set up, fetch the default model pair, open SpecChat"
+	@echo "make test     set up with test extras, run the whole suite"
+	@echo "make lint     ruff + mypy"
+	@echo "make bench    benchmark every drafting mode on the default pair"
+	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
+	@echo "make package  build the one-file bundle with PyInstaller"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip wheel
+
+$(STAMP_SYS): | $(PY)
+	@bash packaging/system-deps.sh
+	@touch $@
+
+$(STAMP_LLAMA): | $(PY)
+	@echo "llama.cpp backend: $(BACKEND) ($(LLAMA_CMAKE_ARGS))"
+	@if ! ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "Building llama-cpp-python $(LLAMA_VERSION) for $(BACKEND) (one time, ~10 min on 2 cores)"; \
+	  mkdir -p $(WHEELHOUSE); \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-deps -w $(WHEELHOUSE) \
+	    llama-cpp-python==$(LLAMA_VERSION); \
+	else echo "Using cached llama-cpp-python wheel from $(WHEELHOUSE)"; fi
+	$(PIP) install -q --no-deps $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	@rm -f $(VENV)/.llama-*
+	@touch $@
+
+$(STAMP_APP): pyproject.toml $(STAMP_LLAMA) $(STAMP_SYS)
+	$(PIP) install -q -e .
+	@touch $@
+
+$(STAMP_TEST): pyproject.toml $(STAMP_APP)
+	$(PIP) install -q -e ".[dev,bench]"
+	@touch $@
+
+fetch: $(STAMP_APP)
+	$(VENV)/bin/specchat models fetch default
+
+run: fetch
+	$(VENV)/bin/specchat
+
+test: $(STAMP_TEST)
+	$(VENV)/bin/specchat models fetch default
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP_TEST)
+	$(VENV)/bin/ruff check app tests
+	$(VENV)/bin/ruff format --check app tests
+	$(VENV)/bin/mypy
+
+bench: $(STAMP_TEST) fetch
+	$(VENV)/bin/specchat bench --pair default --out bench-out $(BENCH_ARGS)
+
+SOAK_MINUTES ?= 10
+soak: $(STAMP_TEST)
+	$(VENV)/bin/specchat soak --minutes $(SOAK_MINUTES)
+
+package: $(STAMP_TEST)
+	$(PIP) install -q -e ".[package]"
+	$(VENV)/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller \
+	  packaging/pyinstaller/specchat.spec
+
+install-desktop:
+	bash packaging/linux/install-desktop.sh
+
+clean:
+	rm -rf build dist bench-out .pytest_cache .mypy_cache .ruff_cache

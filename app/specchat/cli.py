@@ -1,0 +1,66 @@
+"""Command-line dispatch: `specchat` opens the window; subcommands work headless."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+
+#: Subcommand name -> module under specchat.commands defining `add_arguments(parser)` and
+#: `run(args) -> int`. Modules are imported lazily so `specchat --help` stays instant.
+SUBCOMMANDS: dict[str, str] = {
+    "generate": "Generate an answer in the terminal, tokens coloured by how they were made",
+    "bench": "Measure every drafting mode side by side and write a report",
+    "models": "List, fetch, verify and locate catalog model pairs",
+    "soak": "Generate continuously and report memory over time",
+}
+
+
+class UserError(Exception):
+    """An error whose message is for the user; printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from specchat import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="specchat",
+        description="Chat with local language models faster, through speculative decoding.",
+    )
+    parser.add_argument("--version", action="version", version=f"SpecChat {__version__}")
+    parser.add_argument(
+        "--self-test",
+        action="store_true",
+        help="load two tiny built-in models, generate a few tokens, exit 0 on success",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, help_text in SUBCOMMANDS.items():
+        module = importlib.import_module(f"specchat.commands.{name}")
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, gui: Callable[[], int] | None = None) -> int:
+    """Run a subcommand, the self-test, or (with no command) the GUI through `gui`."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.self_test:
+            from specchat.commands.selftest import run_self_test
+
+            return run_self_test()
+        if args.command is None:
+            if gui is None:
+                parser.print_help()
+                return 0
+            return gui()
+        return int(args._run(args))
+    except UserError as error:
+        print(f"specchat: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nspecchat: interrupted", file=sys.stderr)
+        return 130

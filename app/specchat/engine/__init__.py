@@ -1,0 +1,1 @@
+"""Speculative decoding engine: plain Python over llama.cpp, no Qt."""

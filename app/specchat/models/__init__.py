@@ -1,0 +1,1 @@
+"""Model catalog, downloads and compatibility checks: plain Python, no Qt."""

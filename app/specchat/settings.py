@@ -1,0 +1,105 @@
+"""Typed settings, each declared once, persisted as JSON in the config directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from specchat import paths
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Setting(Generic[T]):
+    """One declared setting.
+
+    Attributes:
+        key: dotted name used in the JSON file.
+        type: the Python type values are coerced to.
+        default: value when nothing is stored or the stored value is unusable.
+        description: one line shown in help and docs.
+    """
+
+    key: str
+    type: type
+    default: T
+    description: str
+
+
+REGISTRY: dict[str, Setting[Any]] = {}
+
+
+def declare(key: str, type_: type, default: T, description: str) -> Setting[T]:
+    if key in REGISTRY:
+        raise ValueError(f"setting {key!r} declared twice")
+    setting: Setting[T] = Setting(key, type_, default, description)
+    REGISTRY[key] = setting
+    return setting
+
+
+# --- model and drafting -------------------------------------------------------------------
+PAIR_ID = declare("model.pair", str, "default", "Catalog id of the target/draft pair in use")
+CUSTOM_TARGET = declare("model.custom_target", str, "", "Path of a local target GGUF")
+CUSTOM_DRAFT = declare("model.custom_draft", str, "", "Path of a local draft GGUF")
+MODE = declare("drafting.mode", str, "auto", "auto, draft, lookup, chain or plain")
+K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
+TEMPERATURE = declare("sampling.temperature", float, 0.0, "Sampling temperature; 0 is greedy")
+TOP_P = declare("sampling.top_p", float, 1.0, "Nucleus sampling threshold")
+MAX_TOKENS = declare("sampling.max_tokens", int, 1024, "Longest answer in tokens")
+N_CTX = declare("model.n_ctx", int, 4096, "Context window in tokens")
+TARGET_GPU_LAYERS = declare("gpu.target_layers", int, -1, "Target layers offloaded (-1 = all)")
+DRAFT_GPU_LAYERS = declare("gpu.draft_layers", int, -1, "Draft layers offloaded (-1 = all)")
+CONTEXT_OVERFLOW = declare(
+    "chat.context_overflow", str, "drop_oldest", "What to do when a chat outgrows the context"
+)
+# --- window ---------------------------------------------------------------------------------
+COLOUR_TOKENS = declare("view.colour_tokens", bool, True, "Colour tokens by how they were made")
+SHOW_REJECTED = declare("view.show_rejected", bool, False, "Show rejected drafts as ghost text")
+WINDOW_GEOMETRY = declare("window.geometry", str, "", "Saved main-window geometry (base64)")
+WINDOW_STATE = declare("window.state", str, "", "Saved splitter and panel state (base64)")
+ADVANCED_OPEN = declare("window.advanced_open", bool, False, "Advanced sampling fold is open")
+
+
+class Settings:
+    """Settings file with typed access; every change is written atomically.
+
+    Attributes:
+        path: the JSON file.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or paths.config_dir() / "settings.json"
+        self._values: dict[str, Any] = {}
+        try:
+            loaded = json.loads(self.path.read_text(encoding="utf-8"))
+            if isinstance(loaded, dict):
+                self._values = loaded
+        except (OSError, ValueError):
+            # A missing or damaged settings file falls back to defaults, never blocks start-up.
+            self._values = {}
+
+    def get(self, setting: Setting[T]) -> T:
+        raw = self._values.get(setting.key, setting.default)
+        try:
+            if setting.type is bool and not isinstance(raw, bool):
+                return setting.default
+            value = setting.type(raw)
+        except (TypeError, ValueError):
+            return setting.default
+        return value  # type: ignore[no-any-return]
+
+    def set(self, setting: Setting[T], value: T) -> None:
+        self._values[setting.key] = setting.type(value)
+        self.save()
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".settings.", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(self._values, handle, indent=2, sort_keys=True)
+        os.replace(tmp, self.path)

@@ -1,0 +1,1 @@
+"""Persistent storage of conversations."""

@@ -1,0 +1,1 @@
+"""Qt workers that run the engine and downloads off the UI thread."""
