@@ -1,0 +1,522 @@
+"""Conversations and their messages in SQLite (WAL) in the data directory."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from specchat import paths
+
+#: Version of the schema this code writes; older databases are migrated on open.
+SCHEMA_VERSION = 1
+
+DB_NAME = "conversations.db"
+
+_SCHEMA = """
+CREATE TABLE conversations (
+    id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    deleted REAL  -- set by delete(), cleared by restore(); rows are purged later
+);
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    finished INTEGER NOT NULL DEFAULT 1,
+    created REAL NOT NULL,
+    stats TEXT,        -- JSON object
+    token_kinds TEXT   -- JSON list of [text, kind] spans (assistant messages)
+);
+CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
+CREATE INDEX conversations_by_update ON conversations(deleted, updated);
+"""
+
+#: Statements that take a database from version N-1 to N (index N); empty while at version 1.
+_MIGRATIONS: dict[int, str] = {}
+
+#: A conversation in the bin longer than this is purged when the store opens.
+DEFAULT_PURGE_AFTER_S = 7 * 24 * 3600.0
+
+TokenSpan = tuple[str, str]
+
+
+class StoreError(Exception):
+    """The conversation database cannot be used; the message is meant for the user."""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One conversation's header.
+
+    Attributes:
+        id: database id.
+        title: shown in the conversation list.
+        created, updated: Unix times.
+        deleted: Unix time it was moved to the bin, or None.
+    """
+
+    id: int
+    title: str
+    created: float
+    updated: float
+    deleted: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One stored message.
+
+    Attributes:
+        id: database id.
+        conversation_id: the conversation it belongs to.
+        role: "system", "user", "assistant" or "tool".
+        content: the text (for an unfinished answer, as much as was saved).
+        finished: False for an answer still streaming, or cut off by a crash or a stop.
+        created: Unix time.
+        stats: generation statistics (acceptance rate, tokens/s …), or None.
+        token_kinds: the answer as (text, kind) spans, kind being how each token was made.
+    """
+
+    id: int
+    conversation_id: int
+    role: str
+    content: str
+    finished: bool
+    created: float
+    stats: Mapping[str, Any] | None = None
+    token_kinds: tuple[TokenSpan, ...] | None = None
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _spans(token_kinds: Sequence[Sequence[str]] | None) -> str | None:
+    if token_kinds is None:
+        return None
+    return json.dumps([[str(text), str(kind)] for text, kind in token_kinds], ensure_ascii=False)
+
+
+def _like_pattern(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+class ConversationStore:
+    """The conversation database; safe to use from the UI thread and a worker at once.
+
+    Every call commits before it returns, so what a call wrote survives a crash right after.
+    One connection is shared behind a lock: writes are tiny, and SQLite serialises writers
+    anyway, so per-thread connections would only add busy-waiting.
+
+    Attributes:
+        path: the database file.
+        recovered_from: where a damaged database was moved aside on open, or None.
+    """
+
+    def __init__(
+        self,
+        path: Path | None = None,
+        *,
+        purge_after_s: float | None = DEFAULT_PURGE_AFTER_S,
+    ) -> None:
+        self.path = path or paths.data_dir() / DB_NAME
+        self.recovered_from: Path | None = None
+        self._lock = threading.RLock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError:
+            # A damaged file must never keep the app from starting: keep it for the user (or a
+            # bug report) and begin a fresh database.
+            self.recovered_from = self._move_aside()
+            self._db = self._open()
+        if purge_after_s is not None:
+            self.purge(older_than_s=purge_after_s)
+
+    # --- setup ----------------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        # isolation_level=None: autocommit, transactions only where _transaction() opens one.
+        db = sqlite3.connect(
+            str(self.path), timeout=10.0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            db.row_factory = sqlite3.Row
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"SQLite refused WAL mode for {self.path} (got {mode})")
+            # NORMAL in WAL mode: a commit survives an application crash (SIGKILL); only a
+            # power loss can lose the last transactions, never corrupt the file.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._migrate(db)
+            if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("quick_check failed")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = db.execute("SELECT version FROM schema_version").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer SpecChat (schema {version}); "
+                    "update SpecChat to open it"
+                )
+            if version == 0:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            else:
+                for step in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in _MIGRATIONS[step].split(";"):
+                        if statement.strip():
+                            db.execute(statement)
+                db.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _move_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            source = Path(str(self.path) + suffix)
+            if source.exists():
+                source.replace(Path(str(target) + suffix))
+        return target
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> ConversationStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # --- conversations --------------------------------------------------------------------
+
+    def create(self, title: str = "New chat") -> Conversation:
+        now = time.time()
+        with self._transaction() as db:
+            cursor = db.execute(
+                "INSERT INTO conversations (title, created, updated) VALUES (?, ?, ?)",
+                (title, now, now),
+            )
+            assert cursor.lastrowid is not None
+            return Conversation(id=cursor.lastrowid, title=title, created=now, updated=now)
+
+    def get(self, conversation_id: int) -> Conversation:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT * FROM conversations WHERE id = ?", (conversation_id,)
+            ).fetchone()
+        if row is None:
+            raise KeyError(f"no conversation {conversation_id}")
+        return self._conversation(row)
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        with self._transaction() as db:
+            self._require(db, conversation_id)
+            db.execute(
+                "UPDATE conversations SET title = ?, updated = ? WHERE id = ?",
+                (title, time.time(), conversation_id),
+            )
+
+    def delete(self, conversation_id: int) -> None:
+        """Move a conversation to the bin; restore() undoes it until purge() runs."""
+        with self._transaction() as db:
+            self._require(db, conversation_id)
+            db.execute(
+                "UPDATE conversations SET deleted = ? WHERE id = ?", (time.time(), conversation_id)
+            )
+
+    def restore(self, conversation_id: int) -> None:
+        with self._transaction() as db:
+            self._require(db, conversation_id)
+            db.execute("UPDATE conversations SET deleted = NULL WHERE id = ?", (conversation_id,))
+
+    def purge(self, *, older_than_s: float = 0.0) -> int:
+        """Erase conversations in the bin for longer than `older_than_s`; returns how many."""
+        cutoff = time.time() - older_than_s
+        with self._transaction() as db:
+            cursor = db.execute(
+                "DELETE FROM conversations WHERE deleted IS NOT NULL AND deleted <= ?", (cutoff,)
+            )
+            return cursor.rowcount
+
+    def conversations(self, search: str = "", *, deleted: bool = False) -> list[Conversation]:
+        """Conversations, most recently updated first, whose title or any message contains
+        `search` (case-insensitive for ASCII); `deleted` lists the bin instead."""
+        where = "deleted IS NOT NULL" if deleted else "deleted IS NULL"
+        params: list[Any] = []
+        if search:
+            # LIKE rather than FTS5: users type fragments ("specul"), which FTS5's word tokens
+            # would miss, and a personal chat history is small enough to scan.
+            pattern = _like_pattern(search)
+            where += (
+                " AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m"
+                " WHERE m.conversation_id = conversations.id AND m.content LIKE ? ESCAPE '\\'))"
+            )
+            params += [pattern, pattern]
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT * FROM conversations WHERE {where} ORDER BY updated DESC, id DESC",
+                params,
+            ).fetchall()
+        return [self._conversation(row) for row in rows]
+
+    # --- messages -------------------------------------------------------------------------
+
+    def messages(self, conversation_id: int) -> list[StoredMessage]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
+            ).fetchall()
+        return [self._message(row) for row in rows]
+
+    def message(self, message_id: int) -> StoredMessage:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no message {message_id}")
+        return self._message(row)
+
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        *,
+        stats: Mapping[str, Any] | None = None,
+        token_kinds: Sequence[Sequence[str]] | None = None,
+    ) -> StoredMessage:
+        """Store a finished message; it is committed when this returns."""
+        return self._insert(conversation_id, role, content, True, stats, token_kinds)
+
+    def begin_assistant_message(self, conversation_id: int) -> StoredMessage:
+        """Store an empty, unfinished answer to be filled by update_partial/finish_message."""
+        return self._insert(conversation_id, "assistant", "", False, None, None)
+
+    def update_partial(
+        self,
+        message_id: int,
+        content: str,
+        *,
+        token_kinds: Sequence[Sequence[str]] | None = None,
+    ) -> None:
+        """Save the answer so far; it stays marked unfinished."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE messages SET content = ?, token_kinds = COALESCE(?, token_kinds)"
+                " WHERE id = ?",
+                (content, _spans(token_kinds), message_id),
+            )
+            if cursor.rowcount != 1:
+                raise KeyError(f"no message {message_id}")
+
+    def finish_message(
+        self,
+        message_id: int,
+        content: str,
+        *,
+        stats: Mapping[str, Any] | None = None,
+        token_kinds: Sequence[Sequence[str]] | None = None,
+    ) -> StoredMessage:
+        """Save the complete answer and mark it finished."""
+        with self._transaction() as db:
+            cursor = db.execute(
+                "UPDATE messages SET content = ?, finished = 1, stats = ?,"
+                " token_kinds = COALESCE(?, token_kinds) WHERE id = ?",
+                (
+                    content,
+                    json.dumps(dict(stats)) if stats is not None else None,
+                    _spans(token_kinds),
+                    message_id,
+                ),
+            )
+            if cursor.rowcount != 1:
+                raise KeyError(f"no message {message_id}")
+            row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            self._touch(db, row["conversation_id"])
+        return self._message(row)
+
+    def partial_writer(self, message_id: int, *, interval_s: float = 0.5) -> PartialWriter:
+        """A throttle for update_partial, so a fast stream writes at most every `interval_s`."""
+        return PartialWriter(self, message_id, interval_s=interval_s)
+
+    def _insert(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        finished: bool,
+        stats: Mapping[str, Any] | None,
+        token_kinds: Sequence[Sequence[str]] | None,
+    ) -> StoredMessage:
+        now = time.time()
+        with self._transaction() as db:
+            self._require(db, conversation_id)
+            cursor = db.execute(
+                "INSERT INTO messages (conversation_id, role, content, finished, created, stats,"
+                " token_kinds) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    role,
+                    content,
+                    int(finished),
+                    now,
+                    json.dumps(dict(stats)) if stats is not None else None,
+                    _spans(token_kinds),
+                ),
+            )
+            self._touch(db, conversation_id, now)
+            row = db.execute("SELECT * FROM messages WHERE id = ?", (cursor.lastrowid,)).fetchone()
+        return self._message(row)
+
+    # --- export ---------------------------------------------------------------------------
+
+    def export_markdown(self, conversation_id: int) -> str:
+        conversation = self.get(conversation_id)
+        lines = [f"# {conversation.title}", "", f"_{_iso(conversation.created)}_", ""]
+        for message in self.messages(conversation_id):
+            heading = f"**{message.role.capitalize()}**"
+            if not message.finished:
+                heading += " _(unfinished)_"
+            lines += [heading, "", message.content, ""]
+        return "\n".join(lines).rstrip("\n") + "\n"
+
+    def export_json(self, conversation_id: int) -> str:
+        """The conversation as JSON, answers with their per-token kinds ("tokens")."""
+        conversation = self.get(conversation_id)
+        document = {
+            "format": "specchat-conversation",
+            "version": 1,
+            "title": conversation.title,
+            "created": _iso(conversation.created),
+            "updated": _iso(conversation.updated),
+            "messages": [
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "finished": m.finished,
+                    "created": _iso(m.created),
+                    "stats": dict(m.stats) if m.stats is not None else None,
+                    "tokens": [list(span) for span in m.token_kinds]
+                    if m.token_kinds is not None
+                    else None,
+                }
+                for m in self.messages(conversation_id)
+            ],
+        }
+        return json.dumps(document, ensure_ascii=False, indent=2)
+
+    # --- helpers --------------------------------------------------------------------------
+
+    @staticmethod
+    def _require(db: sqlite3.Connection, conversation_id: int) -> None:
+        if db.execute("SELECT 1 FROM conversations WHERE id = ?", (conversation_id,)).fetchone():
+            return
+        raise KeyError(f"no conversation {conversation_id}")
+
+    @staticmethod
+    def _touch(db: sqlite3.Connection, conversation_id: int, now: float | None = None) -> None:
+        db.execute(
+            "UPDATE conversations SET updated = ? WHERE id = ?",
+            (time.time() if now is None else now, conversation_id),
+        )
+
+    @staticmethod
+    def _conversation(row: sqlite3.Row) -> Conversation:
+        return Conversation(
+            id=row["id"],
+            title=row["title"],
+            created=row["created"],
+            updated=row["updated"],
+            deleted=row["deleted"],
+        )
+
+    @staticmethod
+    def _message(row: sqlite3.Row) -> StoredMessage:
+        kinds = None
+        if row["token_kinds"] is not None:
+            kinds = tuple((str(text), str(kind)) for text, kind in json.loads(row["token_kinds"]))
+        return StoredMessage(
+            id=row["id"],
+            conversation_id=row["conversation_id"],
+            role=row["role"],
+            content=row["content"],
+            finished=bool(row["finished"]),
+            created=row["created"],
+            stats=json.loads(row["stats"]) if row["stats"] is not None else None,
+            token_kinds=kinds,
+        )
+
+
+class PartialWriter:
+    """Saves a streaming answer at most every `interval_s`, then finishes it.
+
+    Attributes:
+        message_id: the unfinished message being written.
+        interval_s: least time between two saves.
+    """
+
+    def __init__(
+        self, store: ConversationStore, message_id: int, *, interval_s: float = 0.5
+    ) -> None:
+        self._store = store
+        self.message_id = message_id
+        self.interval_s = interval_s
+        self._last = float("-inf")
+
+    def update(self, content: str, *, token_kinds: Sequence[Sequence[str]] | None = None) -> bool:
+        """Save if the interval has passed; returns whether it saved."""
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            return False
+        self._store.update_partial(self.message_id, content, token_kinds=token_kinds)
+        self._last = now
+        return True
+
+    def finish(
+        self,
+        content: str,
+        *,
+        stats: Mapping[str, Any] | None = None,
+        token_kinds: Sequence[Sequence[str]] | None = None,
+    ) -> StoredMessage:
+        return self._store.finish_message(
+            self.message_id, content, stats=stats, token_kinds=token_kinds
+        )
