@@ -385,30 +385,40 @@ def _format_field_refusal(text: str) -> str | None:
     return None
 
 
-def _static_refusal(tree: nodes.Template) -> str | None:
-    """The first forbidden name the template spells out, found before anything runs."""
+def _static_refusal(tree: nodes.Template) -> ChatTemplateError | None:
+    """Why the template must not run, if it spells out something forbidden; found before
+    anything of it runs."""
+    loads = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+    for load in tree.find_all(loads):
+        template = getattr(load, "template", None)
+        target = template.value if isinstance(template, nodes.Const) else "…"
+        return ChatTemplateError(
+            ChatTemplateProblem.UNSAFE,
+            f"{_PREFIX} tried to load another template ({_shorten(str(target))!r}), which is "
+            "not allowed; SpecChat refused to run it",
+        )
     for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Const)):
         if isinstance(node, nodes.Getattr) and _forbidden(node.attr):
-            return node.attr
+            return _unsafe_error(node.attr)
         if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
             key = node.arg.value
             if isinstance(key, str) and key.startswith("__"):
-                return key
+                return _unsafe_error(key)
         if isinstance(node, nodes.Filter):
             consts = [a for a in node.args if isinstance(a, nodes.Const)]
             consts += [k.value for k in node.kwargs if isinstance(k.value, nodes.Const)]
             for const in consts:
                 if not isinstance(const.value, str):
                     continue
-                parts = const.value.split(".")
                 if node.name == "attr" and _forbidden(const.value):
-                    return const.value
-                if any(p.startswith("__") for p in parts):
-                    return const.value
+                    return _unsafe_error(const.value)
+                # map(attribute='a.__class__') and friends walk dotted paths.
+                if any(part.startswith("__") for part in const.value.split(".")):
+                    return _unsafe_error(const.value)
         if isinstance(node, nodes.Const) and isinstance(node.value, str):
             refused = _format_field_refusal(node.value)
             if refused:
-                return refused
+                return _unsafe_error(refused)
     return None
 
 
@@ -510,9 +520,9 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         tree = super()._parse(source, name, filename)
-        refused = _static_refusal(tree)
-        if refused is not None:
-            raise _unsafe_error(refused)
+        refusal = _static_refusal(tree)
+        if refusal is not None:
+            raise refusal
         result = _GuardTransformer(self).visit(tree)
         assert isinstance(result, nodes.Template)
         return result
