@@ -1,0 +1,445 @@
+"""Chat templates: real templates render, hostile ones are refused; prefix reuse; overflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specchat import settings as settings_module
+from specchat.engine.chat import (
+    FALLBACK_TEMPLATE,
+    ChatMessage,
+    ChatTemplate,
+    ChatTemplateError,
+    ChatTemplateProblem,
+    ContextOverflowError,
+    OverflowPolicy,
+    RenderLimits,
+    common_prefix_len,
+    fit_messages,
+    plan_context,
+    plan_prefix_reuse,
+    render_chat,
+)
+from specchat.tinymodels import TinySpec, write_tiny_model
+from tests.helpers.chat_templates import PAYLOADS, QWEN25_TEMPLATE, Payload
+
+CONVERSATION = [
+    ChatMessage("system", "Be brief."),
+    ChatMessage("user", "Hi"),
+    ChatMessage("assistant", "Hello!"),
+    ChatMessage("user", "2+2?"),
+]
+
+#: Bound on how long any refusal may take (the render time limit is 1 s).
+REFUSAL_SECONDS = 2.5
+
+
+# --- real templates ------------------------------------------------------------------------
+
+
+def test_qwen25_template_renders_roles_and_generation_prompt() -> None:
+    prompt = render_chat(QWEN25_TEMPLATE, CONVERSATION)
+    assert prompt == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\nHello!<|im_end|>\n"
+        "<|im_start|>user\n2+2?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    without = render_chat(QWEN25_TEMPLATE, CONVERSATION, add_generation_prompt=False)
+    assert without == prompt.removesuffix("<|im_start|>assistant\n")
+
+
+def test_qwen25_template_adds_its_default_system_prompt() -> None:
+    prompt = render_chat(QWEN25_TEMPLATE, [ChatMessage("user", "Hi")])
+    assert prompt.startswith(
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+        "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+    )
+
+
+def test_qwen25_template_with_tools_and_tool_calls() -> None:
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Time <now> & zone",
+            "parameters": {"type": "object", "properties": {"tz": {"type": "string"}}},
+        },
+    }
+    messages: list[Any] = [
+        ChatMessage("user", "What time is it?"),
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"function": {"name": "get_time", "arguments": {"tz": "UTC"}}}],
+        },
+        {"role": "tool", "content": "12:00"},
+    ]
+    prompt = render_chat(QWEN25_TEMPLATE, messages, tools=[tool])
+    # tojson as transformers does it: plain json.dumps, no HTML escaping of < and &.
+    assert "\n<tools>\n" + json.dumps(tool) + "\n</tools>" in prompt
+    assert '<tool_call>\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n</tool_call>' in prompt
+    assert "<|im_start|>user\n<tool_response>\n12:00\n</tool_response><|im_end|>\n" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n")
+
+
+def test_fallback_template_when_model_has_none() -> None:
+    for missing in (None, "", "   "):
+        template = ChatTemplate(missing)
+        assert template.is_fallback
+        assert template.source == FALLBACK_TEMPLATE
+    prompt = render_chat(None, CONVERSATION[:2])
+    assert prompt == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_hf_environment_features() -> None:
+    source = (
+        "{{ bos_token }}{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}"
+        "{% generation %}{{ m.content | tojson }}{% endgeneration %}{% endfor %}"
+        "|{{ strftime_now('%Y') }}{{ eos_token }}"
+    )
+    prompt = render_chat(source, CONVERSATION, bos_token="<s>", eos_token="</s>")
+    assert prompt == f'<s>"Be brief."|{time.strftime("%Y")}</s>'
+
+
+def test_template_raise_exception_is_reported() -> None:
+    source = "{% if messages[0].role != 'user' %}{{ raise_exception('Conversation must start "
+    source += "with a user message') }}{% endif %}"
+    with pytest.raises(ChatTemplateError) as caught:
+        render_chat(source, CONVERSATION)
+    assert caught.value.problem is ChatTemplateProblem.RAISED
+    assert "Conversation must start with a user message" in str(caught.value)
+
+
+def test_invalid_template_is_a_syntax_error() -> None:
+    with pytest.raises(ChatTemplateError) as caught:
+        ChatTemplate("{% for m in messages %}{{ m.content }}")
+    assert caught.value.problem is ChatTemplateProblem.SYNTAX
+    assert "not valid Jinja" in str(caught.value)
+    assert "line 1" in str(caught.value)
+
+
+def test_long_legitimate_conversation_renders_quickly() -> None:
+    messages = [ChatMessage("system", "S")]
+    for i in range(300):
+        messages.append(ChatMessage("user", f"question {i} " + "x" * 2000))
+        messages.append(ChatMessage("assistant", f"answer {i} " + "y" * 2000))
+    started = time.monotonic()
+    prompt = render_chat(QWEN25_TEMPLATE, messages)
+    assert time.monotonic() - started < 0.5
+    assert prompt.count("<|im_start|>") == len(messages) + 1
+
+
+def test_templates_render_concurrently_on_threads() -> None:
+    template = ChatTemplate(QWEN25_TEMPLATE)
+    slow = ChatTemplate(
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        limits=RenderLimits(time_s=0.5),
+    )
+    errors: list[BaseException] = []
+
+    def run_slow() -> None:
+        try:
+            slow.render(CONVERSATION)
+        except ChatTemplateError as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run_slow)
+    thread.start()
+    results = [template.render(CONVERSATION) for _ in range(50)]
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+    assert len(set(results)) == 1
+    assert len(errors) == 1
+    assert isinstance(errors[0], ChatTemplateError)
+    assert errors[0].problem is ChatTemplateProblem.LIMIT
+
+
+# --- hostile templates -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_process_started(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record any attempt to start a process; the test then fails on it."""
+    attempts: list[str] = []
+
+    def forbidden(name: str) -> Any:
+        def record(*args: Any, **kwargs: Any) -> None:
+            attempts.append(name)
+            raise AssertionError(f"template started a process through {name}")
+
+        return record
+
+    monkeypatch.setattr(os, "system", forbidden("os.system"))
+    monkeypatch.setattr(os, "popen", forbidden("os.popen"))
+    monkeypatch.setattr(os, "posix_spawn", forbidden("os.posix_spawn"))
+    monkeypatch.setattr(subprocess, "Popen", forbidden("subprocess.Popen"))
+    return attempts
+
+
+def _refuse(payload: Payload, sentinel: Path) -> tuple[ChatTemplateError, bool]:
+    """Compile and render `payload`; returns the error and whether compiling refused it."""
+    source = payload.source.replace("SENTINEL", str(sentinel))
+    try:
+        template = ChatTemplate(source)
+    except ChatTemplateError as error:
+        return error, True
+    try:
+        template.render(CONVERSATION)
+    except ChatTemplateError as error:
+        return error, False
+    pytest.fail(f"payload {payload.name} rendered without an error")
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=[p.name for p in PAYLOADS])
+def test_hostile_template_is_refused(
+    payload: Payload, tmp_path: Path, no_process_started: list[str]
+) -> None:
+    sentinel = tmp_path / "pwned"
+    started = time.monotonic()
+    error, at_compile = _refuse(payload, sentinel)
+    elapsed = time.monotonic() - started
+    assert error.problem is payload.problem, str(error)
+    # Spelled-out escapes are refused before any of the template runs.
+    assert at_compile == payload.static
+    assert str(error).startswith("the model's chat template ")
+    if payload.problem is ChatTemplateProblem.UNSAFE:
+        assert str(error).endswith("which is not allowed; SpecChat refused to run it")
+    if payload.problem is ChatTemplateProblem.LIMIT:
+        assert str(error).endswith("SpecChat stopped it")
+    assert elapsed < REFUSAL_SECONDS
+    assert not sentinel.exists()
+    assert no_process_started == []
+
+
+def test_refusal_message_names_the_attribute() -> None:
+    with pytest.raises(ChatTemplateError) as caught:
+        ChatTemplate("{{ cycler.__init__.__globals__.os.popen('id').read() }}")
+    assert str(caught.value) == (
+        "the model's chat template tried to access '__globals__', which is not allowed; "
+        "SpecChat refused to run it"
+    )
+
+
+def test_at_least_ten_payloads_of_each_family() -> None:
+    unsafe = [p for p in PAYLOADS if p.problem is ChatTemplateProblem.UNSAFE]
+    limits = [p for p in PAYLOADS if p.problem is ChatTemplateProblem.LIMIT]
+    assert len(unsafe) >= 10
+    assert len(limits) >= 10
+
+
+def test_no_process_or_file_under_audit_hook(tmp_path: Path) -> None:
+    """All payloads in a fresh interpreter whose audit hook logs process starts and writes."""
+    sentinel_dir = tmp_path / "sentinels"
+    sentinel_dir.mkdir()
+    script = textwrap.dedent(
+        """
+        import json, os, sys
+        from specchat.engine.chat import ChatMessage, ChatTemplate, ChatTemplateError
+        from tests.helpers.chat_templates import PAYLOADS
+
+        sentinel_dir = sys.argv[1]
+        ChatTemplate(None).render([ChatMessage("user", "warm-up")])  # imports done before
+        events = []
+        WATCHED = ("os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.fork",
+                   "os.forkpty", "os.spawn", "pty.spawn", "ctypes.dlopen", "socket.connect",
+                   "os.remove", "os.rename", "os.mkdir", "shutil.rmtree")
+
+        def hook(event, args):
+            if event in WATCHED:
+                events.append([event, repr(args)[:200]])
+            elif event == "open" and len(args) > 1 and isinstance(args[1], str):
+                if any(flag in args[1] for flag in "wax+"):
+                    events.append([event, repr(args)[:200]])
+
+        sys.addaudithook(hook)
+        outcome = {}
+        for payload in PAYLOADS:
+            source = payload.source.replace("SENTINEL", os.path.join(sentinel_dir, payload.name))
+            try:
+                ChatTemplate(source).render([ChatMessage("user", "hi")])
+                outcome[payload.name] = "rendered"
+            except ChatTemplateError as error:
+                outcome[payload.name] = error.problem.name
+        print(json.dumps({"events": events, "outcome": outcome}))
+        """
+    )
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    root = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(sentinel_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=root,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["events"] == []
+    assert report["outcome"] == {p.name: p.problem.name for p in PAYLOADS}
+    assert list(sentinel_dir.iterdir()) == []
+
+
+def test_malicious_template_inside_a_gguf(tmp_path: Path, no_process_started: list[str]) -> None:
+    """A model file carrying an escape: read its template like a loader would, refuse it."""
+    import gguf
+
+    sentinel = tmp_path / "pwned"
+    evil = (
+        "{% for m in messages %}{{ m.content }}{% endfor %}"
+        f"{{{{ cycler.__init__.__globals__.os.popen('touch {sentinel}').read() }}}}"
+    )
+    model = write_tiny_model(tmp_path / "evil.gguf", TinySpec(chat_template=evil, name="evil"))
+    reader = gguf.GGUFReader(model)
+    field = reader.get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE)
+    assert field is not None
+    source = field.contents()
+    assert source == evil
+    with pytest.raises(ChatTemplateError) as caught:
+        ChatTemplate(source).render(CONVERSATION)
+    assert caught.value.problem is ChatTemplateProblem.UNSAFE
+    assert "'__globals__'" in str(caught.value)
+    assert not sentinel.exists()
+    assert no_process_started == []
+
+
+def test_output_limit_is_configurable() -> None:
+    template = ChatTemplate(None, limits=RenderLimits(max_chars=100))
+    template.render([ChatMessage("user", "x" * 40)])
+    with pytest.raises(ChatTemplateError) as caught:
+        template.render([ChatMessage("user", "x" * 200)])
+    assert caught.value.problem is ChatTemplateProblem.LIMIT
+
+
+# --- prefix reuse ----------------------------------------------------------------------------
+
+
+def test_common_prefix_len() -> None:
+    assert common_prefix_len([], []) == 0
+    assert common_prefix_len([1, 2, 3], [1, 2, 3]) == 3
+    assert common_prefix_len([1, 2, 3], [1, 2, 3, 4]) == 3
+    assert common_prefix_len([1, 2, 3], [1, 9, 3]) == 1
+    assert common_prefix_len([5], [6]) == 0
+
+
+def test_prefix_reuse_across_turns() -> None:
+    turn_one = render_chat(QWEN25_TEMPLATE, CONVERSATION[:2])
+    turn_two = render_chat(
+        QWEN25_TEMPLATE, [*CONVERSATION[:2], ChatMessage("assistant", "Hello!"), CONVERSATION[3]]
+    )
+    cached = [ord(c) for c in turn_one]  # characters stand in for tokens
+    prompt = [ord(c) for c in turn_two]
+    reuse = plan_prefix_reuse(cached, prompt)
+    # The follow-up only evaluates what is new; the earlier prompt is a strict prefix.
+    assert reuse.keep == len(cached)
+    assert reuse.evaluate == tuple(prompt[len(cached) :])
+
+
+def test_prefix_reuse_reevaluates_last_token_of_identical_prompt() -> None:
+    reuse = plan_prefix_reuse([1, 2, 3], [1, 2, 3])
+    assert reuse.keep == 2
+    assert reuse.evaluate == (3,)
+    assert plan_prefix_reuse([1, 2, 3], [1, 7]).evaluate == (7,)
+    assert plan_prefix_reuse([], []).keep == 0
+
+
+# --- context overflow ------------------------------------------------------------------------
+
+ROLES = ["system", "user", "assistant", "user", "assistant", "user", "assistant", "user"]
+
+
+def test_everything_fits() -> None:
+    plan = plan_context([10] * 8, ROLES, budget=80)
+    assert plan.kept == tuple(range(8))
+    assert plan.dropped == ()
+    assert not plan.truncated
+
+
+def test_drop_oldest_turns_keeps_system_and_latest_user() -> None:
+    counts = [5, 10, 10, 10, 10, 10, 10, 10]
+    plan = plan_context(counts, ROLES, budget=50)
+    assert plan.dropped == (1, 2, 3, 4)  # two whole question/answer turns
+    assert plan.kept == (0, 5, 6, 7)
+    assert plan.tokens == 35
+    assert plan.truncated
+
+
+def test_drop_keeps_assistant_with_its_question() -> None:
+    plan = plan_context([5, 10, 10, 10, 10, 10, 10, 10], ROLES, budget=60)
+    assert plan.dropped == (1, 2)
+    assert plan.kept == (0, 3, 4, 5, 6, 7)
+    assert ROLES[plan.kept[1]] == "user"  # the conversation still opens with a question
+
+
+def test_refuse_policy_raises() -> None:
+    with pytest.raises(ContextOverflowError) as caught:
+        plan_context([10] * 8, ROLES, budget=50, policy=OverflowPolicy.REFUSE)
+    assert caught.value.needed == 80
+    assert caught.value.budget == 50
+
+
+def test_even_the_latest_turn_does_not_fit() -> None:
+    with pytest.raises(ContextOverflowError) as caught:
+        plan_context([30, 10, 10, 40], ["system", "user", "assistant", "user"], budget=60)
+    assert caught.value.needed == 70
+    assert "latest message" in str(caught.value)
+
+
+def test_without_system_message() -> None:
+    plan = plan_context([10, 10, 10, 10, 10], ROLES[1:6], budget=25)
+    assert plan.kept == (4,)
+    assert plan.dropped == (0, 1, 2, 3)
+
+
+def test_policy_from_setting(tmp_path: Path) -> None:
+    stored = settings_module.Settings(tmp_path / "settings.json")
+    policy = OverflowPolicy.from_setting(stored.get(settings_module.CONTEXT_OVERFLOW))
+    assert policy is OverflowPolicy.DROP_OLDEST
+    assert OverflowPolicy.from_setting("refuse") is OverflowPolicy.REFUSE
+    with pytest.raises(ValueError):
+        OverflowPolicy.from_setting("summarise")
+
+
+def test_fit_messages_measures_rendered_prompts() -> None:
+    template = ChatTemplate(QWEN25_TEMPLATE)
+    messages = [ChatMessage("system", "Be brief.")]
+    for i in range(20):
+        messages += [ChatMessage("user", f"q{i} " * 20), ChatMessage("assistant", f"a{i} " * 20)]
+    messages.append(ChatMessage("user", "last question"))
+
+    def count(chosen: Any) -> int:
+        return len(template.render(chosen)) // 4
+
+    budget = count(messages) // 3
+    kept, plan = fit_messages(messages, budget=budget, count_tokens=count)
+    assert count(kept) <= budget
+    assert kept[0] == messages[0]
+    assert kept[-1] == messages[-1]
+    assert plan.tokens == count(kept)
+    # Minimal: bringing back the last dropped turn would overflow.
+    restored = [messages[i] for i in sorted({*plan.kept, plan.dropped[-2], plan.dropped[-1]})]
+    assert count(restored) > budget
+    with pytest.raises(ContextOverflowError):
+        fit_messages(messages, budget=budget, count_tokens=count, policy=OverflowPolicy.REFUSE)
+
+
+def test_engine_chat_does_not_import_qt() -> None:
+    code = "import sys, specchat.engine.chat; assert 'PySide6' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
