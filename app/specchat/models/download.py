@@ -57,6 +57,10 @@ HUB_TIMEOUT_S = 5.0
 HUB_ATTEMPTS = 4
 #: First back-off pause; doubled after each failed attempt.
 BACKOFF_S = 1.0
+#: Bytes huggingface_hub reads before it hands data to the file and the progress bar. Its
+#: default of 10 MiB means a bar that jumps, a cancel that waits for the next 10 MiB and a
+#: resume that restarts at the last 10 MiB boundary; 1 MiB keeps all three responsive.
+HUB_CHUNK = 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 SOURCES = ("auto", "hub", "mirror")
 
@@ -287,9 +291,11 @@ def download_from_hub(
     that does not match is deleted and ChecksumMismatch raised. Raises HubUnreachable
     within about `timeout` seconds when the hub cannot be reached.
     """
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError
 
+    # http_get reads this module attribute on every call (see HUB_CHUNK).
+    constants.DOWNLOAD_CHUNK_SIZE = min(constants.DOWNLOAD_CHUNK_SIZE, HUB_CHUNK)
     endpoint = (endpoint or hub_endpoint()).rstrip("/")
     check_cancel(cancel)
     cached = find_in_hub_cache(model, cache_dir=cache_dir)
@@ -380,6 +386,7 @@ def _download_once(
         )
     )
     meter.finish()
+    check_cancel(cancel)
     actual_size = path.stat().st_size
     if expected_size is not None and actual_size != expected_size:
         _delete_cached(path)

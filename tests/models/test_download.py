@@ -1,0 +1,246 @@
+"""Hub downloads through huggingface_hub against a real local HTTP server with faults."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specchat.models import download
+from specchat.models.catalog import ModelFile
+from specchat.models.download import (
+    ChecksumMismatch,
+    DownloadCancelled,
+    DownloadError,
+    DownloadProgress,
+    HubUnreachable,
+    NotEnoughSpace,
+    download_from_hub,
+    fetch_file,
+    find_in_hub_cache,
+)
+from specchat.models.transfer import read_stamp
+from tests.helpers import fake_hub
+
+REPO = "specchat-tests/tiny-GGUF"
+FILENAME = "tiny-target.gguf"
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[fake_hub.FakeHub]:
+    monkeypatch.setenv("SPECCHAT_MODEL_CACHE", str(tmp_path / "specchat-cache"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    with fake_hub.serve() as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield server
+
+
+@pytest.fixture
+def payload(tiny_models) -> bytes:  # type: ignore[no-untyped-def]
+    return Path(tiny_models.target).read_bytes()
+
+
+def _model(*, size: int | None = None, sha256: str | None = None, mirror=None) -> ModelFile:  # type: ignore[no-untyped-def]
+    return ModelFile(
+        repo=REPO,
+        filename=FILENAME,
+        revision="main",
+        size=size,
+        sha256=sha256,
+        quantisation="F32",
+        params="1M",
+        licence="mit",
+        mirror=mirror,
+    )
+
+
+def _random_bytes(count: int) -> bytes:
+    return np.random.default_rng(5).integers(0, 256, count, dtype=np.uint8).tobytes()
+
+
+def _no_leftovers(cache: Path) -> None:
+    """Neither a blob, a snapshot entry nor an .incomplete file remains in the hub cache."""
+    if not cache.exists():
+        return
+    leftovers = [
+        p
+        for p in cache.rglob("*")
+        if (p.is_file() or p.is_symlink()) and ("blobs" in p.parts or "snapshots" in p.parts)
+    ]
+    assert leftovers == []
+
+
+def test_full_download_reports_progress_and_verifies(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    sha = hub.add(REPO, FILENAME, payload)
+    hub.chunk = 4096
+    events: list[DownloadProgress] = []
+    cache = tmp_path / "hub"
+
+    path = download_from_hub(_model(), cache_dir=cache, progress=events.append)
+
+    assert path.read_bytes() == payload
+    assert path.resolve().name == sha  # stored as the hub stores LFS blobs
+    stages = [e.stage for e in events]
+    assert "download" in stages and "verify" in stages
+    downloads = [e for e in events if e.stage == "download"]
+    assert downloads[-1].finished and downloads[-1].done == len(payload)
+    assert downloads[-1].total == len(payload)
+    dones = [e.done for e in downloads]
+    assert dones == sorted(dones)
+    assert all(e.speed >= 0 for e in events)
+    assert read_stamp(path) == sha
+    # Found again without any download: a HEAD-less cache hit.
+    before = len(hub.requests)
+    assert find_in_hub_cache(_model(), cache_dir=cache) == path
+    assert download_from_hub(_model(), cache_dir=cache) == path
+    assert len(hub.requests) == before
+
+
+def test_cut_mid_file_resumes_with_a_range_request(hub, tmp_path):  # type: ignore[no-untyped-def]
+    # huggingface_hub hands bytes to the file in pieces (download.HUB_CHUNK), so what came
+    # after the last full piece is fetched again: a cut at 2.5 pieces resumes at 2.
+    piece = download.HUB_CHUNK
+    big = _random_bytes(6 * piece)
+    sha = hub.add(REPO, FILENAME, big)
+    hub.chunk = 64 * 1024
+    hub.faults.cut_after = 2 * piece + piece // 2
+    hub.faults.cuts = 1
+    events: list[DownloadProgress] = []
+
+    path = download_from_hub(_model(sha256=sha), cache_dir=tmp_path / "hub", progress=events.append)
+
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    ranges = [r.range for r in hub.gets()]
+    assert ranges == [None, f"bytes={2 * piece}-"]  # continued, not restarted from zero
+    final = [e for e in events if e.stage == "download"][-1]
+    assert final.done == len(big)
+
+
+@pytest.mark.parametrize("cut", [1, 4096, 200_003, 472_799])
+def test_cut_at_random_offsets_ends_in_a_correct_file(hub, payload, tmp_path, cut):  # type: ignore[no-untyped-def]
+    sha = hub.add(REPO, FILENAME, payload)
+    hub.faults.cut_after = cut
+    hub.faults.cuts = 2  # the first resume is cut again
+
+    path = download_from_hub(_model(size=len(payload)), cache_dir=tmp_path / "hub")
+
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+
+
+def test_wrong_bytes_are_refused_and_deleted(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    hub.add(REPO, FILENAME, payload)
+    hub.faults.corrupt = True
+    cache = tmp_path / "hub"
+
+    with pytest.raises(ChecksumMismatch, match="deleted"):
+        download_from_hub(_model(), cache_dir=cache)
+
+    _no_leftovers(cache)
+    assert find_in_hub_cache(_model(), cache_dir=cache) is None
+
+
+def test_catalog_sha256_wins_over_the_hub(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    hub.add(REPO, FILENAME, payload)
+    cache = tmp_path / "hub"
+    with pytest.raises(ChecksumMismatch, match=r"expected 0{64}"):
+        download_from_hub(_model(sha256="0" * 64), cache_dir=cache)
+    _no_leftovers(cache)
+
+
+def test_cancel_from_another_thread(hub, tmp_path):  # type: ignore[no-untyped-def]
+    big = _random_bytes(8 * download.HUB_CHUNK)
+    hub.add(REPO, FILENAME, big)
+    hub.chunk = 16 * 1024
+    hub.faults.chunk_delay = 0.005  # ~3 MB/s: the whole file would take ~3 s
+    cancel = threading.Event()
+    cache = tmp_path / "hub"
+    seen = threading.Event()
+
+    def on_progress(event: DownloadProgress) -> None:
+        if event.done > 0:
+            seen.set()
+
+    threading.Thread(target=lambda: seen.wait(10) and cancel.set(), daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(DownloadCancelled):
+        download_from_hub(_model(), cache_dir=cache, progress=on_progress, cancel=cancel)
+
+    assert time.monotonic() - started < 2.5
+    _no_leftovers(cache)
+
+
+def test_not_enough_disk_space_is_a_clear_error(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    hub.add(REPO, FILENAME, payload)
+    cache = tmp_path / "hub"
+
+    with pytest.raises(NotEnoughSpace, match="not enough disk space"):
+        download_from_hub(_model(), cache_dir=cache, free_space=lambda _path: 10_000)
+
+    assert hub.gets() == []  # refused before a byte was fetched
+    _no_leftovers(cache)
+
+
+@pytest.mark.parametrize("lie", [1000, -1000])
+def test_a_server_lying_about_the_size_leaves_no_file(hub, payload, tmp_path, lie):  # type: ignore[no-untyped-def]
+    hub.add(REPO, FILENAME, payload)
+    hub.faults.size_lie = lie
+    cache = tmp_path / "hub"
+    # Resumes against a liar cannot succeed; keep the back-off short.
+    with pytest.raises(DownloadError):
+        download_from_hub(_model(), cache_dir=cache, attempts=1)
+    _no_leftovers(cache)
+
+
+def test_catalog_size_disagreeing_with_the_hub_is_refused(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    hub.add(REPO, FILENAME, payload)
+    with pytest.raises(ChecksumMismatch, match="changed upstream"):
+        download_from_hub(_model(size=len(payload) + 1), cache_dir=tmp_path / "hub")
+    assert hub.gets() == []
+
+
+def test_transient_errors_are_retried_with_backoff(hub, payload, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(download, "BACKOFF_S", 0.05)
+    sha = hub.add(REPO, FILENAME, payload)
+    hub.faults.fail_status = 503
+    hub.faults.fail_count = 2
+
+    path = download_from_hub(_model(), cache_dir=tmp_path / "hub")
+
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert hub.faults.fail_count == 0
+
+
+def test_missing_file_is_a_clear_error(hub, tmp_path):  # type: ignore[no-untyped-def]
+    with pytest.raises(DownloadError, match="not found"):
+        download_from_hub(_model(), cache_dir=tmp_path / "hub")
+
+
+def test_unreachable_hub_fails_fast(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SPECCHAT_MODEL_CACHE", str(tmp_path / "specchat-cache"))
+    with fake_hub.serve() as server:
+        url = server.url  # a port that is closed once the block ends
+    started = time.monotonic()
+    with pytest.raises(HubUnreachable):
+        download_from_hub(_model(), cache_dir=tmp_path / "hub", endpoint=url)
+    assert time.monotonic() - started < 3
+
+
+def test_auto_source_without_a_mirror_reports_the_hub_error(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SPECCHAT_MODEL_CACHE", str(tmp_path / "specchat-cache"))
+    with fake_hub.serve() as server:
+        url = server.url
+    with pytest.raises(HubUnreachable):
+        fetch_file(_model(), cache_dir=tmp_path / "hub", endpoint=url)
+
+
+def test_fetch_file_finds_hub_cache_before_the_network(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    hub.add(REPO, FILENAME, payload)
+    cache = tmp_path / "hub"
+    first = fetch_file(_model(), source="hub", cache_dir=cache)
+    hub.files.clear()  # the hub forgets the file: only the cache can answer now
+    assert fetch_file(_model(), cache_dir=cache) == first
