@@ -26,7 +26,7 @@ CREATE TABLE conversations (
     title TEXT NOT NULL,
     created REAL NOT NULL,
     updated REAL NOT NULL,
-    deleted REAL  -- set by delete(), cleared by restore(); rows are purged later
+    deleted REAL  -- set by delete(), cleared by restore(), purged later
 );
 CREATE TABLE messages (
     id INTEGER PRIMARY KEY,
@@ -137,7 +137,11 @@ class ConversationStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = self._open()
-        except sqlite3.DatabaseError:
+        except sqlite3.DatabaseError as error:
+            # Exactly DatabaseError is damage ("file is not a database", "malformed"); its
+            # subclasses (a locked file, a bug in a statement) must not cost the user a database.
+            if type(error) is not sqlite3.DatabaseError:
+                raise StoreError(f"cannot open {self.path}: {error}") from error
             # A damaged file must never keep the app from starting: keep it for the user (or a
             # bug report) and begin a fresh database.
             self.recovered_from = self._move_aside()
