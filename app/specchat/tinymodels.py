@@ -64,7 +64,7 @@ class TinySpec:
     n_head: int = 4
     n_ff: int = 128
     n_ctx: int = 2048
-    logit_scale: float = 4.0
+    logit_scale: float = 8.0
     chat_template: str | None = CHATML_TEMPLATE
     name: str = "tiny"
 
@@ -95,6 +95,8 @@ def _weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
         "output_norm.weight": np.ones(e, dtype=np.float32),
         "output.weight": mat(n_vocab, e, spec.logit_scale),
     }
+    # Quieter special tokens: random weights would otherwise end answers after a few tokens.
+    tensors["output.weight"][: len(SPECIAL_TOKENS)] *= np.float32(0.2)
     for block in range(spec.n_layer):
         p = f"blk.{block}."
         tensors[p + "attn_norm.weight"] = np.ones(e, dtype=np.float32)
@@ -131,7 +133,7 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt2")
+    writer.add_tokenizer_pre("qwen2")
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges(merges)

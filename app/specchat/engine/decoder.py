@@ -1,0 +1,384 @@
+"""SpeculativeDecoder: the round loop — draft, verify in one target pass, roll back, repeat."""
+
+from __future__ import annotations
+
+import codecs
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from specchat.engine.drafting import Draft, DraftModelDrafter, PromptLookupDrafter
+from specchat.engine.llama import ContextFullError, LlamaModel
+from specchat.engine.schedule import MAX_K, AutoPolicy, FixedPolicy
+from specchat.engine.types import (
+    DraftMode,
+    GenerationRequest,
+    PolicyChoice,
+    RoundResult,
+    SamplingParams,
+    Stats,
+    StopReason,
+    TokenEvent,
+    TokenKind,
+)
+from specchat.engine.verify import verify
+
+#: A draft-model catch-up longer than this (a prompt prefill) is not a drafting cost.
+_CATCHUP_LIMIT = 4
+
+
+@dataclass(frozen=True)
+class Controls:
+    """Settings that may change between rounds of one generation.
+
+    Attributes:
+        mode: drafting mode.
+        k: draft length for fixed modes.
+        sampling: sampling settings (temperature, top-p, ...).
+    """
+
+    mode: DraftMode
+    k: int
+    sampling: SamplingParams
+
+
+class LiveControls:
+    """Thread-safe holder the UI updates while the engine reads it at each round's start."""
+
+    def __init__(self, controls: Controls) -> None:
+        self._lock = threading.Lock()
+        self._controls = controls
+
+    def get(self) -> Controls:
+        with self._lock:
+            return self._controls
+
+    def update(self, **changes: object) -> None:
+        with self._lock:
+            self._controls = replace(self._controls, **changes)  # type: ignore[arg-type]
+
+
+class _TextStream:
+    """Turns token bytes into text without ever splitting a UTF-8 character."""
+
+    def __init__(self, model: LlamaModel) -> None:
+        self._model = model
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token: int) -> str:
+        return self._decoder.decode(self._model.piece(token))
+
+
+class SpeculativeDecoder:
+    """Generates with a target model, drafting with prompt lookup and/or a draft model.
+
+    Every mode runs through the same loop: K = 0 is plain decoding. Output is exactly the
+    target's: greedy settings give its argmax tokens, sampling gives its distribution.
+
+    Attributes:
+        target: the model whose output this is.
+        draft: the draft model, if any.
+        lookup: the prompt-lookup drafter.
+        auto: the auto policy (kept across generations, so what it learnt carries over).
+    """
+
+    def __init__(
+        self,
+        target: LlamaModel,
+        draft: LlamaModel | None = None,
+        *,
+        lookup: PromptLookupDrafter | None = None,
+        auto: AutoPolicy | None = None,
+        draft_min_confidence: float = 0.0,
+    ) -> None:
+        self.target = target
+        self.draft = draft
+        self.lookup = lookup or PromptLookupDrafter()
+        self.draft_drafter = (
+            DraftModelDrafter(draft, min_confidence=draft_min_confidence) if draft else None
+        )
+        self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
+        self._fixed = FixedPolicy()
+
+    # --- one generation ----------------------------------------------------------------------
+    def generate(
+        self,
+        request: GenerationRequest,
+        *,
+        cancel: threading.Event | None = None,
+        live: LiveControls | None = None,
+    ) -> Iterator[RoundResult]:
+        """Yield one RoundResult per target pass until a stop; the last one carries `stop`."""
+        prompt = list(request.prompt_tokens)
+        if not prompt:
+            raise ValueError("empty prompt")
+        target = self.target
+        if len(prompt) >= target.n_ctx:
+            raise ContextFullError(
+                f"the prompt ({len(prompt)} tokens) does not fit the context window "
+                f"({target.n_ctx} tokens)"
+            )
+        live = live or LiveControls(Controls(request.mode, request.k, request.sampling))
+        rng = np.random.default_rng(request.sampling.seed)
+
+        began = time.perf_counter()
+        # The target's cache always holds the context minus its last token: each round then
+        # evaluates [last, d1..dK] in one pass and reads K + 1 rows of logits.
+        cached = target.sync(prompt[:-1])
+        if cached < len(prompt) - 1:
+            target.decode(prompt[cached:-1], logits="none")
+        prompt_evaluated = len(prompt) - 1 - cached
+        if self.draft is not None and live.get().mode in (DraftMode.DRAFT, DraftMode.CHAIN):
+            self._prefill_draft(prompt)
+        stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
+
+        context = prompt  # grows with every emitted token
+        text = _TextStream(target)
+        emitted_text: list[str] = []
+        max_stop = max((len(s) for s in request.stop_strings), default=0)
+        decode_start = time.perf_counter()
+        round_index = 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                yield self._final(round_index, stats, decode_start, StopReason.CANCELLED)
+                return
+            if stats.emitted >= request.max_tokens:
+                yield self._final(round_index, stats, decode_start, StopReason.MAX_TOKENS)
+                return
+            room = target.room()
+            if room < 1:
+                yield self._final(round_index, stats, decode_start, StopReason.CONTEXT_FULL)
+                return
+            controls = live.get()
+            sampling = controls.sampling
+            # Never draft past the answer's end or the context's.
+            k_cap = min(MAX_K, request.max_tokens - stats.emitted - 1, room - 1)
+            draft, choice = self._draft(context, controls, k_cap, rng)
+
+            verify_began = time.perf_counter()
+            last = context[-1]
+            n_before = target.n_past
+            logits = target.decode([last, *draft.tokens], logits="all")
+            verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
+            j = verdict.n_accepted
+            target.truncate(n_before + 1 + j)
+            verify_ms = _ms_since(verify_began)
+
+            new_tokens = [*draft.tokens[:j], verdict.next_token]
+            events: list[TokenEvent] = []
+            stop: StopReason | None = None
+            for i, token in enumerate(new_tokens):
+                if target.is_eog(token):
+                    stop = StopReason.EOS
+                    break
+                if i < j:
+                    kind = TokenKind.ACCEPTED
+                elif not draft.tokens:
+                    kind = TokenKind.PLAIN
+                elif j < len(draft.tokens):
+                    kind = TokenKind.CORRECTED
+                else:
+                    kind = TokenKind.BONUS
+                events.append(
+                    TokenEvent(
+                        kind=kind,
+                        token=token,
+                        text=text.push(token),
+                        p_target=verdict.p_target[i],
+                        p_draft=verdict.p_draft[i] if draft.tokens else None,
+                        round_index=round_index,
+                        position=i,
+                        margin=verdict.margins[i],
+                    )
+                )
+            context = context + [e.token for e in events]
+            if stop is None and request.stop_strings:
+                events, stop = _apply_stop_strings(
+                    events, emitted_text, request.stop_strings, max_stop
+                )
+            emitted_text.extend(e.text for e in events)
+            if stop is None and stats.emitted + len(events) >= request.max_tokens:
+                stop = StopReason.MAX_TOKENS
+
+            accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
+            rejected = tuple(draft.tokens[j:])
+            stats = _add_round(
+                stats,
+                drafted=len(draft.tokens),
+                accepted=accepted,
+                emitted=len(events),
+                draft_ms=draft.ms,
+                verify_ms=verify_ms,
+                elapsed_s=time.perf_counter() - decode_start,
+                position_kept=j,
+            )
+            policy = self.auto if controls.mode == DraftMode.AUTO else self._fixed
+            policy.observe(
+                choice,
+                batch=len(draft.tokens) + 1,
+                verify_ms=verify_ms,
+                draft_ms=draft.ms,
+                drafted=len(draft.tokens),
+                prefill=draft.catchup > _CATCHUP_LIMIT,
+                accepted=j,
+                match_len=draft.match_len,
+            )
+            yield RoundResult(
+                index=round_index,
+                events=tuple(events),
+                rejected=rejected,
+                rejected_text=self._text_of(rejected),
+                drafted=len(draft.tokens),
+                accepted=accepted,
+                draft_ms=draft.ms,
+                verify_ms=verify_ms,
+                choice=choice,
+                temperature=sampling.temperature,
+                stats=stats,
+                stop=stop,
+                text="".join(e.text for e in events),
+            )
+            round_index += 1
+            if stop is not None:
+                return
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _draft(
+        self, context: Sequence[int], controls: Controls, k_cap: int, rng: np.random.Generator
+    ) -> tuple[Draft, PolicyChoice]:
+        mode = controls.mode
+        has_draft = self.draft_drafter is not None
+        if mode in (DraftMode.DRAFT, DraftMode.CHAIN) and not has_draft:
+            mode = DraftMode.LOOKUP  # no draft model loaded: lookup is what remains
+        if k_cap <= 0:
+            return _NO_DRAFT, PolicyChoice(DraftMode.PLAIN, 0, "plain: last token")
+        looked_up: tuple[int, ...] = ()
+        match_len = 0
+        lookup_ms = 0.0
+        if mode in (DraftMode.LOOKUP, DraftMode.CHAIN, DraftMode.AUTO):
+            began = time.perf_counter()
+            looked_up, match_len = self.lookup.find(context, k_cap)
+            lookup_ms = _ms_since(began)
+        if mode == DraftMode.AUTO:
+            choice = self.auto.choose(
+                mode, k_cap, lookup_len=len(looked_up), match_len=match_len, has_draft=has_draft
+            )
+        else:
+            choice = self._fixed.choose(
+                mode, min(controls.k, k_cap), lookup_len=len(looked_up), match_len=match_len,
+                has_draft=has_draft,
+            )
+        k = min(choice.k, k_cap)
+        if choice.mode == DraftMode.PLAIN or k <= 0:
+            return _NO_DRAFT, choice
+        use_lookup = choice.mode == DraftMode.LOOKUP or (
+            choice.mode == DraftMode.CHAIN and looked_up
+        )
+        if use_lookup:
+            tokens = looked_up[:k]
+            return Draft(tokens, None, lookup_ms, DraftMode.LOOKUP, match_len), choice
+        assert self.draft_drafter is not None
+        draft = self.draft_drafter.propose(context, k, controls.sampling, rng)
+        if choice.mode == DraftMode.CHAIN:
+            draft = replace(draft, ms=draft.ms + lookup_ms)
+        return draft, choice
+
+    def _prefill_draft(self, prompt: Sequence[int]) -> None:
+        assert self.draft is not None
+        cached = self.draft.sync(prompt[:-1])
+        if cached < len(prompt) - 1:
+            self.draft.decode(prompt[cached:-1], logits="none")
+
+    def _text_of(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", errors="replace")
+
+    @staticmethod
+    def _final(
+        round_index: int, stats: Stats, decode_start: float, stop: StopReason
+    ) -> RoundResult:
+        """A round with no target pass, only to carry the stop reason."""
+        stats = replace(stats, elapsed_s=time.perf_counter() - decode_start)
+        return RoundResult(
+            index=round_index,
+            events=(),
+            rejected=(),
+            rejected_text="",
+            drafted=0,
+            accepted=0,
+            draft_ms=0.0,
+            verify_ms=0.0,
+            choice=PolicyChoice(DraftMode.PLAIN, 0, stop.value),
+            temperature=0.0,
+            stats=stats,
+            stop=stop,
+        )
+
+
+_NO_DRAFT = Draft((), None, 0.0, DraftMode.PLAIN)
+
+
+def _ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+def _add_round(
+    stats: Stats,
+    *,
+    drafted: int,
+    accepted: int,
+    emitted: int,
+    draft_ms: float,
+    verify_ms: float,
+    elapsed_s: float,
+    position_kept: int,
+) -> Stats:
+    """Stats after one more round: totals plus per-position acceptance counts."""
+    width = max(len(stats.position_drafted), drafted)
+    pos_drafted = list(stats.position_drafted) + [0] * (width - len(stats.position_drafted))
+    pos_accepted = list(stats.position_accepted) + [0] * (width - len(stats.position_accepted))
+    for position in range(drafted):
+        pos_drafted[position] += 1
+        if position < min(position_kept, accepted):
+            pos_accepted[position] += 1
+    return replace(
+        stats,
+        rounds=stats.rounds + 1,
+        drafted=stats.drafted + drafted,
+        accepted=stats.accepted + accepted,
+        emitted=stats.emitted + emitted,
+        draft_ms=stats.draft_ms + draft_ms,
+        verify_ms=stats.verify_ms + verify_ms,
+        elapsed_s=elapsed_s,
+        position_drafted=tuple(pos_drafted),
+        position_accepted=tuple(pos_accepted),
+    )
+
+
+def _apply_stop_strings(
+    events: list[TokenEvent],
+    emitted_text: list[str],
+    stop_strings: Sequence[str],
+    max_stop: int,
+) -> tuple[list[TokenEvent], StopReason | None]:
+    """Cut the round's events where a stop string begins (it may span earlier rounds' text)."""
+    before = "".join(emitted_text)
+    tail_start = max(0, len(before) - max_stop)
+    window = before[tail_start:] + "".join(e.text for e in events)
+    hits = [i for i in (window.find(s) for s in stop_strings) if i >= 0]
+    if not hits:
+        return events, None
+    # Offset of the stop into this round's text (text already shown stays shown).
+    cut = max(0, tail_start + min(hits) - len(before))
+    kept: list[TokenEvent] = []
+    offset = 0
+    for event in events:
+        if offset >= cut:
+            break
+        if offset + len(event.text) > cut:
+            event = replace(event, text=event.text[: max(0, cut - offset)])
+        kept.append(event)
+        offset += len(event.text)
+    return kept, StopReason.STOP_STRING

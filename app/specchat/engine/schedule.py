@@ -1,0 +1,237 @@
+"""K policy: a fixed K, or `auto`, which prices every option with a cost model fitted online."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specchat.engine.types import DraftMode, PolicyChoice
+
+#: Longest draft any policy asks for (the window's slider goes to 16 too).
+MAX_K = 16
+
+#: Relative cost of one more token in a target batch, before anything is measured. On a CPU
+#: a batch of n costs roughly 1 + 0.35·(n−1) single tokens; on a GPU the extra rows are
+#: nearly free. Both are replaced by measurements after a few rounds.
+PRIOR_BATCH_SLOPE = {"cpu": 0.35, "gpu": 0.05}
+
+#: Match-length buckets for prompt lookup's acceptance estimate (1, 2, 3, 4+ tokens).
+LOOKUP_BUCKETS = 4
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Mean tokens per round with k drafts kept independently with probability alpha.
+
+    Accepted prefix length is truncated-geometric; every round adds one target token, so
+    E = 1 + α + α² + … + α^k.
+    """
+    if k <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(k + 1)
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+@dataclass
+class _Acceptance:
+    """Decayed per-token acceptance counts (a geometric model's MLE, with a prior)."""
+
+    kept: float
+    trials: float
+    decay: float = 0.97
+
+    @property
+    def alpha(self) -> float:
+        return self.kept / self.trials if self.trials > 0 else 0.0
+
+    def update(self, drafted: int, accepted: int) -> None:
+        if drafted <= 0:
+            return
+        self.kept *= self.decay
+        self.trials *= self.decay
+        # A round is `accepted` successes, then one failure unless every draft was kept.
+        self.kept += accepted
+        self.trials += accepted + (1 if accepted < drafted else 0)
+
+
+@dataclass
+class CostModel:
+    """Measured costs: the target's time for a batch of n tokens, the draft's per token.
+
+    Attributes:
+        slope: prior relative cost of one more batch row (see PRIOR_BATCH_SLOPE).
+        batch_ms: smoothed milliseconds per target pass, keyed by batch size n = K + 1.
+        draft_token_ms: smoothed milliseconds per draft-model token.
+    """
+
+    slope: float
+    batch_ms: dict[int, float] = field(default_factory=dict)
+    draft_token_ms: float | None = None
+    smoothing: float = 0.2
+
+    def observe_batch(self, n: int, ms: float) -> None:
+        old = self.batch_ms.get(n)
+        self.batch_ms[n] = ms if old is None else old + self.smoothing * (ms - old)
+
+    def observe_draft(self, tokens: int, ms: float) -> None:
+        if tokens <= 0:
+            return
+        per_token = ms / tokens
+        old = self.draft_token_ms
+        self.draft_token_ms = (
+            per_token if old is None else old + self.smoothing * (per_token - old)
+        )
+
+    def _shape(self, n: int) -> float:
+        return 1.0 + self.slope * (n - 1)
+
+    def target_ms(self, n: int) -> float | None:
+        """Estimated time of a target pass over n tokens (None before any measurement)."""
+        if n in self.batch_ms:
+            return self.batch_ms[n]
+        if not self.batch_ms:
+            return None
+        below = [m for m in self.batch_ms if m < n]
+        above = [m for m in self.batch_ms if m > n]
+        if below and above:
+            lo, hi = max(below), min(above)
+            t_lo, t_hi = self.batch_ms[lo], self.batch_ms[hi]
+            return t_lo + (t_hi - t_lo) * (n - lo) / (hi - lo)
+        anchor = max(below) if below else min(above)
+        return self.batch_ms[anchor] * self._shape(n) / self._shape(anchor)
+
+
+class FixedPolicy:
+    """Exactly the mode and K the user asked for."""
+
+    def choose(
+        self, mode: DraftMode, k: int, *, lookup_len: int, match_len: int, has_draft: bool
+    ) -> PolicyChoice:
+        if mode == DraftMode.PLAIN or k <= 0:
+            return PolicyChoice(DraftMode.PLAIN, 0, "plain decoding")
+        label = {DraftMode.LOOKUP: "lookup", DraftMode.DRAFT: "draft model",
+                 DraftMode.CHAIN: "chain"}[mode]
+        return PolicyChoice(mode, k, f"{label}, K = {k} (fixed)")
+
+    def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, draft_ms: float,
+                drafted: int, accepted: int, match_len: int, prefill: bool) -> None:
+        """Fixed K learns nothing."""
+
+
+class AutoPolicy:
+    """Chooses plain, lookup or the draft model and K each round to maximise tokens per second.
+
+    Prices each option as expected tokens ÷ expected time, from the measured cost of target
+    passes by batch size, the draft model's cost per token, and acceptance rates estimated
+    per drafter (for lookup, per matched n-gram length). A drafter that does not pay is not
+    used; it is probed with K = 1 now and then, at intervals that double while probes fail,
+    so a stretch where drafting starts to pay is found without paying much where it never does.
+
+    Attributes:
+        costs: the fitted cost model.
+        draft_acceptance: acceptance of the draft model.
+        lookup_acceptance: acceptance of prompt lookup per match-length bucket.
+    """
+
+    def __init__(self, *, gpu: bool = False, probe_interval: int = 32) -> None:
+        self.costs = CostModel(PRIOR_BATCH_SLOPE["gpu" if gpu else "cpu"])
+        # Priors: a same-family draft model usually agrees more often than not; lookup
+        # matches predict better the longer they are.
+        self.draft_acceptance = _Acceptance(kept=1.2, trials=2.0)
+        self.lookup_acceptance = [
+            _Acceptance(kept=prior * 2.0, trials=2.0) for prior in (0.3, 0.5, 0.7, 0.8)
+        ]
+        self.base_probe_interval = probe_interval
+        self._probe_interval = {DraftMode.LOOKUP: probe_interval, DraftMode.DRAFT: probe_interval}
+        self._since_used = {DraftMode.LOOKUP: 0, DraftMode.DRAFT: 0}
+        self._probing: DraftMode | None = None
+
+    @staticmethod
+    def _bucket(match_len: int) -> int:
+        return max(0, min(match_len, LOOKUP_BUCKETS) - 1)
+
+    def _rate(self, alpha: float, k: int, per_draft_ms: float, fallback_ms: float) -> float:
+        target = self.costs.target_ms(k + 1) or fallback_ms * self.costs._shape(k + 1)
+        return expected_tokens(alpha, k) / (target + per_draft_ms * k)
+
+    def choose(
+        self, mode: DraftMode, k: int, *, lookup_len: int, match_len: int, has_draft: bool
+    ) -> PolicyChoice:
+        plain_ms = self.costs.target_ms(1)
+        if plain_ms is None:
+            # Nothing measured yet: one plain round gives the reference cost.
+            return PolicyChoice(DraftMode.PLAIN, 0, "plain: measuring the target's cost")
+        plain_rate = 1.0 / plain_ms
+        best = PolicyChoice(DraftMode.PLAIN, 0, "")
+        best_rate = plain_rate
+        notes: list[str] = []
+        if lookup_len > 0:
+            alpha = self.lookup_acceptance[self._bucket(match_len)].alpha
+            lookup_best = max(
+                range(1, min(lookup_len, MAX_K) + 1),
+                key=lambda kk: self._rate(alpha, kk, 0.0, plain_ms),
+            )
+            rate = self._rate(alpha, lookup_best, 0.0, plain_ms)
+            notes.append(f"lookup {rate / plain_rate:.2f}×")
+            if rate > best_rate:
+                best_rate = rate
+                best = PolicyChoice(
+                    DraftMode.LOOKUP,
+                    lookup_best,
+                    f"lookup, K = {lookup_best}: {match_len}-token match, "
+                    f"α ≈ {alpha:.2f}, ≈ {rate / plain_rate:.2f}× plain",
+                )
+        if has_draft:
+            alpha = self.draft_acceptance.alpha
+            per_token = self.costs.draft_token_ms
+            if per_token is None:
+                per_token = plain_ms / 3.0  # a draft model is typically a third of the cost
+            draft_best = max(
+                range(1, MAX_K + 1), key=lambda kk: self._rate(alpha, kk, per_token, plain_ms)
+            )
+            rate = self._rate(alpha, draft_best, per_token, plain_ms)
+            notes.append(f"draft {rate / plain_rate:.2f}×")
+            if rate > best_rate:
+                best_rate = rate
+                best = PolicyChoice(
+                    DraftMode.DRAFT,
+                    draft_best,
+                    f"draft model, K = {draft_best}: α ≈ {alpha:.2f}, "
+                    f"≈ {rate / plain_rate:.2f}× plain",
+                )
+        if best.mode == DraftMode.PLAIN:
+            probe = self._due_probe(lookup_len > 0, has_draft)
+            if probe is not None:
+                self._probing = probe
+                label = "lookup" if probe == DraftMode.LOOKUP else "draft model"
+                return PolicyChoice(probe, 1, f"{label}, K = 1: probing whether it pays now")
+            why = ", ".join(notes) if notes else "nothing to draft from"
+            return PolicyChoice(DraftMode.PLAIN, 0, f"plain: drafting would not pay ({why})")
+        return best
+
+    def _due_probe(self, lookup_possible: bool, has_draft: bool) -> DraftMode | None:
+        for mode, possible in ((DraftMode.LOOKUP, lookup_possible), (DraftMode.DRAFT, has_draft)):
+            if possible and self._since_used[mode] >= self._probe_interval[mode]:
+                return mode
+        return None
+
+    def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, draft_ms: float,
+                drafted: int, accepted: int, match_len: int, prefill: bool) -> None:
+        """Learn from one round; `prefill` marks a draft time inflated by a prompt catch-up."""
+        self.costs.observe_batch(batch, verify_ms)
+        for mode in self._since_used:
+            self._since_used[mode] += 1
+        if choice.mode == DraftMode.LOOKUP and drafted:
+            self.lookup_acceptance[self._bucket(match_len)].update(drafted, accepted)
+        elif choice.mode == DraftMode.DRAFT and drafted:
+            self.draft_acceptance.update(drafted, accepted)
+            if not prefill:
+                self.costs.observe_draft(drafted, draft_ms)
+        if choice.mode in self._since_used and drafted:
+            self._since_used[choice.mode] = 0
+            if self._probing == choice.mode:
+                # A failed probe doubles the wait before the next one; a success resets it.
+                interval = self._probe_interval[choice.mode]
+                self._probe_interval[choice.mode] = (
+                    self.base_probe_interval if accepted else min(interval * 2, 1024)
+                )
+        self._probing = None

@@ -1,0 +1,216 @@
+"""Frozen value types shared by the engine, the workers, the CLI and the window."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class TokenKind(enum.Enum):
+    """How an emitted token came to be."""
+
+    ACCEPTED = enum.auto()  #: a draft token the target agreed with
+    CORRECTED = enum.auto()  #: the target's token replacing the first rejected draft token
+    BONUS = enum.auto()  #: the target's extra token after every draft token was kept
+    PLAIN = enum.auto()  #: no draft that round: one ordinary target step
+
+
+class DraftMode(enum.Enum):
+    """Which drafter proposes tokens; AUTO lets the policy choose per round."""
+
+    PLAIN = "plain"  #: no drafting (K = 0)
+    LOOKUP = "lookup"  #: prompt lookup (n-gram match over the text so far)
+    DRAFT = "draft"  #: the draft model
+    CHAIN = "chain"  #: prompt lookup, falling back to the draft model
+    AUTO = "auto"  #: the cost model picks plain, lookup or draft and K each round
+
+    @classmethod
+    def parse(cls, text: str) -> DraftMode:
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise ValueError(f"unknown drafting mode {text!r}; choose one of {names}") from None
+
+
+class StopReason(enum.Enum):
+    """Why a generation ended."""
+
+    EOS = "end of answer"
+    MAX_TOKENS = "token limit reached"
+    STOP_STRING = "stop string"
+    CANCELLED = "stopped"
+    CONTEXT_FULL = "context window full"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How logits become a probability vector.
+
+    Attributes:
+        temperature: 0 means greedy (argmax).
+        top_k: keep the k most likely tokens (0 = all).
+        top_p: keep the smallest set whose mass reaches top_p (1 = all).
+        min_p: drop tokens below min_p times the top probability (0 = none).
+        seed: seed of the sampling RNG; None draws one from the OS.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One emitted token.
+
+    Attributes:
+        kind: how it was made.
+        token: token id.
+        text: the text it completes, UTF-8 safe: a token that ends mid-character carries ""
+            and the token completing the character carries all of it.
+        p_target: the target's probability of this token (after sampling settings).
+        p_draft: the drafter's probability (1.0 for a deterministic drafter; None when the
+            token was not a draft).
+        round_index: the round that emitted it.
+        position: 0-based index within the round's draft (the bonus token has index K).
+        margin: the target's top-1 minus top-2 logit at this position (how close a tie it was).
+    """
+
+    kind: TokenKind
+    token: int
+    text: str
+    p_target: float
+    p_draft: float | None
+    round_index: int
+    position: int
+    margin: float
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """What drafted this round and why.
+
+    Attributes:
+        mode: the drafter actually used (never AUTO).
+        k: the draft length asked of it.
+        reason: one line for people ("lookup, K = 6: long match").
+    """
+
+    mode: DraftMode
+    k: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Running totals of one generation.
+
+    Attributes:
+        rounds: target passes made.
+        drafted: draft tokens proposed.
+        accepted: draft tokens kept.
+        emitted: tokens emitted (every kind).
+        elapsed_s: wall time of decoding so far (prompt evaluation excluded).
+        prompt_tokens: tokens evaluated for the prompt (after cache reuse).
+        prompt_ms: prompt evaluation time.
+        draft_ms: time spent drafting.
+        verify_ms: time spent in target passes and verification.
+        position_drafted: per draft position, how often a token was proposed there.
+        position_accepted: per draft position, how often it was kept.
+    """
+
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    emitted: int = 0
+    elapsed_s: float = 0.0
+    prompt_tokens: int = 0
+    prompt_ms: float = 0.0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    position_drafted: tuple[int, ...] = ()
+    position_accepted: tuple[int, ...] = ()
+
+    @property
+    def alpha(self) -> float:
+        """Acceptance rate: accepted ÷ drafted (0 when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens emitted per target pass."""
+        return self.emitted / self.rounds if self.rounds else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.emitted / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def position_rates(self) -> tuple[float, ...]:
+        """Acceptance rate per draft position."""
+        return tuple(
+            a / d if d else 0.0
+            for a, d in zip(self.position_accepted, self.position_drafted, strict=True)
+        )
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """Everything one round of speculation produced.
+
+    Attributes:
+        index: 0-based round number within the generation.
+        events: the emitted tokens, in order.
+        rejected: draft token ids thrown away at the first miss (and after it).
+        rejected_text: their text, for ghost display.
+        drafted: draft tokens proposed this round.
+        accepted: draft tokens kept this round.
+        draft_ms: time the drafter took.
+        verify_ms: time of the target pass and verification.
+        choice: the drafter and K used, and why.
+        temperature: sampling temperature of this round.
+        stats: running totals including this round.
+        stop: set on the last round of a generation.
+        text: the text this round added (concatenation of the events' text).
+    """
+
+    index: int
+    events: tuple[TokenEvent, ...]
+    rejected: tuple[int, ...]
+    rejected_text: str
+    drafted: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+    choice: PolicyChoice
+    temperature: float
+    stats: Stats
+    stop: StopReason | None = None
+    text: str = field(default="")
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What to generate.
+
+    Attributes:
+        prompt_tokens: the full prompt (cached prefixes are reused automatically).
+        max_tokens: longest answer.
+        sampling: sampling settings.
+        mode: drafting mode.
+        k: draft length for fixed modes (ignored by AUTO).
+        stop_strings: the answer ends before any of these.
+    """
+
+    prompt_tokens: tuple[int, ...]
+    max_tokens: int = 512
+    sampling: SamplingParams = SamplingParams()
+    mode: DraftMode = DraftMode.AUTO
+    k: int = 4
+    stop_strings: tuple[str, ...] = ()
