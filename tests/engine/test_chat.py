@@ -94,6 +94,36 @@ def test_qwen25_template_with_tools_and_tool_calls() -> None:
     assert prompt.endswith("<|im_start|>assistant\n")
 
 
+def test_qwen3_style_constructs() -> None:
+    """Namespaces, reversed slices, string methods and `is` tests, as Qwen3's template uses."""
+    source = (
+        "{%- set ns = namespace(last_query_index=messages|length - 1) %}"
+        "{%- for message in messages[::-1] %}"
+        "{%- if message.role == 'user' and message.content is string %}"
+        "{%- set ns.last_query_index = (messages|length - 1) - loop.index0 %}{% break %}"
+        "{%- endif %}{%- endfor %}"
+        "{%- for message in messages %}"
+        "{%- set content = message.content.split('</think>')[-1].lstrip('\\n') %}"
+        "{{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>\\n' }}"
+        "{%- endfor %}"
+        "{{- ns.last_query_index }}"
+        "|{{ messages|selectattr('role', 'equalto', 'user')|list|length }}"
+        "|{{ messages|map(attribute='role')|join(',') }}"
+        "{%- if enable_thinking is defined and enable_thinking is false %}<think></think>"
+        "{%- endif %}"
+    )
+    messages = [
+        ChatMessage("user", "hi"),
+        ChatMessage("assistant", "<think>hmm</think>\n\nyo"),
+        ChatMessage("user", "q"),
+    ]
+    prompt = render_chat(source, messages, extra={"enable_thinking": False})
+    assert prompt == (
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n"
+        "<|im_start|>user\nq<|im_end|>\n2|2|user,assistant,user<think></think>"
+    )
+
+
 def test_fallback_template_when_model_has_none() -> None:
     for missing in (None, "", "   "):
         template = ChatTemplate(missing)

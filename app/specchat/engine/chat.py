@@ -649,6 +649,7 @@ class ChatTemplate:
         self.eos_token = eos_token
         self.limits = limits
         self._environment = _ChatSandbox(limits=limits)
+        outer = getattr(_local, "budget", None)
         _local.budget = _Budget(limits)  # compile-time folding runs guarded filters too
         try:
             self._template = self._environment.from_string(self.source)
@@ -667,7 +668,7 @@ class ChatTemplate:
                 f"{_PREFIX} could not be compiled: {_shorten(str(error))}",
             ) from None
         finally:
-            _local.budget = None
+            _local.budget = outer
 
     def render(
         self,
@@ -688,6 +689,7 @@ class ChatTemplate:
         if tools is not None:
             context["tools"] = [dict(t) for t in tools]
         budget = _Budget(self.limits)
+        outer = getattr(_local, "budget", None)
         _local.budget = budget
         chunks: list[str] = []
         length = 0
@@ -731,7 +733,7 @@ class ChatTemplate:
             ) from None
         finally:
             stream.close()
-            _local.budget = None
+            _local.budget = outer
         return "".join(chunks)
 
 
