@@ -1,0 +1,234 @@
+"""ChatEngine: a loaded target/draft pair that turns chat messages into streamed rounds."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.engine.chat import (
+    ChatMessage,
+    ChatTemplate,
+    ContextPlan,
+    OverflowPolicy,
+    fit_messages,
+)
+from specchat.engine.decoder import Controls, LiveControls, SpeculativeDecoder
+from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.types import DraftMode, GenerationRequest, RoundResult, SamplingParams
+
+
+class IncompatibleDraftError(ModelLoadError):
+    """The draft model's vocabulary does not match the target's."""
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Progress of loading a pair.
+
+    Attributes:
+        stage: 'target', 'draft' or 'checking'.
+        fraction: 0..1 within the stage.
+        overall: 0..1 across the whole load.
+    """
+
+    stage: str
+    fraction: float
+    overall: float
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    """What is loaded.
+
+    Attributes:
+        target: the target's load report.
+        draft: the draft's, or None.
+        compat_reason: the compatibility verdict's reason ("" without a draft).
+    """
+
+    target: LoadInfo
+    draft: LoadInfo | None
+    compat_reason: str
+
+
+@dataclass(frozen=True)
+class PreparedPrompt:
+    """A chat rendered for the target.
+
+    Attributes:
+        tokens: the prompt tokens.
+        plan: which messages were kept and which dropped to fit the context.
+    """
+
+    tokens: tuple[int, ...]
+    plan: ContextPlan
+
+
+def check_pair(target: Path, draft: Path) -> tuple[bool, str]:
+    """Compatibility of a draft with a target, from their metadata alone."""
+    from specchat.models.compat import check_compatible
+
+    verdict = check_compatible(target, draft)
+    return verdict.ok, verdict.reason
+
+
+class ChatEngine:
+    """A target (and optional draft) model ready to chat.
+
+    Attributes:
+        target: the target model.
+        draft: the draft model, or None.
+        decoder: the speculative decoder over them.
+        template: the target's chat template, compiled in the sandbox.
+        info: what loading did.
+    """
+
+    def __init__(self, target: LlamaModel, draft: LlamaModel | None, *, compat_reason: str = "") -> None:
+        self.target = target
+        self.draft = draft
+        self.decoder = SpeculativeDecoder(target, draft)
+        self.template = ChatTemplate(
+            target.chat_template(),
+            bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
+            eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
+        )
+        self.info = EngineInfo(target.info, draft.info if draft else None, compat_reason)
+
+    @classmethod
+    def load(
+        cls,
+        target: str | Path,
+        draft: str | Path | None = None,
+        *,
+        n_ctx: int = 4096,
+        target_gpu_layers: int = -1,
+        draft_gpu_layers: int = -1,
+        n_threads: int | None = None,
+        progress: Callable[[LoadProgress], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> ChatEngine:
+        """Load a pair, checking the draft's vocabulary before any weights are read."""
+        target = Path(target)
+        compat_reason = ""
+        if draft is not None:
+            draft = Path(draft)
+            if progress:
+                progress(LoadProgress("checking", 0.0, 0.0))
+            ok, compat_reason = check_pair(target, draft)
+            if not ok:
+                raise IncompatibleDraftError(f"the draft cannot serve this target: {compat_reason}")
+        share = 0.75 if draft is not None else 1.0
+
+        def report(stage: str, offset: float, weight: float) -> Callable[[float], None]:
+            def on_fraction(fraction: float) -> None:
+                if progress:
+                    progress(LoadProgress(stage, fraction, offset + weight * fraction))
+
+            return on_fraction
+
+        target_model = LlamaModel(
+            target,
+            n_ctx=n_ctx,
+            n_gpu_layers=target_gpu_layers,
+            n_threads=n_threads,
+            progress=report("target", 0.0, share),
+            cancel=cancel,
+        )
+        draft_model = None
+        if draft is not None:
+            try:
+                draft_model = LlamaModel(
+                    draft,
+                    n_ctx=n_ctx,
+                    n_gpu_layers=draft_gpu_layers,
+                    n_threads=n_threads,
+                    progress=report("draft", share, 1.0 - share),
+                    cancel=cancel,
+                )
+            except BaseException:
+                target_model.close()
+                raise
+        return cls(target_model, draft_model, compat_reason=compat_reason)
+
+    def close(self) -> None:
+        self.target.close()
+        if self.draft is not None:
+            self.draft.close()
+
+    # --- prompts -----------------------------------------------------------------------------
+    def render(self, messages: Sequence[ChatMessage]) -> str:
+        return self.template.render(messages, add_generation_prompt=True)
+
+    def tokenize_prompt(self, text: str) -> list[int]:
+        # The template writes BOS itself when the model wants one; special tokens in the
+        # rendered text (<|im_start|>) are parsed as the control tokens they are.
+        return self.target.tokenize(text, add_special=False, parse_special=True)
+
+    def prepare(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int,
+        policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
+    ) -> PreparedPrompt:
+        """Render the chat, dropping the oldest turns if it would not fit with the answer."""
+        budget = max(1, self.target.n_ctx - min(max_tokens, self.target.n_ctx // 2))
+        kept, plan = fit_messages(
+            messages,
+            budget=budget,
+            count_tokens=lambda msgs: len(self.tokenize_prompt(self.render(msgs))),
+            policy=policy,
+        )
+        return PreparedPrompt(tuple(self.tokenize_prompt(self.render(kept))), plan)
+
+    # --- generation --------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt_tokens: Sequence[int],
+        *,
+        max_tokens: int = 512,
+        sampling: SamplingParams = SamplingParams(),
+        mode: DraftMode = DraftMode.AUTO,
+        k: int = 4,
+        stop_strings: Sequence[str] = (),
+        cancel: threading.Event | None = None,
+        live: LiveControls | None = None,
+    ) -> Iterator[RoundResult]:
+        request = GenerationRequest(
+            prompt_tokens=tuple(prompt_tokens),
+            max_tokens=max_tokens,
+            sampling=sampling,
+            mode=mode,
+            k=k,
+            stop_strings=tuple(stop_strings),
+        )
+        live = live or LiveControls(Controls(mode, k, sampling))
+        return self.decoder.generate(request, cancel=cancel, live=live)
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: int = 512,
+        sampling: SamplingParams = SamplingParams(),
+        mode: DraftMode = DraftMode.AUTO,
+        k: int = 4,
+        stop_strings: Sequence[str] = (),
+        cancel: threading.Event | None = None,
+        live: LiveControls | None = None,
+        policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
+    ) -> Iterator[RoundResult]:
+        """Answer the last message; earlier turns' KV cache is reused automatically."""
+        prepared = self.prepare(messages, max_tokens=max_tokens, policy=policy)
+        return self.generate(
+            prepared.tokens,
+            max_tokens=max_tokens,
+            sampling=sampling,
+            mode=mode,
+            k=k,
+            stop_strings=stop_strings,
+            cancel=cancel,
+            live=live,
+        )
