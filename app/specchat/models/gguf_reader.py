@@ -77,6 +77,8 @@ class GGUFMetadata:
         values: the metadata (only the requested keys when `keys` was given); string arrays
             are lists of str, numeric arrays tuples.
         types: the GGUF value type of every key read (all keys, requested or not).
+        array_types: the element type of every array key.
+        offsets: where each key's value starts in the file.
     """
 
     path: Path
@@ -87,6 +89,8 @@ class GGUFMetadata:
     kv_end: int
     values: Mapping[str, Any]
     types: Mapping[str, ValueType] = field(repr=False)
+    array_types: Mapping[str, ValueType] = field(repr=False, default_factory=dict)
+    offsets: Mapping[str, int] = field(repr=False, default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
@@ -313,11 +317,17 @@ def _parse_header(cur: _Cursor, path: Path) -> tuple[int, int, int]:
     return version, tensor_count, kv_count
 
 
-def _parse_kv(
-    cur: _Cursor, kv_count: int, keys: Collection[str] | None
-) -> tuple[dict[str, Any], dict[str, ValueType]]:
-    values: dict[str, Any] = {}
-    types: dict[str, ValueType] = {}
+@dataclass
+class _KV:
+    values: dict[str, Any] = field(default_factory=dict)
+    types: dict[str, ValueType] = field(default_factory=dict)
+    array_types: dict[str, ValueType] = field(default_factory=dict)
+    offsets: dict[str, int] = field(default_factory=dict)
+
+
+def _parse_kv(cur: _Cursor, kv_count: int, keys: Collection[str] | None) -> _KV:
+    kv = _KV()
+    values, types = kv.values, kv.types
     for index in range(kv_count):
         at = cur.pos
         key = cur.string(f"key {index}")
@@ -327,11 +337,17 @@ def _parse_kv(
             raise GGUFError(f"corrupt: key {key!r} at offset {at} appears twice")
         vtype = _value_type(cur.u32(f"type of {key!r}"), f"key {key!r} at offset {at}")
         keep = keys is None or key in keys or key == "general.alignment"
+        kv.offsets[key] = cur.pos
+        if vtype is ValueType.ARRAY:
+            cur.need(4, f"array type of {key!r}")
+            kv.array_types[key] = _value_type(
+                _U32.unpack_from(cur.buf, cur.pos)[0], f"array {key!r} at offset {cur.pos}"
+            )
         value = _read_value(cur, vtype, key, keep=keep)
         types[key] = vtype
         if keep:
             values[key] = value
-    return values, types
+    return kv
 
 
 def _check_alignment(values: Mapping[str, Any], types: Mapping[str, ValueType]) -> None:
@@ -356,8 +372,8 @@ def read_metadata(path: str | Path, *, keys: Collection[str] | None = None) -> G
         cur = _Cursor(buf, size)
         version, tensor_count, kv_count = _parse_header(cur, path)
         wanted = None if keys is None else frozenset(keys)
-        values, types = _parse_kv(cur, kv_count, wanted)
-        _check_alignment(values, types)
+        kv = _parse_kv(cur, kv_count, wanted)
+        _check_alignment(kv.values, kv.types)
         return GGUFMetadata(
             path=path,
             version=version,
@@ -365,13 +381,65 @@ def read_metadata(path: str | Path, *, keys: Collection[str] | None = None) -> G
             kv_count=kv_count,
             file_size=size,
             kv_end=cur.pos,
-            values=values,
-            types=types,
+            values=kv.values,
+            types=kv.types,
+            array_types=kv.array_types,
+            offsets=kv.offsets,
         )
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
         handle.close()
+
+
+#: Keys llama.cpp reads with accessors that abort the process (GGML_ASSERT) or read past
+#: the array when the type is not the expected one: (value type, array element type).
+_EXPECTED: dict[str, tuple[ValueType, ValueType | None]] = {
+    "general.architecture": (ValueType.STRING, None),
+    "tokenizer.ggml.model": (ValueType.STRING, None),
+    "tokenizer.ggml.pre": (ValueType.STRING, None),
+    "tokenizer.chat_template": (ValueType.STRING, None),
+    "tokenizer.ggml.tokens": (ValueType.ARRAY, ValueType.STRING),
+    "tokenizer.ggml.merges": (ValueType.ARRAY, ValueType.STRING),
+    "tokenizer.ggml.token_type": (ValueType.ARRAY, ValueType.INT32),
+    "tokenizer.ggml.scores": (ValueType.ARRAY, ValueType.FLOAT32),
+}
+#: Per-token arrays llama.cpp indexes by token id without checking their length.
+_PER_TOKEN = ("tokenizer.ggml.token_type", "tokenizer.ggml.scores")
+
+
+def _check_vocabulary(meta: GGUFMetadata, cur: _Cursor) -> None:
+    """Refuse the vocabulary shapes that make llama.cpp abort instead of returning an error."""
+    for key, (vtype, elem) in _EXPECTED.items():
+        if key not in meta.types:
+            continue
+        if meta.types[key] is not vtype or (
+            elem is not None and meta.array_types.get(key) is not elem
+        ):
+            want = vtype.name.lower() if elem is None else f"array of {elem.name.lower()}"
+            raise GGUFError(f"corrupt: {key} must be a {want}")
+    if "tokenizer.ggml.tokens" not in meta.types:
+        return
+    cur.pos = meta.offsets["tokenizer.ggml.tokens"] + 4
+    count = cur.u64("token count")
+    for key in _PER_TOKEN:
+        if key in meta.types:
+            cur_key = _Cursor(cur.buf, cur.size)
+            cur_key.pos = meta.offsets[key] + 4
+            length = cur_key.u64(f"length of {key}")
+            if length != count:
+                raise GGUFError(f"corrupt: {key} has {length} entries for {count} tokens")
+    # llama.cpp asserts that every token text is unique (id_to_token vs token_to_id sizes,
+    # llama-vocab.cpp); a flipped bit that duplicates one would abort the whole app.
+    seen: dict[bytes, int] = {}
+    for index in range(count):
+        text = cur.raw_string(f"token {index}")
+        previous = seen.setdefault(text, index)
+        if previous != index:
+            raise GGUFError(
+                f"corrupt: token {index} {text!r} duplicates token {previous} "
+                "(llama.cpp would abort on this vocabulary)"
+            )
 
 
 def _type_sizes() -> dict[int, tuple[int, int]]:
@@ -435,6 +503,7 @@ def validate(path: str | Path) -> GGUFInfo:
     handle, buf, size = _open(path)
     try:
         cur = _Cursor(buf, size)
+        _check_vocabulary(metadata, cur)
         cur.pos = metadata.kv_end
         alignment = metadata.alignment
         tensors: list[TensorInfo] = []
