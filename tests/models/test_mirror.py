@@ -169,3 +169,18 @@ def test_sha256_helper_matches_hashlib(tmp_path: Path) -> None:
     path = tmp_path / "blob"
     path.write_bytes(b"x" * 5_000_000)
     assert sha256_file(path) == hashlib.sha256(b"x" * 5_000_000).hexdigest()
+
+
+def test_auto_falls_back_to_the_mirror_when_the_hub_lacks_the_file(local_index, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model, data = local_index
+    with fake_hub.serve() as hub:  # reachable, but answers 404
+        path = fetch_file(model, cache_dir=tmp_path / "hub", endpoint=hub.url)
+        assert [r.method for r in hub.requests] == ["HEAD"]
+    assert path.read_bytes() == data
+
+
+def test_hub_only_source_does_not_fall_back(local_index, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model, _ = local_index
+    with fake_hub.serve() as hub, pytest.raises(DownloadError, match="not found"):
+        fetch_file(model, source="hub", cache_dir=tmp_path / "hub", endpoint=hub.url)
+    assert not (paths.models_dir() / model.filename).exists()

