@@ -1,1 +1,5 @@
 """Qt widgets."""
+
+from specchat import qtcompat
+
+qtcompat.install()

@@ -1,1 +1,5 @@
 """Qt workers that run the engine and downloads off the UI thread."""
+
+from specchat import qtcompat
+
+qtcompat.install()

@@ -1,0 +1,641 @@
+"""GenerationWorker: owns the ChatEngine on a QThread and streams rounds to the window."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
+
+from specchat.engine.chat import (
+    ChatMessage,
+    ChatTemplateError,
+    ContextOverflowError,
+    OverflowPolicy,
+)
+from specchat.engine.decoder import Controls, LiveControls
+from specchat.engine.llama import ContextFullError, DecodeError, LoadCancelled, ModelLoadError
+from specchat.engine.session import ChatEngine, EngineInfo, IncompatibleDraftError, LoadProgress
+from specchat.engine.types import (
+    DraftMode,
+    RoundResult,
+    SamplingParams,
+    Stats,
+    StopReason,
+    TokenKind,
+)
+
+log = logging.getLogger(__name__)
+
+#: Plain tokens generated right after a load to measure the plain rate speed-ups refer to.
+CALIBRATION_TOKENS = 8
+#: Plain rounds measured during answers that the running baseline keeps (most recent).
+BASELINE_WINDOW = 64
+
+
+# --- requests (UI → worker) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    """Which pair to load and how.
+
+    Attributes:
+        load_id: chosen by the sender; echoed in progress, loaded and failure payloads.
+        target: the target GGUF, or None to resolve `pair_id` from the catalog.
+        draft: the draft GGUF, or None (lookup-only speculation).
+        pair_id: catalog id used when `target` is None.
+        label: what the window calls this pair.
+        n_ctx: context window.
+        target_gpu_layers, draft_gpu_layers: layers to offload (-1 = all).
+        calibrate: measure the plain rate right after loading.
+    """
+
+    load_id: int
+    target: Path | None = None
+    draft: Path | None = None
+    pair_id: str | None = None
+    label: str = ""
+    n_ctx: int = 4096
+    target_gpu_layers: int = -1
+    draft_gpu_layers: int = -1
+    calibrate: bool = True
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """One answer to produce.
+
+    Attributes:
+        request_id: chosen by the sender; every payload of this answer carries it.
+        messages: the conversation, ending with the user's message.
+        max_tokens: longest answer.
+        mode, k, sampling: the controls at the start (later changes come as ControlsUpdate).
+        policy: what to do when the conversation outgrows the context.
+    """
+
+    request_id: int
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int = 1024
+    mode: DraftMode = DraftMode.AUTO
+    k: int = 4
+    sampling: SamplingParams = SamplingParams()
+    policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
+
+
+@dataclass(frozen=True)
+class ControlsUpdate:
+    """New drafting and sampling controls, applied from the next round.
+
+    Attributes:
+        mode: drafting mode.
+        k: draft length for fixed modes.
+        sampling: sampling settings.
+    """
+
+    mode: DraftMode
+    k: int
+    sampling: SamplingParams
+
+
+# --- payloads (worker → UI) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadProgressUpdate:
+    """How far a load has come.
+
+    Attributes:
+        load_id: the LoadRequest's id.
+        stage: 'resolving', 'checking', 'target', 'draft' or 'calibrating'.
+        overall: 0..1 across the whole load.
+    """
+
+    load_id: int
+    stage: str
+    overall: float
+
+
+@dataclass(frozen=True)
+class PlainBaseline:
+    """The measured plain-decoding rate that speed-ups are relative to.
+
+    Attributes:
+        tokens_per_s: plain tokens per second on this machine with this target.
+        source: how it was measured, for people ("8 plain tokens after loading").
+        samples: plain tokens the figure rests on.
+    """
+
+    tokens_per_s: float
+    source: str
+    samples: int
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A pair is loaded and ready.
+
+    Attributes:
+        load_id: the LoadRequest's id.
+        info: what the engine loaded (backend, GPU layers, vocabulary check).
+        label: the request's label.
+        baseline: the plain rate measured after loading, or None.
+    """
+
+    load_id: int
+    info: EngineInfo
+    label: str
+    baseline: PlainBaseline | None
+
+
+@dataclass(frozen=True)
+class PromptPrepared:
+    """The prompt was rendered; old turns may have been dropped to fit the context.
+
+    Attributes:
+        request_id: the GenerateRequest's id.
+        dropped: indices of the request's messages left out of the prompt.
+        prompt_tokens: prompt length in tokens.
+    """
+
+    request_id: int
+    dropped: tuple[int, ...]
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class RoundUpdate:
+    """One round of an answer.
+
+    Attributes:
+        request_id: the GenerateRequest's id (the UI ignores ids it cancelled).
+        result: the engine's round.
+        baseline: the current plain baseline, or None while nothing is measured.
+    """
+
+    request_id: int
+    result: RoundResult
+    baseline: PlainBaseline | None
+
+
+@dataclass(frozen=True)
+class GenerationFinished:
+    """An answer ended (also when stopped).
+
+    Attributes:
+        request_id: the GenerateRequest's id.
+        stop: why it ended.
+        stats: the answer's totals.
+        text: the whole answer.
+        baseline: the plain baseline at the end, or None.
+    """
+
+    request_id: int
+    stop: StopReason
+    stats: Stats
+    text: str
+    baseline: PlainBaseline | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Something went wrong; `message` is meant for people, never a traceback.
+
+    Attributes:
+        message: what happened and, where known, what to do.
+        request_id: the answer that failed, or None.
+        load_id: the load that failed, or None.
+        cancelled: the user cancelled (a load), rather than an error.
+    """
+
+    message: str
+    request_id: int | None = None
+    load_id: int | None = None
+    cancelled: bool = False
+
+
+# --- the plain baseline ----------------------------------------------------------------------
+
+
+@dataclass
+class _BaselineMeter:
+    """Measures plain decoding: after a load, then from PLAIN rounds the policy runs."""
+
+    calibrated: PlainBaseline | None = None
+    recent: list[float] = field(default_factory=list)  # seconds per plain token
+
+    def observe(self, seconds: float) -> None:
+        self.recent.append(seconds)
+        del self.recent[:-BASELINE_WINDOW]
+
+    def current(self) -> PlainBaseline | None:
+        # A handful of plain rounds inside answers is closer to what drafting competes with
+        # (same context lengths) than the calibration; before that, the calibration stands.
+        if len(self.recent) >= 4:
+            rate = len(self.recent) / sum(self.recent)
+            return PlainBaseline(rate, f"{len(self.recent)} plain rounds during answers",
+                                 len(self.recent))
+        return self.calibrated
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-paragraph message for people; never a traceback."""
+    if isinstance(error, IncompatibleDraftError):
+        return f"Incompatible draft model: {error}"
+    if isinstance(error, LoadCancelled):
+        return "Loading was cancelled."
+    if isinstance(error, ModelLoadError):
+        return f"The model could not be loaded: {error}"
+    if isinstance(error, ContextOverflowError):
+        return f"The conversation does not fit the context window: {error}"
+    if isinstance(error, ContextFullError):
+        return f"The context window is full: {error}. Start a new conversation."
+    if isinstance(error, ChatTemplateError):
+        return f"The model's chat template cannot be used: {error}"
+    if isinstance(error, MemoryError):
+        return "Out of memory. Try a smaller model pair or fewer GPU layers."
+    if isinstance(error, DecodeError):
+        return f"The model failed while generating: {error}"
+    if isinstance(error, FileNotFoundError):
+        return f"A model file is missing: {error}"
+    text = str(error) or type(error).__name__
+    return f"Unexpected error ({type(error).__name__}): {text}"
+
+
+# --- the worker --------------------------------------------------------------------------------
+
+
+class GenerationWorker(QObject):
+    """Loads a pair and generates answers, one round per event-loop turn of its thread.
+
+    Each round runs in its own queued `_on_step` call, so stop, control changes and new
+    requests sent through queued signals are seen between rounds, never mid-round.
+
+    Attributes:
+        engine: the loaded ChatEngine, or None.
+
+    Signals:
+        load_progress(LoadProgressUpdate): a load advanced.
+        loaded(Loaded): a pair is ready.
+        prepared(PromptPrepared): an answer's prompt was rendered (maybe with turns dropped).
+        round_ready(RoundUpdate): one round of an answer.
+        finished(GenerationFinished): an answer ended, by any stop reason.
+        failed(Failure): a load or an answer failed; the message is for people.
+        closed(): the engine is released; the thread may quit.
+    """
+
+    load_progress = Signal(object)
+    loaded = Signal(object)
+    prepared = Signal(object)
+    round_ready = Signal(object)
+    finished = Signal(object)
+    failed = Signal(object)
+    closed = Signal()
+    #: Internal: schedules the next round behind whatever the event queue already holds.
+    _step = Signal()
+
+    def __init__(self, *, n_threads: int | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.engine: ChatEngine | None = None
+        self._n_threads = n_threads
+        self._baseline = _BaselineMeter()
+        self._request: GenerateRequest | None = None
+        self._rounds: Iterator[RoundResult] | None = None
+        self._live: LiveControls | None = None
+        self._text: list[str] = []
+        self._last_round_at = 0.0
+        # Both events are set directly from the UI thread too, so a stop or a cancelled
+        # load is noticed at the next round (or progress callback) without waiting for the
+        # queued signal behind it.
+        self._cancel = threading.Event()
+        self._load_cancel = threading.Event()
+        self._step.connect(self._on_step, Qt.ConnectionType.QueuedConnection)
+
+    # --- thread-safe entry points ---------------------------------------------------------
+    def cancel_generation(self) -> None:
+        """Stop the answer in progress at its next round (callable from any thread)."""
+        self._cancel.set()
+
+    def cancel_load(self) -> None:
+        """Abort the load in progress (callable from any thread)."""
+        self._load_cancel.set()
+
+    @property
+    def busy(self) -> bool:
+        return self._rounds is not None
+
+    # --- slots ---------------------------------------------------------------------------
+    @Slot(object)
+    def _on_load_requested(self, request: LoadRequest) -> None:
+        self._end_generation(StopReason.CANCELLED)
+        self._release_engine()
+        self._load_cancel.clear()
+        cancel = self._load_cancel
+        last = [-1.0]
+
+        def progress(update: LoadProgress) -> None:
+            # llama.cpp reports hundreds of fractions; a percent step is plenty for a bar.
+            if update.overall - last[0] >= 0.01 or update.overall >= 1.0:
+                last[0] = update.overall
+                self.load_progress.emit(
+                    LoadProgressUpdate(request.load_id, update.stage, update.overall * 0.95)
+                )
+
+        try:
+            target, draft = self._resolve(request)
+            if cancel.is_set():
+                raise LoadCancelled("loading was cancelled")
+            self.engine = ChatEngine.load(
+                target,
+                draft,
+                n_ctx=request.n_ctx,
+                target_gpu_layers=request.target_gpu_layers,
+                draft_gpu_layers=request.draft_gpu_layers,
+                n_threads=self._n_threads,
+                progress=progress,
+                cancel=cancel,
+            )
+            self._baseline = _BaselineMeter()
+            if request.calibrate:
+                self.load_progress.emit(LoadProgressUpdate(request.load_id, "calibrating", 0.96))
+                self._baseline.calibrated = self._calibrate(self.engine)
+        except BaseException as error:  # noqa: BLE001 - every failure becomes a message
+            self._release_engine()
+            if not isinstance(error, Exception):
+                raise
+            if not isinstance(error, LoadCancelled):
+                log.warning("load failed", exc_info=True)
+            self.failed.emit(
+                Failure(
+                    describe_error(error),
+                    load_id=request.load_id,
+                    cancelled=isinstance(error, LoadCancelled),
+                )
+            )
+            return
+        self.load_progress.emit(LoadProgressUpdate(request.load_id, "ready", 1.0))
+        self.loaded.emit(
+            Loaded(request.load_id, self.engine.info, request.label, self._baseline.current())
+        )
+
+    @Slot(object)
+    def _on_generate_requested(self, request: GenerateRequest) -> None:
+        self._end_generation(StopReason.CANCELLED)
+        if self.engine is None:
+            self.failed.emit(
+                Failure("No model is loaded yet. Choose a pair with Models…",
+                        request_id=request.request_id)
+            )
+            return
+        self._cancel.clear()
+        try:
+            prepared = self.engine.prepare(
+                request.messages, max_tokens=request.max_tokens, policy=request.policy
+            )
+            self.prepared.emit(
+                PromptPrepared(request.request_id, prepared.plan.dropped, len(prepared.tokens))
+            )
+            self._live = LiveControls(Controls(request.mode, request.k, request.sampling))
+            self._rounds = self.engine.generate(
+                prepared.tokens,
+                max_tokens=request.max_tokens,
+                sampling=request.sampling,
+                mode=request.mode,
+                k=request.k,
+                cancel=self._cancel,
+                live=self._live,
+            )
+        except Exception as error:
+            log.warning("generation could not start", exc_info=True)
+            self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
+            return
+        self._request = request
+        self._text = []
+        self._last_round_at = 0.0
+        self._step.emit()
+
+    @Slot()
+    def _on_step(self) -> None:
+        rounds, request = self._rounds, self._request
+        if rounds is None or request is None:
+            return  # the answer ended (stopped, replaced) after this step was queued
+        began = time.perf_counter()
+        try:
+            result = next(rounds)
+        except StopIteration:
+            self._finish(StopReason.EOS, None)
+            return
+        except Exception as error:
+            log.warning("generation failed", exc_info=True)
+            self._rounds = self._request = self._live = None
+            self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
+            return
+        now = time.perf_counter()
+        plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
+        if plain and result.index > 0 and self._last_round_at:
+            # From the previous round's end, so a plain token is charged the same loop
+            # overhead a speculative round is: the speed-up is not flattered.
+            self._baseline.observe(now - self._last_round_at)
+        elif plain and result.index == 0:
+            self._baseline.observe(now - began)
+        self._last_round_at = now
+        self._text.append(result.text)
+        self.round_ready.emit(RoundUpdate(request.request_id, result, self._baseline.current()))
+        if result.stop is not None:
+            self._finish(result.stop, result.stats)
+        else:
+            self._step.emit()
+
+    @Slot(object)
+    def _on_stop_requested(self, request_id: int | None = None) -> None:
+        if self._request is not None and request_id in (None, self._request.request_id):
+            self._cancel.set()
+            self._end_generation(StopReason.CANCELLED)
+
+    @Slot(object)
+    def _on_controls_changed(self, update: ControlsUpdate) -> None:
+        if self._live is not None:
+            self._live.update(mode=update.mode, k=update.k, sampling=update.sampling)
+
+    @Slot()
+    def _on_shutdown_requested(self) -> None:
+        self._end_generation(StopReason.CANCELLED)
+        self._release_engine()
+        self.closed.emit()
+
+    # --- helpers -----------------------------------------------------------------------
+    def _resolve(self, request: LoadRequest) -> tuple[Path, Path | None]:
+        if request.target is not None:
+            return request.target, request.draft
+        if not request.pair_id:
+            raise ModelLoadError("no model pair chosen")
+        self.load_progress.emit(LoadProgressUpdate(request.load_id, "resolving", 0.0))
+        from specchat.models.catalog import CatalogError, get_pair
+        from specchat.models.download import resolve_pair_files
+
+        try:
+            pair = get_pair(request.pair_id)
+        except CatalogError as error:
+            raise ModelLoadError(str(error)) from None
+        files = resolve_pair_files(pair)
+        if files is None:
+            raise ModelLoadError(
+                f"“{pair.name}” is not downloaded yet. Open Models… to download it, or run "
+                f"`specchat models fetch {pair.id}`."
+            )
+        return files.target, files.draft
+
+    def _calibrate(self, engine: ChatEngine) -> PlainBaseline | None:
+        """Time a few plain tokens, so the first answer's speed-up is already a measurement."""
+        try:
+            prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
+            rounds = engine.generate(
+                prompt, max_tokens=CALIBRATION_TOKENS + 1, mode=DraftMode.PLAIN, k=0,
+                cancel=self._load_cancel,
+            )
+            times: list[float] = []
+            previous = time.perf_counter()
+            for index, result in enumerate(rounds):
+                now = time.perf_counter()
+                # Round 0 also evaluates the prompt: not a plain step.
+                if index > 0 and result.events:
+                    times.append(now - previous)
+                previous = now
+        except Exception:
+            log.info("plain calibration failed", exc_info=True)
+            return None
+        if not times:
+            return None
+        return PlainBaseline(
+            len(times) / sum(times), f"{len(times)} plain tokens timed after loading", len(times)
+        )
+
+    def _finish(self, stop: StopReason, stats: Stats | None) -> None:
+        request = self._request
+        assert request is not None
+        self._rounds = self._request = self._live = None
+        self.finished.emit(
+            GenerationFinished(
+                request.request_id, stop, stats or Stats(), "".join(self._text),
+                self._baseline.current(),
+            )
+        )
+
+    def _end_generation(self, reason: StopReason) -> None:
+        """End the answer in progress (if any) without another round, reporting `reason`."""
+        if self._rounds is None or self._request is None:
+            return
+        rounds = self._rounds
+        try:
+            rounds.close()  # type: ignore[attr-defined]
+        except Exception:
+            log.debug("closing the round generator failed", exc_info=True)
+        self._finish(reason, None)
+
+    def _release_engine(self) -> None:
+        if self.engine is not None:
+            engine, self.engine = self.engine, None
+            engine.close()
+
+
+class GenerationService(QObject):
+    """A GenerationWorker on its own QThread, driven through queued signals.
+
+    Attributes:
+        worker: the worker (lives on `thread`).
+        thread: the worker's thread.
+
+    Signals:
+        load_requested(LoadRequest), generate_requested(GenerateRequest),
+        stop_requested(object: request id or None), controls_changed(ControlsUpdate),
+        shutdown_requested(): queued to the worker.
+        load_progress, loaded, prepared, round_ready, finished, failed: the worker's signals
+            of the same names, re-emitted on this object's (the UI's) thread.
+    """
+
+    load_progress = Signal(object)
+    loaded = Signal(object)
+    prepared = Signal(object)
+    round_ready = Signal(object)
+    finished = Signal(object)
+    failed = Signal(object)
+    load_requested = Signal(object)
+    generate_requested = Signal(object)
+    stop_requested = Signal(object)
+    controls_changed = Signal(object)
+    shutdown_requested = Signal()
+
+    def __init__(self, *, n_threads: int | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.worker = GenerationWorker(n_threads=n_threads)
+        self.thread = QThread()
+        self.thread.setObjectName("specchat-generation")
+        self._next_id = 0
+        self._current_request: int | None = None
+        self._started = False
+        self._stopped = False
+
+    def start(self) -> None:
+        """Wire the whole lifecycle in one place and start the thread."""
+        worker, thread = self.worker, self.thread
+        worker.moveToThread(thread)
+        queued = Qt.ConnectionType.QueuedConnection
+        self.load_requested.connect(worker._on_load_requested, queued)
+        self.generate_requested.connect(worker._on_generate_requested, queued)
+        self.stop_requested.connect(worker._on_stop_requested, queued)
+        self.controls_changed.connect(worker._on_controls_changed, queued)
+        self.shutdown_requested.connect(worker._on_shutdown_requested, queued)
+        # closed → quit runs in the worker's thread: QThread.quit is thread-safe.
+        worker.closed.connect(thread.quit, Qt.ConnectionType.DirectConnection)
+        # Re-emitted here so every receiver runs on the UI thread, whatever it connects
+        # (a lambda connected to the worker itself would run on the worker's thread).
+        for name in ("load_progress", "loaded", "prepared", "round_ready", "finished", "failed"):
+            getattr(worker, name).connect(getattr(self, name), queued)
+        thread.finished.connect(worker.deleteLater)
+        thread.start()
+        self._started = True
+
+    # --- requests ------------------------------------------------------------------------
+    def new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def load(self, request: LoadRequest) -> None:
+        # A newer load supersedes one still running: cancel it so this one starts soon.
+        self.worker.cancel_load()
+        self.worker.cancel_generation()
+        self._current_request = None
+        self.load_requested.emit(request)
+
+    def generate(self, request: GenerateRequest) -> None:
+        self.worker.cancel_generation()
+        self._current_request = request.request_id
+        self.generate_requested.emit(request)
+
+    def stop(self) -> None:
+        self.worker.cancel_generation()
+        self.stop_requested.emit(self._current_request)
+        self._current_request = None
+
+    def update_controls(self, update: ControlsUpdate) -> None:
+        self.controls_changed.emit(update)
+
+    def is_current(self, request_id: int) -> bool:
+        return request_id == self._current_request
+
+    def shutdown(self, *, timeout_s: float = 2.0) -> bool:
+        """Cancel everything, release the engine on its thread and wait at most `timeout_s`."""
+        if not self._started or self._stopped:
+            return True
+        self._stopped = True
+        self.worker.cancel_generation()
+        self.worker.cancel_load()
+        self.shutdown_requested.emit()
+        done = self.thread.wait(int(timeout_s * 1000))
+        if not done:
+            log.warning("the generation thread did not stop within %.1f s", timeout_s)
+        return done

@@ -1,0 +1,201 @@
+"""GenerationWorker: directly and on its thread, with the tiny models."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from specchat.engine.chat import ChatMessage
+from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenKind
+from specchat.tinymodels import TinyModels
+from specchat.workers.generation import (
+    ControlsUpdate,
+    GenerateRequest,
+    GenerationFinished,
+    GenerationService,
+    GenerationWorker,
+    Loaded,
+    LoadRequest,
+    RoundUpdate,
+)
+
+QUESTION = (ChatMessage("user", "Tell me about speculative decoding."),)
+
+
+def _load(tiny: TinyModels, *, draft: Path | None = None, load_id: int = 1) -> LoadRequest:
+    return LoadRequest(
+        load_id,
+        target=tiny.target,
+        draft=draft if draft is not None else tiny.draft_close,
+        label="tiny",
+        n_ctx=2048,
+        target_gpu_layers=0,
+        draft_gpu_layers=0,
+    )
+
+
+@pytest.fixture
+def service(qtbot: QtBot) -> Iterator[GenerationService]:
+    svc = GenerationService(n_threads=1)
+    svc.start()
+    yield svc
+    assert svc.shutdown(timeout_s=5.0)
+
+
+def _loaded(qtbot: QtBot, svc: GenerationService, tiny: TinyModels, **kw: object) -> Loaded:
+    with qtbot.waitSignal(svc.loaded, timeout=30_000) as blocker:
+        svc.load(_load(tiny, **kw))  # type: ignore[arg-type]
+    return blocker.args[0]
+
+
+def test_worker_directly_loads_and_answers(qtbot: QtBot, tiny_models: TinyModels) -> None:
+    worker = GenerationWorker(n_threads=1)
+    progress: list[float] = []
+    worker.load_progress.connect(lambda u: progress.append(u.overall))
+    with qtbot.waitSignal(worker.loaded, timeout=30_000) as blocker:
+        worker._on_load_requested(_load(tiny_models))
+    loaded: Loaded = blocker.args[0]
+    assert loaded.info.draft is not None and loaded.label == "tiny"
+    assert progress[-1] == 1.0 and progress == sorted(progress)
+    # The plain rate was measured, and says how.
+    assert loaded.baseline is not None and loaded.baseline.tokens_per_s > 0
+    assert "plain" in loaded.baseline.source
+
+    rounds: list[RoundUpdate] = []
+    worker.round_ready.connect(rounds.append)
+    with qtbot.waitSignal(worker.finished, timeout=30_000) as blocker:
+        worker._on_generate_requested(
+            GenerateRequest(7, QUESTION, max_tokens=40, mode=DraftMode.DRAFT, k=3)
+        )
+    finished: GenerationFinished = blocker.args[0]
+    assert finished.request_id == 7 and finished.stop in (StopReason.MAX_TOKENS, StopReason.EOS)
+    assert all(r.request_id == 7 for r in rounds)
+    assert finished.text == "".join(r.result.text for r in rounds)
+    assert finished.stats == rounds[-1].result.stats
+    kinds = {e.kind for r in rounds for e in r.result.events}
+    assert kinds & {TokenKind.ACCEPTED, TokenKind.CORRECTED, TokenKind.BONUS}
+    worker._on_shutdown_requested()
+    assert worker.engine is None
+
+
+def test_generate_without_model_fails_readably(qtbot: QtBot) -> None:
+    worker = GenerationWorker()
+    with qtbot.waitSignal(worker.failed, timeout=5_000) as blocker:
+        worker._on_generate_requested(GenerateRequest(1, QUESTION))
+    assert "No model is loaded" in blocker.args[0].message
+
+
+def test_incompatible_and_missing_files_fail_readably(
+    qtbot: QtBot, service: GenerationService, tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    with qtbot.waitSignal(service.failed, timeout=30_000) as blocker:
+        service.load(_load(tiny_models, draft=tiny_models.odd_vocab))
+    failure = blocker.args[0]
+    assert failure.load_id == 1 and failure.message.startswith("Incompatible draft model")
+    assert "Traceback" not in failure.message
+    with qtbot.waitSignal(service.failed, timeout=30_000) as blocker:
+        service.load(
+            LoadRequest(2, target=tmp_path / "nope.gguf", target_gpu_layers=0, draft_gpu_layers=0)
+        )
+    assert blocker.args[0].load_id == 2 and "Traceback" not in blocker.args[0].message
+    # A bad load leaves the worker usable.
+    _loaded(qtbot, service, tiny_models)
+
+
+def test_missing_catalog_pair_says_how_to_get_it(
+    qtbot: QtBot, service: GenerationService, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECCHAT_MODEL_CACHE", str(tmp_path / "models"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with qtbot.waitSignal(service.failed, timeout=30_000) as blocker:
+        service.load(LoadRequest(3, pair_id="default"))
+    assert "not downloaded yet" in blocker.args[0].message
+
+
+def test_controls_change_mid_answer_applies_to_following_rounds(
+    qtbot: QtBot, service: GenerationService, tiny_models: TinyModels
+) -> None:
+    _loaded(qtbot, service, tiny_models)
+    rounds: list[RoundUpdate] = []
+    service.round_ready.connect(rounds.append)
+    request_id = service.new_id()
+    service.generate(
+        GenerateRequest(request_id, QUESTION, max_tokens=3000, mode=DraftMode.DRAFT, k=2)
+    )
+    qtbot.waitUntil(lambda: len(rounds) >= 5, timeout=30_000)
+    changed_at = len(rounds)
+    service.update_controls(
+        ControlsUpdate(DraftMode.DRAFT, 5, SamplingParams(temperature=0.7, seed=3))
+    )
+    qtbot.waitUntil(lambda: len(rounds) >= changed_at + 20, timeout=30_000)
+    with qtbot.waitSignal(service.finished, timeout=10_000):
+        service.stop()
+    before = [r.result for r in rounds[:changed_at]]
+    assert all(r.choice.k == 2 and r.temperature == 0.0 for r in before)
+    after = [r.result for r in rounds if r.result.events]
+    switch = next(i for i, r in enumerate(after) if r.choice.k == 5)
+    # From the first round that saw the change, every round keeps it (none mid-round).
+    assert switch <= changed_at + 2
+    assert all(r.choice.k == 5 and r.temperature == 0.7 for r in after[switch:])
+
+
+def test_stop_is_immediate_and_rounds_stop(
+    qtbot: QtBot, service: GenerationService, tiny_models: TinyModels
+) -> None:
+    _loaded(qtbot, service, tiny_models)
+    rounds: list[RoundUpdate] = []
+    service.round_ready.connect(rounds.append)
+    request_id = service.new_id()
+    service.generate(GenerateRequest(request_id, QUESTION, max_tokens=5000, mode=DraftMode.AUTO))
+    qtbot.waitUntil(lambda: len(rounds) >= 3, timeout=30_000)
+    began = time.monotonic()
+    with qtbot.waitSignal(service.finished, timeout=5_000) as blocker:
+        service.stop()
+    assert time.monotonic() - began < 1.0
+    assert blocker.args[0].stop == StopReason.CANCELLED
+    assert not service.is_current(request_id)
+    count = len(rounds)
+    qtbot.wait(100)  # nothing more may arrive after the stop
+    assert len(rounds) == count
+
+
+def test_switch_pair_while_generating(
+    qtbot: QtBot, service: GenerationService, tiny_models: TinyModels
+) -> None:
+    _loaded(qtbot, service, tiny_models)
+    rounds: list[RoundUpdate] = []
+    service.round_ready.connect(rounds.append)
+    service.generate(GenerateRequest(service.new_id(), QUESTION, max_tokens=5000))
+    qtbot.waitUntil(lambda: len(rounds) >= 3, timeout=30_000)
+    seen: list[object] = []
+    service.finished.connect(seen.append)
+    service.loaded.connect(seen.append)
+    service.load(_load(tiny_models, draft=tiny_models.draft_far, load_id=9))
+    qtbot.waitUntil(lambda: len(seen) == 2, timeout=30_000)
+    finished, loaded = seen
+    assert isinstance(finished, GenerationFinished) and isinstance(loaded, Loaded)
+    assert finished.stop == StopReason.CANCELLED
+    assert loaded.load_id == 9 and loaded.info.draft.path == tiny_models.draft_far
+    # The new pair answers.
+    request_id = service.new_id()
+    with qtbot.waitSignal(service.finished, timeout=30_000) as blocker:
+        service.generate(GenerateRequest(request_id, QUESTION, max_tokens=16))
+    assert blocker.args[0].request_id == request_id
+
+
+def test_shutdown_while_generating_is_quick(qtbot: QtBot, tiny_models: TinyModels) -> None:
+    svc = GenerationService(n_threads=1)
+    svc.start()
+    _loaded(qtbot, svc, tiny_models)
+    rounds: list[RoundUpdate] = []
+    svc.round_ready.connect(rounds.append)
+    svc.generate(GenerateRequest(svc.new_id(), QUESTION, max_tokens=100_000))
+    qtbot.waitUntil(lambda: len(rounds) >= 3, timeout=30_000)
+    began = time.monotonic()
+    assert svc.shutdown(timeout_s=2.0)
+    assert time.monotonic() - began < 2.0
+    assert not svc.thread.isRunning()
