@@ -79,8 +79,12 @@ class FakeHub:
         self.files[(repo, filename)] = data
         return hashlib.sha256(data).hexdigest()
 
+    def file_requests(self) -> list[Request]:
+        """Requests for files (huggingface_hub also asks the API for unrelated things)."""
+        return [r for r in self.requests if "/resolve/" in r.path]
+
     def gets(self) -> list[Request]:
-        return [r for r in self.requests if r.method == "GET"]
+        return [r for r in self.file_requests() if r.method == "GET"]
 
 
 def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:

@@ -95,10 +95,10 @@ def test_full_download_reports_progress_and_verifies(hub, payload, tmp_path):  #
     assert all(e.speed >= 0 for e in events)
     assert read_stamp(path) == sha
     # Found again without any download: a HEAD-less cache hit.
-    before = len(hub.requests)
+    before = len(hub.file_requests())
     assert find_in_hub_cache(_model(), cache_dir=cache) == path
     assert download_from_hub(_model(), cache_dir=cache) == path
-    assert len(hub.requests) == before
+    assert len(hub.file_requests()) == before
 
 
 def test_cut_mid_file_resumes_with_a_range_request(hub, tmp_path):  # type: ignore[no-untyped-def]
@@ -244,3 +244,49 @@ def test_fetch_file_finds_hub_cache_before_the_network(hub, payload, tmp_path): 
     first = fetch_file(_model(), source="hub", cache_dir=cache)
     hub.files.clear()  # the hub forgets the file: only the cache can answer now
     assert fetch_file(_model(), cache_dir=cache) == first
+
+
+_DISK_FULL_SCRIPT = """
+import resource, signal, sys
+from pathlib import Path
+from specchat.models.catalog import ModelFile
+from specchat.models.download import NotEnoughSpace, download_from_hub
+from tests.helpers import fake_hub
+
+data = Path(sys.argv[1]).read_bytes()
+cache = Path(sys.argv[2])
+# The disk "fills" after 2 MiB: writes past it fail with EFBIG, as ENOSPC would.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (2 * 1024 * 1024, resource.RLIM_INFINITY))
+model = ModelFile("a/b-GGUF", "big.gguf", "main", None, None, "", "", "")
+with fake_hub.serve() as hub:
+    hub.add("a/b-GGUF", "big.gguf", data)
+    try:
+        download_from_hub(model, cache_dir=cache, endpoint=hub.url)
+    except NotEnoughSpace as error:
+        print("REFUSED", error)
+        sys.exit(0)
+print("NOT REFUSED")
+sys.exit(1)
+"""
+
+
+def test_disk_filling_up_mid_download_is_a_clear_error(tmp_path):  # type: ignore[no-untyped-def]
+    import subprocess
+    import sys
+
+    source = tmp_path / "big.bin"
+    source.write_bytes(_random_bytes(6 * download.HUB_CHUNK))
+    cache = tmp_path / "hub"
+    result = subprocess.run(
+        [sys.executable, "-c", _DISK_FULL_SCRIPT, str(source), str(cache)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "disk filled up while downloading big.gguf" in result.stdout
+    assert "partial file was removed" in result.stdout
+    _no_leftovers(cache)
+    assert not [p for p in cache.rglob("*.incomplete")]

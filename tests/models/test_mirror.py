@@ -175,7 +175,7 @@ def test_auto_falls_back_to_the_mirror_when_the_hub_lacks_the_file(local_index, 
     model, data = local_index
     with fake_hub.serve() as hub:  # reachable, but answers 404
         path = fetch_file(model, cache_dir=tmp_path / "hub", endpoint=hub.url)
-        assert [r.method for r in hub.requests] == ["HEAD"]
+        assert [r.method for r in hub.file_requests()] == ["HEAD"]
     assert path.read_bytes() == data
 
 

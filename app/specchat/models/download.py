@@ -26,6 +26,7 @@ from specchat.models.transfer import (
     check_cancel,
     ensure_space,
     file_matches,
+    is_disk_full,
     remove_stamp,
     sha256_file,
     write_stamp,
@@ -328,6 +329,13 @@ def download_from_hub(
                 raise DownloadError(f"the hub refused {model.filename}: {reason}") from None
             last_error = error
         except OSError as error:
+            if is_disk_full(error):
+                # huggingface_hub has already removed its temporary file; retrying would
+                # only fill the disk again.
+                raise NotEnoughSpace(
+                    f"the disk filled up while downloading {model.filename} ({error.strerror}); "
+                    "the partial file was removed"
+                ) from None
             # huggingface_hub's "Consistency check failed" (received size != announced size)
             # and dropped connections after its own resumes land here.
             last_error = error

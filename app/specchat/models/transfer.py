@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -161,6 +162,14 @@ def ensure_space(
             f"not enough disk space for {what}: needs {format_bytes(needed)}, "
             f"{format_bytes(free)} free in {where}"
         )
+
+
+#: Write errors that mean the disk (or the user's quota or file-size limit) is full.
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT})
+
+
+def is_disk_full(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in DISK_FULL_ERRNOS
 
 
 def format_bytes(count: float) -> str:
