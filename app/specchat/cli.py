@@ -36,7 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in SUBCOMMANDS.items():
-        module = importlib.import_module(f"specchat.commands.{name}")
+        try:
+            module = importlib.import_module(f"specchat.commands.{name}")
+        except ModuleNotFoundError as error:
+            # A subcommand still being written must not take the others down with it.
+            if error.name != f"specchat.commands.{name}":
+                raise
+            continue
         command_parser = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command_parser)
         command_parser.set_defaults(_run=module.run)

@@ -1,0 +1,519 @@
+"""Runs every mode on every prompt in one process and compares each run with plain's."""
+
+from __future__ import annotations
+
+import math
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
+from specchat.bench.prompts import BenchPrompt
+from specchat.engine.chat import ChatMessage
+from specchat.engine.session import ChatEngine
+from specchat.engine.types import DraftMode, SamplingParams
+
+#: A divergence from plain at temperature 0 where plain's top-1 − top-2 logit was below this
+#: is float noise between batch sizes, not a verification bug.
+NEAR_TIE_MARGIN = 0.1
+
+#: The pseudo-mode of llama.cpp's own decode loop in the run order.
+FLOOR = "floor"
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What to run.
+
+    Attributes:
+        modes: drafting modes (plain is always added: every speed-up is against it).
+        ks: draft lengths for the fixed modes (lookup, draft, chain).
+        temperatures: sampling temperatures.
+        sampled_modes: modes also run at temperatures above 0 (plain is always one).
+        max_tokens: answer length limit.
+        repeat: how many times the whole set runs.
+        floor: also run llama.cpp's own decode loop (temperature 0) per prompt.
+        physical: measure batch and draft costs first.
+        seed: base seed of sampled runs (each prompt and repeat derives its own).
+    """
+
+    modes: tuple[DraftMode, ...] = (
+        DraftMode.PLAIN,
+        DraftMode.LOOKUP,
+        DraftMode.DRAFT,
+        DraftMode.AUTO,
+    )
+    ks: tuple[int, ...] = (4,)
+    temperatures: tuple[float, ...] = (0.0, 0.8)
+    sampled_modes: tuple[DraftMode, ...] = (DraftMode.PLAIN, DraftMode.AUTO)
+    max_tokens: int = 128
+    repeat: int = 1
+    floor: bool = True
+    physical: bool = True
+    seed: int = 1234
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One thing to time: a mode and, for the fixed modes, its K (None for auto and plain)."""
+
+    mode: str
+    k: int | None
+
+    @property
+    def label(self) -> str:
+        return self.mode if self.k is None else f"{self.mode} K={self.k}"
+
+
+@dataclass(frozen=True)
+class RoundLog:
+    """One round, kept for analysis (what auto chose, and what each pass cost).
+
+    Attributes:
+        mode: the drafter used.
+        k: the draft length asked.
+        drafted, accepted: draft tokens proposed and kept.
+        draft_ms, verify_ms: the round's timings.
+        wall_ms: wall time from the previous round's end to this one's (Python overhead
+            included).
+        reason: the policy's reason.
+    """
+
+    mode: str
+    k: int
+    drafted: int
+    accepted: int
+    draft_ms: float
+    verify_ms: float
+    wall_ms: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One generation, measured.
+
+    Attributes:
+        prompt: the prompt's id.
+        category: its category.
+        variant: mode and K.
+        temperature: sampling temperature.
+        repeat: repetition index.
+        tokens: emitted token ids.
+        margins: the target's top-1 − top-2 logit at each emitted token.
+        text: the answer.
+        elapsed_s: decode wall time (prompt evaluation excluded).
+        rounds, drafted, accepted: totals.
+        draft_ms, verify_ms, prompt_ms: summed timings.
+        position_drafted, position_accepted: per draft position counts.
+        stop: why it ended.
+        round_logs: one entry per round.
+    """
+
+    prompt: str
+    category: str
+    variant: Variant
+    temperature: float
+    repeat: int
+    tokens: tuple[int, ...]
+    margins: tuple[float, ...]
+    text: str
+    elapsed_s: float
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    prompt_ms: float = 0.0
+    position_drafted: tuple[int, ...] = ()
+    position_accepted: tuple[int, ...] = ()
+    stop: str = ""
+    round_logs: tuple[RoundLog, ...] = field(default=(), repr=False)
+
+    @property
+    def tok_s(self) -> float:
+        return len(self.tokens) / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class BenchProgress:
+    """Progress of a bench run.
+
+    Attributes:
+        done: runs finished.
+        total: runs planned.
+        label: what runs next (or just ran, when done == total).
+        finished: whether `label` just ran (False: it is about to).
+        last: the engine run that just finished, if any.
+    """
+
+    done: int
+    total: int
+    label: str
+    finished: bool = False
+    last: RunRecord | None = None
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    """Everything measured.
+
+    Attributes:
+        records: every engine run.
+        floors: llama.cpp's own loop per (prompt, repeat).
+        physical: batch and draft costs, if measured.
+        config: what was asked.
+        info: load details for the report header.
+    """
+
+    records: tuple[RunRecord, ...]
+    floors: dict[tuple[str, int], FloorRun]
+    physical: PhysicalCosts | None
+    config: BenchConfig
+    info: dict[str, object]
+
+
+def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:
+    """The runs of one prompt at one temperature, plain first (rotation happens later)."""
+    modes = [DraftMode.PLAIN, *[m for m in config.modes if m != DraftMode.PLAIN]]
+    if temperature > 0:
+        modes = [m for m in modes if m == DraftMode.PLAIN or m in config.sampled_modes]
+    if not has_draft:
+        modes = [m for m in modes if m not in (DraftMode.DRAFT, DraftMode.CHAIN)]
+    out: list[Variant] = []
+    for mode in modes:
+        if mode in (DraftMode.LOOKUP, DraftMode.DRAFT, DraftMode.CHAIN):
+            out.extend(Variant(mode.value, k) for k in config.ks)
+        else:
+            out.append(Variant(mode.value, None))
+        if mode == DraftMode.PLAIN and temperature == 0 and config.floor:
+            out.append(Variant(FLOOR, None))
+    return out
+
+
+def plan_runs(
+    prompts: Sequence[BenchPrompt], config: BenchConfig, *, has_draft: bool
+) -> list[tuple[int, BenchPrompt, float, Variant]]:
+    """(repeat, prompt, temperature, variant) in run order.
+
+    Modes alternate within each prompt, and the order rotates from prompt to prompt, so slow
+    drift (thermal throttling, other load on the machine) hits every mode alike.
+    """
+    plan = []
+    turn = 0
+    for repeat in range(config.repeat):
+        for prompt in prompts:
+            for temperature in config.temperatures:
+                variants = variants_for(config, temperature=temperature, has_draft=has_draft)
+                shift = turn % len(variants)
+                turn += 1
+                for variant in variants[shift:] + variants[:shift]:
+                    plan.append((repeat, prompt, temperature, variant))
+    return plan
+
+
+def _seed(config: BenchConfig, prompt: BenchPrompt, repeat: int) -> int:
+    return (config.seed + zlib.crc32(prompt.id.encode()) + 7919 * repeat) & 0x7FFFFFFF
+
+
+def _prime(engine: ChatEngine, tokens: Sequence[int]) -> None:
+    """Leave both caches holding prompt[:-1], as a chat turn's prompt evaluation would.
+
+    Every mode then starts from the same state: no run pays (or skips) a prompt or draft
+    prefill that another run paid for it.
+    """
+    for model in (engine.target, engine.draft):
+        if model is None:
+            continue
+        cached = model.sync(tokens[:-1])
+        if cached < len(tokens) - 1:
+            model.decode(tokens[cached:-1], logits="none")
+
+
+def run_one(
+    engine: ChatEngine,
+    prompt: BenchPrompt,
+    tokens: Sequence[int],
+    variant: Variant,
+    *,
+    temperature: float,
+    repeat: int,
+    config: BenchConfig,
+) -> RunRecord:
+    """Generate once and collect tokens, margins, timings and what each round did."""
+    _prime(engine, tokens)
+    mode = DraftMode.parse(variant.mode)
+    sampling = SamplingParams(temperature=temperature, seed=_seed(config, prompt, repeat))
+    out_tokens: list[int] = []
+    margins: list[float] = []
+    text: list[str] = []
+    logs: list[RoundLog] = []
+    last = None
+    previous = time.perf_counter()
+    for result in engine.generate(
+        tokens,
+        max_tokens=config.max_tokens,
+        sampling=sampling,
+        mode=mode,
+        k=variant.k or 0,
+    ):
+        now = time.perf_counter()
+        for event in result.events:
+            out_tokens.append(event.token)
+            margins.append(event.margin)
+            text.append(event.text)
+        if result.stop is None or result.events or result.drafted:
+            logs.append(
+                RoundLog(
+                    mode=result.choice.mode.value,
+                    k=result.choice.k,
+                    drafted=result.drafted,
+                    accepted=result.accepted,
+                    draft_ms=result.draft_ms,
+                    verify_ms=result.verify_ms,
+                    wall_ms=(now - previous) * 1000.0,
+                    reason=result.choice.reason,
+                )
+            )
+        previous = now
+        last = result
+    assert last is not None
+    stats = last.stats
+    return RunRecord(
+        prompt=prompt.id,
+        category=prompt.category,
+        variant=variant,
+        temperature=temperature,
+        repeat=repeat,
+        tokens=tuple(out_tokens),
+        margins=tuple(margins),
+        text="".join(text),
+        elapsed_s=stats.elapsed_s,
+        rounds=stats.rounds,
+        drafted=stats.drafted,
+        accepted=stats.accepted,
+        draft_ms=stats.draft_ms,
+        verify_ms=stats.verify_ms,
+        prompt_ms=stats.prompt_ms,
+        position_drafted=stats.position_drafted,
+        position_accepted=stats.position_accepted,
+        stop=last.stop.name.lower() if last.stop else "",
+        round_logs=tuple(logs),
+    )
+
+
+def run_bench(
+    engine: ChatEngine,
+    prompts: Sequence[BenchPrompt],
+    config: BenchConfig,
+    *,
+    progress: Callable[[BenchProgress], None] | None = None,
+) -> BenchOutcome:
+    """Measure the physical costs, then run the plan; one process, one loaded pair."""
+    has_draft = engine.draft is not None
+    prepared = {
+        p.id: engine.prepare(
+            [ChatMessage(m["role"], m["content"]) for m in p.messages()],
+            max_tokens=config.max_tokens,
+        ).tokens
+        for p in prompts
+    }
+    plan = plan_runs(prompts, config, has_draft=has_draft)
+    total = len(plan) + (1 if config.physical else 0)
+    done = 0
+    physical = None
+    if config.physical:
+        if progress:
+            progress(BenchProgress(done, total, "physical costs"))
+        physical = measure_physical(engine.target, engine.draft, prepared[prompts[0].id])
+        done += 1
+        if progress:
+            progress(BenchProgress(done, total, "physical costs", finished=True))
+    # One short unmeasured generation pages the weights in, so the first timed run is not
+    # the one that pays for it.
+    warm = prompts[0]
+    run_one(
+        engine,
+        warm,
+        prepared[warm.id],
+        Variant("plain", None),
+        temperature=0.0,
+        repeat=0,
+        config=BenchConfig(max_tokens=8),
+    )
+    if has_draft:
+        run_one(
+            engine,
+            warm,
+            prepared[warm.id],
+            Variant("draft", 2),
+            temperature=0.0,
+            repeat=0,
+            config=BenchConfig(max_tokens=4),
+        )
+    records: list[RunRecord] = []
+    floors: dict[tuple[str, int], FloorRun] = {}
+    for repeat, prompt, temperature, variant in plan:
+        label = f"{prompt.id} · {variant.label} · T={temperature:g}"
+        if progress:
+            progress(BenchProgress(done, total, label))
+        if variant.mode == FLOOR:
+            floors[(prompt.id, repeat)] = cpp_floor(
+                engine.target, prepared[prompt.id], max_tokens=config.max_tokens
+            )
+            last = None
+            label += f" {floors[(prompt.id, repeat)].tokens_per_s:.1f} tok/s"
+        else:
+            last = run_one(
+                engine,
+                prompt,
+                prepared[prompt.id],
+                variant,
+                temperature=temperature,
+                repeat=repeat,
+                config=config,
+            )
+            records.append(last)
+        done += 1
+        if progress:
+            progress(BenchProgress(done, total, label, finished=True, last=last))
+    info: dict[str, object] = {
+        "target": engine.info.target.description,
+        "target_file": engine.info.target.path.name,
+        "draft": engine.info.draft.description if engine.info.draft else None,
+        "draft_file": engine.info.draft.path.name if engine.info.draft else None,
+        "backend": engine.info.target.backend,
+        "threads": engine.info.target.n_threads,
+        "prompt_tokens": {pid: len(t) for pid, t in prepared.items()},
+    }
+    return BenchOutcome(tuple(records), floors, physical, config, info)
+
+
+# --- comparison with plain ---------------------------------------------------------------------
+def divergence(plain: Sequence[int], other: Sequence[int]) -> int | None:
+    """First position where the two token streams differ (None when identical)."""
+    for i, (a, b) in enumerate(zip(plain, other, strict=False)):
+        if a != b:
+            return i
+    if len(plain) != len(other):
+        return min(len(plain), len(other))
+    return None
+
+
+def choice_counts(record: RunRecord) -> dict[str, int]:
+    """Rounds per drafter actually used (what auto chose)."""
+    return dict(Counter(log.mode for log in record.round_logs))
+
+
+def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
+    """One result object per run, with speed-up and T = 0 identity against plain's run."""
+    plain = {
+        (r.prompt, r.temperature, r.repeat): r
+        for r in outcome.records
+        if r.variant.mode == DraftMode.PLAIN.value
+    }
+    results = []
+    for r in outcome.records:
+        base = plain.get((r.prompt, r.temperature, r.repeat))
+        speedup = None
+        if base is not None and base.tok_s > 0:
+            # Plain's own row is 1.0 exactly, not a ratio of two equal floats.
+            speedup = 1.0 if base is r else r.tok_s / base.tok_s
+        overhead_ms = r.elapsed_s * 1000.0 - r.draft_ms - r.verify_ms
+        row: dict[str, object] = {
+            "prompt": r.prompt,
+            "category": r.category,
+            "mode": r.variant.mode,
+            "k": r.variant.k,
+            "temperature": r.temperature,
+            "repeat": r.repeat,
+            "tokens": len(r.tokens),
+            "tok_s": round(r.tok_s, 3),
+            "elapsed_s": round(r.elapsed_s, 4),
+            "speedup": None if speedup is None else round(speedup, 4),
+            "alpha": round(r.accepted / r.drafted, 4) if r.drafted else 0.0,
+            "tau": round(len(r.tokens) / r.rounds, 4) if r.rounds else 0.0,
+            "rounds": r.rounds,
+            "drafted": r.drafted,
+            "accepted": r.accepted,
+            "draft_ms": round(r.draft_ms, 2),
+            "verify_ms": round(r.verify_ms, 2),
+            "overhead_ms": round(overhead_ms, 2),
+            "prompt_ms": round(r.prompt_ms, 2),
+            "position_drafted": list(r.position_drafted),
+            "position_accepted": list(r.position_accepted),
+            "choices": choice_counts(r),
+            "stop": r.stop,
+            "text": r.text,
+        }
+        if r.temperature == 0 and base is not None:
+            pos = divergence(base.tokens, r.tokens)
+            row["identical_to_plain"] = pos is None
+            row["divergence"] = pos
+            margin = base.margins[pos] if pos is not None and pos < len(base.margins) else None
+            row["divergence_margin"] = None if margin is None else round(margin, 4)
+            row["divergence_near_tie"] = (
+                None if pos is None else (margin is not None and margin < NEAR_TIE_MARGIN)
+            )
+        results.append(row)
+    return results
+
+
+def floor_rows(outcome: BenchOutcome) -> list[dict[str, object]]:
+    """Per prompt: llama.cpp's loop against plain mode at temperature 0."""
+    plain = {
+        (r.prompt, r.repeat): r
+        for r in outcome.records
+        if r.variant.mode == DraftMode.PLAIN.value and r.temperature == 0
+    }
+    rows = []
+    for (prompt, repeat), run in outcome.floors.items():
+        base = plain.get((prompt, repeat))
+        rows.append(
+            {
+                "prompt": prompt,
+                "repeat": repeat,
+                "tokens": len(run.tokens),
+                "tok_s": round(run.tokens_per_s, 3),
+                "plain_tok_s": None if base is None else round(base.tok_s, 3),
+                "plain_over_floor": (
+                    None
+                    if base is None or run.tokens_per_s <= 0
+                    else round(base.tok_s / run.tokens_per_s, 4)
+                ),
+                "identical_to_plain": None if base is None else tuple(base.tokens) == run.tokens,
+            }
+        )
+    return rows
+
+
+def geomean(values: Sequence[float]) -> float:
+    values = [v for v in values if v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 0.0
+
+
+def round_table(outcome: BenchOutcome) -> list[dict[str, object]]:
+    """Per-round logs flattened, for rounds.jsonl (verify cost by batch, auto's choices)."""
+    rows = []
+    for r in outcome.records:
+        for i, log in enumerate(r.round_logs):
+            rows.append(
+                {
+                    "prompt": r.prompt,
+                    "run": r.variant.label,
+                    "temperature": r.temperature,
+                    "repeat": r.repeat,
+                    "round": i,
+                    "mode": log.mode,
+                    "k": log.k,
+                    "drafted": log.drafted,
+                    "accepted": log.accepted,
+                    "draft_ms": round(log.draft_ms, 3),
+                    "verify_ms": round(log.verify_ms, 3),
+                    "wall_ms": round(log.wall_ms, 3),
+                    "reason": log.reason,
+                }
+            )
+    return rows

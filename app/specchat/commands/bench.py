@@ -1,0 +1,220 @@
+"""`specchat bench`: time every drafting mode against plain and llama.cpp, write a report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from specchat.cli import UserError
+
+#: Modes run at temperatures above 0 unless --sampled-modes says otherwise: the greedy runs
+#: already show what each fixed mode does, and sampled runs double the bench's length.
+DEFAULT_SAMPLED_MODES = "plain,auto"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    models = parser.add_mutually_exclusive_group(required=True)
+    models.add_argument("--pair", metavar="ID", help="a catalog pair (fetched if needed)")
+    models.add_argument("--target", type=Path, metavar="FILE", help="a target GGUF file")
+    parser.add_argument(
+        "--draft", type=Path, metavar="FILE", help="a draft GGUF file (with --target)"
+    )
+    parser.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help="JSON Lines prompt file (default: the shipped set)",
+    )
+    parser.add_argument(
+        "--modes",
+        default="plain,lookup,draft,auto",
+        help="comma-separated: plain, lookup, draft, chain, auto",
+    )
+    parser.add_argument(
+        "--k",
+        default=None,
+        help="comma-separated draft lengths for the fixed modes (default: the pair's K, else 4)",
+    )
+    parser.add_argument(
+        "--temperature", default="0,0.8", help="comma-separated sampling temperatures"
+    )
+    parser.add_argument(
+        "--sampled-modes",
+        default=DEFAULT_SAMPLED_MODES,
+        help="modes also run at temperatures above 0 ('all' for every mode)",
+    )
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=1, help="run the whole set R times")
+    parser.add_argument("--threads", type=int, default=None, help="decode threads")
+    parser.add_argument("--ctx", type=int, default=4096, help="context window")
+    parser.add_argument(
+        "--gpu-layers", type=int, default=-1, help="layers to offload where the build can (-1: all)"
+    )
+    parser.add_argument(
+        "--source",
+        choices=("auto", "hub", "mirror"),
+        default="auto",
+        help="where --pair files come from if not on disk yet",
+    )
+    parser.add_argument("--no-floor", action="store_true", help="skip llama.cpp's own decode loop")
+    parser.add_argument(
+        "--no-physical", action="store_true", help="skip the batch-cost measurement"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="folder for report.json, report.md, report.png, rounds.jsonl",
+    )
+
+
+def _split(text: str, what: str, parse: type) -> tuple:
+    try:
+        items = tuple(parse(part) for part in text.split(",") if part.strip())
+    except ValueError as error:
+        raise UserError(f"bad {what} list {text!r}: {error}") from None
+    if not items:
+        raise UserError(f"empty {what} list")
+    return items
+
+
+def _modes(text: str, what: str) -> tuple:
+    from specchat.engine.types import DraftMode
+
+    if text.strip().lower() == "all":
+        return tuple(DraftMode)
+    try:
+        return tuple(dict.fromkeys(DraftMode.parse(p) for p in text.split(",") if p.strip()))
+    except ValueError as error:
+        raise UserError(f"{what}: {error}") from None
+
+
+class BenchBar:
+    """Progress on stderr: a redrawn bar on a terminal, one line per run elsewhere."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.started = time.monotonic()
+
+    def __call__(self, event: object) -> None:
+        from specchat.bench.runner import BenchProgress
+
+        if not isinstance(event, BenchProgress):
+            return
+        elapsed = time.monotonic() - self.started
+        eta = ""
+        if event.done and event.done < event.total:
+            eta = f" ETA {elapsed / event.done * (event.total - event.done):4.0f}s"
+        if self.tty:
+            width = 28
+            filled = int(width * event.done / max(1, event.total))
+            line = (
+                f"\r[{'#' * filled}{'-' * (width - filled)}] {event.done}/{event.total}"
+                f"{eta} {event.label}"
+            )
+            self.stream.write(line[:120].ljust(120))
+            if event.done == event.total:
+                self.stream.write("\n")
+        elif event.finished:
+            speed = f" {event.last.tok_s:.1f} tok/s" if event.last is not None else ""
+            self.stream.write(f"[{event.done}/{event.total}]{eta} {event.label}{speed}\n")
+        self.stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat.bench.prompts import PromptFileError, load_prompts
+    from specchat.bench.report import write_report
+    from specchat.bench.runner import BenchConfig, run_bench
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.session import ChatEngine
+    from specchat.engine.types import DraftMode
+
+    try:
+        prompts = load_prompts(args.prompts)
+    except PromptFileError as error:
+        raise UserError(str(error)) from None
+    default_k = 4
+    if args.pair:
+        from specchat.models.catalog import CatalogError, get_pair
+        from specchat.models.download import fetch_pair
+
+        try:
+            default_k = get_pair(args.pair).k
+            files = fetch_pair(args.pair, source=args.source)
+        except CatalogError as error:
+            raise UserError(str(error)) from None
+        target, draft = files.target, files.draft
+    else:
+        target, draft = args.target, args.draft
+    ks = _split(args.k, "K", int) if args.k else (default_k,)
+    if any(not 1 <= k <= 16 for k in ks):
+        raise UserError("every K must be between 1 and 16")
+    temperatures = _split(args.temperature, "temperature", float)
+    if any(t < 0 for t in temperatures):
+        raise UserError("temperatures must be ≥ 0")
+    if args.max_tokens < 1 or args.repeat < 1:
+        raise UserError("--max-tokens and --repeat must be at least 1")
+    config = BenchConfig(
+        modes=_modes(args.modes, "--modes"),
+        ks=ks,
+        temperatures=temperatures,
+        sampled_modes=_modes(args.sampled_modes, "--sampled-modes"),
+        max_tokens=args.max_tokens,
+        repeat=args.repeat,
+        floor=not args.no_floor,
+        physical=not args.no_physical,
+    )
+    if draft is None and any(m in (DraftMode.DRAFT, DraftMode.CHAIN) for m in config.modes):
+        print("specchat bench: no draft model; skipping draft and chain", file=sys.stderr)
+    try:
+        engine = ChatEngine.load(
+            target,
+            draft,
+            n_ctx=args.ctx,
+            n_threads=args.threads,
+            target_gpu_layers=args.gpu_layers,
+            draft_gpu_layers=args.gpu_layers,
+        )
+    except ModelLoadError as error:
+        raise UserError(str(error)) from None
+    try:
+        outcome = run_bench(engine, prompts, config, progress=BenchBar())
+    finally:
+        engine.close()
+    report = write_report(outcome, args.out)
+    _print_summary(report, args.out)
+    failed = [g for g in report["goals"] if g["result"] == "FAIL"]
+    return 1 if failed else 0
+
+
+def _print_summary(report: dict, out: Path) -> None:
+    physical = report["physical"]
+    if physical:
+        costs = ", ".join(
+            f"n={n}: {ms:.0f} ms ({report['physical']['batch_relative'][n]:.2f}×)"
+            for n, ms in physical["batch_ms"].items()
+        )
+        print(f"target pass: {costs}")
+        if physical["draft_token_ms"] is not None:
+            print(
+                f"draft token: {physical['draft_token_ms']:.1f} ms "
+                f"({physical['draft_relative']:.2f}× a target token)"
+            )
+        line = (
+            f"best at α = 1: lookup {physical['best_lookup']['speedup']:.2f}× "
+            f"(K = {physical['best_lookup']['k']})"
+        )
+        if physical["best_draft"]:
+            line += (
+                f", draft model {physical['best_draft']['speedup']:.2f}× "
+                f"(K = {physical['best_draft']['k']})"
+            )
+        print(line)
+    for goal in report["goals"]:
+        print(f"{goal['result']:<4}  {goal['name']}: {goal['detail']}")
+    print(f"report: {out / 'report.md'}")

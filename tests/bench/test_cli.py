@@ -1,0 +1,80 @@
+"""`specchat bench` end to end on the tiny models, through specchat.cli.main."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specchat.cli import main
+from specchat.tinymodels import TinyModels
+
+
+def _prompts(tmp_path: Path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    lines = [
+        {"id": "edit", "user": "one two one two one two", "category": "code-editing"},
+        {"id": "chat", "user": "hello", "category": "creative"},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+def test_bench_end_to_end(
+    tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = [
+        "bench",
+        "--target", str(tiny_models.target),
+        "--draft", str(tiny_models.draft_close),
+        "--prompts", str(_prompts(tmp_path)),
+        "--modes", "plain,lookup,draft,auto",
+        "--k", "3",
+        "--temperature", "0,0.8",
+        "--max-tokens", "12",
+        "--threads", "1",
+        "--ctx", "512",
+        "--out", str(out),
+    ]  # fmt: skip
+    # Exit status 1 means a speed goal failed, which tiny random models may well do.
+    assert main(argv) in (0, 1)
+    captured = capsys.readouterr()
+    assert "best at α = 1" in captured.out and "report:" in captured.out
+    assert "[" in captured.err  # progress lines (stderr is not a terminal here)
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert {(r["prompt"], r["mode"]) for r in data["results"]} >= {
+        ("edit", "plain"), ("edit", "lookup"), ("edit", "draft"), ("chat", "auto"),
+    }  # fmt: skip
+    assert (out / "report.md").exists() and (out / "report.png").exists()
+
+
+def test_bad_prompt_file_is_a_user_error(
+    tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n', encoding="utf-8")
+    argv = ["bench", "--target", str(tiny_models.target), "--prompts", str(bad),
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert "bad.jsonl:1: 'user' must be a non-empty string" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [("--modes", "plain,fast", "unknown drafting mode"), ("--k", "0", "between 1 and 16"),
+     ("--temperature", "hot", "bad temperature list")],
+)  # fmt: skip
+def test_bad_options_are_user_errors(
+    tiny_models: TinyModels,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    value: str,
+    message: str,
+) -> None:
+    argv = ["bench", "--target", str(tiny_models.target), option, value,
+            "--out", str(tmp_path / "o")]  # fmt: skip
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

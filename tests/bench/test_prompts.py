@@ -1,0 +1,72 @@
+"""The prompt file parser: the shipped set loads, malformed lines are refused by line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specchat.bench.prompts import (
+    DEFAULT_CATEGORY,
+    SHIPPED_PROMPTS,
+    PromptFileError,
+    load_prompts,
+    parse_prompts,
+)
+
+
+def test_shipped_set_covers_every_category() -> None:
+    prompts = load_prompts()
+    categories = {p.category for p in prompts}
+    assert {"code-writing", "code-editing", "extraction", "explanation", "creative"} <= categories
+    assert len({p.id for p in prompts}) == len(prompts)
+    assert SHIPPED_PROMPTS.name == "prompts.jsonl"
+
+
+def test_shipped_set_is_package_data() -> None:
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    assert '"bench/*.jsonl"' in pyproject.read_text(encoding="utf-8")
+
+
+def test_parses_optional_fields_and_skips_blank_lines() -> None:
+    text = "\n".join(
+        [
+            json.dumps({"id": "a", "user": "hi"}),
+            "",
+            json.dumps({"id": "b", "user": "yo", "system": "be brief", "category": "chat"}),
+        ]
+    )
+    a, b = parse_prompts(text)
+    assert (a.category, a.system) == (DEFAULT_CATEGORY, None)
+    assert b.messages() == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "yo"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json", "2: not valid JSON"),
+        ("[1, 2]", "2: expected a JSON object, got list"),
+        ('{"id": "b"}', "2: 'user' must be a non-empty string"),
+        ('{"id": "", "user": "x"}', "2: 'id' must be a non-empty string"),
+        ('{"id": "b", "user": 3}', "2: 'user' must be a non-empty string"),
+        ('{"id": "b", "user": "x", "system": 1}', "2: 'system' must be a string"),
+        ('{"id": "b", "user": "x", "prompt": "y"}', "2: unknown key(s) prompt"),
+        ('{"id": "a", "user": "x"}', "2: duplicate id 'a' (first on line 1)"),
+    ],
+)
+def test_bad_lines_are_refused_with_their_line(line: str, message: str) -> None:
+    text = json.dumps({"id": "a", "user": "fine"}) + "\n" + line + "\n"
+    with pytest.raises(PromptFileError) as caught:
+        parse_prompts(text, source="p.jsonl")
+    assert f"p.jsonl:{message}" in str(caught.value)
+
+
+def test_empty_and_missing_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(PromptFileError, match="no prompts"):
+        parse_prompts("\n\n", source="empty.jsonl")
+    with pytest.raises(PromptFileError, match="cannot read prompt file"):
+        load_prompts(tmp_path / "absent.jsonl")

@@ -1,0 +1,163 @@
+"""The bench on the tiny models: every report file, the required fields, plain as reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specchat.bench.physical import best_speedups, cpp_floor
+from specchat.bench.prompts import BenchPrompt
+from specchat.bench.report import write_report
+from specchat.bench.runner import (
+    FLOOR,
+    BenchConfig,
+    compare,
+    divergence,
+    plan_runs,
+    run_bench,
+)
+from specchat.engine.session import ChatEngine
+from specchat.engine.types import DraftMode
+from specchat.tinymodels import TinyModels
+
+PROMPTS = (
+    BenchPrompt("copy", "abc abc abc abc the cat the cat the cat", category="code-editing"),
+    BenchPrompt("free", "hello there", system="be brief", category="creative"),
+)
+
+CONFIG = BenchConfig(
+    modes=tuple(DraftMode),
+    ks=(2, 4),
+    temperatures=(0.0, 0.8),
+    sampled_modes=(DraftMode.PLAIN, DraftMode.AUTO, DraftMode.DRAFT),
+    max_tokens=16,
+)
+
+REQUIRED = {
+    "prompt", "mode", "k", "temperature", "tokens", "tok_s", "alpha", "tau", "draft_ms",
+    "verify_ms", "speedup", "category", "position_drafted", "position_accepted",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_models: TinyModels):
+    engine = ChatEngine.load(tiny_models.target, tiny_models.draft_close, n_ctx=512, n_threads=1)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def report(engine: ChatEngine, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("bench")
+    seen = []
+    outcome = run_bench(engine, PROMPTS, CONFIG, progress=seen.append)
+    assert seen[-1].done == seen[-1].total
+    return write_report(outcome, out), out
+
+
+def test_plan_alternates_and_always_includes_plain() -> None:
+    config = BenchConfig(modes=(DraftMode.LOOKUP,), ks=(3,), temperatures=(0.0, 0.5))
+    plan = plan_runs(PROMPTS, config, has_draft=False)
+    greedy = [v.label for _, p, t, v in plan if p.id == "copy" and t == 0]
+    assert sorted(greedy) == sorted(["plain", FLOOR, "lookup K=3"])
+    # Sampled runs: plain and the sampled modes only (lookup is not one by default).
+    assert {v.label for _, _, t, v in plan if t == 0.5} == {"plain"}
+    # The order rotates from one prompt to the next, so no mode always runs first.
+    firsts = [v.label for _, p, t, v in plan if t == 0 and p.id == "free"]
+    assert firsts[0] != greedy[0]
+
+
+def test_files_written(report: tuple[dict, Path]) -> None:
+    _, out = report
+    for name in ("report.json", "report.md", "report.png", "rounds.jsonl"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Goals" in md and "geomean" in md and "C++ floor" in md
+
+
+def test_results_carry_the_required_fields(report: tuple[dict, Path]) -> None:
+    data = json.loads((report[1] / "report.json").read_text(encoding="utf-8"))
+    results = data["results"]
+    modes = {(r["mode"], r["k"], r["temperature"]) for r in results}
+    for mode in ("lookup", "draft", "chain"):
+        assert {(mode, 2, 0.0), (mode, 4, 0.0)} <= modes
+    assert ("auto", None, 0.8) in modes and ("draft", 4, 0.8) in modes
+    assert ("lookup", 2, 0.8) not in modes  # not a sampled mode here
+    for row in results:
+        assert row.keys() >= REQUIRED
+        if row["temperature"] == 0:
+            assert {"identical_to_plain", "divergence", "divergence_near_tie"} <= row.keys()
+    assert data["physical"]["best_lookup"]["speedup"] > 0
+    assert {g["result"] for g in data["goals"]} <= {"PASS", "FAIL", "n/a"}
+    assert len(data["goals"]) >= 4
+
+
+def test_plain_is_the_reference(report: tuple[dict, Path]) -> None:
+    results = report[0]["results"]
+    plain = [r for r in results if r["mode"] == "plain"]
+    assert len(plain) == len(PROMPTS) * 2
+    assert all(r["speedup"] == 1.0 for r in plain)
+    assert all(r["identical_to_plain"] for r in plain if r["temperature"] == 0)
+
+
+def test_greedy_modes_match_plain(report: tuple[dict, Path]) -> None:
+    greedy = [r for r in report[0]["results"] if r["temperature"] == 0]
+    assert greedy and all(r["identical_to_plain"] for r in greedy)
+    assert all(r["divergence"] is None for r in greedy)
+    drafted = [r for r in greedy if r["mode"] in ("draft", "chain")]
+    assert all(r["drafted"] > 0 and r["position_drafted"] for r in drafted)
+
+
+def test_floor_matches_plain_tokens(report: tuple[dict, Path]) -> None:
+    floor = report[0]["floor"]
+    assert {f["prompt"] for f in floor} == {p.id for p in PROMPTS}
+    assert all(f["identical_to_plain"] and f["plain_over_floor"] > 0 for f in floor)
+
+
+def test_floor_leaves_the_cache_consistent(engine: ChatEngine) -> None:
+    tokens = engine.tokenize_prompt("the cat the cat")
+    run = cpp_floor(engine.target, tokens, max_tokens=5)
+    assert len(run.tokens) <= 5
+    assert engine.target.tokens == tokens[:-1]
+    # Decoding on top proves llama.cpp's cache agrees with the wrapper's bookkeeping.
+    again = cpp_floor(engine.target, tokens, max_tokens=5)
+    assert again.tokens == run.tokens
+
+
+def test_speedup_ceilings() -> None:
+    lookup, draft = best_speedups({1: 10.0, 2: 10.0, 4: 20.0}, 5.0)
+    assert lookup == (1, 2.0)  # K = 1 costs what one token costs: 2 tokens per pass
+    assert draft is not None and draft[0] == 1 and draft[1] == pytest.approx(2 / 1.5)
+    assert best_speedups({1: 10.0, 2: 15.0}, None)[1] is None
+
+
+def test_divergence_positions() -> None:
+    assert divergence([1, 2, 3], [1, 2, 3]) is None
+    assert divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert divergence([1, 2, 3], [1, 2]) == 2
+
+
+def test_compare_marks_near_ties(engine: ChatEngine) -> None:
+    from specchat.bench.runner import BenchOutcome, RunRecord, Variant
+
+    def record(mode: str, tokens: tuple[int, ...], margins: tuple[float, ...]) -> RunRecord:
+        return RunRecord("p", "c", Variant(mode, None), 0.0, 0, tokens, margins, "", 1.0)
+
+    outcome = BenchOutcome(
+        (
+            record("plain", (1, 2, 3), (1.0, 0.05, 2.0)),
+            record("auto", (1, 4, 3), (1.0, 0.05, 2.0)),
+            record("lookup", (9, 2, 3), (1.0, 0.05, 2.0)),
+        ),
+        {},
+        None,
+        CONFIG,
+        {},
+    )
+    rows = {r["mode"]: r for r in compare(outcome)}
+    assert rows["auto"]["divergence"] == 1 and rows["auto"]["divergence_near_tie"] is True
+    assert rows["lookup"]["divergence"] == 0 and rows["lookup"]["divergence_near_tie"] is False
+    assert rows["plain"]["speedup"] == 1.0
