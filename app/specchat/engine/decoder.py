@@ -137,25 +137,24 @@ class SpeculativeDecoder:
 
         context = prompt  # grows with every emitted token
         text = _TextStream(target)
-        emitted_text: list[str] = []
-        max_stop = max((len(s) for s in request.stop_strings), default=0)
+        stops = _StopStringFilter(request.stop_strings)
         decode_start = time.perf_counter()
         round_index = 0
         while True:
             if cancel is not None and cancel.is_set():
-                yield self._final(round_index, stats, decode_start, StopReason.CANCELLED)
+                yield self._final(round_index, stats, decode_start, StopReason.CANCELLED, stops)
                 return
             if stats.emitted >= request.max_tokens:
-                yield self._final(round_index, stats, decode_start, StopReason.MAX_TOKENS)
+                yield self._final(round_index, stats, decode_start, StopReason.MAX_TOKENS, stops)
                 return
             room = target.room()
             if room < 1:
-                yield self._final(round_index, stats, decode_start, StopReason.CONTEXT_FULL)
+                yield self._final(round_index, stats, decode_start, StopReason.CONTEXT_FULL, stops)
                 return
             controls = live.get()
             sampling = controls.sampling
             # Never draft past the answer's end or the context's.
-            k_cap = min(MAX_K, request.max_tokens - stats.emitted - 1, room - 1)
+            k_cap = min(MAX_K, request.max_tokens - stats.emitted - stops.held - 1, room - 1)
             draft, choice = self._draft(context, controls, k_cap, rng)
 
             verify_began = time.perf_counter()
@@ -195,15 +194,13 @@ class SpeculativeDecoder:
                     )
                 )
             context = context + [e.token for e in events]
-            if stop is None and request.stop_strings:
-                events, stop = _apply_stop_strings(
-                    events, emitted_text, request.stop_strings, max_stop
-                )
-            emitted_text.extend(e.text for e in events)
-            if stop is None and stats.emitted + len(events) >= request.max_tokens:
-                stop = StopReason.MAX_TOKENS
-
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
+            generated = stats.emitted + stops.held + len(events)
+            if stop is None and generated >= request.max_tokens:
+                stop = StopReason.MAX_TOKENS
+            if stops.active:
+                events, hit = stops.filter(events, final=stop is not None)
+                stop = hit or stop
             rejected = tuple(draft.tokens[j:])
             stats = _add_round(
                 stats,
@@ -297,13 +294,22 @@ class SpeculativeDecoder:
 
     @staticmethod
     def _final(
-        round_index: int, stats: Stats, decode_start: float, stop: StopReason
+        round_index: int,
+        stats: Stats,
+        decode_start: float,
+        stop: StopReason,
+        stops: _StopStringFilter,
     ) -> RoundResult:
-        """A round with no target pass, only to carry the stop reason."""
-        stats = replace(stats, elapsed_s=time.perf_counter() - decode_start)
+        """A round with no target pass: carries the stop reason and any held-back text."""
+        held, _ = stops.filter([], final=True)
+        stats = replace(
+            stats,
+            elapsed_s=time.perf_counter() - decode_start,
+            emitted=stats.emitted + len(held),
+        )
         return RoundResult(
             index=round_index,
-            events=(),
+            events=tuple(held),
             rejected=(),
             rejected_text="",
             drafted=0,
@@ -314,6 +320,7 @@ class SpeculativeDecoder:
             temperature=0.0,
             stats=stats,
             stop=stop,
+            text="".join(e.text for e in held),
         )
 
 
@@ -357,28 +364,67 @@ def _add_round(
     )
 
 
-def _apply_stop_strings(
-    events: list[TokenEvent],
-    emitted_text: list[str],
-    stop_strings: Sequence[str],
-    max_stop: int,
-) -> tuple[list[TokenEvent], StopReason | None]:
-    """Cut the round's events where a stop string begins (it may span earlier rounds' text)."""
-    before = "".join(emitted_text)
-    tail_start = max(0, len(before) - max_stop)
-    window = before[tail_start:] + "".join(e.text for e in events)
-    hits = [i for i in (window.find(s) for s in stop_strings) if i >= 0]
-    if not hits:
-        return events, None
-    # Offset of the stop into this round's text (text already shown stays shown).
-    cut = max(0, tail_start + min(hits) - len(before))
+class _StopStringFilter:
+    """Ends the answer before a stop string, never showing any part of it.
+
+    Text that could be the start of a stop string is held back until later tokens settle it,
+    since a stop string may span several tokens and rounds.
+    """
+
+    def __init__(self, stop_strings: Sequence[str]) -> None:
+        self.stop_strings = tuple(s for s in stop_strings if s)
+        self.active = bool(self.stop_strings)
+        self._held: list[TokenEvent] = []
+
+    @property
+    def held(self) -> int:
+        return len(self._held)
+
+    def filter(
+        self, events: list[TokenEvent], *, final: bool
+    ) -> tuple[list[TokenEvent], StopReason | None]:
+        """The events safe to show now, and STOP_STRING when a stop string was found."""
+        pending = self._held + events
+        text = "".join(e.text for e in pending)
+        hits = [i for i in (text.find(s) for s in self.stop_strings) if i >= 0]
+        if hits:
+            self._held = []
+            return _cut_events(pending, min(hits)), StopReason.STOP_STRING
+        if final:
+            self._held = []
+            return pending, None
+        keep_from = len(text) - self._longest_partial(text)
+        shown: list[TokenEvent] = []
+        offset = 0
+        for index, event in enumerate(pending):
+            if offset + len(event.text) > keep_from:
+                self._held = pending[index:]
+                return shown, None
+            shown.append(event)
+            offset += len(event.text)
+        self._held = []
+        return shown, None
+
+    def _longest_partial(self, text: str) -> int:
+        """Length of the longest suffix of `text` that begins some stop string."""
+        best = 0
+        for stop in self.stop_strings:
+            for size in range(min(len(stop) - 1, len(text)), best, -1):
+                if text.endswith(stop[:size]):
+                    best = size
+                    break
+        return best
+
+
+def _cut_events(events: list[TokenEvent], cut: int) -> list[TokenEvent]:
+    """The events whose text lies before character offset `cut`, the last one trimmed."""
     kept: list[TokenEvent] = []
     offset = 0
     for event in events:
         if offset >= cut:
             break
         if offset + len(event.text) > cut:
-            event = replace(event, text=event.text[: max(0, cut - offset)])
+            event = replace(event, text=event.text[: cut - offset])
         kept.append(event)
         offset += len(event.text)
-    return kept, StopReason.STOP_STRING
+    return kept

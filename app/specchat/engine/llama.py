@@ -154,6 +154,14 @@ class LlamaModel:
         self.path = Path(path)
         if not self.path.is_file():
             raise ModelLoadError(f"model file not found: {self.path}")
+        # llama.cpp's own parser has had overflows on crafted files, and aborts the process
+        # on some malformed ones: check the header with SpecChat's bounded reader first.
+        from specchat.models.gguf_reader import GGUFError, validate
+
+        try:
+            validate(self.path)
+        except GGUFError as error:
+            raise ModelLoadError(f"{self.path.name} is not a usable GGUF file: {error}") from None
         self._model: llama_cpp.llama_model_p | None = None
         self._ctx: llama_cpp.llama_context_p | None = None
         self._batch: llama_cpp.llama_batch | None = None
@@ -194,7 +202,11 @@ class LlamaModel:
         self._ctx = ctx
         self._memory = llama_cpp.llama_get_memory(ctx)
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
-        self.n_batch = n_batch
+        # llama.cpp clamps the batch to the context and ABORTS on a larger decode: read back
+        # the sizes it really uses and never hand it more in one call.
+        self.n_batch = min(
+            int(llama_cpp.llama_n_batch(ctx)), int(llama_cpp.llama_n_ubatch(ctx)), self.n_ctx
+        )
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
         self._pieces: dict[int, bytes] = {}
 

@@ -1,0 +1,89 @@
+"""Tests for the llama.cpp wrapper: batched logits, KV rollback, errors that explain."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specchat.engine.llama import ContextFullError, LlamaModel, LoadCancelled, ModelLoadError
+from specchat.tinymodels import TinyModels
+
+
+def test_batched_rows_match_one_at_a_time(tiny_target: LlamaModel) -> None:
+    tokens = tiny_target.tokenize("the cat sat on the mat")
+    tiny_target.reset()
+    batched = tiny_target.decode(tokens, logits="all")
+    tiny_target.reset()
+    single = np.stack([tiny_target.decode([t], logits="last")[0] for t in tokens])
+    assert batched.shape == (len(tokens), tiny_target.n_vocab)
+    # Batched and single-row matmuls sum in different orders: float noise only.
+    np.testing.assert_allclose(batched, single, atol=1e-2)
+
+
+def test_rollback_gives_the_logits_of_a_fresh_context(tiny_models: TinyModels) -> None:
+    accepted = [70, 71, 72]
+    rejected = [90, 91, 92, 93]
+    with LlamaModel(tiny_models.target, n_ctx=256) as model, LlamaModel(
+        tiny_models.target, n_ctx=256
+    ) as fresh:
+        model.decode([*accepted, *rejected], logits="all")
+        model.truncate(len(accepted))
+        assert model.tokens == accepted
+        after_rollback = model.decode([80], logits="last")[0]
+        reference = fresh.decode([*accepted, 80], logits="last")[0]
+    np.testing.assert_allclose(after_rollback, reference, atol=1e-4)
+
+
+def test_sync_keeps_the_common_prefix(tiny_target: LlamaModel) -> None:
+    tiny_target.reset()
+    tiny_target.decode([10, 11, 12, 13], logits="none")
+    assert tiny_target.sync([10, 11, 99]) == 2
+    assert tiny_target.tokens == [10, 11]
+
+
+def test_context_overflow_is_an_error_not_an_abort(tiny_models: TinyModels) -> None:
+    with LlamaModel(tiny_models.target, n_ctx=32) as model:
+        # llama.cpp may round the context up; fill whatever it really holds, less two.
+        filler = [40 + i % 200 for i in range(model.n_ctx - 2)]
+        model.decode(filler, logits="none")
+        with pytest.raises(ContextFullError):
+            model.decode([1, 2, 3], logits="last")
+        assert model.n_past == len(filler)  # nothing half-evaluated
+        model.decode([1, 2], logits="last")  # what fits still works
+        assert model.room() == 0
+
+
+def test_missing_and_corrupt_files_are_explained(tmp_path: Path, tiny_models: TinyModels) -> None:
+    with pytest.raises(ModelLoadError, match="not found"):
+        LlamaModel(tmp_path / "nope.gguf")
+    truncated = tmp_path / "cut.gguf"
+    truncated.write_bytes(tiny_models.target.read_bytes()[:5000])
+    with pytest.raises(ModelLoadError, match="not a usable GGUF file"):
+        LlamaModel(truncated)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model at all" * 100)
+    with pytest.raises(ModelLoadError, match="junk.gguf"):
+        LlamaModel(junk)
+
+
+def test_load_reports_progress_and_can_be_cancelled(tiny_models: TinyModels) -> None:
+    seen: list[float] = []
+    with LlamaModel(tiny_models.target, n_ctx=64, progress=seen.append) as model:
+        assert model.info.backend == "CPU" or model.info.gpu_layers > 0
+        assert model.info.n_layers == 2
+    assert seen and seen[-1] == pytest.approx(1.0)
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(LoadCancelled):
+        LlamaModel(tiny_models.target, n_ctx=64, cancel=cancel)
+
+
+def test_pieces_and_special_tokens(tiny_target: LlamaModel) -> None:
+    tokens = tiny_target.tokenize("<|im_end|>hi", parse_special=True)
+    assert tokens[0] == tiny_target.eos
+    assert tiny_target.is_eog(tokens[0])
+    assert tiny_target.piece(tokens[0]) == b""  # control tokens never reach the text
+    assert b"".join(tiny_target.piece(t) for t in tokens[1:]) == b"hi"

@@ -1,0 +1,73 @@
+"""Tests for the probability vector every decoding path shares."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specchat.engine.sampling import (
+    argmax_and_margin,
+    probabilities,
+    sample,
+    softmax,
+    token_probability,
+)
+from specchat.engine.types import SamplingParams
+
+LOGITS = np.array([2.0, 1.0, 0.5, 0.0, -1.0, 3.0], dtype=np.float32)
+
+
+def test_greedy_is_one_hot_at_argmax() -> None:
+    p = probabilities(LOGITS, SamplingParams(temperature=0.0))
+    assert p.tolist() == [0, 0, 0, 0, 0, 1]
+
+
+def test_temperature_one_is_softmax() -> None:
+    p = probabilities(LOGITS, SamplingParams(temperature=1.0))
+    expected = np.exp(LOGITS - LOGITS.max()) / np.exp(LOGITS - LOGITS.max()).sum()
+    np.testing.assert_allclose(p, expected, rtol=1e-6)
+    assert p.sum() == pytest.approx(1.0)
+
+
+def test_top_k_keeps_k_most_likely() -> None:
+    p = probabilities(LOGITS, SamplingParams(temperature=1.0, top_k=2))
+    assert set(np.flatnonzero(p)) == {0, 5}
+    assert p.sum() == pytest.approx(1.0)
+
+
+def test_top_p_keeps_smallest_set_reaching_mass() -> None:
+    full = softmax(LOGITS)
+    p = probabilities(LOGITS, SamplingParams(temperature=1.0, top_p=0.8))
+    kept = set(np.flatnonzero(p))
+    order = np.argsort(full)[::-1]
+    cumulative = np.cumsum(full[order])
+    need = int(np.searchsorted(cumulative, 0.8) + 1)
+    assert kept == set(order[:need].tolist())
+
+
+def test_top_p_beyond_window_falls_back_to_full_sort() -> None:
+    flat = np.zeros(5000, dtype=np.float32)  # uniform: 1024 candidates cannot reach 0.5
+    p = probabilities(flat, SamplingParams(temperature=1.0, top_p=0.5001))
+    assert np.count_nonzero(p) == 2501
+
+
+def test_min_p_drops_unlikely_tokens() -> None:
+    p = probabilities(LOGITS, SamplingParams(temperature=1.0, min_p=0.5))
+    full = softmax(LOGITS)
+    assert set(np.flatnonzero(p)) == set(np.flatnonzero(full >= 0.5 * full.max()))
+
+
+def test_token_probability_matches_softmax() -> None:
+    assert token_probability(LOGITS, 0) == pytest.approx(softmax(LOGITS)[0], rel=1e-6)
+
+
+def test_argmax_and_margin() -> None:
+    assert argmax_and_margin(LOGITS) == (5, pytest.approx(1.0))
+
+
+def test_sample_follows_the_vector() -> None:
+    rng = np.random.default_rng(0)
+    p = np.array([0.1, 0.0, 0.6, 0.3])
+    draws = np.bincount([sample(p, rng) for _ in range(20000)], minlength=4) / 20000
+    assert draws[1] == 0
+    np.testing.assert_allclose(draws, p, atol=0.015)
