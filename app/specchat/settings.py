@@ -63,6 +63,17 @@ SHOW_REJECTED = declare("view.show_rejected", bool, False, "Show rejected drafts
 WINDOW_GEOMETRY = declare("window.geometry", str, "", "Saved main-window geometry (base64)")
 WINDOW_STATE = declare("window.state", str, "", "Saved splitter and panel state (base64)")
 ADVANCED_OPEN = declare("window.advanced_open", bool, False, "Advanced sampling fold is open")
+CONVERSATIONS_VISIBLE = declare(
+    "window.conversations_visible", bool, True, "The conversation list is shown"
+)
+SIDE_PANEL_VISIBLE = declare("window.side_panel_visible", bool, True, "The side panel is shown")
+LAST_CONVERSATION = declare(
+    "window.last_conversation", int, 0, "Conversation reopened at start (0 = none)"
+)
+THEME = declare("view.theme", str, "system", "system, light or dark")
+CALIBRATE_PLAIN = declare(
+    "speed.calibrate", bool, True, "Time a few plain tokens after loading, for the speed-up"
+)
 
 
 class Settings:

@@ -377,6 +377,17 @@ class ConversationStore:
             self._touch(db, row["conversation_id"])
         return self._message(row)
 
+    def delete_message(self, message_id: int) -> None:
+        """Erase one message (regenerating an answer replaces it); no undo."""
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT conversation_id FROM messages WHERE id = ?", (message_id,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no message {message_id}")
+            db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+            self._touch(db, row["conversation_id"])
+
     def partial_writer(self, message_id: int, *, interval_s: float = 0.5) -> PartialWriter:
         """A throttle for update_partial, so a fast stream writes at most every `interval_s`."""
         return PartialWriter(self, message_id, interval_s=interval_s)

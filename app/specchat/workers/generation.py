@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from specchat.engine.chat import (
     ChatMessage,
@@ -83,7 +83,7 @@ class GenerateRequest:
     max_tokens: int = 1024
     mode: DraftMode = DraftMode.AUTO
     k: int = 4
-    sampling: SamplingParams = SamplingParams()
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
 
 
@@ -237,8 +237,9 @@ class _BaselineMeter:
         # (same context lengths) than the calibration; before that, the calibration stands.
         if len(self.recent) >= 4:
             rate = len(self.recent) / sum(self.recent)
-            return PlainBaseline(rate, f"{len(self.recent)} plain rounds during answers",
-                                 len(self.recent))
+            return PlainBaseline(
+                rate, f"{len(self.recent)} plain rounds during answers", len(self.recent)
+            )
         return self.calibrated
 
 
@@ -363,10 +364,8 @@ class GenerationWorker(QObject):
             if request.calibrate:
                 self.load_progress.emit(LoadProgressUpdate(request.load_id, "calibrating", 0.96))
                 self._baseline.calibrated = self._calibrate(self.engine)
-        except BaseException as error:  # noqa: BLE001 - every failure becomes a message
+        except Exception as error:
             self._release_engine()
-            if not isinstance(error, Exception):
-                raise
             if not isinstance(error, LoadCancelled):
                 log.warning("load failed", exc_info=True)
             self.failed.emit(
@@ -387,8 +386,10 @@ class GenerationWorker(QObject):
         self._end_generation(StopReason.CANCELLED)
         if self.engine is None:
             self.failed.emit(
-                Failure("No model is loaded yet. Choose a pair with Models…",
-                        request_id=request.request_id)
+                Failure(
+                    "No model is loaded yet. Choose a pair with Models…",
+                    request_id=request.request_id,
+                )
             )
             return
         self._cancel.clear()
@@ -494,7 +495,10 @@ class GenerationWorker(QObject):
         try:
             prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
             rounds = engine.generate(
-                prompt, max_tokens=CALIBRATION_TOKENS + 1, mode=DraftMode.PLAIN, k=0,
+                prompt,
+                max_tokens=CALIBRATION_TOKENS + 1,
+                mode=DraftMode.PLAIN,
+                k=0,
                 cancel=self._load_cancel,
             )
             times: list[float] = []
@@ -520,7 +524,10 @@ class GenerationWorker(QObject):
         self._rounds = self._request = self._live = None
         self.finished.emit(
             GenerationFinished(
-                request.request_id, stop, stats or Stats(), "".join(self._text),
+                request.request_id,
+                stop,
+                stats or Stats(),
+                "".join(self._text),
                 self._baseline.current(),
             )
         )

@@ -1,0 +1,497 @@
+"""The transcript: messages, with each answer token coloured by how speculation produced it."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QPoint, QTimer, Signal, Slot
+from PySide6.QtGui import (
+    QContextMenuEvent,
+    QFont,
+    QFontDatabase,
+    QGuiApplication,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextFormat,
+)
+from PySide6.QtWidgets import QTextBrowser, QWidget
+
+from specchat.engine.types import RoundResult, TokenEvent, TokenKind
+from specchat.ui import palette as palettes
+
+#: Char-format property holding a token's index in ChatView's token table (absent: not a token).
+TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1
+#: Char-format property marking ghost (rejected draft) text.
+GHOST_PROPERTY = QTextFormat.Property.UserProperty + 2
+#: How long rounds wait to be painted together: a fast stream becomes ~25 paints a second.
+FLUSH_INTERVAL_MS = 40
+_SPECIFIED_ONLY = QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece of an answer as shown.
+
+    Attributes:
+        text: the token's text.
+        kind: how it was made.
+        event: the engine's event (None for answers loaded from the store).
+    """
+
+    text: str
+    kind: TokenKind
+    event: TokenEvent | None = None
+
+
+@dataclass
+class _Message:
+    role: str
+    spans: list[Span] = field(default_factory=list)
+    #: Rejected draft text shown before span i (only when a round had a correction).
+    ghosts: dict[int, str] = field(default_factory=dict)
+    note: str = ""
+    finished: bool = True
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.spans)
+
+
+@dataclass
+class _LineState:
+    """Where the answer being streamed is, for code-fence detection."""
+
+    line: str = ""
+    line_start: int = 0
+    fence_line: bool = False
+    in_code: bool = False
+
+
+def _monospace() -> QFont:
+    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    font.setStyleHint(QFont.StyleHint.Monospace)
+    return font
+
+
+def plain_text_of_markdown(markdown: str) -> str:
+    """What a Markdown answer reads as without its markup."""
+    doc = QTextDocument()
+    doc.setMarkdown(markdown)
+    return doc.toPlainText()
+
+
+class ChatView(QTextBrowser):
+    """The conversation transcript.
+
+    Streaming answers arrive one RoundResult at a time (append_round) and are painted in
+    batches every FLUSH_INTERVAL_MS, so a fast stream cannot flood the event loop.
+
+    Attributes:
+        palette_: the colours in use.
+        colouring: whether token kinds are tinted.
+        show_rejected: whether rejected drafts are shown as struck-through ghost text.
+
+    Signals:
+        flushed(int): pending rounds were painted (how many).
+    """
+
+    flushed = Signal(int)
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        palette: palettes.Palette | None = None,
+        colouring: bool = True,
+        show_rejected: bool = False,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.setOpenLinks(False)
+        self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)
+        self.document().setDocumentMargin(14)
+        self.palette_ = palette or palettes.current()
+        self.colouring = colouring
+        self.show_rejected = show_rejected
+        self._messages: list[_Message] = []
+        self._starts: list[int] = []  # document position where each message begins
+        self._tokens: list[Span] = []  # the table TOKEN_PROPERTY indexes
+        self._pending: list[RoundResult] = []
+        self._line = _LineState()
+        self._mono = _monospace()
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setSingleShot(True)
+        self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
+        self._flush_timer.timeout.connect(self._on_flush_due)
+
+    # --- content ---------------------------------------------------------------------------
+    def clear_messages(self) -> None:
+        self._pending.clear()
+        self._messages.clear()
+        self._rerender()
+
+    def add_user(self, text: str) -> None:
+        self.flush()
+        message = _Message("user", [Span(text, TokenKind.PLAIN)])
+        self._messages.append(message)
+        self._render_message(len(self._messages) - 1, self._end_cursor())
+        self._scroll_to_end()
+
+    def add_answer(self, spans: Sequence[Span], *, finished: bool = True, note: str = "") -> None:
+        """A complete (stored) answer."""
+        self.flush()
+        message = _Message("assistant", list(spans), note=note, finished=finished)
+        self._messages.append(message)
+        self._render_message(len(self._messages) - 1, self._end_cursor())
+        self._scroll_to_end()
+
+    def begin_answer(self) -> None:
+        """Start the answer that append_round will stream into."""
+        self.flush()
+        self._messages.append(_Message("assistant", finished=False))
+        self._render_message(len(self._messages) - 1, self._end_cursor())
+        self._scroll_to_end()
+
+    def append_round(self, result: RoundResult) -> None:
+        """Queue a round of the streaming answer; painted with the next batch."""
+        self._pending.append(result)
+        if not self._flush_timer.isActive():
+            self._flush_timer.start()
+
+    def end_answer(self, *, note: str = "") -> None:
+        """The streaming answer is complete (or stopped: then `note` says so)."""
+        self.flush()
+        if not self._messages or self._messages[-1].role != "assistant":
+            return
+        message = self._messages[-1]
+        message.finished = True
+        if note:
+            message.note = note
+            cursor = self._end_cursor()
+            self._insert_note(cursor, note)
+        self._scroll_to_end()
+
+    def remove_last_answer(self) -> None:
+        """Drop the last answer (regenerate replaces it)."""
+        self.flush()
+        if self._messages and self._messages[-1].role == "assistant":
+            self._messages.pop()
+            self._rerender()
+
+    def set_palette(self, palette: palettes.Palette) -> None:
+        self.palette_ = palette
+        self._rerender()
+
+    def set_colouring(self, on: bool) -> None:
+        self.colouring = on
+        self._rerender()
+
+    def set_show_rejected(self, on: bool) -> None:
+        self.show_rejected = on
+        self._rerender()
+
+    # --- reading back ---------------------------------------------------------------------
+    def message_count(self) -> int:
+        return len(self._messages)
+
+    def answer_index(self, index: int = -1) -> int | None:
+        """Index of the `index`-th assistant message (negative counts from the end)."""
+        answers = [i for i, m in enumerate(self._messages) if m.role == "assistant"]
+        try:
+            return answers[index]
+        except IndexError:
+            return None
+
+    def answer_markdown(self, index: int = -1) -> str:
+        found = self.answer_index(index)
+        return "" if found is None else self._messages[found].text
+
+    def answer_plain_text(self, index: int = -1) -> str:
+        return plain_text_of_markdown(self.answer_markdown(index))
+
+    def painted_spans(self, index: int = -1) -> list[tuple[str, TokenKind, TokenEvent | None]]:
+        """The answer's token spans as the document holds them (read back, not the model).
+
+        Consecutive characters carrying the same token index form one span; ghost text is
+        skipped. Tokens whose text is empty (half a UTF-8 character) paint nothing.
+        """
+        self.flush()
+        found = self.answer_index(index)
+        if found is None:
+            return []
+        start = self._starts[found]
+        end = self._starts[found + 1] if found + 1 < len(self._starts) else None
+        spans: list[tuple[int, str]] = []
+
+        def add(token: object, text: str) -> None:
+            if token is None:
+                return
+            if spans and spans[-1][0] == token:
+                spans[-1] = (spans[-1][0], spans[-1][1] + text)
+            else:
+                spans.append((int(token), text))  # type: ignore[call-overload]
+
+        block = self.document().findBlock(start)
+        while block.isValid() and (end is None or block.position() < end):
+            # A newline inside a token became a block break carrying the token's format.
+            if block.position() > start:
+                add(block.charFormat().property(TOKEN_PROPERTY), "\n")
+            it = block.begin()
+            while not it.atEnd():
+                fragment = it.fragment()
+                fmt = fragment.charFormat()
+                if not fmt.property(GHOST_PROPERTY):
+                    add(fmt.property(TOKEN_PROPERTY), fragment.text())
+                it += 1
+            block = block.next()
+        return [(text, self._tokens[t].kind, self._tokens[t].event) for t, text in spans]
+
+    def tooltip_at(self, pos: QPoint) -> str:
+        """The tooltip a token at viewport position `pos` shows ("" off any token)."""
+        cursor = self.cursorForPosition(pos)
+        if not cursor.atBlockEnd():
+            cursor.movePosition(QTextCursor.MoveOperation.NextCharacter)
+        return cursor.charFormat().toolTip()
+
+    # --- painting -----------------------------------------------------------------------
+    @Slot()
+    def _on_flush_due(self) -> None:
+        self.flush()
+
+    def flush(self) -> None:
+        """Paint every queued round now, in one edit block."""
+        if not self._pending:
+            return
+        self._flush_timer.stop()
+        rounds, self._pending = self._pending, []
+        if not self._messages or self._messages[-1].role != "assistant":
+            return
+        message = self._messages[-1]
+        bar = self.verticalScrollBar()
+        at_end = bar.value() >= bar.maximum() - 4
+        cursor = self._end_cursor()
+        cursor.beginEditBlock()
+        for result in rounds:
+            for event in result.events:
+                span = Span(event.text, event.kind, event)
+                if event.kind == TokenKind.CORRECTED and result.rejected_text:
+                    message.ghosts[len(message.spans)] = result.rejected_text
+                    if self.show_rejected:
+                        self._insert_ghost(cursor, result.rejected_text)
+                message.spans.append(span)
+                self._insert_span(cursor, span)
+        cursor.endEditBlock()
+        if at_end:
+            self._scroll_to_end()
+        self.flushed.emit(len(rounds))
+
+    def _rerender(self) -> None:
+        self._pending_to_model()
+        doc = self.document()
+        doc.clear()
+        self._starts.clear()
+        self._tokens.clear()
+        cursor = QTextCursor(doc)
+        cursor.beginEditBlock()
+        for index in range(len(self._messages)):
+            self._render_message(index, cursor)
+        cursor.endEditBlock()
+        self._scroll_to_end()
+
+    def _pending_to_model(self) -> None:
+        """Move queued rounds into the model without painting (a re-render paints them)."""
+        if not self._pending or not self._messages:
+            self._pending.clear()
+            return
+        message = self._messages[-1]
+        for result in self._pending:
+            for event in result.events:
+                if event.kind == TokenKind.CORRECTED and result.rejected_text:
+                    message.ghosts[len(message.spans)] = result.rejected_text
+                message.spans.append(Span(event.text, event.kind, event))
+        self._pending.clear()
+
+    def _render_message(self, index: int, cursor: QTextCursor) -> None:
+        message = self._messages[index]
+        pal = self.palette_
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        header_block = QTextBlockFormat()
+        header_block.setTopMargin(0 if index == 0 else 14)
+        header_block.setBottomMargin(4)
+        header = QTextCharFormat()
+        header.setFontWeight(QFont.Weight.Bold)
+        header.setForeground(pal.muted_text)
+        if self.document().isEmpty() and index == 0:
+            cursor.setBlockFormat(header_block)
+        else:
+            cursor.insertBlock(header_block, header)
+        self._starts.append(cursor.position())
+        cursor.insertText("You" if message.role == "user" else "Assistant", header)
+        body = QTextBlockFormat()
+        body.setLeftMargin(2)
+        cursor.insertBlock(body, QTextCharFormat())
+        self._line = _LineState(line_start=cursor.position())
+        if message.role == "user":
+            for piece_index, piece in enumerate(message.text.split("\n")):
+                if piece_index:
+                    cursor.insertBlock(body, QTextCharFormat())
+                cursor.insertText(piece, QTextCharFormat())
+            return
+        for i, span in enumerate(message.spans):
+            if self.show_rejected and i in message.ghosts:
+                self._insert_ghost(cursor, message.ghosts[i])
+            self._insert_span(cursor, span)
+        if message.note:
+            self._insert_note(cursor, message.note)
+
+    def _token_format(self, index: int, span: Span) -> QTextCharFormat:
+        fmt = QTextCharFormat()
+        fmt.setProperty(TOKEN_PROPERTY, index)
+        pal = self.palette_
+        if self.colouring:
+            background = pal.token_background.get(span.kind)
+            if background is not None:
+                fmt.setBackground(background)
+            if span.kind == TokenKind.CORRECTED:
+                fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.SingleUnderline)
+                fmt.setUnderlineColor(pal.token_accent[TokenKind.CORRECTED])
+            elif span.kind == TokenKind.BONUS:
+                fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
+                fmt.setUnderlineColor(pal.token_accent[TokenKind.BONUS])
+        fmt.setToolTip(_tooltip(span))
+        return fmt
+
+    def _insert_span(self, cursor: QTextCursor, span: Span) -> None:
+        index = len(self._tokens)
+        self._tokens.append(span)
+        fmt = self._token_format(index, span)
+        for n, piece in enumerate(span.text.split("\n")):
+            if n:
+                self._end_line(cursor, fmt)
+            if piece:
+                self._insert_piece(cursor, piece, fmt)
+
+    def _insert_piece(self, cursor: QTextCursor, piece: str, fmt: QTextCharFormat) -> None:
+        state = self._line
+        if state.in_code or state.fence_line:
+            fmt = QTextCharFormat(fmt)
+            fmt.setFont(self._mono, _SPECIFIED_ONLY)
+        cursor.insertText(piece, fmt)
+        state.line += piece
+        if not state.fence_line and state.line.lstrip().startswith("```"):
+            # The fence may arrive split over tokens: restyle the whole line once it is known.
+            state.fence_line = True
+            self._style_code_line(cursor, state.line_start, fence=True)
+
+    def _end_line(self, cursor: QTextCursor, fmt: QTextCharFormat) -> None:
+        state = self._line
+        if state.fence_line:
+            state.in_code = not state.in_code
+        block = QTextBlockFormat()
+        block.setLeftMargin(2)
+        if state.in_code:
+            block = self._code_block_format()
+        cursor.insertBlock(block, fmt)
+        self._line = _LineState(line_start=cursor.position(), in_code=state.in_code)
+
+    def _code_block_format(self) -> QTextBlockFormat:
+        block = QTextBlockFormat()
+        block.setBackground(self.palette_.code_background)
+        block.setLeftMargin(10)
+        block.setRightMargin(10)
+        block.setNonBreakableLines(True)
+        return block
+
+    def _style_code_line(self, cursor: QTextCursor, start: int, *, fence: bool) -> None:
+        line = QTextCursor(self.document())
+        line.setPosition(start)
+        line.setPosition(cursor.position(), QTextCursor.MoveMode.KeepAnchor)
+        mono = QTextCharFormat()
+        mono.setFont(self._mono, _SPECIFIED_ONLY)
+        if fence:
+            mono.setForeground(self.palette_.muted_text)
+        line.mergeCharFormat(mono)
+        cursor.setBlockFormat(self._code_block_format())
+
+    def _insert_ghost(self, cursor: QTextCursor, text: str) -> None:
+        fmt = QTextCharFormat()
+        fmt.setFontStrikeOut(True)
+        fmt.setForeground(self.palette_.ghost)
+        fmt.setProperty(GHOST_PROPERTY, True)
+        fmt.setToolTip(f"rejected draft: {text!r}")
+        # A newline in ghost text would break the layout of the real text around it.
+        cursor.insertText(text.replace("\n", "⏎"), fmt)
+
+    def _insert_note(self, cursor: QTextCursor, note: str) -> None:
+        block = QTextBlockFormat()
+        block.setTopMargin(4)
+        fmt = QTextCharFormat()
+        fmt.setFontItalic(True)
+        fmt.setForeground(self.palette_.muted_text)
+        cursor.insertBlock(block, fmt)
+        cursor.insertText(f"({note})", fmt)
+        self._line = _LineState(line_start=cursor.position())
+
+    def _end_cursor(self) -> QTextCursor:
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor
+
+    def _scroll_to_end(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    # --- copying ------------------------------------------------------------------------
+    def message_at(self, position: int) -> int | None:
+        """Index of the message holding document position `position`."""
+        found = bisect.bisect_right(self._starts, position) - 1
+        return found if found >= 0 else None
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        menu = self.createStandardContextMenu(event.pos())
+        position = self.cursorForPosition(event.pos()).position()
+        index = self.message_at(position)
+        if index is None or self._messages[index].role != "assistant":
+            index = self.answer_index(-1)
+        if index is not None:
+            text = self._messages[index].text
+            menu.addSeparator()
+            menu.addAction(
+                "Copy answer as Markdown", lambda: QGuiApplication.clipboard().setText(text)
+            )
+            menu.addAction(
+                "Copy answer as plain text",
+                lambda: QGuiApplication.clipboard().setText(plain_text_of_markdown(text)),
+            )
+        menu.exec(event.globalPos())
+
+
+def _tooltip(span: Span) -> str:
+    name = span.kind.name.lower()
+    event = span.event
+    text = repr(span.text)
+    if event is None:
+        return f"{name} {text}"
+    p_draft = "—" if event.p_draft is None else f"{event.p_draft:.3f}"
+    return (
+        f"{name} {text}\nround {event.round_index}, position {event.position}\n"
+        f"p_target {event.p_target:.3f}, p_draft {p_draft}"
+    )
+
+
+def spans_from_store(token_kinds: Sequence[Sequence[str]] | None, content: str) -> list[Span]:
+    """Spans of a stored answer (plain text when it was stored without kinds)."""
+    if not token_kinds:
+        return [Span(content, TokenKind.PLAIN)] if content else []
+    spans = []
+    for text, kind in token_kinds:
+        try:
+            spans.append(Span(str(text), TokenKind[str(kind)]))
+        except KeyError:
+            spans.append(Span(str(text), TokenKind.PLAIN))
+    return spans

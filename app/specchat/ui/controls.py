@@ -1,0 +1,320 @@
+"""The side panel's controls: model pair, drafting mode, K, temperature, top-p, GPU layers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specchat.engine.types import DraftMode, SamplingParams
+
+#: Longest draft the K slider offers (the engine's MAX_K is larger; beyond 16 rarely pays).
+K_MAX = 16
+#: The temperature slider's steps per unit: 0.00–2.00 in steps of 0.01.
+_TEMP_STEPS = 100
+_TOP_P_STEPS = 100
+
+MODE_LABELS: dict[DraftMode, str] = {
+    DraftMode.AUTO: "Auto",
+    DraftMode.DRAFT: "Draft model",
+    DraftMode.LOOKUP: "Prompt lookup",
+    DraftMode.CHAIN: "Chain (lookup, then draft)",
+    DraftMode.PLAIN: "Off (plain decoding)",
+}
+
+
+@dataclass(frozen=True)
+class ControlState:
+    """What the drafting and sampling controls say.
+
+    Attributes:
+        mode: drafting mode.
+        k: draft length for fixed modes.
+        temperature: 0 = greedy.
+        top_p: nucleus threshold.
+    """
+
+    mode: DraftMode
+    k: int
+    temperature: float
+    top_p: float
+
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, top_p=self.top_p)
+
+
+@dataclass(frozen=True)
+class GpuLayers:
+    """Layers to offload (-1 = all), applied at the next load.
+
+    Attributes:
+        target: target model layers.
+        draft: draft model layers.
+    """
+
+    target: int
+    draft: int
+
+
+class ControlsPanel(QWidget):
+    """Model pair, mode, K, temperature, an Advanced fold (top-p) and GPU layers.
+
+    Attributes:
+        mode_box, k_slider, temperature_slider, top_p_slider: the controls.
+        target_layers, draft_layers: GPU layer spin boxes.
+
+    Signals:
+        controls_changed(ControlState): mode, K, temperature or top-p moved.
+        gpu_layers_changed(GpuLayers): a GPU layer count changed (applies on reload).
+        models_requested(): the "Models…" button.
+        reload_requested(): the "Reload" button.
+        advanced_toggled(bool): the Advanced fold opened or closed.
+    """
+
+    controls_changed = Signal(object)
+    gpu_layers_changed = Signal(object)
+    models_requested = Signal()
+    reload_requested = Signal()
+    advanced_toggled = Signal(bool)
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        state: ControlState | None = None,
+        gpu: GpuLayers = GpuLayers(-1, -1),
+        advanced_open: bool = False,
+    ) -> None:
+        super().__init__(parent)
+        state = state or ControlState(DraftMode.AUTO, 4, 0.0, 1.0)
+        self._policy_k: int | None = None
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+
+        # --- model pair
+        pair_box = QGroupBox("Model pair")
+        pair_layout = QVBoxLayout(pair_box)
+        self.pair_label = QLabel("No model loaded")
+        self.pair_label.setObjectName("pair_label")
+        self.pair_label.setWordWrap(True)
+        self.pair_detail = QLabel("")
+        self.pair_detail.setObjectName("pair_detail")
+        self.pair_detail.setWordWrap(True)
+        buttons = QHBoxLayout()
+        self.models_button = QPushButton("Models…")
+        self.models_button.setToolTip("Choose, download or add a target/draft pair")
+        self.models_button.clicked.connect(self._on_models_clicked)
+        self.reload_button = QPushButton("Reload")
+        self.reload_button.setToolTip("Load the pair again (applies GPU layer changes)")
+        self.reload_button.clicked.connect(self._on_reload_clicked)
+        buttons.addWidget(self.models_button)
+        buttons.addWidget(self.reload_button)
+        pair_layout.addWidget(self.pair_label)
+        pair_layout.addWidget(self.pair_detail)
+        pair_layout.addLayout(buttons)
+        layout.addWidget(pair_box)
+
+        # --- drafting and sampling
+        box = QGroupBox("Speculation")
+        form = QFormLayout(box)
+        self.mode_box = QComboBox()
+        self.mode_box.setObjectName("mode")
+        for mode, label in MODE_LABELS.items():
+            self.mode_box.addItem(label, mode)
+        self.mode_box.setCurrentIndex(self.mode_box.findData(state.mode))
+        self.mode_box.currentIndexChanged.connect(self._on_mode_changed)
+        form.addRow("Drafting", self.mode_box)
+
+        self.k_slider = QSlider(Qt.Orientation.Horizontal)
+        self.k_slider.setObjectName("k")
+        self.k_slider.setRange(1, K_MAX)
+        self.k_slider.setPageStep(1)
+        self.k_slider.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.k_slider.setValue(max(1, min(K_MAX, state.k)))
+        self.k_value = QLabel()
+        self.k_value.setMinimumWidth(34)
+        self.k_slider.valueChanged.connect(self._on_k_changed)
+        form.addRow("K", _row(self.k_slider, self.k_value))
+        self.k_reason = QLabel("")
+        self.k_reason.setObjectName("k_reason")
+        self.k_reason.setWordWrap(True)
+        form.addRow(self.k_reason)
+
+        self.temperature_slider = QSlider(Qt.Orientation.Horizontal)
+        self.temperature_slider.setObjectName("temperature")
+        self.temperature_slider.setRange(0, 2 * _TEMP_STEPS)
+        self.temperature_slider.setPageStep(10)
+        self.temperature_slider.setValue(round(state.temperature * _TEMP_STEPS))
+        self.temperature_value = QLabel()
+        self.temperature_value.setMinimumWidth(34)
+        self.temperature_slider.valueChanged.connect(self._on_temperature_changed)
+        form.addRow("Temperature", _row(self.temperature_slider, self.temperature_value))
+
+        self.advanced_button = QToolButton()
+        self.advanced_button.setText("Advanced")
+        self.advanced_button.setCheckable(True)
+        self.advanced_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.advanced_button.setAutoRaise(True)
+        self.advanced_button.toggled.connect(self._on_advanced_toggled)
+        form.addRow(self.advanced_button)
+        self.advanced = QWidget()
+        advanced_form = QFormLayout(self.advanced)
+        advanced_form.setContentsMargins(12, 0, 0, 0)
+        self.top_p_slider = QSlider(Qt.Orientation.Horizontal)
+        self.top_p_slider.setObjectName("top_p")
+        self.top_p_slider.setRange(5, _TOP_P_STEPS)
+        self.top_p_slider.setValue(round(state.top_p * _TOP_P_STEPS))
+        self.top_p_value = QLabel()
+        self.top_p_value.setMinimumWidth(34)
+        self.top_p_slider.valueChanged.connect(self._on_top_p_changed)
+        advanced_form.addRow("Top-p", _row(self.top_p_slider, self.top_p_value))
+        form.addRow(self.advanced)
+        layout.addWidget(box)
+
+        # --- hardware
+        gpu_box = QGroupBox("GPU layers")
+        gpu_form = QFormLayout(gpu_box)
+        self.target_layers = _layers_box(gpu.target)
+        self.draft_layers = _layers_box(gpu.draft)
+        self.target_layers.valueChanged.connect(self._on_layers_changed)
+        self.draft_layers.valueChanged.connect(self._on_layers_changed)
+        gpu_form.addRow("Target", self.target_layers)
+        gpu_form.addRow("Draft", self.draft_layers)
+        self.gpu_note = QLabel("−1 offloads every layer; changes apply on Reload.")
+        self.gpu_note.setObjectName("gpu_note")
+        self.gpu_note.setWordWrap(True)
+        gpu_form.addRow(self.gpu_note)
+        layout.addWidget(gpu_box)
+
+        self.advanced_button.setChecked(advanced_open)
+        self._on_advanced_toggled(advanced_open)
+        self._refresh_labels()
+
+    # --- state ---------------------------------------------------------------------------
+    def state(self) -> ControlState:
+        return ControlState(
+            mode=self.mode_box.currentData(),
+            k=self.k_slider.value(),
+            temperature=self.temperature_slider.value() / _TEMP_STEPS,
+            top_p=self.top_p_slider.value() / _TOP_P_STEPS,
+        )
+
+    def gpu_layers(self) -> GpuLayers:
+        return GpuLayers(self.target_layers.value(), self.draft_layers.value())
+
+    def set_mode(self, mode: DraftMode) -> None:
+        self.mode_box.setCurrentIndex(self.mode_box.findData(mode))
+
+    def set_pair(self, title: str, detail: str = "") -> None:
+        self.pair_label.setText(title)
+        self.pair_detail.setText(detail)
+
+    def show_policy_k(self, k: int | None, reason: str = "") -> None:
+        """In auto mode the slider shows the K the policy chose (0 = a plain round)."""
+        self._policy_k = k
+        if self.state().mode == DraftMode.AUTO and k is not None:
+            self.k_slider.blockSignals(True)
+            self.k_slider.setValue(max(1, k))
+            self.k_slider.blockSignals(False)
+        self._refresh_labels()
+
+    # --- slots ---------------------------------------------------------------------------
+    @Slot()
+    def _on_models_clicked(self) -> None:
+        self.models_requested.emit()
+
+    @Slot()
+    def _on_reload_clicked(self) -> None:
+        self.reload_requested.emit()
+
+    @Slot(int)
+    def _on_mode_changed(self, _index: int) -> None:
+        self._refresh_labels()
+        self.controls_changed.emit(self.state())
+
+    @Slot(int)
+    def _on_k_changed(self, _value: int) -> None:
+        self._refresh_labels()
+        if self.state().mode != DraftMode.AUTO:
+            self.controls_changed.emit(self.state())
+
+    @Slot(int)
+    def _on_temperature_changed(self, _value: int) -> None:
+        self._refresh_labels()
+        self.controls_changed.emit(self.state())
+
+    @Slot(int)
+    def _on_top_p_changed(self, _value: int) -> None:
+        self._refresh_labels()
+        self.controls_changed.emit(self.state())
+
+    @Slot(int)
+    def _on_layers_changed(self, _value: int) -> None:
+        self.gpu_layers_changed.emit(self.gpu_layers())
+
+    @Slot(bool)
+    def _on_advanced_toggled(self, open_: bool) -> None:
+        self.advanced.setVisible(open_)
+        self.advanced_button.setArrowType(
+            Qt.ArrowType.DownArrow if open_ else Qt.ArrowType.RightArrow
+        )
+        self.advanced_toggled.emit(open_)
+
+    def _refresh_labels(self) -> None:
+        state = self.state()
+        auto = state.mode == DraftMode.AUTO
+        plain = state.mode == DraftMode.PLAIN
+        self.k_slider.setEnabled(not auto and not plain)
+        if auto:
+            chosen = self._policy_k
+            self.k_value.setText("—" if chosen is None else str(chosen))
+            self.k_reason.setText(
+                "Auto chooses K each round"
+                + ("" if chosen is None else f" (now {chosen}{', plain' if chosen == 0 else ''})")
+                + "."
+            )
+        elif plain:
+            self.k_value.setText("0")
+            self.k_reason.setText("Drafting is off: every token is a plain target step.")
+        else:
+            self.k_value.setText(str(state.k))
+            self.k_reason.setText("")
+        self.k_reason.setVisible(bool(self.k_reason.text()))
+        self.k_slider.setToolTip(self.k_reason.text() or "Tokens drafted per round")
+        temp = state.temperature
+        self.temperature_value.setText(f"{temp:.2f}")
+        self.temperature_slider.setToolTip(
+            "0 = greedy (always the most likely token)" if temp == 0 else "Higher = more varied"
+        )
+        self.top_p_value.setText(f"{state.top_p:.2f}")
+
+
+def _row(slider: QSlider, label: QLabel) -> QWidget:
+    widget = QWidget()
+    layout = QHBoxLayout(widget)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(slider, 1)
+    label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    layout.addWidget(label)
+    return widget
+
+
+def _layers_box(value: int) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(-1, 999)
+    box.setSpecialValueText("all")
+    box.setValue(value)
+    return box
