@@ -126,7 +126,12 @@ def _list() -> int:
         state = "on disk" if all(found) else "partly on disk" if any(found) else "not fetched"
         print(f"{pair.id:<18} {pair.name}  [{state}]")
         for role, model in pair.files():
-            size = f"{model.size / 1e9:.2f} GB" if model.size else "size unknown"
+            if model.size:
+                size = f"{model.size / 1e9:.2f} GB"
+            elif model.mirror:
+                size = f"{model.mirror.size / 1e9:.2f} GB from the mirror"
+            else:
+                size = "size known at download"
             print(f"  {role:<6} {model.repo}/{model.filename} ({model.quantisation}, {size})")
         if pair.note:
             print(f"  {pair.note}")
