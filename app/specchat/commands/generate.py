@@ -1,0 +1,172 @@
+"""`specchat generate`: stream an answer in the terminal, tokens coloured by how they were made."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+from typing import TextIO
+
+from specchat.cli import UserError
+from specchat.engine.types import DraftMode, RoundResult, SamplingParams, Stats, TokenKind
+from specchat.tokenstyle import ANSI_RESET, TOKEN_MEANINGS, ansi
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--pair", help="catalog pair id (default: the 'default' pair)")
+    source.add_argument("--target", type=Path, help="target GGUF file")
+    parser.add_argument("--draft", type=Path, help="draft GGUF file (with --target)")
+    parser.add_argument(
+        "--mode",
+        default="auto",
+        choices=[m.value for m in DraftMode],
+        help="drafting mode (default: auto)",
+    )
+    parser.add_argument("--k", type=int, default=4, help="draft length for fixed modes")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--system", default=None, help="system message")
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+    parser.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour tokens by kind (auto: only on a terminal)",
+    )
+    parser.add_argument("--prompt", required=True, help="the user message")
+
+
+def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    if args.target is not None:
+        return args.target, args.draft
+    if args.draft is not None:
+        raise UserError("--draft needs --target (or use --pair)")
+    from specchat.models.catalog import CatalogError, load_catalog
+    from specchat.models.download import resolve_pair_files
+
+    pair_id = args.pair or "default"
+    try:
+        pair = load_catalog().get(pair_id)
+    except (CatalogError, KeyError) as error:
+        raise UserError(str(error)) from None
+    files = resolve_pair_files(pair)
+    if files is None:
+        raise UserError(
+            f"the files of pair {pair_id!r} are not downloaded yet: "
+            f"run `specchat models fetch {pair_id}`"
+        )
+    return files.target, files.draft
+
+
+def _print_legend(out: TextIO, colour: bool) -> None:
+    if not colour:
+        return
+    parts = [
+        f"{ansi(kind)}{kind.name.lower()}{ANSI_RESET} = {TOKEN_MEANINGS[kind]}"
+        for kind in (TokenKind.ACCEPTED, TokenKind.CORRECTED, TokenKind.BONUS)
+    ]
+    out.write("  ".join(parts) + "\n\n")
+
+
+def _print_round(out: TextIO, result: RoundResult, colour: bool) -> None:
+    for event in result.events:
+        if colour and event.kind != TokenKind.PLAIN and event.text:
+            out.write(f"{ansi(event.kind)}{event.text}{ANSI_RESET}")
+        else:
+            out.write(event.text)
+    out.flush()
+
+
+def format_stats(stats: Stats, *, stop: str, choice: str = "") -> str:
+    lines = [
+        f"stopped: {stop}",
+        f"tokens: {stats.emitted} in {stats.elapsed_s:.2f} s = {stats.tokens_per_s:.1f} tok/s "
+        f"(prompt: {stats.prompt_tokens} tokens in {stats.prompt_ms / 1000:.2f} s)",
+        f"drafted {stats.drafted}, accepted {stats.accepted}: α = {stats.alpha:.2f}, "
+        f"τ = {stats.tau:.2f} tokens per target pass over {stats.rounds} passes",
+    ]
+    rates = stats.position_rates()
+    if rates:
+        lines.append("acceptance by draft position: " + " ".join(f"{r:.2f}" for r in rates))
+    if choice:
+        lines.append(f"last policy choice: {choice}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat.engine.chat import ChatMessage, ChatTemplateError, ContextOverflowError
+    from specchat.engine.llama import ContextFullError, ModelLoadError
+    from specchat.engine.session import ChatEngine
+
+    if not 0 <= args.k <= 16:
+        raise UserError("--k must be between 0 and 16")
+    target, draft = _resolve_files(args)
+    mode = DraftMode(args.mode)
+    if mode in (DraftMode.DRAFT, DraftMode.CHAIN) and draft is None:
+        raise UserError(f"--mode {mode.value} needs a draft model (--draft or a --pair)")
+    colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    err = sys.stderr
+    err.write(f"loading {target.name}" + (f" + {draft.name}" if draft else "") + " …\n")
+    try:
+        engine = ChatEngine.load(
+            target,
+            draft,
+            n_ctx=args.n_ctx,
+            target_gpu_layers=args.gpu_layers,
+            draft_gpu_layers=args.gpu_layers,
+            n_threads=args.threads,
+        )
+    except ModelLoadError as error:
+        raise UserError(str(error)) from None
+    except ChatTemplateError as error:
+        raise UserError(str(error)) from None
+    info = engine.info
+    err.write(
+        f"target: {info.target.description} on {info.target.backend} "
+        f"({info.target.gpu_layers}/{info.target.n_layers + 1} layers on GPU), "
+        f"{info.target.n_threads} threads\n"
+    )
+    if info.draft:
+        err.write(f"draft: {info.draft.description}; {info.compat_reason}\n")
+    messages = []
+    if args.system:
+        messages.append(ChatMessage("system", args.system))
+    messages.append(ChatMessage("user", args.prompt))
+    sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+    cancel = threading.Event()
+    out = sys.stdout
+    _print_legend(out, colour)
+    last: RoundResult | None = None
+    try:
+        for result in engine.chat(
+            messages,
+            max_tokens=args.max_tokens,
+            sampling=sampling,
+            mode=mode,
+            k=args.k,
+            stop_strings=args.stop,
+            cancel=cancel,
+        ):
+            _print_round(out, result, colour)
+            last = result
+    except KeyboardInterrupt:
+        cancel.set()
+        out.write("\n")
+        err.write("stopped\n")
+        return 130
+    except (ContextFullError, ContextOverflowError, ChatTemplateError) as error:
+        raise UserError(str(error)) from None
+    finally:
+        engine.close()
+    out.write("\n")
+    if last is not None:
+        stop = last.stop.value if last.stop else "?"
+        err.write("\n" + format_stats(last.stats, stop=stop, choice=last.choice.reason) + "\n")
+    return 0

@@ -1,0 +1,82 @@
+"""`specchat soak`: generate for N minutes and report memory over time."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from specchat.cli import UserError
+
+#: Growth of RSS after warm-up that fails the soak.
+GROWTH_LIMIT = 0.05
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--minutes", type=float, default=10.0)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--pair", default=None, help="catalog pair id (default: default)")
+    source.add_argument("--tiny", action="store_true", help="use built-in tiny models")
+    parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument("--out", type=Path, default=None, help="write samples as JSON here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.session import ChatEngine
+    from specchat.soak import SoakSample, soak
+
+    with tempfile.TemporaryDirectory(prefix="specchat-soak-") as scratch:
+        if args.tiny:
+            from specchat.tinymodels import build_tiny_set
+
+            tiny = build_tiny_set(Path(scratch))
+            target, draft = tiny.target, tiny.draft_close
+        else:
+            from specchat.models.catalog import load_catalog
+            from specchat.models.download import resolve_pair_files
+
+            pair_id = args.pair or "default"
+            files = resolve_pair_files(load_catalog().get(pair_id))
+            if files is None:
+                raise UserError(f"run `specchat models fetch {pair_id}` first")
+            target, draft = files.target, files.draft
+        try:
+            engine = ChatEngine.load(target, draft, n_ctx=2048)
+        except ModelLoadError as error:
+            raise UserError(str(error)) from None
+
+        def show(sample: SoakSample) -> None:
+            print(
+                f"{sample.elapsed_s:7.1f} s  RSS {sample.rss / 2**20:8.1f} MiB  "
+                f"{sample.tokens:7d} tokens  {sample.answers:5d} answers",
+                file=sys.stderr,
+            )
+
+        try:
+            report = soak(engine, seconds=args.minutes * 60, max_tokens=args.max_tokens,
+                          on_sample=show)
+        finally:
+            engine.close()
+    verdict = "PASS" if report.growth < GROWTH_LIMIT else "FAIL"
+    print(
+        f"soak {verdict}: RSS after warm-up {report.warmup_rss / 2**20:.1f} MiB, "
+        f"last quarter {report.final_rss / 2**20:.1f} MiB, growth {report.growth:+.2%} "
+        f"(limit {GROWTH_LIMIT:.0%}); {report.samples[-1].tokens} tokens, "
+        f"{report.samples[-1].answers} answers in {report.samples[-1].elapsed_s:.0f} s"
+    )
+    if args.out:
+        args.out.write_text(
+            json.dumps(
+                {
+                    "growth": report.growth,
+                    "warmup_rss": report.warmup_rss,
+                    "final_rss": report.final_rss,
+                    "samples": [s.__dict__ for s in report.samples],
+                },
+                indent=2,
+            )
+        )
+    return 0 if verdict == "PASS" else 1

@@ -1,0 +1,84 @@
+"""Tests for ChatEngine: load checks, chat templates from the file, multi-turn cache reuse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specchat.engine.chat import ChatMessage, ChatTemplateError, ContextOverflowError
+from specchat.engine.session import ChatEngine, IncompatibleDraftError, LoadProgress
+from specchat.engine.types import DraftMode, StopReason
+from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
+
+
+def test_load_reports_progress_then_chats_across_turns(tiny_models: TinyModels) -> None:
+    seen: list[LoadProgress] = []
+    engine = ChatEngine.load(tiny_models.target, tiny_models.draft_close, n_ctx=1024,
+                             progress=seen.append)
+    try:
+        assert [p.stage for p in seen][0] == "checking"
+        assert {"target", "draft"} <= {p.stage for p in seen}
+        assert seen[-1].overall == pytest.approx(1.0)
+        assert "same" in engine.info.compat_reason
+        messages = [ChatMessage("system", "you are a tiny model " * 5),
+                    ChatMessage("user", "hello there")]
+        first = list(engine.chat(messages, max_tokens=20, mode=DraftMode.DRAFT, k=3))
+        assert first[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
+        first_prompt = len(engine.prepare(messages, max_tokens=20).tokens)
+        assert first[-1].stats.prompt_tokens == first_prompt - 1
+        # (A random model's answer does not survive a round trip through text, so the
+        # follow-up carries a readable one.)
+        messages += [ChatMessage("assistant", "fine, thanks"), ChatMessage("user", "again")]
+        second = list(engine.chat(messages, max_tokens=20, mode=DraftMode.DRAFT, k=3))
+        full_prompt = len(engine.prepare(messages, max_tokens=20).tokens)
+        # Only the new turn is evaluated: the first turn's KV cache was kept.
+        assert 0 < second[-1].stats.prompt_tokens <= full_prompt - first_prompt + 2
+    finally:
+        engine.close()
+
+
+def test_incompatible_draft_is_refused_before_loading(tiny_models: TinyModels) -> None:
+    with pytest.raises(IncompatibleDraftError, match="vocabulary"):
+        ChatEngine.load(tiny_models.target, tiny_models.odd_vocab)
+
+
+def test_malicious_template_in_the_file_is_refused_on_load(tmp_path: Path) -> None:
+    sentinel = tmp_path / "pwned"
+    evil = (
+        "{{ cycler.__init__.__globals__.os.popen('touch " + str(sentinel) + "').read() }}"
+    )
+    model = write_tiny_model(tmp_path / "evil.gguf", TinySpec(chat_template=evil))
+    with pytest.raises(ChatTemplateError, match="not allowed"):
+        ChatEngine.load(model)
+    assert not sentinel.exists()
+
+
+def test_model_without_template_uses_the_fallback(tmp_path: Path) -> None:
+    model = write_tiny_model(tmp_path / "bare.gguf", TinySpec(chat_template=None))
+    engine = ChatEngine.load(model, n_ctx=512)
+    try:
+        assert engine.template.is_fallback
+        text = engine.render([ChatMessage("user", "hi")])
+        assert "hi" in text and text.endswith("assistant\n")
+    finally:
+        engine.close()
+
+
+def test_long_conversation_drops_oldest_turns(tiny_models: TinyModels) -> None:
+    engine = ChatEngine.load(tiny_models.target, n_ctx=256)
+    try:
+        messages = [ChatMessage("system", "be brief")]
+        for i in range(12):
+            messages += [ChatMessage("user", f"question {i} " * 6),
+                         ChatMessage("assistant", f"answer {i} " * 6)]
+        messages.append(ChatMessage("user", "last question"))
+        prepared = engine.prepare(messages, max_tokens=64)
+        assert prepared.plan.dropped and 0 not in prepared.plan.dropped
+        assert len(prepared.tokens) <= engine.target.n_ctx - 64
+        rounds = list(engine.chat(messages, max_tokens=64, mode=DraftMode.LOOKUP))
+        assert rounds[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
+        with pytest.raises(ContextOverflowError):
+            engine.prepare([ChatMessage("user", "word " * 2000)], max_tokens=64)
+    finally:
+        engine.close()
