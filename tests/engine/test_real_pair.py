@@ -1,0 +1,65 @@
+"""Integration on the real default pair (Qwen2.5-Coder 1.5B + 0.5B): exact greedy output."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specchat.engine.chat import ChatMessage
+from specchat.engine.session import ChatEngine
+from specchat.engine.types import DraftMode, TokenKind
+from tests.helpers.engine import run
+
+pytestmark = [pytest.mark.real_model, pytest.mark.slow]
+
+QUESTIONS = (
+    "Write a Python function that checks whether a number is prime.",
+    "Rename the variable x to total in this code and reply with the code only:\n"
+    "def f(items):\n    x = 0\n    for i in items:\n        x += i\n    return x\n",
+)
+
+#: The target's top-two logit gap under which a divergence counts as float noise: llama.cpp
+#: computes a row slightly differently in a batch than alone.
+NEAR_TIE = 0.1
+
+
+@pytest.fixture(scope="module")
+def engine(real_pair: tuple[Path, Path]) -> Iterator[ChatEngine]:
+    target, draft = real_pair
+    loaded = ChatEngine.load(target, draft, n_ctx=2048)
+    yield loaded
+    loaded.close()
+
+
+@pytest.mark.parametrize("question", QUESTIONS, ids=["write", "edit"])
+def test_speculative_greedy_equals_plain_or_diverges_at_a_near_tie(
+    engine: ChatEngine, question: str
+) -> None:
+    prompt = engine.prepare([ChatMessage("user", question)], max_tokens=40).tokens
+    plain = run(engine.decoder, prompt, mode=DraftMode.PLAIN, max_tokens=40)
+    report = []
+    for mode in (DraftMode.DRAFT, DraftMode.LOOKUP, DraftMode.AUTO):
+        spec = run(engine.decoder, prompt, mode=mode, k=4, max_tokens=40)
+        if spec.tokens == plain.tokens:
+            report.append(f"{mode.value}: identical")
+            continue
+        at = next(
+            i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens, strict=False)) if a != b
+        )
+        margin = plain.events[at].margin
+        report.append(f"{mode.value}: diverged at token {at}, plain margin {margin:.3f}")
+        assert margin < NEAR_TIE, "; ".join(report)
+    print("; ".join(report))
+    assert plain.text.strip()
+
+
+def test_draft_model_is_accepted_often_on_the_real_pair(engine: ChatEngine) -> None:
+    prompt = engine.prepare([ChatMessage("user", QUESTIONS[1])], max_tokens=32).tokens
+    result = run(engine.decoder, prompt, mode=DraftMode.DRAFT, k=4, max_tokens=32)
+    stats = result.rounds[-1].stats
+    # The 0.5B and 1.5B Coder models agree on most tokens of a code edit.
+    assert stats.alpha > 0.5
+    assert stats.tau > 1.5
+    assert any(e.kind == TokenKind.ACCEPTED for e in result.events)
