@@ -6,9 +6,9 @@ import numpy as np
 
 from specchat.engine.types import SamplingParams
 
-#: Candidates sorted exactly for top-p before falling back to a full sort; a full argsort of
-#: a 152k vocabulary costs ~8 ms, an argpartition of it well under 1 ms.
-_TOP_P_WINDOW = 1024
+#: Relative probability thresholds tried for top-p candidates before a full sort: a full
+#: argsort of a 152k vocabulary costs ~10 ms, a mask and a sort of the few survivors ~0.2 ms.
+_TOP_P_THRESHOLDS = (1e-3, 1e-6)
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:
@@ -28,9 +28,13 @@ def token_probability(logits: np.ndarray, token: int) -> float:
 
 def argmax_and_margin(logits: np.ndarray) -> tuple[int, float]:
     """The top token and its logit lead over the runner-up (how close a tie it was)."""
-    top2 = np.argpartition(logits, -2)[-2:]
-    first, second = (top2[1], top2[0]) if logits[top2[1]] >= logits[top2[0]] else top2
-    return int(first), float(logits[first] - logits[second])
+    # Two linear scans beat argpartition (~1.4 ms on a 152k vocabulary) by fifty times.
+    first = int(np.argmax(logits))
+    top = logits[first]
+    logits[first] = -np.inf
+    second = logits.max()
+    logits[first] = top
+    return first, float(top - second)
 
 
 def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
@@ -62,14 +66,19 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
 def _apply_top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
     """Keep the smallest set of most likely tokens whose mass reaches top_p."""
     total = probs.sum()
-    window = min(_TOP_P_WINDOW, probs.shape[0])
-    candidates = np.argpartition(probs, -window)[-window:]
-    order = candidates[np.argsort(probs[candidates])[::-1]]
+    peak = probs.max()
+    order = None
+    for relative in _TOP_P_THRESHOLDS:
+        # Every token above the threshold outranks every token below it, so when the tokens
+        # above already hold top_p of the mass the nucleus lies among them: sort just those.
+        candidates = np.flatnonzero(probs >= peak * relative)
+        if probs[candidates].sum() >= top_p * total:
+            order = candidates[np.argsort(probs[candidates], kind="stable")[::-1]]
+            break
+    if order is None:
+        order = np.argsort(probs, kind="stable")[::-1]
     cumulative = np.cumsum(probs[order]) / total
-    if cumulative[-1] < top_p and window < probs.shape[0]:
-        order = np.argsort(probs)[::-1]
-        cumulative = np.cumsum(probs[order]) / total
-    keep = int(np.searchsorted(cumulative, top_p) + 1)
+    keep = min(int(np.searchsorted(cumulative, top_p) + 1), order.shape[0])
     kept = np.zeros_like(probs)
     chosen = order[:keep]
     kept[chosen] = probs[chosen]
