@@ -6,19 +6,20 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QPoint, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QPoint, QTimer, Signal, Slot
 from PySide6.QtGui import (
     QContextMenuEvent,
     QFont,
     QFontDatabase,
     QGuiApplication,
+    QHelpEvent,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
     QTextFormat,
 )
-from PySide6.QtWidgets import QTextBrowser, QWidget
+from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
 from specchat.ui import palette as palettes
@@ -256,7 +257,28 @@ class ChatView(QTextBrowser):
         cursor = self.cursorForPosition(pos)
         if not cursor.atBlockEnd():
             cursor.movePosition(QTextCursor.MoveOperation.NextCharacter)
-        return cursor.charFormat().toolTip()
+        return self.tooltip_for_format(cursor.charFormat())
+
+    def tooltip_for_format(self, fmt: QTextCharFormat) -> str:
+        """Kind, round, position, p_target and p_draft of the token `fmt` belongs to."""
+        if fmt.property(GHOST_PROPERTY):
+            return fmt.toolTip()
+        token = fmt.property(TOKEN_PROPERTY)
+        if token is None or not 0 <= int(token) < len(self._tokens):
+            return ""
+        return _tooltip(self._tokens[int(token)])
+
+    def viewportEvent(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip:
+            assert isinstance(event, QHelpEvent)
+            text = self.tooltip_at(event.pos())
+            if text:
+                QToolTip.showText(event.globalPos(), text, self.viewport())
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)
 
     # --- painting -----------------------------------------------------------------------
     @Slot()
@@ -363,7 +385,8 @@ class ChatView(QTextBrowser):
             elif span.kind == TokenKind.BONUS:
                 fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.DotLine)
                 fmt.setUnderlineColor(pal.token_accent[TokenKind.BONUS])
-        fmt.setToolTip(_tooltip(span))
+        # No per-token tooltip text in the format: it would make every format heavier and
+        # slow painting a fast stream; viewportEvent builds it on hover from the token table.
         return fmt
 
     def _insert_span(self, cursor: QTextCursor, span: Span) -> None:

@@ -431,16 +431,17 @@ class MainWindow(QMainWindow):
 
     def _restore(self) -> None:
         s = self.settings
+        self.list_action.setChecked(s.get(cfg.CONVERSATIONS_VISIBLE))
+        self.side_action.setChecked(s.get(cfg.SIDE_PANEL_VISIBLE))
+        self.conversation_list.setVisible(s.get(cfg.CONVERSATIONS_VISIBLE))
+        self.side_panel.setVisible(s.get(cfg.SIDE_PANEL_VISIBLE))
+        # Geometry last: hiding a panel of a window not yet shown would shrink it again.
         geometry = s.get(cfg.WINDOW_GEOMETRY)
         if geometry:
             self.restoreGeometry(_unb64(geometry))
         state = s.get(cfg.WINDOW_STATE)
         if state:
             self.splitter.restoreState(_unb64(state))
-        self.list_action.setChecked(s.get(cfg.CONVERSATIONS_VISIBLE))
-        self.side_action.setChecked(s.get(cfg.SIDE_PANEL_VISIBLE))
-        self.conversation_list.setVisible(s.get(cfg.CONVERSATIONS_VISIBLE))
-        self.side_panel.setVisible(s.get(cfg.SIDE_PANEL_VISIBLE))
         last = s.get(cfg.LAST_CONVERSATION)
         if last and last in self.conversation_list.ids():
             self.open_conversation(last)

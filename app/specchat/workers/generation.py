@@ -8,18 +8,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from specchat.engine.chat import (
-    ChatMessage,
-    ChatTemplateError,
-    ContextOverflowError,
-    OverflowPolicy,
-)
-from specchat.engine.decoder import Controls, LiveControls
-from specchat.engine.llama import ContextFullError, DecodeError, LoadCancelled, ModelLoadError
-from specchat.engine.session import ChatEngine, EngineInfo, IncompatibleDraftError, LoadProgress
+from specchat.engine.chat import ChatMessage, OverflowPolicy
 from specchat.engine.types import (
     DraftMode,
     RoundResult,
@@ -28,6 +21,12 @@ from specchat.engine.types import (
     StopReason,
     TokenKind,
 )
+
+if TYPE_CHECKING:
+    # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
+    # so the window opens without it: importing the UI never imports llama_cpp.
+    from specchat.engine.decoder import LiveControls
+    from specchat.engine.session import ChatEngine, EngineInfo
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +244,15 @@ class _BaselineMeter:
 
 def describe_error(error: BaseException) -> str:
     """A one-paragraph message for people; never a traceback."""
+    from specchat.engine.chat import ChatTemplateError, ContextOverflowError
+    from specchat.engine.llama import (
+        ContextFullError,
+        DecodeError,
+        LoadCancelled,
+        ModelLoadError,
+    )
+    from specchat.engine.session import IncompatibleDraftError
+
     if isinstance(error, IncompatibleDraftError):
         return f"Incompatible draft model: {error}"
     if isinstance(error, LoadCancelled):
@@ -332,6 +340,9 @@ class GenerationWorker(QObject):
     # --- slots ---------------------------------------------------------------------------
     @Slot(object)
     def _on_load_requested(self, request: LoadRequest) -> None:
+        from specchat.engine.llama import LoadCancelled
+        from specchat.engine.session import ChatEngine, LoadProgress
+
         self._end_generation(StopReason.CANCELLED)
         self._release_engine()
         self._load_cancel.clear()
@@ -392,6 +403,8 @@ class GenerationWorker(QObject):
                 )
             )
             return
+        from specchat.engine.decoder import Controls, LiveControls
+
         self._cancel.clear()
         try:
             prepared = self.engine.prepare(
@@ -470,6 +483,8 @@ class GenerationWorker(QObject):
 
     # --- helpers -----------------------------------------------------------------------
     def _resolve(self, request: LoadRequest) -> tuple[Path, Path | None]:
+        from specchat.engine.llama import ModelLoadError
+
         if request.target is not None:
             return request.target, request.draft
         if not request.pair_id:
