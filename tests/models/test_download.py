@@ -20,9 +20,11 @@ from specchat.models.download import (
     DownloadProgress,
     HubUnreachable,
     NotEnoughSpace,
+    delete_partial,
     download_from_hub,
     fetch_file,
     find_in_hub_cache,
+    find_partial,
 )
 from specchat.models.transfer import read_stamp
 from tests.helpers import fake_hub
@@ -63,14 +65,16 @@ def _random_bytes(count: int) -> bytes:
     return np.random.default_rng(5).integers(0, 256, count, dtype=np.uint8).tobytes()
 
 
-def _no_leftovers(cache: Path) -> None:
-    """Neither a blob, a snapshot entry nor an .incomplete file remains in the hub cache."""
+def _no_leftovers(cache: Path, *, partial_allowed: bool = False) -> None:
+    """Neither a blob, a snapshot entry nor (unless allowed) an .incomplete file remains."""
     if not cache.exists():
         return
     leftovers = [
         p
         for p in cache.rglob("*")
-        if (p.is_file() or p.is_symlink()) and ("blobs" in p.parts or "snapshots" in p.parts)
+        if (p.is_file() or p.is_symlink())
+        and ("blobs" in p.parts or "snapshots" in p.parts)
+        and not (partial_allowed and p.name.endswith(".incomplete"))
     ]
     assert leftovers == []
 
@@ -94,6 +98,10 @@ def test_full_download_reports_progress_and_verifies(hub, payload, tmp_path):  #
     assert dones == sorted(dones)
     assert all(e.speed >= 0 for e in events)
     assert read_stamp(path) == sha
+    # Laid out as huggingface_hub lays out its cache: its own offline lookup finds the file.
+    from huggingface_hub import hf_hub_download
+
+    assert hf_hub_download(REPO, FILENAME, cache_dir=cache, local_files_only=True) == str(path)
     # Found again without any download: a HEAD-less cache hit.
     before = len(hub.file_requests())
     assert find_in_hub_cache(_model(), cache_dir=cache) == path
@@ -152,26 +160,135 @@ def test_catalog_sha256_wins_over_the_hub(hub, payload, tmp_path):  # type: igno
     _no_leftovers(cache)
 
 
-def test_cancel_from_another_thread(hub, tmp_path):  # type: ignore[no-untyped-def]
-    big = _random_bytes(8 * download.HUB_CHUNK)
-    hub.add(REPO, FILENAME, big)
-    hub.chunk = 16 * 1024
-    hub.faults.chunk_delay = 0.005  # ~3 MB/s: the whole file would take ~3 s
+def _cancel_once_under_way(hub, cache: Path) -> DownloadProgress:  # type: ignore[no-untyped-def]
+    """Start a slow download, cancel it from another thread once bytes arrived; last event."""
     cancel = threading.Event()
-    cache = tmp_path / "hub"
     seen = threading.Event()
+    events: list[DownloadProgress] = []
 
     def on_progress(event: DownloadProgress) -> None:
-        if event.done > 0:
+        events.append(event)
+        if event.done >= 2 * download.HUB_CHUNK:
             seen.set()
 
     threading.Thread(target=lambda: seen.wait(10) and cancel.set(), daemon=True).start()
     started = time.monotonic()
-    with pytest.raises(DownloadCancelled):
+    with pytest.raises(DownloadCancelled, match="kept to resume"):
         download_from_hub(_model(), cache_dir=cache, progress=on_progress, cancel=cancel)
+    assert time.monotonic() - started < 5
+    return events[-1]
 
-    assert time.monotonic() - started < 2.5
+
+def test_cancel_keeps_the_partial_and_the_next_call_resumes_it(hub, tmp_path):  # type: ignore[no-untyped-def]
+    big = _random_bytes(8 * download.HUB_CHUNK)
+    sha = hub.add(REPO, FILENAME, big)
+    hub.chunk = 64 * 1024
+    hub.faults.chunk_delay = 0.01  # ~6 MB/s: the whole file would take over a second
+    cache = tmp_path / "hub"
+
+    _cancel_once_under_way(hub, cache)
+
+    # Nothing that looks finished, but the bytes so far are kept, in whole pieces.
+    _no_leftovers(cache, partial_allowed=True)
+    assert find_in_hub_cache(_model(), cache_dir=cache) is None
+    partial = find_partial(_model(), cache_dir=cache)
+    assert partial is not None and partial.total == len(big)
+    assert partial.done >= download.HUB_CHUNK and partial.done % download.HUB_CHUNK == 0
+    assert partial.path.read_bytes() == big[: partial.done]
+
+    hub.faults.chunk_delay = 0.0
+    events: list[DownloadProgress] = []
+    path = download_from_hub(_model(), cache_dir=cache, progress=events.append)
+
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert hub.gets()[-1].range == f"bytes={partial.done}-"  # resumed, not restarted
+    first = next(e for e in events if e.stage == "download")
+    assert first.done >= partial.done  # the bar starts where the partial ends
+    assert find_partial(_model(), cache_dir=cache) is None
+    assert not list(cache.rglob("*.incomplete"))
+
+
+def test_a_deleted_partial_restarts_from_zero(hub, tmp_path):  # type: ignore[no-untyped-def]
+    big = _random_bytes(8 * download.HUB_CHUNK)
+    sha = hub.add(REPO, FILENAME, big)
+    hub.chunk = 64 * 1024
+    hub.faults.chunk_delay = 0.01
+    cache = tmp_path / "hub"
+    _cancel_once_under_way(hub, cache)
+    partial = find_partial(_model(), cache_dir=cache)
+    assert partial is not None
+
+    assert delete_partial(_model(), cache_dir=cache)
+
+    assert not partial.path.exists()
+    assert find_partial(_model(), cache_dir=cache) is None
+    assert not delete_partial(_model(), cache_dir=cache)  # nothing left to delete
     _no_leftovers(cache)
+    hub.faults.chunk_delay = 0.0
+    path = download_from_hub(_model(), cache_dir=cache)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert hub.gets()[-1].range is None
+
+
+def test_a_partial_longer_than_the_file_is_started_over(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
+    sha = hub.add(REPO, FILENAME, payload)
+    cache = tmp_path / "hub"
+    blobs = cache / "models--specchat-tests--tiny-GGUF" / "blobs"
+    blobs.mkdir(parents=True)
+    (blobs / f"{sha}.incomplete").write_bytes(b"x" * (len(payload) + 10))
+
+    path = download_from_hub(_model(), cache_dir=cache)
+
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert hub.gets()[-1].range is None
+
+
+_KILLED_SCRIPT = """
+import sys
+from pathlib import Path
+from specchat.models.catalog import ModelFile
+from specchat.models.download import download_from_hub
+
+model = ModelFile("specchat-tests/tiny-GGUF", "tiny-target.gguf", "main", None, None, "", "", "")
+download_from_hub(model, cache_dir=Path(sys.argv[1]), endpoint=sys.argv[2])
+"""
+
+
+def test_a_download_killed_with_its_process_resumes_in_the_next(hub, tmp_path):  # type: ignore[no-untyped-def]
+    """The app closed (or killed) mid-download: a new process continues from the partial."""
+    import signal
+    import subprocess
+    import sys
+
+    big = _random_bytes(8 * download.HUB_CHUNK)
+    sha = hub.add(REPO, FILENAME, big)
+    hub.chunk = 64 * 1024
+    hub.faults.chunk_delay = 0.02  # ~3 MB/s: the child is still downloading when killed
+    cache = tmp_path / "hub"
+    partial_path = cache / "models--specchat-tests--tiny-GGUF" / "blobs" / f"{sha}.incomplete"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_SCRIPT, str(cache), hub.url],
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and child.poll() is None:
+            if partial_path.exists() and partial_path.stat().st_size >= 2 * download.HUB_CHUNK:
+                break
+            time.sleep(0.02)  # polling another process's file: there is no signal to wait on
+        assert child.poll() is None, "the child finished before it could be killed"
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.wait(timeout=30)
+    kept = partial_path.stat().st_size
+    assert 0 < kept < len(big)
+    assert find_partial(_model(), cache_dir=cache) is not None  # the record survived the kill
+
+    hub.faults.chunk_delay = 0.0
+    path = download_from_hub(_model(), cache_dir=cache)
+
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert hub.gets()[-1].range == f"bytes={kept}-"
 
 
 def test_not_enough_disk_space_is_a_clear_error(hub, payload, tmp_path):  # type: ignore[no-untyped-def]
@@ -193,7 +310,9 @@ def test_a_server_lying_about_the_size_leaves_no_file(hub, payload, tmp_path, li
     # Resumes against a liar cannot succeed; keep the back-off short.
     with pytest.raises(DownloadError):
         download_from_hub(_model(), cache_dir=cache, attempts=1)
-    _no_leftovers(cache)
+    # A short body may be kept as a partial to resume, but never passes for the file.
+    _no_leftovers(cache, partial_allowed=True)
+    assert find_in_hub_cache(_model(), cache_dir=cache) is None
 
 
 def test_catalog_size_disagreeing_with_the_hub_is_refused(hub, payload, tmp_path):  # type: ignore[no-untyped-def]

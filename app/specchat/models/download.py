@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +30,7 @@ from specchat.models.transfer import (
     check_cancel,
     ensure_space,
     file_matches,
+    format_bytes,
     is_disk_full,
     remove_stamp,
     sha256_file,
@@ -42,10 +46,13 @@ __all__ = [
     "LocatedFile",
     "NotEnoughSpace",
     "PairFiles",
+    "PartialDownload",
     "ProgressCallback",
+    "delete_partial",
     "download_from_hub",
     "fetch_pair",
     "find_in_hub_cache",
+    "find_partial",
     "locate_file",
     "resolve_pair_files",
     "verify_located",
@@ -59,9 +66,9 @@ HUB_TIMEOUT_S = 5.0
 HUB_ATTEMPTS = 4
 #: First back-off pause; doubled after each failed attempt.
 BACKOFF_S = 1.0
-#: Bytes huggingface_hub reads before it hands data to the file and the progress bar. Its
-#: default of 10 MiB means a bar that jumps, a cancel that waits for the next 10 MiB and a
-#: resume that restarts at the last 10 MiB boundary; 1 MiB keeps all three responsive.
+#: Bytes huggingface_hub's http_get reads before it hands data to the file and the progress
+#: bar. Its default of 10 MiB means a bar that jumps, a cancel that waits for the next 10 MiB
+#: and a resume that restarts at the last 10 MiB boundary; 1 MiB keeps all three responsive.
 HUB_CHUNK = 1024 * 1024
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 SOURCES = ("auto", "hub", "mirror")
@@ -95,6 +102,27 @@ class PairFiles:
 
     target: Path
     draft: Path
+
+
+@dataclass(frozen=True)
+class PartialDownload:
+    """A hub download interrupted part-way, kept so that the next attempt resumes it.
+
+    Attributes:
+        path: the `<etag>.incomplete` file beside the blobs in the hub cache.
+        done: bytes already on disk.
+        total: bytes of the whole file, or None when unknown.
+    """
+
+    path: Path
+    done: int
+    total: int | None
+
+    @property
+    def fraction(self) -> float | None:
+        if not self.total:
+            return None
+        return min(1.0, self.done / self.total)
 
 
 def hub_endpoint() -> str:
@@ -178,10 +206,11 @@ def verify_located(
 
 
 def _progress_bar_class(meter: ProgressMeter, cancel: threading.Event | None) -> type:
-    """A tqdm stand-in for huggingface_hub's `tqdm_class` that feeds our meter.
+    """A tqdm stand-in for http_get's `tqdm_class` that feeds our meter.
 
-    Raising DownloadCancelled from `update` is how cancel reaches into hf_hub_download:
-    the exception unwinds its streaming loop and it deletes its temporary file.
+    Raising DownloadCancelled from `update` is how cancel reaches into http_get: it is
+    called before each chunk is written, so the exception unwinds the streaming loop with
+    the partial file holding only whole chunks, ready to be resumed.
     """
 
     class _Bar:
@@ -224,7 +253,9 @@ def _describe(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
-def _hub_metadata(model: ModelFile, endpoint: str, timeout: float) -> Any:
+def _hub_metadata(
+    model: ModelFile, endpoint: str, timeout: float, token: str | bool | None = None
+) -> Any:
     """The hub's HEAD answer for the file; raises HubUnreachable fast when offline."""
     import httpx2
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
@@ -239,7 +270,7 @@ def _hub_metadata(model: ModelFile, endpoint: str, timeout: float) -> Any:
 
     url = hf_hub_url(model.repo, model.filename, revision=model.revision, endpoint=endpoint)
     try:
-        return get_hf_file_metadata(url, timeout=timeout, endpoint=endpoint)
+        return get_hf_file_metadata(url, token=token, timeout=timeout, endpoint=endpoint)
     except (httpx2.ConnectError, httpx2.TimeoutException, OfflineModeIsEnabled) as error:
         reason = _describe(error)
         raise HubUnreachable(f"the hub ({endpoint}) cannot be reached: {reason}") from None
@@ -275,6 +306,95 @@ def _wait(cancel: threading.Event | None, seconds: float) -> None:
         time.sleep(seconds)
 
 
+# --- resumable partial files -------------------------------------------------------------
+# huggingface_hub >= 1.x downloads into a process-unique `<etag>.<uuid>.incomplete` and
+# deletes it on any failure (huggingface/huggingface_hub#4228), so an interrupted 1 GB
+# download would restart from zero. SpecChat streams into the stable `<etag>.incomplete`
+# name older hub versions used (same folder, same `.locks/<repo>/<etag>.lock`, so hub tools
+# and SpecChat never write one file at once) and resumes it with a ranged GET. A small
+# record in SpecChat's cache remembers which partial belongs to which catalog file, so the
+# picker can show and delete it without asking the network for the etag.
+
+
+def _cache_root(cache_dir: Path | None) -> Path:
+    from huggingface_hub import constants
+
+    return Path(cache_dir) if cache_dir is not None else Path(constants.HF_HUB_CACHE)
+
+
+def _partial_record(model: ModelFile, cache_dir: Path | None) -> Path:
+    key = "|".join(
+        (str(_cache_root(cache_dir).absolute()), model.repo, model.revision, model.filename)
+    )
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return paths.shared_cache_dir() / "partials" / f"{digest}.json"
+
+
+def _remember_partial(
+    model: ModelFile, cache_dir: Path | None, partial: Path, total: int | None
+) -> None:
+    record = _partial_record(model, cache_dir)
+    with contextlib.suppress(OSError):  # losing the record only loses the offline view
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"path": str(partial), "total": total}), encoding="utf-8")
+        os.replace(tmp, record)
+
+
+def _forget_partial(model: ModelFile, cache_dir: Path | None) -> None:
+    with contextlib.suppress(OSError):
+        _partial_record(model, cache_dir).unlink()
+
+
+def find_partial(model: ModelFile, *, cache_dir: Path | None = None) -> PartialDownload | None:
+    """The interrupted hub download of `model` that the next fetch would resume, or None."""
+    try:
+        data = json.loads(_partial_record(model, cache_dir).read_text(encoding="utf-8"))
+        path = Path(data["path"])
+        total = data.get("total")
+        done = path.stat().st_size
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return PartialDownload(path, done, total if isinstance(total, int) else None)
+
+
+def delete_partial(model: ModelFile, *, cache_dir: Path | None = None) -> bool:
+    """Delete the interrupted download of `model` (the user gave up on it); True if one was."""
+    partial = find_partial(model, cache_dir=cache_dir)
+    _forget_partial(model, cache_dir)
+    if partial is None:
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        partial.path.unlink()
+    return True
+
+
+def _link_into_snapshot(blob: Path, pointer: Path) -> None:
+    """Point snapshots/<commit>/<file> at the blob, as huggingface_hub lays out its cache."""
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        pointer.unlink()
+    try:
+        # Relative, like the hub's own links, so a moved cache folder keeps working.
+        pointer.symlink_to(os.path.relpath(blob, pointer.parent))
+    except OSError:
+        # No symlinks (Windows without developer mode): the hub then keeps a copy too.
+        shutil.copyfile(blob, pointer)
+
+
+def _write_ref(storage: Path, revision: str, commit: str) -> None:
+    if revision == commit:
+        return
+    ref = storage / "refs" / revision
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        if ref.read_text(encoding="utf-8") == commit:
+            return
+    tmp = ref.with_name(f".{ref.name}.{os.getpid()}.tmp")
+    tmp.write_text(commit, encoding="utf-8")
+    os.replace(tmp, ref)
+
+
 def download_from_hub(
     model: ModelFile,
     *,
@@ -289,11 +409,13 @@ def download_from_hub(
 ) -> Path:
     """Download one file into the hub cache (reusing it if already there) and verify it.
 
+    An interrupted download (cancel, dropped connection, closed app) leaves its partial
+    file, and the next call resumes it from its size; `delete_partial` discards it.
     The sha256 checked is the catalog's, or else the hub's LFS sha256 (its etag). A file
     that does not match is deleted and ChecksumMismatch raised. Raises HubUnreachable
     within about `timeout` seconds when the hub cannot be reached.
     """
-    from huggingface_hub import constants, hf_hub_download
+    from huggingface_hub import constants
     from huggingface_hub.errors import HfHubHTTPError
 
     # http_get reads this module attribute on every call (see HUB_CHUNK).
@@ -313,7 +435,6 @@ def download_from_hub(
         try:
             return _download_once(
                 model,
-                hf_hub_download,
                 cache_dir=cache_dir,
                 endpoint=endpoint,
                 progress=progress,
@@ -330,15 +451,8 @@ def download_from_hub(
                 raise DownloadError(f"the hub refused {model.filename}: {reason}") from None
             last_error = error
         except OSError as error:
-            if is_disk_full(error):
-                # huggingface_hub has already removed its temporary file; retrying would
-                # only fill the disk again.
-                raise NotEnoughSpace(
-                    f"the disk filled up while downloading {model.filename} ({error.strerror}); "
-                    "the partial file was removed"
-                ) from None
-            # huggingface_hub's "Consistency check failed" (received size != announced size)
-            # and dropped connections after its own resumes land here.
+            # http_get's "Consistency check failed" (received size != announced size) and
+            # dropped connections after its own resumes land here; the partial stays.
             last_error = error
         except Exception as error:
             if not _is_transient(error):
@@ -347,15 +461,20 @@ def download_from_hub(
             last_error = error
         if attempt < attempts:
             _wait(cancel, BACKOFF_S * 2 ** (attempt - 1))
+    kept = find_partial(model, cache_dir=cache_dir)
+    resume = (
+        f"; {format_bytes(kept.done)} are kept and the next try resumes from there"
+        if kept is not None and kept.done
+        else ""
+    )
     raise DownloadError(
         f"downloading {model.filename} failed after {attempts} attempts: "
-        f"{_describe(last_error) if last_error else 'unknown error'}"
+        f"{_describe(last_error) if last_error else 'unknown error'}{resume}"
     )
 
 
 def _download_once(
     model: ModelFile,
-    hf_hub_download: Any,
     *,
     cache_dir: Path | None,
     endpoint: str,
@@ -365,7 +484,12 @@ def _download_once(
     timeout: float,
     token: str | bool | None,
 ) -> Path:
-    metadata = _hub_metadata(model, endpoint, timeout)
+    from urllib.parse import urlsplit
+
+    from huggingface_hub.file_download import http_get, repo_folder_name
+    from huggingface_hub.utils import WeakFileLock, build_hf_headers
+
+    metadata = _hub_metadata(model, endpoint, timeout, token)
     hub_size = metadata.size
     if model.size is not None and hub_size is not None and hub_size != model.size:
         raise ChecksumMismatch(
@@ -374,45 +498,118 @@ def _download_once(
         )
     expected_size = model.size if model.size is not None else hub_size
     etag = (metadata.etag or "").lower()
-    expected_sha = model.sha256 or (etag if _SHA256.fullmatch(etag) else None)
-    if expected_size is not None:
-        from huggingface_hub import constants
-
-        cache_root = Path(cache_dir) if cache_dir is not None else Path(constants.HF_HUB_CACHE)
-        ensure_space(expected_size, cache_root, free_space=free_space, what=model.filename)
-
-    meter = ProgressMeter(progress, label=model.filename, stage="download", total=expected_size)
-    path = Path(
-        hf_hub_download(
-            model.repo,
-            model.filename,
-            revision=model.revision,
-            cache_dir=cache_dir,
-            endpoint=endpoint,
-            etag_timeout=timeout,
-            token=token,
-            tqdm_class=_progress_bar_class(meter, cancel),
+    commit = metadata.commit_hash
+    if not etag or not commit:
+        raise DownloadError(
+            f"the hub's answer for {model.filename} lacks an etag or commit; cannot cache it"
         )
-    )
-    meter.finish()
-    check_cancel(cancel)
+    expected_sha = model.sha256 or (etag if _SHA256.fullmatch(etag) else None)
+
+    root = _cache_root(cache_dir)
+    folder = repo_folder_name(repo_id=model.repo, repo_type="model")
+    storage = root / folder
+    blob = storage / "blobs" / etag
+    partial = blob.with_name(f"{etag}.incomplete")
+    pointer = storage / "snapshots" / commit / model.filename
+    lock = root / ".locks" / folder / f"{etag}.lock"
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+
+    with WeakFileLock(lock):
+        if not blob.exists():
+            _remember_partial(model, cache_dir, partial, expected_size)
+            done = partial.stat().st_size if partial.exists() else 0
+            if expected_size is not None and done > expected_size:
+                done = 0  # not a prefix of this file: start over
+                partial.unlink()
+            if expected_size is not None:
+                ensure_space(expected_size - done, root, free_space=free_space, what=model.filename)
+            headers = build_hf_headers(token=token)
+            # A Range on a compressed body means nothing; ask for the bytes as stored.
+            headers["Accept-Encoding"] = "identity"
+            url = metadata.location
+            if urlsplit(url).netloc != urlsplit(endpoint).netloc:
+                headers.pop("authorization", None)  # a signed CDN URL; never leak the token
+            meter = ProgressMeter(
+                progress, label=model.filename, stage="download", total=expected_size
+            )
+            try:
+                with open(partial, "ab") as handle:
+                    http_get(
+                        url,
+                        handle,
+                        resume_size=done,
+                        headers=headers,
+                        expected_size=expected_size,
+                        displayed_filename=model.filename,
+                        tqdm_class=_progress_bar_class(meter, cancel),
+                    )
+            except DownloadCancelled:
+                kept = partial.stat().st_size if partial.exists() else 0
+                raise DownloadCancelled(
+                    f"download cancelled; {format_bytes(kept)} of {model.filename} kept to resume"
+                ) from None
+            except OSError as error:
+                if is_disk_full(error):
+                    # Keeping the partial would leave the disk full; it cannot finish anyway.
+                    _discard(partial, model, cache_dir)
+                    raise NotEnoughSpace(
+                        f"the disk filled up while downloading {model.filename} "
+                        f"({error.strerror}); the partial file was removed"
+                    ) from None
+                raise
+            meter.set(partial.stat().st_size)
+            meter.finish()
+            check_cancel(cancel)
+            try:
+                _check_received(partial, model, expected_size, expected_sha, progress, cancel)
+            except ChecksumMismatch:
+                _forget_partial(model, cache_dir)
+                raise
+            os.replace(partial, blob)
+            _forget_partial(model, cache_dir)
+        else:
+            # Another tool (or an earlier run) has the blob but not this commit's link.
+            _check_received(blob, model, expected_size, expected_sha, progress, cancel)
+        _link_into_snapshot(blob, pointer)
+        _write_ref(storage, model.revision, commit)
+    if expected_sha is not None:
+        write_stamp(pointer, expected_sha)
+    return pointer
+
+
+def _discard(partial: Path, model: ModelFile, cache_dir: Path | None) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        partial.unlink()
+    _forget_partial(model, cache_dir)
+
+
+def _check_received(
+    path: Path,
+    model: ModelFile,
+    expected_size: int | None,
+    expected_sha: str | None,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+) -> None:
+    """Raise ChecksumMismatch (deleting the file: resuming it could never help) unless it fits."""
     actual_size = path.stat().st_size
     if expected_size is not None and actual_size != expected_size:
-        _delete_cached(path)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
         raise ChecksumMismatch(
             f"{model.filename}: received {actual_size} bytes, expected {expected_size}; "
             "the file was deleted"
         )
     if expected_sha is None:
-        return path
+        return
     actual = sha256_file(path, progress=progress, cancel=cancel, label=model.filename)
     if actual != expected_sha:
-        _delete_cached(path)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
         raise ChecksumMismatch(
             f"{model.filename}: sha256 is {actual}, expected {expected_sha}; the file was deleted"
         )
-    write_stamp(path, actual)
-    return path
 
 
 # --- whole pairs -------------------------------------------------------------------------
