@@ -186,17 +186,19 @@ class ControlsPanel(QWidget):
 
         # --- hardware
         gpu_box = QGroupBox("GPU layers")
-        gpu_form = QFormLayout(gpu_box)
+        gpu_row = QHBoxLayout(gpu_box)
         self.target_layers = _layers_box(gpu.target)
         self.draft_layers = _layers_box(gpu.draft)
         self.target_layers.valueChanged.connect(self._on_layers_changed)
         self.draft_layers.valueChanged.connect(self._on_layers_changed)
-        gpu_form.addRow("Target", self.target_layers)
-        gpu_form.addRow("Draft", self.draft_layers)
-        self.gpu_note = QLabel("−1 offloads every layer; changes apply on Reload.")
-        self.gpu_note.setObjectName("gpu_note")
-        self.gpu_note.setWordWrap(True)
-        gpu_form.addRow(self.gpu_note)
+        hint = "Layers offloaded to the GPU (“all” = every layer); changes apply on Reload."
+        for caption, box in (("Target", self.target_layers), ("Draft", self.draft_layers)):
+            label = QLabel(caption)
+            label.setBuddy(box)
+            box.setToolTip(hint)
+            gpu_row.addWidget(label)
+            gpu_row.addWidget(box, 1)
+        gpu_box.setToolTip(hint)
         layout.addWidget(gpu_box)
 
         self.advanced_button.setChecked(advanced_open)

@@ -59,6 +59,9 @@ class ConversationList(QWidget):
         layout.addWidget(self.search)
         self.list = QListWidget()
         self.list.setObjectName("conversations")
+        # Long titles are elided, never scrolled sideways.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._on_context_menu)
         self.list.itemActivated.connect(self._on_item_activated)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QPainter, QPainterPath, QPaintEvent, QPen, QPolygonF
-from PySide6.QtWidgets import QFormLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
@@ -220,7 +220,7 @@ class PositionChart(_Chart):
         rates: acceptance per position (0..1).
     """
 
-    title = "acceptance by draft position"
+    title = "by draft position"
 
     def __init__(
         self, parent: QWidget | None = None, *, palette: palettes.Palette | None = None
@@ -316,8 +316,10 @@ class StatsPanel(QWidget):
         self.policy.setObjectName("policy_choice")
         self.policy.setWordWrap(True)
         layout.addWidget(self.policy)
-        layout.addWidget(self.over_time)
-        layout.addWidget(self.by_position)
+        charts = QHBoxLayout()
+        charts.addWidget(self.over_time)
+        charts.addWidget(self.by_position)
+        layout.addLayout(charts)
 
     def label_text(self, key: str) -> str:
         return self._labels[key].text()
@@ -339,6 +341,7 @@ class StatsPanel(QWidget):
         self.gauge.set_values(None, accepted / drafted if drafted else None)
         for label in self._labels.values():
             label.setText("—")
+        self.speed_note.setText("")
         self.policy.setText("")
 
     def show_round(self, result: RoundResult, speed: SpeedFigures, *, auto: bool) -> None:
@@ -369,8 +372,7 @@ class StatsPanel(QWidget):
             self._labels["plain"].setText(f"{speed.plain_tokens_per_s:.1f} tok/s")
             # Say what the figure is relative to: a rate measured here, never an assumed one.
             self.speed_note.setText(
-                f"Speed-up = this answer's tokens/s ÷ plain decoding on this machine "
-                f"({speed.plain_source})."
+                f"Relative to plain decoding measured here: {speed.plain_source}."
             )
 
     def end_answer(self, stats: Stats) -> None:
