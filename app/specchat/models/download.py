@@ -53,6 +53,8 @@ __all__ = [
     "fetch_pair",
     "find_in_hub_cache",
     "find_partial",
+    "hub_cache_dir",
+    "hub_size",
     "locate_file",
     "resolve_pair_files",
     "verify_located",
@@ -131,6 +133,35 @@ def hub_endpoint() -> str:
     return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 
 
+def hub_cache_dir() -> Path:
+    """The hub cache folder, read at call time (huggingface_hub reads HF_HUB_CACHE once)."""
+    override = os.environ.get("HF_HUB_CACHE")
+    if override:
+        return Path(override)
+    home = os.environ.get("HF_HOME")
+    if home:
+        return Path(home) / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def hub_size(
+    model: ModelFile, *, endpoint: str | None = None, timeout: float = HUB_TIMEOUT_S
+) -> int | None:
+    """The file's size as the hub announces it (one HEAD request), or None if it cannot say."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if model.size is not None:
+        return model.size
+    try:
+        metadata = _hub_metadata(model, (endpoint or hub_endpoint()).rstrip("/"), timeout)
+    except (DownloadError, HfHubHTTPError, OSError):
+        return None
+    size = metadata.size
+    return size if isinstance(size, int) else None
+
+
 # --- finding files already on disk -------------------------------------------------------
 
 
@@ -139,7 +170,7 @@ def find_in_hub_cache(model: ModelFile, *, cache_dir: Path | None = None) -> Pat
     from huggingface_hub import try_to_load_from_cache
 
     found = try_to_load_from_cache(
-        model.repo, model.filename, cache_dir=cache_dir, revision=model.revision
+        model.repo, model.filename, cache_dir=_cache_root(cache_dir), revision=model.revision
     )
     if isinstance(found, str) and os.path.isfile(found):
         return Path(found)
@@ -317,9 +348,7 @@ def _wait(cancel: threading.Event | None, seconds: float) -> None:
 
 
 def _cache_root(cache_dir: Path | None) -> Path:
-    from huggingface_hub import constants
-
-    return Path(cache_dir) if cache_dir is not None else Path(constants.HF_HUB_CACHE)
+    return Path(cache_dir) if cache_dir is not None else hub_cache_dir()
 
 
 def _partial_record(model: ModelFile, cache_dir: Path | None) -> Path:
