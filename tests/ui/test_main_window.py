@@ -239,7 +239,7 @@ def test_close_while_generating_is_quick_and_keeps_the_partial_answer(
     began = time.monotonic()
     window.close()
     assert time.monotonic() - began < 2.0
-    assert not window.service.thread.isRunning()
+    assert not window.service.worker_thread.isRunning()
     messages = window.store.messages(conversation_id)
     assert messages[-1].role == "assistant" and not messages[-1].finished
     assert messages[-1].content  # the partial answer survives

@@ -198,4 +198,4 @@ def test_shutdown_while_generating_is_quick(qtbot: QtBot, tiny_models: TinyModel
     began = time.monotonic()
     assert svc.shutdown(timeout_s=2.0)
     assert time.monotonic() - began < 2.0
-    assert not svc.thread.isRunning()
+    assert not svc.worker_thread.isRunning()

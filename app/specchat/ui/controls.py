@@ -192,12 +192,12 @@ class ControlsPanel(QWidget):
         self.target_layers.valueChanged.connect(self._on_layers_changed)
         self.draft_layers.valueChanged.connect(self._on_layers_changed)
         hint = "Layers offloaded to the GPU (“all” = every layer); changes apply on Reload."
-        for caption, box in (("Target", self.target_layers), ("Draft", self.draft_layers)):
-            label = QLabel(caption)
-            label.setBuddy(box)
-            box.setToolTip(hint)
-            gpu_row.addWidget(label)
-            gpu_row.addWidget(box, 1)
+        for caption, spin in (("Target", self.target_layers), ("Draft", self.draft_layers)):
+            name = QLabel(caption)
+            name.setBuddy(spin)
+            spin.setToolTip(hint)
+            gpu_row.addWidget(name)
+            gpu_row.addWidget(spin, 1)
         gpu_box.setToolTip(hint)
         layout.addWidget(gpu_box)
 

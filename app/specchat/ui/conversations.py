@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QInputDialog,
@@ -158,16 +158,16 @@ class ConversationList(QWidget):
         self._undo_id = None
         self.undo_bar.hide()
 
-    @Slot(object)
-    def _on_context_menu(self, pos: object) -> None:
-        item = self.list.itemAt(pos)  # type: ignore[arg-type]
+    @Slot(QPoint)
+    def _on_context_menu(self, pos: QPoint) -> None:
+        item = self.list.itemAt(pos)
         if item is None:
             return
         conversation_id = int(item.data(Qt.ItemDataRole.UserRole))
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self._ask_rename(conversation_id))
         menu.addAction("Delete", lambda: self.delete(conversation_id))
-        menu.exec(self.list.viewport().mapToGlobal(pos))  # type: ignore[arg-type]
+        menu.exec(self.list.viewport().mapToGlobal(pos))
 
     def _ask_rename(self, conversation_id: int) -> None:
         current = self.store.get(conversation_id).title

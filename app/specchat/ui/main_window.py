@@ -543,7 +543,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_models_requested(self) -> None:
         try:
-            from specchat.ui.model_picker import ModelPicker  # type: ignore[import-not-found]
+            from specchat.ui.model_picker import ModelPicker
         except ImportError as error:
             log.info("model picker unavailable: %s", error)
             QMessageBox.information(
@@ -603,7 +603,7 @@ class MainWindow(QMainWindow):
         self.stats_panel.set_conversation_totals(0, 0)
         self.stats_panel.begin_answer()
         self.conversation_list.list.clearSelection()
-        self.conversation_list.list.setCurrentItem(None)
+        self.conversation_list.list.setCurrentRow(-1)
         self.composer.setFocus()
         self._refresh_actions()
 

@@ -569,7 +569,7 @@ class GenerationService(QObject):
 
     Attributes:
         worker: the worker (lives on `thread`).
-        thread: the worker's thread.
+        worker_thread: the worker's thread (not `thread`, which QObject.thread() owns).
 
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
@@ -594,8 +594,8 @@ class GenerationService(QObject):
     def __init__(self, *, n_threads: int | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.worker = GenerationWorker(n_threads=n_threads)
-        self.thread = QThread()
-        self.thread.setObjectName("specchat-generation")
+        self.worker_thread = QThread()
+        self.worker_thread.setObjectName("specchat-generation")
         self._next_id = 0
         self._current_request: int | None = None
         self._started = False
@@ -603,7 +603,7 @@ class GenerationService(QObject):
 
     def start(self) -> None:
         """Wire the whole lifecycle in one place and start the thread."""
-        worker, thread = self.worker, self.thread
+        worker, thread = self.worker, self.worker_thread
         worker.moveToThread(thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.load_requested.connect(worker._on_load_requested, queued)
@@ -657,7 +657,7 @@ class GenerationService(QObject):
         self.worker.cancel_generation()
         self.worker.cancel_load()
         self.shutdown_requested.emit()
-        done = self.thread.wait(int(timeout_s * 1000))
+        done = self.worker_thread.wait(int(timeout_s * 1000))
         if not done:
             log.warning("the generation thread did not stop within %.1f s", timeout_s)
         return done
