@@ -313,7 +313,10 @@ class DownloadWorker(QObject):
         located = locate_file(model, cache_dir=cache, models_dir=self.models_dir)
         if located is None:
             partial = find_partial(model, cache_dir=cache)
-            return FileStatus(role, model.filename, size, partial=partial.done if partial else 0)
+            if partial is None:
+                return FileStatus(role, model.filename, size)
+            # The hub named the size when the partial began, even if the catalog does not.
+            return FileStatus(role, model.filename, size or partial.total, partial=partial.done)
         # The stamp answers without hashing gigabytes; an unstamped file is verified when
         # it is fetched (or loaded), never here.
         stamp = read_stamp(located.path)
