@@ -50,7 +50,10 @@ log = logging.getLogger(__name__)
 BAR_MAX = 1000
 _ROLE_KEY = Qt.ItemDataRole.UserRole
 _LOCAL_PREFIX = "local:"
-_COLUMNS = ("Pair", "Size", "Status")
+_COLUMNS = ("Pair", "Models", "Size", "Status")
+_SIZE, _STATUS = 2, 3
+#: Shown for a size neither the catalog nor (yet) the hub has named.
+_UNKNOWN_SIZE = "—"
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def _pair_size(status: PairStatus | None, pair: ModelPair) -> str:
         else [_catalog_size(pair.target), _catalog_size(pair.draft)]
     )
     if any(size is None for size in sizes):
-        return "size unknown"
+        return _UNKNOWN_SIZE
     return format_bytes(sum(size for size in sizes if size is not None))
 
 
@@ -158,7 +161,7 @@ class ModelPicker(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.setObjectName("modelPicker")
-        self.resize(980, 600)
+        self.resize(1200, 540)
         self._settings = settings if settings is not None else getattr(parent, "settings", None)
         self._palette = palette.current()
         self.statuses: dict[str, PairStatus] = {}
@@ -208,9 +211,11 @@ class ModelPicker(QDialog):
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        header.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
-        self.tree.setMinimumWidth(420)
+        for column in range(1, len(_COLUMNS)):
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        # Room around each row; a layout rule only, the palette keeps every colour.
+        self.tree.setStyleSheet("QTreeWidget::item { padding: 3px 2px; }")
+        self.tree.setMinimumWidth(520)
 
         self.title = QLabel()
         title_font = QFont(self.title.font())
@@ -287,8 +292,10 @@ class ModelPicker(QDialog):
         splitter.setChildrenCollapsible(False)
         splitter.addWidget(self.tree)
         splitter.addWidget(details)
-        splitter.setStretchFactor(0, 5)
-        splitter.setStretchFactor(1, 6)
+        splitter.setStretchFactor(0, 1)
+        splitter.setStretchFactor(1, 1)
+        # Pair names are long ("Qwen2.5-Coder 1.5B + 0.5B Instruct (Q4_K_M)"): room for them.
+        splitter.setSizes([610, 590])
 
         self.add_local_button = QPushButton("Add local GGUF…")
         self.close_button = QPushButton("Close")
@@ -329,9 +336,11 @@ class ModelPicker(QDialog):
         current = self._settings.get(cfg.PAIR_ID) if self._settings is not None else None
         chosen: QTreeWidgetItem | None = None
         for pair in self.catalog:
-            item = QTreeWidgetItem([pair.name, _pair_size(None, pair), "checking…"])
+            models = f"{pair.target.params or '?'} + {pair.draft.params or '?'}"
+            item = QTreeWidgetItem([pair.name, models, _pair_size(None, pair), "checking…"])
             item.setData(0, _ROLE_KEY, pair.id)
             item.setToolTip(0, pair.note or pair.name)
+            item.setToolTip(_SIZE, "target + draft; “—” until the hub names a size")
             self.tree.addTopLevelItem(item)
             if pair.id == current:
                 chosen = item
@@ -365,7 +374,7 @@ class ModelPicker(QDialog):
 
     def status_text(self, key: str) -> str:
         item = self._item(key)
-        return "" if item is None else item.text(2)
+        return "" if item is None else item.text(_STATUS)
 
     def start_download(self, pair_id: str | None = None) -> None:
         """Fetch a pair (default: the selected one); one fetch at a time."""
@@ -498,7 +507,7 @@ class ModelPicker(QDialog):
             self._set_status(status.pair_id, self._describe_status(status))
         item = self._item(status.pair_id)
         if item is not None:
-            item.setText(1, _pair_size(status, self.catalog.get(status.pair_id)))
+            item.setText(_SIZE, _pair_size(status, self.catalog.get(status.pair_id)))
         if status.pair_id == self.selected_key():
             self._refresh_details()
 
@@ -576,7 +585,8 @@ class ModelPicker(QDialog):
             size = checked.target.stat().st_size + (
                 checked.draft.stat().st_size if checked.draft else 0
             )
-            item = QTreeWidgetItem([f"Local: {name}", format_bytes(size), "Ready"])
+            models = "target + draft" if checked.draft else "target only"
+            item = QTreeWidgetItem([f"Local: {name}", models, format_bytes(size), "Ready"])
             item.setData(0, _ROLE_KEY, key)
             item.setToolTip(0, str(checked.target))
             self.tree.addTopLevelItem(item)
@@ -596,7 +606,7 @@ class ModelPicker(QDialog):
     def _set_status(self, key: str, text: str) -> None:
         item = self._item(key)
         if item is not None:
-            item.setText(2, text)
+            item.setText(_STATUS, text)
 
     def _describe_status(self, status: PairStatus) -> str:
         if status.pair_id in self._failed and not status.ready:
@@ -682,7 +692,7 @@ class ModelPicker(QDialog):
         elif status is not None and status.partial:
             label = "Resume download"
         elif status is not None and status.target.present and status.draft.present:
-            label = "Verified" if verified else "Verify files"
+            label = "Verified ✓" if verified else "Verify files"
         else:
             label = "Download"
         self.download_button.setText(label)
@@ -720,8 +730,8 @@ class ModelPicker(QDialog):
         if status is None:
             state = "checking…"
         elif status.present:
-            where = "hub cache" if status.source == "hub" else "SpecChat's models folder"
-            state = f"present in the {where}" + (", sha256 verified" if status.verified else "")
+            where = "the hub cache" if status.source == "hub" else "SpecChat's models folder"
+            state = f"present in {where}" + (", sha256 verified" if status.verified else "")
         elif status.partial:
             state = f"{format_bytes(status.partial)} downloaded, paused"
         else:
