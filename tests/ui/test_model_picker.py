@@ -301,7 +301,7 @@ def test_escape_closes_and_stops_the_thread(qtbot: QtBot, make_picker, env: Env)
     with qtbot.waitSignal(picker.rejected, timeout=5_000):
         qtbot.keyClick(picker.tree, Qt.Key.Key_Escape)
     assert not picker.isVisible()
-    assert picker.service.thread.isFinished()
+    assert picker.service.worker_thread.isFinished()
 
 
 def test_the_remembered_custom_pair_is_listed_and_selected(  # type: ignore[no-untyped-def]
@@ -332,4 +332,25 @@ def test_the_main_window_loads_the_pair_the_picker_chose(  # type: ignore[no-unt
     assert loaded.args[0].label == "tiny-target + tiny-draft-close"
     assert window.settings.get(cfg.PAIR_ID) == "custom"
     assert window.settings.get(cfg.CUSTOM_DRAFT) == str(env.tiny.draft_close)
-    assert picker.service.thread.isFinished()
+    assert picker.service.worker_thread.isFinished()
+
+
+def test_the_models_button_opens_the_picker_wired_to_the_window(  # type: ignore[no-untyped-def]
+    qtbot: QtBot, make_window, env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[ModelPicker] = []
+
+    def fake_exec(picker: ModelPicker) -> int:  # a modal loop would block the test
+        opened.append(picker)
+        return 0
+
+    monkeypatch.setattr(ModelPicker, "exec", fake_exec)
+    window = make_window()
+    window.controls.models_button.click()
+
+    [picker] = opened
+    assert picker.parent() is window
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
+        picker.pair_chosen.emit(LocalPair("tiny", env.tiny.target, env.tiny.draft_close))
+    picker.reject()
+    assert picker.service.worker_thread.isFinished()

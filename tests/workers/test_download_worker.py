@@ -212,7 +212,7 @@ def test_service_fetches_on_its_thread_and_reports_on_the_ui_thread(
     assert isinstance(fetched, PairFetched)
     assert _sha(fetched.target) == _sha(env.tiny.target)
     assert threads == {QThread.currentThread()}  # the UI (test) thread, never the worker's
-    assert service.worker.thread() is service.thread
+    assert service.worker.thread() is service.worker_thread
     assert not service.busy
 
 
@@ -282,7 +282,7 @@ def test_service_shutdown_mid_download_is_bounded_and_keeps_the_partial(
     with qtbot.waitSignal(svc.progress, timeout=30_000, check_params_cb=under_way):
         svc.fetch(FetchRequest(PAIR_ID))
     assert svc.shutdown(timeout_s=3.0)
-    assert svc.thread.isFinished()
+    assert svc.worker_thread.isFinished()
     target = load_catalog().get(PAIR_ID).target
     partial = download.find_partial(target, cache_dir=env.cache)
     assert partial is not None and partial.done > 0

@@ -211,8 +211,8 @@ class ModelPicker(QDialog):
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for column in range(1, len(_COLUMNS)):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+        for index in range(1, len(_COLUMNS)):
+            header.setSectionResizeMode(index, QHeaderView.ResizeMode.ResizeToContents)
         # Room around each row; a layout rule only, the palette keeps every colour.
         self.tree.setStyleSheet("QTreeWidget::item { padding: 3px 2px; }")
         self.tree.setMinimumWidth(520)
@@ -618,11 +618,11 @@ class ModelPicker(QDialog):
             return "Ready ✓" if verified else "Ready"
         if status.partial:
             sizes = [f.size for f in (status.target, status.draft) if not f.present]
-            done = status.partial
-            if all(size is not None for size in sizes) and sum(s or 0 for s in sizes):
-                total = sum(s or 0 for s in sizes)
-                return f"Paused at {done / total * 100:.0f} %"
-            return f"Paused ({format_bytes(done)} kept)"
+            known = [size for size in sizes if size is not None]
+            total = sum(known)
+            if len(known) == len(sizes) and total > 0:
+                return f"Paused at {status.partial / total * 100:.0f} %"
+            return f"Paused ({format_bytes(status.partial)} kept)"
         present = [f.role for f in (status.target, status.draft) if f.present]
         if present:
             return f"{present[0].capitalize()} present"

@@ -509,8 +509,8 @@ class DownloadService(QObject):
     """A DownloadWorker on its own QThread, driven through queued signals.
 
     Attributes:
-        worker: the worker (lives on `thread`).
-        thread: the worker's thread.
+        worker: the worker (lives on `worker_thread`).
+        worker_thread: the worker's thread (not `thread`: that is QObject's own method).
         busy: a fetch is under way.
 
     Signals:
@@ -555,15 +555,15 @@ class DownloadService(QObject):
             endpoint=endpoint,
             ask_hub_sizes=ask_hub_sizes,
         )
-        self.thread = QThread()
-        self.thread.setObjectName("specchat-download")
+        self.worker_thread = QThread()
+        self.worker_thread.setObjectName("specchat-download")
         self.busy = False
         self._started = False
         self._stopped = False
 
     def start(self) -> None:
         """Wire the whole lifecycle in one place and start the thread."""
-        worker, thread = self.worker, self.thread
+        worker, thread = self.worker, self.worker_thread
         worker.moveToThread(thread)
         queued = Qt.ConnectionType.QueuedConnection
         self.survey_requested.connect(worker._on_survey_requested, queued)
@@ -618,7 +618,7 @@ class DownloadService(QObject):
         self.worker.cancel()
         self.worker.interrupt_survey()
         self.shutdown_requested.emit()
-        done = self.thread.wait(int(timeout_s * 1000))
+        done = self.worker_thread.wait(int(timeout_s * 1000))
         if not done:
             log.warning("the download thread did not stop within %.1f s", timeout_s)
         return done
