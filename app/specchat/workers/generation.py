@@ -30,8 +30,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Plain tokens generated right after a load to measure the plain rate speed-ups refer to.
+#: Plain tokens timed right after a load to measure the plain rate speed-ups refer to.
 CALIBRATION_TOKENS = 8
+#: Plain tokens generated first and not timed: the first passes after a load fault the
+#: memory-mapped weights in from disk and would make plain look slow (speed-ups inflated).
+CALIBRATION_WARMUP = 3
 #: Plain rounds measured during answers that the running baseline keeps (most recent).
 BASELINE_WINDOW = 64
 
@@ -520,8 +523,8 @@ class GenerationWorker(QObject):
             previous = time.perf_counter()
             for index, result in enumerate(rounds):
                 now = time.perf_counter()
-                # Round 0 also evaluates the prompt: not a plain step.
-                if index > 0 and result.events:
+                # Round 0 also evaluates the prompt, and the first rounds warm up: untimed.
+                if index > CALIBRATION_WARMUP and result.events:
                     times.append(now - previous)
                 previous = now
         except Exception:
