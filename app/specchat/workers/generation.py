@@ -514,7 +514,7 @@ class GenerationWorker(QObject):
             prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
             rounds = engine.generate(
                 prompt,
-                max_tokens=CALIBRATION_TOKENS + 1,
+                max_tokens=CALIBRATION_WARMUP + CALIBRATION_TOKENS + 1,
                 mode=DraftMode.PLAIN,
                 k=0,
                 cancel=self._load_cancel,
