@@ -354,3 +354,17 @@ def test_the_models_button_opens_the_picker_wired_to_the_window(  # type: ignore
         picker.pair_chosen.emit(LocalPair("tiny", env.tiny.target, env.tiny.draft_close))
     picker.reject()
     assert picker.service.worker_thread.isFinished()
+
+
+def test_importing_the_picker_imports_neither_the_hub_nor_llama_cpp() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, specchat.ui.model_picker; "
+        "print(sorted(m for m in ('huggingface_hub', 'llama_cpp') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "[]"
