@@ -515,6 +515,7 @@ def _download_once(
 ) -> Path:
     from urllib.parse import urlsplit
 
+    from huggingface_hub import hf_hub_url
     from huggingface_hub.file_download import http_get, repo_folder_name
     from huggingface_hub.utils import WeakFileLock, build_hf_headers
 
@@ -556,9 +557,16 @@ def _download_once(
             headers = build_hf_headers(token=token)
             # A Range on a compressed body means nothing; ask for the bytes as stored.
             headers["Accept-Encoding"] = "identity"
+            # As hf_hub_download does: an LFS file is fetched from the signed CDN address the
+            # HEAD redirected to (without the token, which must not leak to another host); a
+            # Xet-backed one from its resolve URL, whose redirect the client follows.
             url = metadata.location
-            if urlsplit(url).netloc != urlsplit(endpoint).netloc:
-                headers.pop("authorization", None)  # a signed CDN URL; never leak the token
+            if getattr(metadata, "xet_file_data", None) is not None:
+                url = hf_hub_url(
+                    model.repo, model.filename, revision=model.revision, endpoint=endpoint
+                )
+            elif urlsplit(url).netloc != urlsplit(endpoint).netloc:
+                headers.pop("authorization", None)
             meter = ProgressMeter(
                 progress, label=model.filename, stage="download", total=expected_size
             )
