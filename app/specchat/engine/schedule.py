@@ -153,6 +153,36 @@ class AutoPolicy:
         target = self.costs.target_ms(k + 1) or fallback_ms * self.costs._shape(k + 1)
         return expected_tokens(alpha, k) / (target + per_draft_ms * k)
 
+    def _draft_token_ms(self, plain_ms: float) -> float:
+        per_token = self.costs.draft_token_ms
+        # Before any measurement, a draft model is typically a third of the target's cost.
+        return plain_ms / 3.0 if per_token is None else per_token
+
+    def could_pay(self, mode: DraftMode, *, max_k: int = MAX_K) -> bool:
+        """Whether `mode` would beat plain at perfect acceptance (α = 1) for some K ≤ max_k.
+
+        A probe can only reveal a better acceptance rate, never cheaper passes, so a drafter
+        that loses even at α = 1 on the measured costs is not worth probing.
+        """
+        plain_ms = self.costs.target_ms(1)
+        if plain_ms is None:
+            return True
+        per_token = 0.0 if mode == DraftMode.LOOKUP else self._draft_token_ms(plain_ms)
+        best = max(self._rate(1.0, kk, per_token, plain_ms) for kk in range(1, max_k + 1))
+        return best > 1.0 / plain_ms
+
+    def _pays(self, mode: DraftMode, match_len: int) -> bool:
+        """Whether the current estimates would choose `mode` over plain (at the best K)."""
+        plain_ms = self.costs.target_ms(1)
+        if plain_ms is None:
+            return True
+        if mode == DraftMode.LOOKUP:
+            alpha, per_token = self.lookup_acceptance[self._bucket(match_len)].alpha, 0.0
+        else:
+            alpha, per_token = self.draft_acceptance.alpha, self._draft_token_ms(plain_ms)
+        best = max(self._rate(alpha, kk, per_token, plain_ms) for kk in range(1, MAX_K + 1))
+        return best > 1.0 / plain_ms
+
     def choose(
         self, mode: DraftMode, k: int, *, lookup_len: int, match_len: int, has_draft: bool
     ) -> PolicyChoice:
@@ -182,9 +212,7 @@ class AutoPolicy:
                 )
         if has_draft:
             alpha = self.draft_acceptance.alpha
-            per_token = self.costs.draft_token_ms
-            if per_token is None:
-                per_token = plain_ms / 3.0  # a draft model is typically a third of the cost
+            per_token = self._draft_token_ms(plain_ms)
             draft_best = max(
                 range(1, MAX_K + 1), key=lambda kk: self._rate(alpha, kk, per_token, plain_ms)
             )
@@ -199,7 +227,10 @@ class AutoPolicy:
                     f"≈ {rate / plain_rate:.2f}× plain",
                 )
         if best.mode == DraftMode.PLAIN:
-            probe = self._due_probe(lookup_len > 0, has_draft)
+            probe = self._due_probe(
+                lookup_len > 0 and self.could_pay(DraftMode.LOOKUP, max_k=min(lookup_len, MAX_K)),
+                has_draft and self.could_pay(DraftMode.DRAFT),
+            )
             if probe is not None:
                 self._probing = probe
                 label = "lookup" if probe == DraftMode.LOOKUP else "draft model"
@@ -229,9 +260,12 @@ class AutoPolicy:
         if choice.mode in self._since_used and drafted:
             self._since_used[choice.mode] = 0
             if self._probing == choice.mode:
-                # A failed probe doubles the wait before the next one; a success resets it.
+                # A probe succeeds when what it taught makes the drafter worth choosing; one
+                # whose token was kept but that leaves plain ahead failed all the same (each
+                # draft-model probe pays a catch-up over every token since the last one).
                 interval = self._probe_interval[choice.mode]
+                succeeded = accepted > 0 and self._pays(choice.mode, match_len)
                 self._probe_interval[choice.mode] = (
-                    self.base_probe_interval if accepted else min(interval * 2, 1024)
+                    self.base_probe_interval if succeeded else min(interval * 2, 1024)
                 )
         self._probing = None

@@ -1,0 +1,62 @@
+"""AutoPolicy probes only drafters that could pay, and backs off probes that change nothing."""
+
+from __future__ import annotations
+
+from specchat.engine.schedule import AutoPolicy
+from specchat.engine.types import DraftMode, PolicyChoice
+
+PLAIN = PolicyChoice(DraftMode.PLAIN, 0, "")
+
+
+def _policy(batch_ms: dict[int, float], draft_token_ms: float | None) -> AutoPolicy:
+    policy = AutoPolicy(probe_interval=4)
+    policy.costs.batch_ms.update(batch_ms)
+    policy.costs.draft_token_ms = draft_token_ms
+    return policy
+
+
+def _choose(policy: AutoPolicy, *, lookup_len: int = 0) -> PolicyChoice:
+    return policy.choose(
+        DraftMode.AUTO, 16, lookup_len=lookup_len, match_len=4 if lookup_len else 0,
+        has_draft=True,
+    )  # fmt: skip
+
+
+def _plain_rounds(policy: AutoPolicy, n: int) -> None:
+    for _ in range(n):
+        policy.observe(PLAIN, batch=1, verify_ms=policy.costs.batch_ms[1], draft_ms=0.0,
+                       drafted=0, accepted=0, match_len=0, prefill=False)  # fmt: skip
+
+
+def test_a_drafter_that_loses_even_at_perfect_acceptance_is_never_probed() -> None:
+    # A batch of n costs n single tokens: no K pays, whatever the acceptance.
+    linear = {n: 10.0 * n for n in range(1, 18)}
+    policy = _policy(linear, draft_token_ms=3.0)
+    assert not policy.could_pay(DraftMode.DRAFT)
+    assert not policy.could_pay(DraftMode.LOOKUP)
+    _plain_rounds(policy, 40)
+    assert all(_choose(policy, lookup_len=8).mode == DraftMode.PLAIN for _ in range(5))
+
+
+def test_a_drafter_that_could_pay_is_still_probed() -> None:
+    # GPU-like: extra rows are nearly free.
+    cheap = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
+    policy = _policy(cheap, draft_token_ms=1.0)
+    policy.draft_acceptance.kept, policy.draft_acceptance.trials = 0.0, 50.0  # α ≈ 0
+    assert policy.could_pay(DraftMode.DRAFT)
+    _plain_rounds(policy, 5)
+    choice = _choose(policy)
+    assert (choice.mode, choice.k) == (DraftMode.DRAFT, 1) and "probing" in choice.reason
+
+
+def test_a_kept_probe_that_leaves_plain_ahead_backs_off() -> None:
+    # Costs where the draft pays only near α = 1; the estimate stays far below that.
+    costs = {1: 10.0, 2: 11.0, 3: 12.0, 4: 13.0, 5: 14.0}
+    policy = _policy(costs, draft_token_ms=4.0)
+    policy.draft_acceptance.kept, policy.draft_acceptance.trials = 1.0, 20.0
+    _plain_rounds(policy, 5)
+    probe = _choose(policy)
+    assert probe.mode == DraftMode.DRAFT
+    policy.observe(probe, batch=2, verify_ms=11.0, draft_ms=4.0, drafted=1, accepted=1,
+                   match_len=0, prefill=False)  # fmt: skip
+    assert policy._probe_interval[DraftMode.DRAFT] == 8  # doubled, not reset to 4
