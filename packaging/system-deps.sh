@@ -6,8 +6,11 @@ set -u
 needed=()
 want() { dpkg -s "$1" >/dev/null 2>&1 || needed+=("$1"); }
 command -v dpkg >/dev/null 2>&1 || { echo "system-deps: not a Debian system, skipping"; exit 0; }
+# Qt's xcb platform plugin (a real window under X or Xvfb) needs the xcb utility libraries.
 for pkg in libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
-           libxcb-cursor0 xvfb xauth desktop-file-utils appstream; do
+           libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
+           libxcb-randr0 libxcb-shape0 libxcb-xfixes0 libxcb-xinerama0 libxcb-xkb1 \
+           xvfb xauth desktop-file-utils appstream; do
   want "$pkg"
 done
 [ ${#needed[@]} -eq 0 ] && { echo "system-deps: all present"; exit 0; }

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
@@ -283,20 +282,6 @@ def test_errors_are_readable_and_the_window_stays_usable(
     assert not window.banner.isVisible()
     window.settings.set(cfg.MAX_TOKENS, 10)
     assert _answer(qtbot, window).stop in (StopReason.MAX_TOKENS, StopReason.EOS)
-
-
-def test_models_button_without_the_picker_explains(
-    qtbot: QtBot, make_window: Maker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("specchat.ui.model_picker") is not None:
-        pytest.skip("the model picker exists now; its own tests cover it")
-    shown: list[str] = []
-    monkeypatch.setattr(QMessageBox, "information", lambda *a, **k: shown.append(a[2]))
-    window: MainWindow = make_window()
-    window.controls.models_button.click()
-    assert shown and "not part of this build yet" in shown[0]
 
 
 def test_event_loop_stays_responsive_during_a_long_answer(

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
-    QMessageBox,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
@@ -542,27 +541,12 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_models_requested(self) -> None:
-        try:
-            from specchat.ui.model_picker import ModelPicker
-        except ImportError as error:
-            log.info("model picker unavailable: %s", error)
-            QMessageBox.information(
-                self,
-                "Models",
-                "The model picker is not part of this build yet.\n\n"
-                "Download a pair from a terminal with `specchat models fetch default` "
-                "(or another id from `specchat models list`); SpecChat loads the "
-                "default pair when it starts.",
-            )
-            return
+        # Imported on demand: the picker pulls in the download worker.
+        from specchat.ui.model_picker import ModelPicker
+
         picker = ModelPicker(self)
-        chosen = getattr(picker, "pair_chosen", None)
-        if chosen is not None:
-            chosen.connect(self._on_pair_chosen)
-        if hasattr(picker, "exec"):
-            picker.exec()
-        else:
-            picker.show()
+        picker.pair_chosen.connect(self._on_pair_chosen)
+        picker.exec()
 
     @Slot(object)
     def _on_pair_chosen(self, choice: object) -> None:
