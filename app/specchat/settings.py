@@ -102,7 +102,7 @@ class Settings:
             value = setting.type(raw)
         except (TypeError, ValueError):
             return setting.default
-        return value  # type: ignore[no-any-return]
+        return value
 
     def set(self, setting: Setting[T], value: T) -> None:
         self._values[setting.key] = setting.type(value)

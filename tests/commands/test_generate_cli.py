@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from specchat.cli import main
+from specchat.engine.types import TokenKind
 from specchat.tinymodels import TinyModels
 from specchat.tokenstyle import ANSI_RESET, ansi
-from specchat.engine.types import TokenKind
 
 
 def test_generate_streams_coloured_tokens_and_stats(

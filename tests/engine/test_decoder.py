@@ -163,7 +163,9 @@ def test_auto_reports_what_it_chose(decoder: SpeculativeDecoder) -> None:
     assert choices & {DraftMode.PLAIN, DraftMode.LOOKUP, DraftMode.DRAFT}
 
 
-def _first_tokens(decoder: SpeculativeDecoder, prompt: list[int], mode: DraftMode, n: int) -> Counter:
+def _first_tokens(
+    decoder: SpeculativeDecoder, prompt: list[int], mode: DraftMode, n: int
+) -> Counter:
     counts: Counter = Counter()
     for seed in range(n):
         result = run(

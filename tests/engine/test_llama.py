@@ -65,7 +65,7 @@ def test_missing_and_corrupt_files_are_explained(tmp_path: Path, tiny_models: Ti
         LlamaModel(truncated)
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a model at all" * 100)
-    with pytest.raises(ModelLoadError, match="junk.gguf"):
+    with pytest.raises(ModelLoadError, match=r"junk\.gguf"):
         LlamaModel(junk)
 
 

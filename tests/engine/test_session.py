@@ -17,7 +17,7 @@ def test_load_reports_progress_then_chats_across_turns(tiny_models: TinyModels) 
     engine = ChatEngine.load(tiny_models.target, tiny_models.draft_close, n_ctx=1024,
                              progress=seen.append)
     try:
-        assert [p.stage for p in seen][0] == "checking"
+        assert seen[0].stage == "checking"
         assert {"target", "draft"} <= {p.stage for p in seen}
         assert seen[-1].overall == pytest.approx(1.0)
         assert "same" in engine.info.compat_reason

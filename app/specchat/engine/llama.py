@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -10,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import llama_cpp
 import numpy as np
@@ -229,7 +231,7 @@ class LlamaModel:
     @staticmethod
     def _make_progress_callback(
         progress: ProgressCallback | None, cancel: threading.Event | None
-    ) -> llama_cpp.llama_progress_callback:
+    ) -> Any:  # a ctypes CFUNCTYPE instance
         def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
             if progress is not None:
                 try:
@@ -259,13 +261,14 @@ class LlamaModel:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        # At interpreter shutdown the llama_cpp module may already be gone.
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # interpreter shutdown: the module may already be gone
-            pass
 
     # --- vocabulary --------------------------------------------------------------------------
-    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+    def tokenize(
+        self, text: str, *, add_special: bool = False, parse_special: bool = True
+    ) -> list[int]:
         data = text.encode("utf-8")
         capacity = len(data) + 16
         buffer = (llama_cpp.llama_token * capacity)()
@@ -396,7 +399,7 @@ class LlamaModel:
         batch.n_tokens = len(chunk)
         for i, token in enumerate(chunk):
             batch.token[i] = token
-            batch.pos[i] = base + i
+            batch.pos[i] = base + i  # type: ignore[call-overload]
             batch.n_seq_id[i] = 1
             batch.seq_id[i][0] = 0
             batch.logits[i] = want_logits[i]

@@ -85,7 +85,9 @@ class ChatEngine:
         info: what loading did.
     """
 
-    def __init__(self, target: LlamaModel, draft: LlamaModel | None, *, compat_reason: str = "") -> None:
+    def __init__(
+        self, target: LlamaModel, draft: LlamaModel | None, *, compat_reason: str = ""
+    ) -> None:
         self.target = target
         self.draft = draft
         self.decoder = SpeculativeDecoder(target, draft)
