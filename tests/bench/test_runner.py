@@ -89,8 +89,13 @@ def test_results_carry_the_required_fields(report: tuple[dict, Path]) -> None:
     for row in results:
         assert row.keys() >= REQUIRED
         if row["temperature"] == 0:
-            assert {"identical_to_plain", "divergence", "divergence_near_tie"} <= row.keys()
+            assert {
+                "identical_to_plain", "divergence", "divergence_near_tie",
+                "divergence_within_noise",
+            } <= row.keys()  # fmt: skip
     assert data["physical"]["best_lookup"]["speedup"] > 0
+    assert set(data["physical"]["logit_noise"]) == {"1", "2", "4", "8", "16"}
+    assert data["physical"]["logit_noise"]["1"] == 0.0  # a row against itself
     assert {g["result"] for g in data["goals"]} <= {"PASS", "FAIL", "n/a"}
     assert len(data["goals"]) >= 4
 

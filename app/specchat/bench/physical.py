@@ -5,9 +5,10 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llama_cpp
+import numpy as np
 
 from specchat.engine.llama import LlamaModel
 
@@ -25,6 +26,9 @@ class PhysicalCosts:
         context_tokens: tokens in the cache while measuring (attention cost grows with it).
         best_lookup: (K, speed-up) maximising (K+1) / (T(K+1)/T(1)) — free drafts, all kept.
         best_draft: (K, speed-up) maximising (K+1) / (T(K+1)/T(1) + K·d/T(1)), or None.
+        logit_noise: largest |logit| difference between a batched row and the same position
+            decoded alone, by batch size: llama.cpp picks other kernels for batches, so
+            verification in a batch may flip a greedy choice whose margin is below twice this.
     """
 
     batch_ms: dict[int, float]
@@ -32,6 +36,11 @@ class PhysicalCosts:
     context_tokens: int
     best_lookup: tuple[int, float]
     best_draft: tuple[int, float] | None
+    logit_noise: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def max_logit_noise(self) -> float:
+        return max(self.logit_noise.values(), default=0.0)
 
     def relative(self, n: int) -> float:
         return self.batch_ms[n] / self.batch_ms[1]
@@ -55,6 +64,7 @@ class PhysicalCosts:
                 if self.best_draft is None
                 else {"k": self.best_draft[0], "speedup": round(self.best_draft[1], 3)}
             ),
+            "logit_noise": {str(n): round(v, 4) for n, v in self.logit_noise.items()},
         }
 
 
@@ -91,7 +101,8 @@ def measure_physical(
     """Time target passes of each size and single draft tokens after `context`.
 
     Each pass is appended after the same cached context and rolled back, so every sample
-    sees the same attention length; one unmeasured pass per size warms caches first.
+    sees the same attention length; one unmeasured pass per size warms caches first. Then
+    compares each batch's logits with the same positions decoded one token at a time.
     """
     context = list(context)
     filler = (context * (1 + max(sizes) // max(1, len(context))))[: max(sizes)]
@@ -108,6 +119,15 @@ def measure_physical(
             if i:  # the first pass of each size is the warm-up
                 samples.append(elapsed)
         batch_ms[n] = _median_ms(samples)
+    singles = []
+    for token in filler:
+        singles.append(target.decode([token], logits="all")[0])
+    target.truncate(base)
+    noise = {}
+    for n in sizes:
+        rows = target.decode(filler[:n], logits="all")
+        target.truncate(base)
+        noise[n] = float(np.abs(rows - np.stack(singles[:n])).max())
     draft_ms = None
     if draft is not None:
         _prime(draft, context)
@@ -122,7 +142,7 @@ def measure_physical(
                 samples.append(elapsed)
         draft_ms = _median_ms(samples)
     lookup, best_draft = best_speedups(batch_ms, draft_ms)
-    return PhysicalCosts(batch_ms, draft_ms, len(context), lookup, best_draft)
+    return PhysicalCosts(batch_ms, draft_ms, len(context), lookup, best_draft, noise)
 
 
 def _prime(model: LlamaModel, context: Sequence[int]) -> None:

@@ -107,7 +107,10 @@ def check_goals(results: Sequence[dict], floors: Sequence[dict]) -> list[Goal]:
         ]
         identical = sum(1 for r in greedy if r.get("identical_to_plain"))
         ties = sum(1 for r in greedy if r.get("divergence_near_tie"))
+        noisy = sum(1 for r in bad if r.get("divergence_within_noise"))
         detail = f"{identical} identical, {ties} diverge at a near-tie, {len(bad)} otherwise"
+        if noisy:
+            detail += f" ({noisy} of those within twice the measured batch logit noise)"
         if bad:
             detail += ": " + ", ".join(
                 f"{r['prompt']}/{_label(r)} at {r['divergence']} (margin {r['divergence_margin']})"
@@ -193,6 +196,8 @@ def _identity(row: dict) -> str:
     if row["identical_to_plain"]:
         return "identical"
     tie = "near-tie" if row["divergence_near_tie"] else "NOT a tie"
+    if not row["divergence_near_tie"] and row.get("divergence_within_noise"):
+        tie += " but within batch noise"
     return f"diverges @{row['divergence']} ({tie}, margin {_fmt(row['divergence_margin'])})"
 
 
@@ -245,6 +250,10 @@ def render_markdown(report: dict) -> str:
                 if physical["best_draft"]
                 else ""
             )
+            + ".",
+            "",
+            "Batched rows against the same positions decoded one at a time, max |Δ logit|: "
+            + ", ".join(f"n = {n}: {v:.3f}" for n, v in physical["logit_noise"].items())
             + ".",
         ]
     vb = report["verify_by_batch"]

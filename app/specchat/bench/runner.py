@@ -414,6 +414,7 @@ def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
         for r in outcome.records
         if r.variant.mode == DraftMode.PLAIN.value
     }
+    noise = outcome.physical.max_logit_noise if outcome.physical else None
     results = []
     for r in outcome.records:
         base = plain.get((r.prompt, r.temperature, r.repeat))
@@ -456,6 +457,13 @@ def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
             row["divergence_margin"] = None if margin is None else round(margin, 4)
             row["divergence_near_tie"] = (
                 None if pos is None else (margin is not None and margin < NEAR_TIE_MARGIN)
+            )
+            # A flip needs the top two logits to move apart by more than the margin, and
+            # each moves by at most the measured batch noise.
+            row["divergence_within_noise"] = (
+                None
+                if pos is None or noise is None
+                else (margin is not None and margin < 2 * noise)
             )
         results.append(row)
     return results
