@@ -33,7 +33,7 @@ from specchat.workers.generation import (
 
 #: The walk CI runs; any other seed must pass too.
 DEFAULT_SEED = 20250606
-DEFAULT_STEPS = 300
+DEFAULT_STEPS = 400
 N_CTX = 2048
 #: Answer lengths: short ones end by themselves, long ones are there to be interrupted.
 MAX_TOKENS = (8, 40, 160, 600)
