@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -171,7 +172,11 @@ def write_report(outcome: BenchOutcome, out_dir: Path, *, png: bool = True) -> d
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     (out_dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
     if png:
-        render_png(report, out_dir / "report.png")
+        try:
+            render_png(report, out_dir / "report.png")
+        except ImportError:
+            # matplotlib is the optional `bench` extra; the numbers matter more than the chart.
+            print("specchat bench: matplotlib is not installed; no report.png", file=sys.stderr)
     return report
 
 
