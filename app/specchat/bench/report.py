@@ -78,7 +78,7 @@ def check_goals(results: Sequence[dict], floors: Sequence[dict]) -> list[Goal]:
         auto = _per_prompt_speedups(results, "auto", t)
         if not auto:
             continue
-        worst = min(auto, key=auto.get)
+        worst = min(auto, key=lambda p: auto[p])
         goals.append(
             Goal(
                 f"auto ≥ {AUTO_FLOOR_GOAL}× plain on every prompt, T = {t:g}",
