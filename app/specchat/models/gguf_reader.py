@@ -442,6 +442,50 @@ def _check_vocabulary(meta: GGUFMetadata, cur: _Cursor) -> None:
             )
 
 
+#: llama.cpp's LLAMA_MAX_LAYERS: more blocks than this is a GGML_ASSERT (llama-model.cpp).
+MAX_LAYERS = 512
+_INTEGERS = frozenset(
+    {
+        ValueType.UINT8, ValueType.INT8, ValueType.UINT16, ValueType.INT16,
+        ValueType.UINT32, ValueType.INT32, ValueType.UINT64, ValueType.INT64,
+    }
+)  # fmt: skip
+
+
+def _check_hyperparameters(meta: GGUFMetadata) -> None:
+    """Refuse layer and head counts that make llama.cpp abort (GGML_ASSERT) rather than fail.
+
+    A bit flipped high in block_count trips LLAMA_MAX_LAYERS; in head_count or head_count_kv
+    it overflows the K/V widths so the tensor shapes still check out and the first reshape
+    of the graph aborts. Per-layer arrays (hybrid models) are left to llama.cpp.
+    """
+    arch = meta.architecture
+    if arch is None:
+        return
+
+    def scalar(name: str) -> int | None:
+        key = f"{arch}.{name}"
+        if meta.types.get(key) not in _INTEGERS:
+            return None
+        return int(meta.get(key))
+
+    layers = scalar("block_count")
+    if layers is not None and not 1 <= layers <= MAX_LAYERS:
+        raise GGUFError(
+            f"corrupt: {arch}.block_count is {layers} (llama.cpp allows 1 to {MAX_LAYERS})"
+        )
+    heads, kv_heads = scalar("attention.head_count"), scalar("attention.head_count_kv")
+    if heads and kv_heads is not None and (kv_heads < 1 or heads % kv_heads):
+        raise GGUFError(
+            f"corrupt: {arch}.attention.head_count_kv {kv_heads} does not divide head_count {heads}"
+        )
+    width = scalar("embedding_length")
+    if heads and width and scalar("attention.key_length") is None and width % heads:
+        raise GGUFError(
+            f"corrupt: {arch}.embedding_length {width} is not a multiple of head_count {heads}"
+        )
+
+
 def _type_sizes() -> dict[int, tuple[int, int]]:
     # gguf's table of (block size, bytes per block), imported late: it drags in numpy.
     from gguf.constants import GGML_QUANT_SIZES
@@ -504,6 +548,7 @@ def validate(path: str | Path) -> GGUFInfo:
     try:
         cur = _Cursor(buf, size)
         _check_vocabulary(metadata, cur)
+        _check_hyperparameters(metadata)
         cur.pos = metadata.kv_end
         alignment = metadata.alignment
         tensors: list[TensorInfo] = []
