@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.types import DraftMode, PolicyChoice
+from specchat.tinymodels import TinyModels
 
 PLAIN = PolicyChoice(DraftMode.PLAIN, 0, "")
 
@@ -42,7 +45,7 @@ def test_a_drafter_that_could_pay_is_still_probed() -> None:
     # GPU-like: extra rows are nearly free.
     cheap = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
     policy = _policy(cheap, draft_token_ms=1.0)
-    policy.draft_acceptance.kept, policy.draft_acceptance.trials = 0.0, 50.0  # α ≈ 0
+    policy.draft_acceptance.first_kept, policy.draft_acceptance.first_trials = 0.0, 50.0
     assert policy.could_pay(DraftMode.DRAFT)
     _plain_rounds(policy, 5)
     choice = _choose(policy)
@@ -53,10 +56,39 @@ def test_a_kept_probe_that_leaves_plain_ahead_backs_off() -> None:
     # Costs where the draft pays only near α = 1; the estimate stays far below that.
     costs = {1: 10.0, 2: 11.0, 3: 12.0, 4: 13.0, 5: 14.0}
     policy = _policy(costs, draft_token_ms=4.0)
-    policy.draft_acceptance.kept, policy.draft_acceptance.trials = 1.0, 20.0
+    policy.draft_acceptance.first_kept, policy.draft_acceptance.first_trials = 1.0, 20.0
     _plain_rounds(policy, 5)
     probe = _choose(policy)
     assert probe.mode == DraftMode.DRAFT
     policy.observe(probe, batch=2, verify_ms=11.0, draft_ms=4.0, drafted=1, accepted=1,
                    match_len=0, prefill=False)  # fmt: skip
     assert policy._probe_interval[DraftMode.DRAFT] == 8  # doubled, not reset to 4
+
+
+def test_copied_runs_value_long_drafts() -> None:
+    """Acceptance that continues in runs makes a long lookup draft worth more than i.i.d."""
+    from specchat.engine.schedule import _Acceptance, expected_tokens
+
+    runs = _Acceptance.prior(0.5, 0.5, weight=1.0)
+    for _ in range(60):  # half the drafts fail at once; the rest copy all 8 tokens
+        runs.update(8, 0)
+        runs.update(8, 8)
+    assert runs.alpha == pytest.approx(0.5, abs=0.05)
+    assert runs.continued > 0.95
+    assert runs.expected(8) > expected_tokens(0.5, 8) + 2.5
+
+
+def test_calibration_seeds_the_cost_model(tiny_models: TinyModels) -> None:
+    from specchat.engine.decoder import SpeculativeDecoder
+    from specchat.engine.llama import LlamaModel
+
+    with LlamaModel(tiny_models.target, n_ctx=256) as target, LlamaModel(
+        tiny_models.draft_close, n_ctx=256
+    ) as draft:
+        target.decode([5, 6, 7], logits="none")
+        decoder = SpeculativeDecoder(target, draft)
+        decoder.calibrate(8)
+        assert target.tokens == [5, 6, 7] and draft.tokens == []
+        assert decoder.auto.calibrated
+        assert set(decoder.auto.costs.batch_ms) == {1, 2, 4, 8, 16}
+        assert decoder.auto.costs.draft_token_ms is not None

@@ -12,7 +12,7 @@ import numpy as np
 
 from specchat.engine.drafting import Draft, DraftModelDrafter, PromptLookupDrafter
 from specchat.engine.llama import ContextFullError, LlamaModel
-from specchat.engine.schedule import MAX_K, AutoPolicy, FixedPolicy
+from specchat.engine.schedule import CALIBRATION_SIZES, MAX_K, AutoPolicy, FixedPolicy
 from specchat.engine.types import (
     DraftMode,
     GenerationRequest,
@@ -133,6 +133,8 @@ class SpeculativeDecoder:
         prompt_evaluated = len(prompt) - 1 - cached
         if self.draft is not None and live.get().mode in (DraftMode.DRAFT, DraftMode.CHAIN):
             self._prefill_draft(prompt)
+        if live.get().mode == DraftMode.AUTO and not self.auto.calibrated:
+            self.calibrate(prompt[-1])
         stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
 
         context = prompt  # grows with every emitted token
@@ -241,6 +243,36 @@ class SpeculativeDecoder:
             round_index += 1
             if stop is not None:
                 return
+
+    def calibrate(self, token: int) -> None:
+        """Time target passes of 1–16 tokens and one draft token, to seed the auto policy.
+
+        About twenty single-token times once per loaded pair (≈ 1 s on a laptop CPU): without
+        it, auto would learn that batches are dear on a CPU by losing its first rounds.
+        The caches are left exactly as they were.
+        """
+        target = self.target
+        if target.room() <= max(CALIBRATION_SIZES) + 1:
+            return
+        keep = target.n_past
+        batch_ms: dict[int, float] = {}
+        for n in (1, *CALIBRATION_SIZES):  # the first pass warms caches up
+            began = time.perf_counter()
+            target.decode([token] * n, logits="all")
+            batch_ms[n] = _ms_since(began)
+            target.truncate(keep)
+        draft_ms = None
+        if self.draft is not None and self.draft.room() > 1:
+            draft_keep = self.draft.n_past
+            times = []
+            for _ in range(3):
+                began = time.perf_counter()
+                self.draft.decode([token], logits="last")
+                times.append(_ms_since(began))
+                self.draft.truncate(draft_keep)
+            draft_ms = sorted(times)[1]
+        self.auto.costs.seed(batch_ms, draft_ms)
+        self.auto.calibrated = True
 
     # --- helpers -----------------------------------------------------------------------------
     def _draft(

@@ -9,48 +9,76 @@ from specchat.engine.types import DraftMode, PolicyChoice
 #: Longest draft any policy asks for (the window's slider goes to 16 too).
 MAX_K = 16
 
-#: Relative cost of one more token in a target batch, before anything is measured. On a CPU
-#: a batch of n costs roughly 1 + 0.35·(n−1) single tokens; on a GPU the extra rows are
-#: nearly free. Both are replaced by measurements after a few rounds.
-PRIOR_BATCH_SLOPE = {"cpu": 0.35, "gpu": 0.05}
+#: Relative cost of one more token in a target batch, before anything is measured. On a
+#: 2-core CPU a batch of n with logits for every row measured 1.8× (n = 2) to 9× (n = 16) one
+#: token; on a GPU the extra rows are nearly free. Calibration and then every round replace
+#: these guesses with measurements.
+PRIOR_BATCH_SLOPE = {"cpu": 0.8, "gpu": 0.05}
+
+#: Batch sizes the calibration times (interpolated in between).
+CALIBRATION_SIZES = (1, 2, 4, 8, 16)
 
 #: Match-length buckets for prompt lookup's acceptance estimate (1, 2, 3, 4+ tokens).
 LOOKUP_BUCKETS = 4
 
 
-def expected_tokens(alpha: float, k: int) -> float:
-    """Mean tokens per round with k drafts kept independently with probability alpha.
+def expected_tokens(alpha: float, k: int, continued: float | None = None) -> float:
+    """Mean tokens per round with k drafts: the first kept with probability alpha, each later
+    one (given the one before was kept) with probability `continued` (default: alpha).
 
-    Accepted prefix length is truncated-geometric; every round adds one target token, so
-    E = 1 + α + α² + … + α^k.
+    Every round adds one target token, so E = 1 + α·(1 + c + c² + … + c^(k−1)).
     """
     if k <= 0:
         return 1.0
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+    c = alpha if continued is None else continued
+    run = float(k) if c >= 1.0 else (1.0 - c**k) / (1.0 - c)
+    return 1.0 + alpha * run
 
 
 @dataclass
 class _Acceptance:
-    """Decayed per-token acceptance counts (a geometric model's MLE, with a prior)."""
+    """Decayed acceptance counts: of a drafter's first token, and of a token after a kept one.
 
-    kept: float
-    trials: float
+    Copied text is kept in runs — once a lookup draft is right, the next token usually is too —
+    so one per-token rate would undervalue long drafts; two rates capture that.
+    """
+
+    first_kept: float
+    first_trials: float
+    cont_kept: float
+    cont_trials: float
     decay: float = 0.97
+
+    @classmethod
+    def prior(cls, alpha: float, continued: float, weight: float = 2.0) -> _Acceptance:
+        return cls(alpha * weight, weight, continued * weight, weight)
 
     @property
     def alpha(self) -> float:
-        return self.kept / self.trials if self.trials > 0 else 0.0
+        """Acceptance of the first draft token."""
+        return self.first_kept / self.first_trials if self.first_trials > 0 else 0.0
+
+    @property
+    def continued(self) -> float:
+        """Acceptance of a draft token whose predecessor was kept."""
+        return self.cont_kept / self.cont_trials if self.cont_trials > 0 else 0.0
+
+    def expected(self, k: int) -> float:
+        return expected_tokens(self.alpha, k, self.continued)
 
     def update(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
             return
-        self.kept *= self.decay
-        self.trials *= self.decay
-        # A round is `accepted` successes, then one failure unless every draft was kept.
-        self.kept += accepted
-        self.trials += accepted + (1 if accepted < drafted else 0)
+        self.first_kept *= self.decay
+        self.first_trials *= self.decay
+        self.cont_kept *= self.decay
+        self.cont_trials *= self.decay
+        self.first_trials += 1
+        if accepted:
+            self.first_kept += 1
+            # After the first: accepted − 1 successes, then one failure unless all were kept.
+            self.cont_kept += accepted - 1
+            self.cont_trials += accepted - 1 + (1 if accepted < drafted else 0)
 
 
 @dataclass
@@ -67,6 +95,12 @@ class CostModel:
     batch_ms: dict[int, float] = field(default_factory=dict)
     draft_token_ms: float | None = None
     smoothing: float = 0.2
+
+    def seed(self, batch_ms: dict[int, float], draft_token_ms: float | None) -> None:
+        """Start from calibrated measurements instead of the prior shape."""
+        self.batch_ms.update(batch_ms)
+        if draft_token_ms is not None:
+            self.draft_token_ms = draft_token_ms
 
     def observe_batch(self, n: int, ms: float) -> None:
         old = self.batch_ms.get(n)
@@ -135,11 +169,12 @@ class AutoPolicy:
     def __init__(self, *, gpu: bool = False, probe_interval: int = 32) -> None:
         self.costs = CostModel(PRIOR_BATCH_SLOPE["gpu" if gpu else "cpu"])
         # Priors: a same-family draft model usually agrees more often than not; lookup
-        # matches predict better the longer they are.
-        self.draft_acceptance = _Acceptance(kept=1.2, trials=2.0)
+        # matches predict better the longer they are, and copied runs tend to continue.
+        self.draft_acceptance = _Acceptance.prior(0.6, 0.6)
         self.lookup_acceptance = [
-            _Acceptance(kept=prior * 2.0, trials=2.0) for prior in (0.3, 0.5, 0.7, 0.8)
+            _Acceptance.prior(first, 0.7) for first in (0.3, 0.5, 0.7, 0.8)
         ]
+        self.calibrated = False
         self.base_probe_interval = probe_interval
         self._probe_interval = {DraftMode.LOOKUP: probe_interval, DraftMode.DRAFT: probe_interval}
         self._since_used = {DraftMode.LOOKUP: 0, DraftMode.DRAFT: 0}
@@ -149,9 +184,13 @@ class AutoPolicy:
     def _bucket(match_len: int) -> int:
         return max(0, min(match_len, LOOKUP_BUCKETS) - 1)
 
-    def _rate(self, alpha: float, k: int, per_draft_ms: float, fallback_ms: float) -> float:
+    def _rate(
+        self, acceptance: _Acceptance | None, k: int, per_draft_ms: float, fallback_ms: float
+    ) -> float:
+        """Expected tokens per millisecond; acceptance None means every draft is kept."""
         target = self.costs.target_ms(k + 1) or fallback_ms * self.costs._shape(k + 1)
-        return expected_tokens(alpha, k) / (target + per_draft_ms * k)
+        tokens = float(k + 1) if acceptance is None else acceptance.expected(k)
+        return tokens / (target + per_draft_ms * k)
 
     def _draft_token_ms(self, plain_ms: float) -> float:
         per_token = self.costs.draft_token_ms
@@ -168,7 +207,7 @@ class AutoPolicy:
         if plain_ms is None:
             return True
         per_token = 0.0 if mode == DraftMode.LOOKUP else self._draft_token_ms(plain_ms)
-        best = max(self._rate(1.0, kk, per_token, plain_ms) for kk in range(1, max_k + 1))
+        best = max(self._rate(None, kk, per_token, plain_ms) for kk in range(1, max_k + 1))
         return best > 1.0 / plain_ms
 
     def _pays(self, mode: DraftMode, match_len: int) -> bool:
@@ -177,10 +216,10 @@ class AutoPolicy:
         if plain_ms is None:
             return True
         if mode == DraftMode.LOOKUP:
-            alpha, per_token = self.lookup_acceptance[self._bucket(match_len)].alpha, 0.0
+            acceptance, per_token = self.lookup_acceptance[self._bucket(match_len)], 0.0
         else:
-            alpha, per_token = self.draft_acceptance.alpha, self._draft_token_ms(plain_ms)
-        best = max(self._rate(alpha, kk, per_token, plain_ms) for kk in range(1, MAX_K + 1))
+            acceptance, per_token = self.draft_acceptance, self._draft_token_ms(plain_ms)
+        best = max(self._rate(acceptance, kk, per_token, plain_ms) for kk in range(1, MAX_K + 1))
         return best > 1.0 / plain_ms
 
     def choose(
@@ -195,12 +234,13 @@ class AutoPolicy:
         best_rate = plain_rate
         notes: list[str] = []
         if lookup_len > 0:
-            alpha = self.lookup_acceptance[self._bucket(match_len)].alpha
+            acceptance = self.lookup_acceptance[self._bucket(match_len)]
+            alpha = acceptance.alpha
             lookup_best = max(
                 range(1, min(lookup_len, MAX_K) + 1),
-                key=lambda kk: self._rate(alpha, kk, 0.0, plain_ms),
+                key=lambda kk: self._rate(acceptance, kk, 0.0, plain_ms),
             )
-            rate = self._rate(alpha, lookup_best, 0.0, plain_ms)
+            rate = self._rate(acceptance, lookup_best, 0.0, plain_ms)
             notes.append(f"lookup {rate / plain_rate:.2f}×")
             if rate > best_rate:
                 best_rate = rate
@@ -211,12 +251,14 @@ class AutoPolicy:
                     f"α ≈ {alpha:.2f}, ≈ {rate / plain_rate:.2f}× plain",
                 )
         if has_draft:
-            alpha = self.draft_acceptance.alpha
+            acceptance = self.draft_acceptance
+            alpha = acceptance.alpha
             per_token = self._draft_token_ms(plain_ms)
             draft_best = max(
-                range(1, MAX_K + 1), key=lambda kk: self._rate(alpha, kk, per_token, plain_ms)
+                range(1, MAX_K + 1),
+                key=lambda kk: self._rate(acceptance, kk, per_token, plain_ms),
             )
-            rate = self._rate(alpha, draft_best, per_token, plain_ms)
+            rate = self._rate(acceptance, draft_best, per_token, plain_ms)
             notes.append(f"draft {rate / plain_rate:.2f}×")
             if rate > best_rate:
                 best_rate = rate
