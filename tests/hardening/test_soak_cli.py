@@ -1,0 +1,20 @@
+"""`specchat soak` too short to measure ends in a message, not a traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.cli import main
+
+
+def test_a_soak_too_short_to_measure_says_so(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One decode thread: a second one spin-waiting against other processes on a small
+    # shared machine makes even the tiny model crawl.
+    monkeypatch.setattr("specchat.engine.llama.default_threads", lambda: 1)
+    # 0.06 s: one answer of the tiny pair at most, fewer than the four the report needs.
+    code = main(["soak", "--tiny", "--minutes", "0.001"])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "soak too short" in err and "--minutes" in err and "Traceback" not in err
