@@ -28,7 +28,7 @@ def _choose(policy: AutoPolicy, *, lookup_len: int = 0) -> PolicyChoice:
 def _plain_rounds(policy: AutoPolicy, n: int) -> None:
     for _ in range(n):
         policy.observe(PLAIN, batch=1, verify_ms=policy.costs.batch_ms[1], draft_ms=0.0,
-                       drafted=0, accepted=0, match_len=0, prefill=False)  # fmt: skip
+                       drafted=0, accepted=0, match_len=0)  # fmt: skip
 
 
 def test_a_drafter_that_loses_even_at_perfect_acceptance_is_never_probed() -> None:
@@ -61,7 +61,7 @@ def test_a_kept_probe_that_leaves_plain_ahead_backs_off() -> None:
     probe = _choose(policy)
     assert probe.mode == DraftMode.DRAFT
     policy.observe(probe, batch=2, verify_ms=11.0, draft_ms=4.0, drafted=1, accepted=1,
-                   match_len=0, prefill=False)  # fmt: skip
+                   match_len=0)  # fmt: skip
     assert policy._probe_interval[DraftMode.DRAFT] == 8  # doubled, not reset to 4
 
 

@@ -26,9 +26,6 @@ from specchat.engine.types import (
 )
 from specchat.engine.verify import verify
 
-#: A draft-model catch-up longer than this (a prompt prefill) is not a drafting cost.
-_CATCHUP_LIMIT = 4
-
 
 @dataclass(frozen=True)
 class Controls:
@@ -131,10 +128,16 @@ class SpeculativeDecoder:
         if cached < len(prompt) - 1:
             target.decode(prompt[cached:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
-        if self.draft is not None and live.get().mode in (DraftMode.DRAFT, DraftMode.CHAIN):
-            self._prefill_draft(prompt)
-        if live.get().mode == DraftMode.AUTO and not self.auto.calibrated:
+        mode = live.get().mode
+        if mode == DraftMode.AUTO and not self.auto.calibrated:
             self.calibrate(prompt[-1])
+        # Auto only readies the draft model where it could pay at all (a GPU, typically):
+        # on a CPU its prompt evaluation would be paid for nothing.
+        if self.draft is not None and (
+            mode in (DraftMode.DRAFT, DraftMode.CHAIN)
+            or (mode == DraftMode.AUTO and self.auto.could_pay(DraftMode.DRAFT))
+        ):
+            self._prefill_draft(prompt)
         stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
 
         context = prompt  # grows with every emitted token
@@ -221,7 +224,8 @@ class SpeculativeDecoder:
                 verify_ms=verify_ms,
                 draft_ms=draft.ms,
                 drafted=len(draft.tokens),
-                prefill=draft.catchup > _CATCHUP_LIMIT,
+                catchup=draft.catchup,
+                catchup_ms=draft.catchup_ms,
                 accepted=j,
                 match_len=draft.match_len,
             )
@@ -292,8 +296,16 @@ class SpeculativeDecoder:
             looked_up, match_len = self.lookup.find(context, k_cap)
             lookup_ms = _ms_since(began)
         if mode == DraftMode.AUTO:
+            lag = 0
+            if self.draft is not None:
+                lag = len(context) - self.draft.cached_prefix(context)
             choice = self.auto.choose(
-                mode, k_cap, lookup_len=len(looked_up), match_len=match_len, has_draft=has_draft
+                mode,
+                k_cap,
+                lookup_len=len(looked_up),
+                match_len=match_len,
+                has_draft=has_draft,
+                draft_lag=lag,
             )
         else:
             choice = self._fixed.choose(

@@ -27,6 +27,7 @@ class Draft:
         match_len: for prompt lookup, the n-gram length that matched (0 otherwise).
         catchup: for the draft model, context tokens it had to evaluate before drafting
             (1–2 normally; the whole prompt the first time).
+        catchup_ms: the part of `ms` spent on that catch-up.
     """
 
     tokens: tuple[int, ...]
@@ -35,6 +36,7 @@ class Draft:
     source: DraftMode
     match_len: int = 0
     catchup: int = 0
+    catchup_ms: float = 0.0
 
 
 EMPTY_LOOKUP = Draft((), None, 0.0, DraftMode.LOOKUP)
@@ -149,6 +151,7 @@ class DraftModelDrafter:
             cached -= 1
         catchup = len(context) - cached
         logits = model.decode(context[cached:], logits="last")[0]
+        catchup_ms = (time.perf_counter() - began) * 1000.0
         tokens: list[int] = []
         qs: list[np.ndarray] = []
         for i in range(k):
@@ -169,7 +172,9 @@ class DraftModelDrafter:
                 logits = model.decode([token], logits="last")[0]
         ms = (time.perf_counter() - began) * 1000.0
         probs = None if sampling.greedy else tuple(qs)
-        return Draft(tuple(tokens), probs, ms, DraftMode.DRAFT, catchup=catchup)
+        return Draft(
+            tuple(tokens), probs, ms, DraftMode.DRAFT, catchup=catchup, catchup_ms=catchup_ms
+        )
 
 
 class ChainDrafter:

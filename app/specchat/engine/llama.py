@@ -410,16 +410,21 @@ class LlamaModel:
             raise DecodeError(f"llama_decode failed with status {status}")
         self.tokens.extend(chunk)
 
+    def cached_prefix(self, tokens: Sequence[int]) -> int:
+        """How many leading tokens of `tokens` the cache already holds."""
+        common = 0
+        limit = min(len(self.tokens), len(tokens))
+        cached = self.tokens
+        while common < limit and cached[common] == tokens[common]:
+            common += 1
+        return common
+
     def sync(self, tokens: Sequence[int]) -> int:
         """Make the cache hold a prefix of `tokens`, reusing the common prefix.
 
         Returns how many tokens of `tokens` are cached afterwards (the rest must be decoded by
         the caller, which then gets the logits it needs in the same pass).
         """
-        common = 0
-        limit = min(len(self.tokens), len(tokens))
-        cached = self.tokens
-        while common < limit and cached[common] == tokens[common]:
-            common += 1
+        common = self.cached_prefix(tokens)
         self.truncate(common)
         return common

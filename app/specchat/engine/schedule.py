@@ -89,11 +89,14 @@ class CostModel:
         slope: prior relative cost of one more batch row (see PRIOR_BATCH_SLOPE).
         batch_ms: smoothed milliseconds per target pass, keyed by batch size n = K + 1.
         draft_token_ms: smoothed milliseconds per draft-model token.
+        catchup_token_ms: smoothed milliseconds per token of a draft-model catch-up (a batched
+            evaluation of the text written since the draft model was last used).
     """
 
     slope: float
     batch_ms: dict[int, float] = field(default_factory=dict)
     draft_token_ms: float | None = None
+    catchup_token_ms: float | None = None
     smoothing: float = 0.2
 
     def seed(self, batch_ms: dict[int, float], draft_token_ms: float | None) -> None:
@@ -114,6 +117,25 @@ class CostModel:
         self.draft_token_ms = (
             per_token if old is None else old + self.smoothing * (per_token - old)
         )
+
+    def observe_catchup(self, tokens: int, ms: float) -> None:
+        if tokens <= 0:
+            return
+        per_token = ms / tokens
+        old = self.catchup_token_ms
+        self.catchup_token_ms = (
+            per_token if old is None else old + self.smoothing * (per_token - old)
+        )
+
+    def catchup_ms(self, tokens: int) -> float:
+        """Estimated time for the draft model to evaluate `tokens` it has not seen."""
+        if tokens <= 2:
+            return 0.0  # the usual one or two: part of every draft round's cost
+        per_token = self.catchup_token_ms
+        if per_token is None:
+            # Before measuring: a batched catch-up costs a fraction of decoding token by token.
+            per_token = 0.3 * (self.draft_token_ms or 0.0)
+        return per_token * tokens
 
     def _shape(self, n: int) -> float:
         return 1.0 + self.slope * (n - 1)
@@ -138,7 +160,14 @@ class FixedPolicy:
     """Exactly the mode and K the user asked for."""
 
     def choose(
-        self, mode: DraftMode, k: int, *, lookup_len: int, match_len: int, has_draft: bool
+        self,
+        mode: DraftMode,
+        k: int,
+        *,
+        lookup_len: int,
+        match_len: int,
+        has_draft: bool,
+        draft_lag: int = 0,
     ) -> PolicyChoice:
         if mode == DraftMode.PLAIN or k <= 0:
             return PolicyChoice(DraftMode.PLAIN, 0, "plain decoding")
@@ -147,7 +176,8 @@ class FixedPolicy:
         return PolicyChoice(mode, k, f"{label}, K = {k} (fixed)")
 
     def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, draft_ms: float,
-                drafted: int, accepted: int, match_len: int, prefill: bool) -> None:
+                drafted: int, accepted: int, match_len: int, catchup: int = 0,
+                catchup_ms: float = 0.0) -> None:
         """Fixed K learns nothing."""
 
 
@@ -185,29 +215,41 @@ class AutoPolicy:
         return max(0, min(match_len, LOOKUP_BUCKETS) - 1)
 
     def _rate(
-        self, acceptance: _Acceptance | None, k: int, per_draft_ms: float, fallback_ms: float
+        self,
+        acceptance: _Acceptance | None,
+        k: int,
+        per_draft_ms: float,
+        fallback_ms: float,
+        extra_ms: float = 0.0,
     ) -> float:
         """Expected tokens per millisecond; acceptance None means every draft is kept."""
         target = self.costs.target_ms(k + 1) or fallback_ms * self.costs._shape(k + 1)
         tokens = float(k + 1) if acceptance is None else acceptance.expected(k)
-        return tokens / (target + per_draft_ms * k)
+        return tokens / (target + per_draft_ms * k + extra_ms)
 
     def _draft_token_ms(self, plain_ms: float) -> float:
         per_token = self.costs.draft_token_ms
         # Before any measurement, a draft model is typically a third of the target's cost.
         return plain_ms / 3.0 if per_token is None else per_token
 
-    def could_pay(self, mode: DraftMode, *, max_k: int = MAX_K) -> bool:
+    def could_pay(self, mode: DraftMode, *, max_k: int = MAX_K, lag: int = 0) -> bool:
         """Whether `mode` would beat plain at perfect acceptance (α = 1) for some K ≤ max_k.
 
         A probe can only reveal a better acceptance rate, never cheaper passes, so a drafter
-        that loses even at α = 1 on the measured costs is not worth probing.
+        that loses even at α = 1 on the measured costs is not worth probing (nor, for the
+        draft model, worth evaluating the prompt for). `lag` prices a draft catch-up; a probe
+        only pays it once, so it is spread over the rounds until the next probe.
         """
         plain_ms = self.costs.target_ms(1)
         if plain_ms is None:
             return True
         per_token = 0.0 if mode == DraftMode.LOOKUP else self._draft_token_ms(plain_ms)
-        best = max(self._rate(None, kk, per_token, plain_ms) for kk in range(1, max_k + 1))
+        extra = 0.0
+        if mode == DraftMode.DRAFT and lag:
+            extra = self.costs.catchup_ms(lag) / max(1, self._probe_interval[DraftMode.DRAFT])
+        best = max(
+            self._rate(None, kk, per_token, plain_ms, extra) for kk in range(1, max_k + 1)
+        )
         return best > 1.0 / plain_ms
 
     def _pays(self, mode: DraftMode, match_len: int) -> bool:
@@ -223,8 +265,20 @@ class AutoPolicy:
         return best > 1.0 / plain_ms
 
     def choose(
-        self, mode: DraftMode, k: int, *, lookup_len: int, match_len: int, has_draft: bool
+        self,
+        mode: DraftMode,
+        k: int,
+        *,
+        lookup_len: int,
+        match_len: int,
+        has_draft: bool,
+        draft_lag: int = 0,
     ) -> PolicyChoice:
+        """The best option for the next round.
+
+        `draft_lag` is how many tokens of the text the draft model has not evaluated yet: using
+        it now pays that catch-up first, so a long-idle draft model must earn it back.
+        """
         plain_ms = self.costs.target_ms(1)
         if plain_ms is None:
             # Nothing measured yet: one plain round gives the reference cost.
@@ -254,11 +308,12 @@ class AutoPolicy:
             acceptance = self.draft_acceptance
             alpha = acceptance.alpha
             per_token = self._draft_token_ms(plain_ms)
+            lag_ms = self.costs.catchup_ms(draft_lag)
             draft_best = max(
                 range(1, MAX_K + 1),
-                key=lambda kk: self._rate(acceptance, kk, per_token, plain_ms),
+                key=lambda kk: self._rate(acceptance, kk, per_token, plain_ms, lag_ms),
             )
-            rate = self._rate(acceptance, draft_best, per_token, plain_ms)
+            rate = self._rate(acceptance, draft_best, per_token, plain_ms, lag_ms)
             notes.append(f"draft {rate / plain_rate:.2f}×")
             if rate > best_rate:
                 best_rate = rate
@@ -271,7 +326,7 @@ class AutoPolicy:
         if best.mode == DraftMode.PLAIN:
             probe = self._due_probe(
                 lookup_len > 0 and self.could_pay(DraftMode.LOOKUP, max_k=min(lookup_len, MAX_K)),
-                has_draft and self.could_pay(DraftMode.DRAFT),
+                has_draft and self.could_pay(DraftMode.DRAFT, lag=draft_lag),
             )
             if probe is not None:
                 self._probing = probe
@@ -288,8 +343,9 @@ class AutoPolicy:
         return None
 
     def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, draft_ms: float,
-                drafted: int, accepted: int, match_len: int, prefill: bool) -> None:
-        """Learn from one round; `prefill` marks a draft time inflated by a prompt catch-up."""
+                drafted: int, accepted: int, match_len: int, catchup: int = 0,
+                catchup_ms: float = 0.0) -> None:
+        """Learn from one round; `catchup` tokens of the draft's time were a catch-up."""
         self.costs.observe_batch(batch, verify_ms)
         for mode in self._since_used:
             self._since_used[mode] += 1
@@ -297,7 +353,12 @@ class AutoPolicy:
             self.lookup_acceptance[self._bucket(match_len)].update(drafted, accepted)
         elif choice.mode == DraftMode.DRAFT and drafted:
             self.draft_acceptance.update(drafted, accepted)
-            if not prefill:
+            # The first decode of a round evaluates one or two tokens as well as drafting the
+            # first token: only a longer catch-up is priced on its own.
+            if catchup > 2:
+                self.costs.observe_catchup(catchup, catchup_ms)
+                self.costs.observe_draft(drafted, draft_ms - catchup_ms)
+            else:
                 self.costs.observe_draft(drafted, draft_ms)
         if choice.mode in self._since_used and drafted:
             self._since_used[choice.mode] = 0
