@@ -1,0 +1,180 @@
+"""`specchat --self-test`: prove an install works end to end, with no network and no display."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from specchat.engine.session import ChatEngine
+    from specchat.engine.types import DraftMode
+
+#: Tokens generated per mode: enough for several draft rounds, quick on any CPU.
+MAX_TOKENS = 16
+#: Draft length used for the speculative runs.
+K = 3
+PROMPT = "hello world"
+#: First line of the report, which scripts and the bundle test look for.
+HEADER = "SpecChat self-test"
+PASSED = "self-test passed"
+FAILED = "self-test FAILED"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes:
+        name: what was checked.
+        ok: whether it passed.
+        detail: what it found, or why it failed.
+    """
+
+    name: str
+    ok: bool
+    detail: str
+
+
+def _check_resources() -> str:
+    from specchat import paths
+
+    found = [
+        paths.resource("icons", "specchat.svg"),
+        paths.resource("icons", "specchat-256.png"),
+        paths.resource("style", "light.qss"),
+        paths.resource("style", "dark.qss"),
+    ]
+    return f"{len(found)} files in {paths.resources_dir()}"
+
+
+def _check_catalog() -> str:
+    from specchat import paths
+    from specchat.models.catalog import parse_catalog
+
+    # Only the shipped catalog: a user's own models.toml is not the install's business.
+    shipped = paths.catalog_path()
+    pairs = parse_catalog(shipped.read_text(encoding="utf-8"), source=shipped)
+    return f"{len(pairs)} pairs in {shipped}"
+
+
+def _generate(engine: ChatEngine, mode: DraftMode) -> tuple[list[int], float]:
+    """Token ids and acceptance rate of one greedy generation."""
+    tokens: list[int] = []
+    alpha = 0.0
+    for result in engine.generate(
+        engine.tokenize_prompt(PROMPT), max_tokens=MAX_TOKENS, mode=mode, k=K
+    ):
+        tokens.extend(event.token for event in result.events)
+        alpha = result.stats.alpha
+    return tokens, alpha
+
+
+def _engine_checks(workdir: Path) -> list[CheckResult]:
+    """Load the tiny pair and check speculative decoding reproduces plain decoding."""
+    from specchat.engine.session import ChatEngine
+    from specchat.engine.types import DraftMode
+    from specchat.tinymodels import build_tiny_set
+
+    results: list[CheckResult] = []
+    started = time.perf_counter()
+    tiny = build_tiny_set(workdir)
+    # draft_close disagrees with the target now and then, so the run exercises rejection
+    # and rollback, not only the all-accepted path.
+    engine = ChatEngine.load(tiny.target, tiny.draft_close, n_ctx=512)
+    try:
+        load_ms = (time.perf_counter() - started) * 1000
+        results.append(CheckResult("load tiny pair", True, f"{load_ms:.0f} ms"))
+        plain, _ = _generate(engine, DraftMode.PLAIN)
+        if not plain:
+            results.append(CheckResult("plain decoding", False, "no tokens generated"))
+            return results
+        results.append(CheckResult("plain decoding", True, f"{len(plain)} tokens"))
+        for mode in (DraftMode.DRAFT, DraftMode.LOOKUP):
+            tokens, alpha = _generate(engine, mode)
+            name = f"{mode.value} mode (K={K}) matches plain"
+            if tokens == plain:
+                results.append(CheckResult(name, True, f"acceptance {alpha:.0%}"))
+            else:
+                first = next(
+                    (i for i, (a, b) in enumerate(zip(tokens, plain, strict=False)) if a != b),
+                    min(len(tokens), len(plain)),
+                )
+                detail = f"differs from token {first}: {tokens[first : first + 4]} vs plain"
+                results.append(CheckResult(name, False, f"{detail} {plain[first : first + 4]}"))
+    finally:
+        engine.close()
+    return results
+
+
+def _check_qt() -> str:
+    # A self-test must run headless (CI, ssh, a bundle smoke test); a user who wants to
+    # test their display sets QT_QPA_PLATFORM themselves.
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6 import __version__ as pyside_version
+    from PySide6.QtGui import QIcon, QPixmap
+    from PySide6.QtWidgets import QApplication, QLabel
+
+    from specchat import paths
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    icon = QIcon(str(paths.resource("icons", "specchat.svg")))
+    # Rendering the SVG goes through the iconengines/imageformats plugins a bundle must carry.
+    svg_pixmap = icon.pixmap(64, 64)
+    if svg_pixmap.isNull():
+        raise RuntimeError("the SVG icon did not render (Qt's svg plugin is missing?)")
+    png = QPixmap(str(paths.resource("icons", "specchat-48.png")))
+    if png.isNull() or png.width() != 48:
+        raise RuntimeError("the 48 px PNG icon did not load (Qt's png support is missing?)")
+    label = QLabel("SpecChat")
+    label.setWindowIcon(icon)
+    label.setStyleSheet(paths.resource("style", "light.qss").read_text(encoding="utf-8"))
+    label.show()
+    app.processEvents()
+    label.close()
+    label.deleteLater()
+    app.processEvents()
+    return f"PySide6 {pyside_version}, platform {app.platformName()}, icon rendered"
+
+
+def _run(name: str, check: Callable[[], str]) -> CheckResult:
+    try:
+        return CheckResult(name, True, check())
+    # A self-test reports every failure and goes on, so one broken part names itself.
+    except Exception as error:
+        return CheckResult(name, False, f"{type(error).__name__}: {error}")
+
+
+def run_self_test(*, out: TextIO | None = None) -> int:
+    """Run every check, print a short report, return 0 when all passed and 1 otherwise."""
+    import llama_cpp
+
+    from specchat import __version__
+
+    out = out or sys.stdout
+    started = time.perf_counter()
+    frozen = " (frozen bundle)" if getattr(sys, "frozen", False) else ""
+    print(f"{HEADER}: SpecChat {__version__}{frozen}, Python {sys.version.split()[0]}", file=out)
+    print(f"  llama-cpp-python {llama_cpp.__version__}", file=out)
+    results = [_run("resources", _check_resources), _run("model catalog", _check_catalog)]
+    with tempfile.TemporaryDirectory(prefix="specchat-selftest-") as workdir:
+        try:
+            results += _engine_checks(Path(workdir))
+        except Exception as error:
+            results.append(CheckResult("engine", False, f"{type(error).__name__}: {error}"))
+    results.append(_run("Qt offscreen", _check_qt))
+    for result in results:
+        print(f"  {'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}", file=out)
+    failed = sum(not result.ok for result in results)
+    elapsed = time.perf_counter() - started
+    if failed:
+        print(f"{FAILED}: {failed} of {len(results)} checks failed ({elapsed:.1f} s)", file=out)
+        return 1
+    print(f"{PASSED}: {len(results)} checks in {elapsed:.1f} s", file=out)
+    return 0

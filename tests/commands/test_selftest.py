@@ -1,0 +1,87 @@
+"""Tests for `specchat --self-test`: the report, its exit code, and that failures are named."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specchat import paths
+from specchat.commands import selftest
+from specchat.engine.session import ChatEngine
+from specchat.engine.types import DraftMode
+
+CHECKS = (
+    "resources",
+    "model catalog",
+    "load tiny pair",
+    "plain decoding",
+    "draft mode (K=3) matches plain",
+    "lookup mode (K=3) matches plain",
+    "Qt offscreen",
+)
+
+
+@pytest.fixture(autouse=True)
+def _offscreen(monkeypatch: pytest.MonkeyPatch) -> None:
+    # run_self_test sets QT_QPA_PLATFORM when unset; keep that inside the test.
+    monkeypatch.setenv("QT_QPA_PLATFORM", os.environ.get("QT_QPA_PLATFORM", "offscreen"))
+
+
+def test_self_test_passes_and_reports_every_check() -> None:
+    out = io.StringIO()
+    assert selftest.run_self_test(out=out) == 0
+    report = out.getvalue()
+    assert report.startswith(selftest.HEADER)
+    for name in CHECKS:
+        assert f"ok   {name}:" in report, report
+    assert "FAIL" not in report
+    assert report.rstrip().splitlines()[-1].startswith(selftest.PASSED)
+
+
+def test_self_test_through_the_console_entry_point(tmp_path: Path) -> None:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", paths.HOME_ENV: str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "specchat", "--self-test"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert selftest.PASSED in done.stdout
+
+
+def test_speculative_mismatch_fails_the_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_generate = selftest._generate
+
+    def diverging(engine: ChatEngine, mode: DraftMode) -> tuple[list[int], float]:
+        tokens, alpha = real_generate(engine, mode)
+        if mode is DraftMode.DRAFT:
+            tokens[-1] += 1
+        return tokens, alpha
+
+    monkeypatch.setattr(selftest, "_generate", diverging)
+    out = io.StringIO()
+    assert selftest.run_self_test(out=out) == 1
+    report = out.getvalue()
+    assert "FAIL draft mode (K=3) matches plain: differs from token 15" in report
+    assert "ok   lookup mode (K=3) matches plain" in report
+    assert selftest.FAILED in report
+
+
+def test_missing_resources_fail_the_self_test(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(paths, "resources_dir", lambda: tmp_path)
+    out = io.StringIO()
+    assert selftest.run_self_test(out=out) == 1
+    report = out.getvalue()
+    assert "FAIL resources: FileNotFoundError" in report
+    assert "FAIL Qt offscreen: FileNotFoundError" in report
+    # The engine does not depend on resources, and the report still says so.
+    assert "ok   plain decoding" in report
