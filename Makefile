@@ -33,7 +33,7 @@ STAMP_APP := $(VENV)/.app-installed
 STAMP_TEST := $(VENV)/.test-installed
 STAMP_SYS := $(VENV)/.system-deps
 
-.PHONY: run test lint bench soak fetch package install-desktop clean help
+.PHONY: run test lint bench soak fetch package install-desktop uninstall-desktop clean help
 
 help:
 	@echo "make run      set up, fetch the default model pair, open SpecChat"
@@ -41,7 +41,8 @@ help:
 	@echo "make lint     ruff + mypy"
 	@echo "make bench    benchmark every drafting mode on the default pair"
 	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
-	@echo "make package  build the one-file bundle with PyInstaller"
+	@echo "make package  build the one-file bundle with PyInstaller (dist/specchat)"
+	@echo "make install-desktop  menu entry + icons (+ dist/specchat) into ~/.local"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -98,8 +99,13 @@ package: $(STAMP_TEST)
 	$(VENV)/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller \
 	  packaging/pyinstaller/specchat.spec
 
+# Menu entry, hicolor icons and metainfo (PREFIX=~/.local by default, DESTDIR for staging);
+# with a built bundle in dist/ the program itself goes to PREFIX/bin as well.
 install-desktop:
-	bash packaging/linux/install-desktop.sh
+	bash packaging/linux/install-desktop.sh $(if $(wildcard dist/specchat),--bin dist/specchat)
+
+uninstall-desktop:
+	bash packaging/linux/install-desktop.sh --uninstall
 
 clean:
 	rm -rf build dist bench-out .pytest_cache .mypy_cache .ruff_cache

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # System packages SpecChat's tests and tools use on Debian/Ubuntu: the Qt runtime libraries,
-# Xvfb for screenshots, and the desktop-file validators. Installs only what is missing, and
+# Xvfb for screenshots, and the desktop-file validators with the hicolor theme they check against. Installs only what is missing, and
 # only where apt is usable; elsewhere it lists what to install and carries on.
 set -u
 needed=()
