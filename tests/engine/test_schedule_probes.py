@@ -92,3 +92,16 @@ def test_calibration_seeds_the_cost_model(tiny_models: TinyModels) -> None:
         assert decoder.auto.calibrated
         assert set(decoder.auto.costs.batch_ms) == {1, 2, 4, 8, 16}
         assert decoder.auto.costs.draft_token_ms is not None
+
+
+def test_a_stall_does_not_poison_the_cost_model() -> None:
+    policy = AutoPolicy()
+    policy.costs.seed({1: 3000.0, 2: 90.0, 4: 140.0}, draft_token_ms=None)
+    # A stalled single-token calibration cannot make plain look slower than a batch of two...
+    assert policy.costs.target_ms(1) == 90.0
+    assert policy.costs.target_ms(4) == 140.0
+    fresh = AutoPolicy()
+    fresh.costs.seed({1: 50.0, 2: 90.0}, draft_token_ms=None)
+    for _ in range(3):  # ...and one stalled round moves an estimate by a bounded step.
+        fresh.costs.observe_batch(1, 5000.0)
+    assert fresh.costs.target_ms(1) < 50.0 * 3

@@ -81,6 +81,15 @@ class _Acceptance:
             self.cont_trials += accepted - 1 + (1 if accepted < drafted else 0)
 
 
+#: A measurement this many times the current estimate is mostly a stall (another process,
+#: a page fault): it moves the estimate as if it were this many times, no more.
+STALL_FACTOR = 3.0
+
+
+def _damped(ms: float, estimate: float) -> float:
+    return min(ms, STALL_FACTOR * estimate)
+
+
 @dataclass
 class CostModel:
     """Measured costs: the target's time for a batch of n tokens, the draft's per token.
@@ -100,14 +109,21 @@ class CostModel:
     smoothing: float = 0.2
 
     def seed(self, batch_ms: dict[int, float], draft_token_ms: float | None) -> None:
-        """Start from calibrated measurements instead of the prior shape."""
-        self.batch_ms.update(batch_ms)
+        """Start from calibrated measurements instead of the prior shape.
+
+        A smaller batch never costs more than a bigger one, and stalls only ever inflate a
+        measurement, so each size is capped by every bigger size's cost.
+        """
+        running = float("inf")
+        for n in sorted(batch_ms, reverse=True):
+            running = min(running, batch_ms[n])
+            self.batch_ms[n] = running
         if draft_token_ms is not None:
             self.draft_token_ms = draft_token_ms
 
     def observe_batch(self, n: int, ms: float) -> None:
         old = self.batch_ms.get(n)
-        self.batch_ms[n] = ms if old is None else old + self.smoothing * (ms - old)
+        self.batch_ms[n] = ms if old is None else old + self.smoothing * (_damped(ms, old) - old)
 
     def observe_draft(self, tokens: int, ms: float) -> None:
         if tokens <= 0:
@@ -115,7 +131,7 @@ class CostModel:
         per_token = ms / tokens
         old = self.draft_token_ms
         self.draft_token_ms = (
-            per_token if old is None else old + self.smoothing * (per_token - old)
+            per_token if old is None else old + self.smoothing * (_damped(per_token, old) - old)
         )
 
     def observe_catchup(self, tokens: int, ms: float) -> None:
