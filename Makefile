@@ -48,7 +48,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel
 
-$(STAMP_SYS): | $(PY)
+$(STAMP_SYS): packaging/system-deps.sh | $(PY)
 	@bash packaging/system-deps.sh
 	@touch $@
 
@@ -68,8 +68,9 @@ $(STAMP_APP): pyproject.toml $(STAMP_LLAMA) $(STAMP_SYS)
 	$(PIP) install -q -e .
 	@touch $@
 
+# `package` too: the bundle test (slow, but run in CI) builds dist/specchat with PyInstaller.
 $(STAMP_TEST): pyproject.toml $(STAMP_APP)
-	$(PIP) install -q -e ".[dev,bench]"
+	$(PIP) install -q -e ".[dev,bench,package]"
 	@touch $@
 
 fetch: $(STAMP_APP)

@@ -78,7 +78,9 @@ def resources_dir() -> Path:
     source_tree = Path(__file__).resolve().parents[2] / "resources"
     if source_tree.is_dir():
         return source_tree
-    return Path(str(importlib_resources.files("specchat.resources")))
+    # Through the regular package: specchat.resources has no __init__.py, and files() of a
+    # namespace package is a MultiplexedPath whose str() is not a path.
+    return Path(str(importlib_resources.files("specchat"))) / "resources"
 
 
 def resource(*parts: str) -> Path:

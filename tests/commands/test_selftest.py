@@ -22,7 +22,7 @@ CHECKS = (
     "plain decoding",
     "draft mode (K=3) matches plain",
     "lookup mode (K=3) matches plain",
-    "Qt offscreen",
+    "Qt",
 )
 
 
@@ -82,6 +82,6 @@ def test_missing_resources_fail_the_self_test(
     assert selftest.run_self_test(out=out) == 1
     report = out.getvalue()
     assert "FAIL resources: FileNotFoundError" in report
-    assert "FAIL Qt offscreen: FileNotFoundError" in report
+    assert "FAIL Qt: FileNotFoundError" in report
     # The engine does not depend on resources, and the report still says so.
     assert "ok   plain decoding" in report

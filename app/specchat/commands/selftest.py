@@ -183,7 +183,7 @@ def run_self_test(*, out: TextIO | None = None) -> int:
             results += _engine_checks(Path(workdir))
         except Exception as error:
             results.append(CheckResult("engine", False, f"{type(error).__name__}: {error}"))
-    results.append(_run("Qt offscreen", _check_qt))
+    results.append(_run("Qt", _check_qt))
     for result in results:
         print(f"  {'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}", file=out)
     failed = sum(not result.ok for result in results)
