@@ -80,10 +80,23 @@ def build_icns(pngs: dict[int, bytes]) -> bytes:
     return b"icns" + struct.pack(">I", 8 + len(body)) + body
 
 
+def write_iconset(folder: Path, pngs: dict[int, bytes]) -> None:
+    """iconutil's input: icon_<points>x<points>[@2x].png, where @2x holds twice the pixels."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for points in (16, 32, 128, 256, 512):
+        (folder / f"icon_{points}x{points}.png").write_bytes(pngs[points])
+        (folder / f"icon_{points}x{points}@2x.png").write_bytes(pngs[2 * points])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--svg", type=Path, default=SOURCE)
     parser.add_argument("--out", type=Path, default=ICONS)
+    parser.add_argument(
+        "--iconset",
+        type=Path,
+        help="also write an Apple .iconset folder here, for `iconutil -c icns`",
+    )
     args = parser.parse_args(argv)
     # Rendering needs no display; offscreen keeps this working over ssh and in CI.
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -97,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / f"specchat-{size}.png").write_bytes(pngs[size])
     (args.out / "specchat.ico").write_bytes(build_ico({s: pngs[s] for s in ICO_SIZES}))
     (args.out / "specchat.icns").write_bytes(build_icns(pngs))
+    if args.iconset:
+        write_iconset(args.iconset, pngs)
     print(f"render_icons: {len(PNG_SIZES)} PNGs, specchat.ico, specchat.icns in {args.out}")
     del app
     return 0
