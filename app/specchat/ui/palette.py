@@ -8,33 +8,10 @@ from PySide6.QtGui import QColor, QGuiApplication, QPalette
 
 from specchat.engine.types import TokenKind
 
-# Okabe & Ito's palette ("Color Universal Design", 2008): distinguishable with every common
-# colour-vision deficiency. Token kinds also differ by a non-colour cue (see TOKEN_CUES).
-OKABE_ITO = {
-    "orange": "#E69F00",
-    "sky_blue": "#56B4E9",
-    "bluish_green": "#009E73",
-    "yellow": "#F0E442",
-    "blue": "#0072B2",
-    "vermillion": "#D55E00",
-    "reddish_purple": "#CC79A7",
-}
+# The token colours and cues live in a Qt-free module so the terminal uses the same ones.
+from specchat.tokenstyle import OKABE_ITO, TOKEN_ACCENTS, TOKEN_CUES, TOKEN_MEANINGS
 
-#: The non-colour cue of each kind, so the transcript reads without colour vision too.
-TOKEN_CUES: dict[TokenKind, str] = {
-    TokenKind.ACCEPTED: "tinted",
-    TokenKind.CORRECTED: "underlined",
-    TokenKind.BONUS: "tinted, dotted underline",
-    TokenKind.PLAIN: "no tint",
-}
-
-#: What each kind means, for the legend and tooltips.
-TOKEN_MEANINGS: dict[TokenKind, str] = {
-    TokenKind.ACCEPTED: "draft token the target accepted",
-    TokenKind.CORRECTED: "target's token replacing a rejected draft",
-    TokenKind.BONUS: "target's extra token after a fully accepted draft",
-    TokenKind.PLAIN: "ordinary target step (no draft)",
-}
+__all__ = ["OKABE_ITO", "TOKEN_ACCENTS", "TOKEN_CUES", "TOKEN_MEANINGS", "Palette"]
 
 
 @dataclass(frozen=True)
@@ -95,12 +72,7 @@ def _tint(accent: str, base: str, amount: float) -> QColor:
 
 
 def _accents() -> dict[TokenKind, QColor]:
-    return {
-        TokenKind.ACCEPTED: _c(OKABE_ITO["sky_blue"]),
-        TokenKind.CORRECTED: _c(OKABE_ITO["orange"]),
-        TokenKind.BONUS: _c(OKABE_ITO["bluish_green"]),
-        TokenKind.PLAIN: _c("#999999"),
-    }
+    return {kind: _c(colour) for kind, colour in TOKEN_ACCENTS.items()}
 
 
 def light() -> Palette:
