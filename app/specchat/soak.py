@@ -80,8 +80,9 @@ def soak(
     Conversations grow for a few turns (exercising cache reuse), then start over; modes,
     temperatures and K rotate so every path allocates and frees its buffers.
     """
-    modes = cycle([DraftMode.AUTO, DraftMode.DRAFT, DraftMode.LOOKUP, DraftMode.CHAIN,
-                   DraftMode.PLAIN])
+    modes = cycle(
+        [DraftMode.AUTO, DraftMode.DRAFT, DraftMode.LOOKUP, DraftMode.CHAIN, DraftMode.PLAIN]
+    )
     temperatures = cycle([0.0, 0.8])
     questions = cycle(QUESTIONS)
     began = time.perf_counter()

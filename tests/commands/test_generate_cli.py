@@ -15,9 +15,23 @@ def test_generate_streams_coloured_tokens_and_stats(
 ) -> None:
     code = main(
         [
-            "generate", "--target", str(tiny_models.target), "--draft",
-            str(tiny_models.draft_close), "--mode", "draft", "--k", "3", "--max-tokens", "40",
-            "--color", "always", "--n-ctx", "512", "--prompt", "hello there",
+            "generate",
+            "--target",
+            str(tiny_models.target),
+            "--draft",
+            str(tiny_models.draft_close),
+            "--mode",
+            "draft",
+            "--k",
+            "3",
+            "--max-tokens",
+            "40",
+            "--color",
+            "always",
+            "--n-ctx",
+            "512",
+            "--prompt",
+            "hello there",
         ]
     )
     captured = capsys.readouterr()
@@ -32,8 +46,19 @@ def test_generate_plain_output_when_not_a_terminal(
     tiny_models: TinyModels, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["generate", "--target", str(tiny_models.target), "--mode", "lookup",
-         "--max-tokens", "20", "--n-ctx", "512", "--prompt", "abc abc abc"]
+        [
+            "generate",
+            "--target",
+            str(tiny_models.target),
+            "--mode",
+            "lookup",
+            "--max-tokens",
+            "20",
+            "--n-ctx",
+            "512",
+            "--prompt",
+            "abc abc abc",
+        ]
     )
     assert code == 0
     assert "\x1b[" not in capsys.readouterr().out
@@ -43,8 +68,17 @@ def test_generate_refuses_incompatible_draft_with_reason(
     tiny_models: TinyModels, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["generate", "--target", str(tiny_models.target), "--draft",
-         str(tiny_models.odd_vocab), "--mode", "draft", "--prompt", "hi"]
+        [
+            "generate",
+            "--target",
+            str(tiny_models.target),
+            "--draft",
+            str(tiny_models.odd_vocab),
+            "--mode",
+            "draft",
+            "--prompt",
+            "hi",
+        ]
     )
     assert code == 2
     err = capsys.readouterr().err
@@ -54,7 +88,8 @@ def test_generate_refuses_incompatible_draft_with_reason(
 def test_generate_needs_a_draft_for_draft_mode(
     tiny_models: TinyModels, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["generate", "--target", str(tiny_models.target), "--mode", "draft",
-                 "--prompt", "hi"])
+    code = main(
+        ["generate", "--target", str(tiny_models.target), "--mode", "draft", "--prompt", "hi"]
+    )
     assert code == 2
     assert "needs a draft model" in capsys.readouterr().err

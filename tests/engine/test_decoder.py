@@ -82,9 +82,14 @@ def test_caches_hold_the_accepted_context_after_rejections(
         reference = fresh.decode(context, logits="last")[0]
         fresh.reset()
         # What a cache still holding one rejected token would give instead.
-        polluted = fresh.decode([*context[:-1], result.rounds[0].rejected[0] if
-                                 result.rounds[0].rejected else 1, context[-1]],
-                                logits="last")[0]
+        polluted = fresh.decode(
+            [
+                *context[:-1],
+                result.rounds[0].rejected[0] if result.rounds[0].rejected else 1,
+                context[-1],
+            ],
+            logits="last",
+        )[0]
     # Batch shapes differ between the two paths, so only float noise may separate them;
     # a cache left holding a rejected token is off by whole units.
     np.testing.assert_allclose(after, reference, atol=0.05)
@@ -142,9 +147,10 @@ def test_max_tokens_and_stop_strings(decoder: SpeculativeDecoder) -> None:
 
 
 def test_full_context_stops_cleanly(tiny_models: TinyModels) -> None:
-    with LlamaModel(tiny_models.target, n_ctx=64) as target, LlamaModel(
-        tiny_models.draft_close, n_ctx=64
-    ) as draft:
+    with (
+        LlamaModel(tiny_models.target, n_ctx=64) as target,
+        LlamaModel(tiny_models.draft_close, n_ctx=64) as draft,
+    ):
         decoder = SpeculativeDecoder(target, draft)
         prompt = target.tokenize("the cat sat on the mat")
         result = run(decoder, prompt, mode=DraftMode.DRAFT, k=8, max_tokens=5000)
@@ -195,9 +201,10 @@ def test_sampling_law_matches_plain(tiny_models: TinyModels) -> None:
     ≈ 218 with 3000 draws against a threshold of ≈ 38; the correct code gives ≈ 7). An
     independent draft would not do: its q barely overlaps p, so p − q ≈ p.
     """
-    with LlamaModel(tiny_models.target, n_ctx=256) as target, LlamaModel(
-        tiny_models.draft_close, n_ctx=256
-    ) as draft:
+    with (
+        LlamaModel(tiny_models.target, n_ctx=256) as target,
+        LlamaModel(tiny_models.draft_close, n_ctx=256) as draft,
+    ):
         decoder = SpeculativeDecoder(target, draft)
         prompt = target.tokenize("the cat sat")
         n = 3000

@@ -26,9 +26,10 @@ def test_batched_rows_match_one_at_a_time(tiny_target: LlamaModel) -> None:
 def test_rollback_gives_the_logits_of_a_fresh_context(tiny_models: TinyModels) -> None:
     accepted = [70, 71, 72]
     rejected = [90, 91, 92, 93]
-    with LlamaModel(tiny_models.target, n_ctx=256) as model, LlamaModel(
-        tiny_models.target, n_ctx=256
-    ) as fresh:
+    with (
+        LlamaModel(tiny_models.target, n_ctx=256) as model,
+        LlamaModel(tiny_models.target, n_ctx=256) as fresh,
+    ):
         model.decode([*accepted, *rejected], logits="all")
         model.truncate(len(accepted))
         assert model.tokens == accepted

@@ -82,9 +82,10 @@ def test_calibration_seeds_the_cost_model(tiny_models: TinyModels) -> None:
     from specchat.engine.decoder import SpeculativeDecoder
     from specchat.engine.llama import LlamaModel
 
-    with LlamaModel(tiny_models.target, n_ctx=256) as target, LlamaModel(
-        tiny_models.draft_close, n_ctx=256
-    ) as draft:
+    with (
+        LlamaModel(tiny_models.target, n_ctx=256) as target,
+        LlamaModel(tiny_models.draft_close, n_ctx=256) as draft,
+    ):
         target.decode([5, 6, 7], logits="none")
         decoder = SpeculativeDecoder(target, draft)
         decoder.calibrate(8)

@@ -14,15 +14,18 @@ from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
 
 def test_load_reports_progress_then_chats_across_turns(tiny_models: TinyModels) -> None:
     seen: list[LoadProgress] = []
-    engine = ChatEngine.load(tiny_models.target, tiny_models.draft_close, n_ctx=1024,
-                             progress=seen.append)
+    engine = ChatEngine.load(
+        tiny_models.target, tiny_models.draft_close, n_ctx=1024, progress=seen.append
+    )
     try:
         assert seen[0].stage == "checking"
         assert {"target", "draft"} <= {p.stage for p in seen}
         assert seen[-1].overall == pytest.approx(1.0)
         assert "same" in engine.info.compat_reason
-        messages = [ChatMessage("system", "you are a tiny model " * 5),
-                    ChatMessage("user", "hello there")]
+        messages = [
+            ChatMessage("system", "you are a tiny model " * 5),
+            ChatMessage("user", "hello there"),
+        ]
         first = list(engine.chat(messages, max_tokens=20, mode=DraftMode.DRAFT, k=3))
         assert first[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
         first_prompt = len(engine.prepare(messages, max_tokens=20).tokens)
@@ -45,9 +48,7 @@ def test_incompatible_draft_is_refused_before_loading(tiny_models: TinyModels) -
 
 def test_malicious_template_in_the_file_is_refused_on_load(tmp_path: Path) -> None:
     sentinel = tmp_path / "pwned"
-    evil = (
-        "{{ cycler.__init__.__globals__.os.popen('touch " + str(sentinel) + "').read() }}"
-    )
+    evil = "{{ cycler.__init__.__globals__.os.popen('touch " + str(sentinel) + "').read() }}"
     model = write_tiny_model(tmp_path / "evil.gguf", TinySpec(chat_template=evil))
     with pytest.raises(ChatTemplateError, match="not allowed"):
         ChatEngine.load(model)
@@ -70,8 +71,10 @@ def test_long_conversation_drops_oldest_turns(tiny_models: TinyModels) -> None:
     try:
         messages = [ChatMessage("system", "be brief")]
         for i in range(12):
-            messages += [ChatMessage("user", f"question {i} " * 6),
-                         ChatMessage("assistant", f"answer {i} " * 6)]
+            messages += [
+                ChatMessage("user", f"question {i} " * 6),
+                ChatMessage("assistant", f"answer {i} " * 6),
+            ]
         messages.append(ChatMessage("user", "last question"))
         prepared = engine.prepare(messages, max_tokens=64)
         assert prepared.plan.dropped and 0 not in prepared.plan.dropped

@@ -150,9 +150,7 @@ def test_sliders_mid_answer_change_following_rounds(
     controls.temperature_slider.setValue(70)
     # The worker may be rounds ahead of what the window has painted: wait for rounds that
     # carry the new settings rather than for a count of rounds.
-    qtbot.waitUntil(
-        lambda: sum(1 for r in rounds if r.result.choice.k == 6) >= 25, timeout=30_000
-    )
+    qtbot.waitUntil(lambda: sum(1 for r in rounds if r.result.choice.k == 6) >= 25, timeout=30_000)
     with qtbot.waitSignal(window.answer_done, timeout=10_000):
         window.stop()
     results = [r.result for r in rounds if r.result.events]

@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
             )
 
         try:
-            report = soak(engine, seconds=args.minutes * 60, max_tokens=args.max_tokens,
-                          on_sample=show)
+            report = soak(
+                engine, seconds=args.minutes * 60, max_tokens=args.max_tokens, on_sample=show
+            )
         except ValueError as error:  # too few answers to tell warm-up from the rest
             raise UserError(f"{error}; give it more --minutes (or a quieter CPU)") from None
         finally:

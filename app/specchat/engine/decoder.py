@@ -312,7 +312,10 @@ class SpeculativeDecoder:
             )
         else:
             choice = self._fixed.choose(
-                mode, min(controls.k, k_cap), lookup_len=len(looked_up), match_len=match_len,
+                mode,
+                min(controls.k, k_cap),
+                lookup_len=len(looked_up),
+                match_len=match_len,
                 has_draft=has_draft,
             )
         k = min(choice.k, k_cap)

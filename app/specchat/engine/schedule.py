@@ -187,13 +187,26 @@ class FixedPolicy:
     ) -> PolicyChoice:
         if mode == DraftMode.PLAIN or k <= 0:
             return PolicyChoice(DraftMode.PLAIN, 0, "plain decoding")
-        label = {DraftMode.LOOKUP: "lookup", DraftMode.DRAFT: "draft model",
-                 DraftMode.CHAIN: "chain"}[mode]
+        label = {
+            DraftMode.LOOKUP: "lookup",
+            DraftMode.DRAFT: "draft model",
+            DraftMode.CHAIN: "chain",
+        }[mode]
         return PolicyChoice(mode, k, f"{label}, K = {k} (fixed)")
 
-    def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, draft_ms: float,
-                drafted: int, accepted: int, match_len: int, catchup: int = 0,
-                catchup_ms: float = 0.0) -> None:
+    def observe(
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        draft_ms: float,
+        drafted: int,
+        accepted: int,
+        match_len: int,
+        catchup: int = 0,
+        catchup_ms: float = 0.0,
+    ) -> None:
         """Fixed K learns nothing."""
 
 
@@ -217,9 +230,7 @@ class AutoPolicy:
         # Priors: a same-family draft model usually agrees more often than not; lookup
         # matches predict better the longer they are, and copied runs tend to continue.
         self.draft_acceptance = _Acceptance.prior(0.6, 0.6)
-        self.lookup_acceptance = [
-            _Acceptance.prior(first, 0.7) for first in (0.3, 0.5, 0.7, 0.8)
-        ]
+        self.lookup_acceptance = [_Acceptance.prior(first, 0.7) for first in (0.3, 0.5, 0.7, 0.8)]
         self.calibrated = False
         self.base_probe_interval = probe_interval
         self._probe_interval = {DraftMode.LOOKUP: probe_interval, DraftMode.DRAFT: probe_interval}
@@ -263,9 +274,7 @@ class AutoPolicy:
         extra = 0.0
         if mode == DraftMode.DRAFT and lag:
             extra = self.costs.catchup_ms(lag) / max(1, self._probe_interval[DraftMode.DRAFT])
-        best = max(
-            self._rate(None, kk, per_token, plain_ms, extra) for kk in range(1, max_k + 1)
-        )
+        best = max(self._rate(None, kk, per_token, plain_ms, extra) for kk in range(1, max_k + 1))
         return best > 1.0 / plain_ms
 
     def _pays(self, mode: DraftMode, match_len: int) -> bool:
@@ -358,9 +367,19 @@ class AutoPolicy:
                 return mode
         return None
 
-    def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, draft_ms: float,
-                drafted: int, accepted: int, match_len: int, catchup: int = 0,
-                catchup_ms: float = 0.0) -> None:
+    def observe(
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        draft_ms: float,
+        drafted: int,
+        accepted: int,
+        match_len: int,
+        catchup: int = 0,
+        catchup_ms: float = 0.0,
+    ) -> None:
         """Learn from one round; `catchup` tokens of the draft's time were a catch-up."""
         self.costs.observe_batch(batch, verify_ms)
         for mode in self._since_used:

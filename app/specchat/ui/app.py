@@ -39,15 +39,20 @@ def apply_theme(theme: str) -> None:
             app.setPalette(palettes.dark_qpalette())
         else:
             app.setPalette(_system_palette)
+    _load_stylesheet(app)
 
 
 def _load_stylesheet(app: QApplication) -> None:
-    """resources/style/*.qss when present; the app looks right without it."""
+    """resources/style/light.qss or dark.qss, matching the palette now in use.
+
+    The sheets take their colours from palette roles; they differ only in shading, and the
+    app looks right without them.
+    """
+    name = "dark.qss" if palettes.system_is_dark() else "light.qss"
     try:
-        folder = paths.resources_dir() / "style"
-        sheets = sorted(folder.glob("*.qss")) if folder.is_dir() else []
-        if sheets:
-            app.setStyleSheet("\n".join(p.read_text(encoding="utf-8") for p in sheets))
+        sheet = paths.resources_dir() / "style" / name
+        if sheet.is_file():
+            app.setStyleSheet(sheet.read_text(encoding="utf-8"))
     except OSError:
         log.info("stylesheet not loaded", exc_info=True)
 
@@ -70,7 +75,8 @@ def create_application(argv: Sequence[str]) -> QApplication:
     app = QApplication(list(argv))
     app.setApplicationName("SpecChat")
     app.setOrganizationName("SpecChat")
-    app.setDesktopFileName("specchat")
+    # Matches packaging/linux/io.github.specchat.SpecChat.desktop, so Wayland finds the icon.
+    app.setDesktopFileName("io.github.specchat.SpecChat")
     app.setStyle("Fusion")
     icon = _icon()
     if icon is not None:
@@ -84,7 +90,6 @@ def run_app(argv: Sequence[str]) -> int:
     app = create_application(argv)
     settings = cfg.Settings()
     apply_theme(settings.get(cfg.THEME))
-    _load_stylesheet(app)
 
     from specchat.store.conversations import ConversationStore, StoreError
     from specchat.ui.main_window import MainWindow
