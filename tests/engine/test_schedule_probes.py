@@ -41,7 +41,8 @@ def test_a_drafter_that_loses_even_at_perfect_acceptance_is_never_probed() -> No
     assert all(_choose(policy, lookup_len=8).mode == DraftMode.PLAIN for _ in range(5))
 
 
-def test_a_drafter_that_could_pay_is_still_probed() -> None:
+def test_a_drafter_that_could_pay_is_still_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specchat.engine.schedule.PROBE_BUDGET", 1.0)
     # GPU-like: extra rows are nearly free.
     cheap = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
     policy = _policy(cheap, draft_token_ms=1.0)
@@ -52,8 +53,10 @@ def test_a_drafter_that_could_pay_is_still_probed() -> None:
     assert (choice.mode, choice.k) == (DraftMode.DRAFT, 1) and "probing" in choice.reason
 
 
-def test_a_kept_probe_that_leaves_plain_ahead_backs_off() -> None:
-    # Costs where the draft pays only near α = 1; the estimate stays far below that.
+def test_a_kept_probe_that_leaves_plain_ahead_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Costs where the draft pays only near α = 1; the estimate stays far below that. (The
+    # budget is lifted so that a probe is made at all after four rounds.)
+    monkeypatch.setattr("specchat.engine.schedule.PROBE_BUDGET", 1.0)
     costs = {1: 10.0, 2: 11.0, 3: 12.0, 4: 13.0, 5: 14.0}
     policy = _policy(costs, draft_token_ms=4.0)
     policy.draft_acceptance.first_kept, policy.draft_acceptance.first_trials = 1.0, 20.0
@@ -106,3 +109,18 @@ def test_a_stall_does_not_poison_the_cost_model() -> None:
     for _ in range(3):  # ...and one stalled round moves an estimate by a bounded step.
         fresh.costs.observe_batch(1, 5000.0)
     assert fresh.costs.target_ms(1) < 50.0 * 3
+
+
+def test_a_long_idle_draft_model_is_not_probed_where_catching_up_is_dear() -> None:
+    # CPU-like costs where the draft could pay at α = 1, but a 300-token catch-up costs far
+    # more than the probing budget allows.
+    costs = {1: 40.0, 2: 44.0, 3: 48.0, 4: 52.0, 5: 56.0, 17: 100.0}
+    policy = _policy(costs, draft_token_ms=4.0)
+    policy.costs.catchup_token_ms = 5.0
+    _plain_rounds(policy, 40)
+    choice = policy.choose(DraftMode.AUTO, 16, lookup_len=0, match_len=0, has_draft=True,
+                           draft_lag=300)  # fmt: skip
+    assert choice.mode == DraftMode.PLAIN
+    near = policy.choose(DraftMode.AUTO, 16, lookup_len=0, match_len=0, has_draft=True,
+                         draft_lag=2)  # fmt: skip
+    assert near.mode == DraftMode.DRAFT

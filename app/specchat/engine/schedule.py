@@ -15,6 +15,10 @@ MAX_K = 16
 #: these guesses with measurements.
 PRIOR_BATCH_SLOPE = {"cpu": 0.8, "gpu": 0.05}
 
+#: Share of decoding time that probing may cost: a probe is made only when its expected
+#: extra cost is at most this share of the plain time since the last one.
+PROBE_BUDGET = 0.03
+
 #: Batch sizes the calibration times (interpolated in between).
 CALIBRATION_SIZES = (1, 2, 4, 8, 16)
 
@@ -47,7 +51,9 @@ class _Acceptance:
     first_trials: float
     cont_kept: float
     cont_trials: float
-    decay: float = 0.97
+    # Short memory (about ten rounds): acceptance changes with the kind of text being written,
+    # and rounds spent on a drafter that stopped paying are lost time.
+    decay: float = 0.9
 
     @classmethod
     def prior(cls, alpha: float, continued: float, weight: float = 2.0) -> _Acceptance:
@@ -350,8 +356,12 @@ class AutoPolicy:
                 )
         if best.mode == DraftMode.PLAIN:
             probe = self._due_probe(
-                lookup_len > 0 and self.could_pay(DraftMode.LOOKUP, max_k=min(lookup_len, MAX_K)),
-                has_draft and self.could_pay(DraftMode.DRAFT, lag=draft_lag),
+                lookup_len > 0
+                and self.could_pay(DraftMode.LOOKUP, max_k=min(lookup_len, MAX_K))
+                and self._probe_affordable(DraftMode.LOOKUP, 0, plain_ms),
+                has_draft
+                and self.could_pay(DraftMode.DRAFT, lag=draft_lag)
+                and self._probe_affordable(DraftMode.DRAFT, draft_lag, plain_ms),
             )
             if probe is not None:
                 self._probing = probe
@@ -360,6 +370,18 @@ class AutoPolicy:
             why = ", ".join(notes) if notes else "nothing to draft from"
             return PolicyChoice(DraftMode.PLAIN, 0, f"plain: drafting would not pay ({why})")
         return best
+
+    def _probe_affordable(self, mode: DraftMode, lag: int, plain_ms: float) -> bool:
+        """Whether a K = 1 probe's extra cost fits the probing budget.
+
+        A draft-model probe after a long pause first evaluates everything written since
+        (≈ 0.5 s for 150 tokens of a 0.5B model on a laptop CPU); that is what keeps it from
+        being worth a probe there, while on a GPU the same catch-up takes milliseconds.
+        """
+        extra = (self.costs.target_ms(2) or plain_ms * self.costs._shape(2)) - plain_ms
+        if mode == DraftMode.DRAFT:
+            extra += self._draft_token_ms(plain_ms) + self.costs.catchup_ms(lag)
+        return extra <= PROBE_BUDGET * self._probe_interval[mode] * plain_ms
 
     def _due_probe(self, lookup_possible: bool, has_draft: bool) -> DraftMode | None:
         for mode, possible in ((DraftMode.LOOKUP, lookup_possible), (DraftMode.DRAFT, has_draft)):
