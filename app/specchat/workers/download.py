@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specchat.models.catalog import Catalog, ModelFile, ModelPair, load_catalog
 from specchat.models.transfer import (
@@ -19,6 +19,7 @@ from specchat.models.transfer import (
     ensure_space,
     read_stamp,
 )
+from specchat.workers.lifecycle import start_worker, stop_worker
 
 log = logging.getLogger(__name__)
 
@@ -563,32 +564,31 @@ class DownloadService(QObject):
 
     def start(self) -> None:
         """Wire the whole lifecycle in one place and start the thread."""
-        worker, thread = self.worker, self.worker_thread
-        worker.moveToThread(thread)
-        queued = Qt.ConnectionType.QueuedConnection
-        self.survey_requested.connect(worker._on_survey_requested, queued)
-        self.fetch_requested.connect(worker._on_fetch_requested, queued)
-        self.discard_requested.connect(worker._on_discard_requested, queued)
-        self.local_check_requested.connect(worker._on_local_check_requested, queued)
-        self.shutdown_requested.connect(worker._on_shutdown_requested, queued)
-        # closed → quit runs in the worker's thread: QThread.quit is thread-safe.
-        worker.closed.connect(thread.quit, Qt.ConnectionType.DirectConnection)
-        # Re-emitted so every receiver runs on the UI thread, whatever it connects.
-        for name in (
-            "progress",
-            "notice",
-            "finished",
-            "failed",
-            "cancelled",
-            "discarded",
-            "surveyed",
-            "local_checked",
-        ):
-            getattr(worker, name).connect(getattr(self, name), queued)
+        worker = self.worker
+        start_worker(
+            self,
+            worker,
+            self.worker_thread,
+            requests=[
+                (self.survey_requested, worker._on_survey_requested),
+                (self.fetch_requested, worker._on_fetch_requested),
+                (self.discard_requested, worker._on_discard_requested),
+                (self.local_check_requested, worker._on_local_check_requested),
+                (self.shutdown_requested, worker._on_shutdown_requested),
+            ],
+            relayed=(
+                "progress",
+                "notice",
+                "finished",
+                "failed",
+                "cancelled",
+                "discarded",
+                "surveyed",
+                "local_checked",
+            ),
+        )
         for name in ("finished", "failed", "cancelled"):
             getattr(self, name).connect(self._on_fetch_ended)
-        thread.finished.connect(worker.deleteLater)
-        thread.start()
         self._started = True
 
     # --- requests ------------------------------------------------------------------------
@@ -615,13 +615,17 @@ class DownloadService(QObject):
         if not self._started or self._stopped:
             return True
         self._stopped = True
-        self.worker.cancel()
-        self.worker.interrupt_survey()
-        self.shutdown_requested.emit()
-        done = self.worker_thread.wait(int(timeout_s * 1000))
-        if not done:
-            log.warning("the download thread did not stop within %.1f s", timeout_s)
-        return done
+
+        def cancel() -> None:
+            self.worker.cancel()
+            self.worker.interrupt_survey()
+
+        return stop_worker(
+            self.worker_thread,
+            cancel=cancel,
+            request_shutdown=self.shutdown_requested.emit,
+            timeout_s=timeout_s,
+        )
 
     @Slot(object)
     def _on_fetch_ended(self, _payload: object) -> None:

@@ -21,6 +21,7 @@ from specchat.engine.types import (
     StopReason,
     TokenKind,
 )
+from specchat.workers.lifecycle import start_worker, stop_worker
 
 if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
@@ -606,22 +607,20 @@ class GenerationService(QObject):
 
     def start(self) -> None:
         """Wire the whole lifecycle in one place and start the thread."""
-        worker, thread = self.worker, self.worker_thread
-        worker.moveToThread(thread)
-        queued = Qt.ConnectionType.QueuedConnection
-        self.load_requested.connect(worker._on_load_requested, queued)
-        self.generate_requested.connect(worker._on_generate_requested, queued)
-        self.stop_requested.connect(worker._on_stop_requested, queued)
-        self.controls_changed.connect(worker._on_controls_changed, queued)
-        self.shutdown_requested.connect(worker._on_shutdown_requested, queued)
-        # closed → quit runs in the worker's thread: QThread.quit is thread-safe.
-        worker.closed.connect(thread.quit, Qt.ConnectionType.DirectConnection)
-        # Re-emitted here so every receiver runs on the UI thread, whatever it connects
-        # (a lambda connected to the worker itself would run on the worker's thread).
-        for name in ("load_progress", "loaded", "prepared", "round_ready", "finished", "failed"):
-            getattr(worker, name).connect(getattr(self, name), queued)
-        thread.finished.connect(worker.deleteLater)
-        thread.start()
+        worker = self.worker
+        start_worker(
+            self,
+            worker,
+            self.worker_thread,
+            requests=[
+                (self.load_requested, worker._on_load_requested),
+                (self.generate_requested, worker._on_generate_requested),
+                (self.stop_requested, worker._on_stop_requested),
+                (self.controls_changed, worker._on_controls_changed),
+                (self.shutdown_requested, worker._on_shutdown_requested),
+            ],
+            relayed=("load_progress", "loaded", "prepared", "round_ready", "finished", "failed"),
+        )
         self._started = True
 
     # --- requests ------------------------------------------------------------------------
@@ -657,10 +656,14 @@ class GenerationService(QObject):
         if not self._started or self._stopped:
             return True
         self._stopped = True
-        self.worker.cancel_generation()
-        self.worker.cancel_load()
-        self.shutdown_requested.emit()
-        done = self.worker_thread.wait(int(timeout_s * 1000))
-        if not done:
-            log.warning("the generation thread did not stop within %.1f s", timeout_s)
-        return done
+
+        def cancel() -> None:
+            self.worker.cancel_generation()
+            self.worker.cancel_load()
+
+        return stop_worker(
+            self.worker_thread,
+            cancel=cancel,
+            request_shutdown=self.shutdown_requested.emit,
+            timeout_s=timeout_s,
+        )

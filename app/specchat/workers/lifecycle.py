@@ -1,0 +1,54 @@
+"""One way to run a worker QObject on its own QThread: wiring, start and bounded shutdown."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from PySide6.QtCore import QObject, Qt, QThread, SignalInstance
+
+log = logging.getLogger(__name__)
+
+
+def start_worker(
+    service: QObject,
+    worker: QObject,
+    thread: QThread,
+    *,
+    requests: Iterable[tuple[SignalInstance, Callable[..., object]]],
+    relayed: Iterable[str],
+) -> None:
+    """Move `worker` to `thread`, wire its whole lifecycle and start the thread.
+
+    `requests` pairs the service's request signals with the worker's slots (queued, so they
+    run on the worker's thread between its steps); each name in `relayed` is a signal of the
+    worker re-emitted by the service's signal of the same name, so every receiver runs on the
+    UI thread whatever it connects (a lambda connected to the worker would run on its thread).
+    The worker's `closed` signal ends the thread, which then deletes the worker.
+    """
+    worker.moveToThread(thread)
+    queued = Qt.ConnectionType.QueuedConnection
+    for signal, slot in requests:
+        signal.connect(slot, queued)
+    # closed → quit runs in the worker's thread: QThread.quit is thread-safe.
+    worker.closed.connect(thread.quit, Qt.ConnectionType.DirectConnection)  # type: ignore[attr-defined]
+    for name in relayed:
+        getattr(worker, name).connect(getattr(service, name), queued)
+    thread.finished.connect(worker.deleteLater)
+    thread.start()
+
+
+def stop_worker(
+    thread: QThread,
+    *,
+    cancel: Callable[[], None],
+    request_shutdown: Callable[[], None],
+    timeout_s: float,
+) -> bool:
+    """Cancel running work, ask the worker to close, and wait for its thread at most timeout_s."""
+    cancel()
+    request_shutdown()
+    done = thread.wait(int(timeout_s * 1000))
+    if not done:
+        log.warning("thread %s did not stop within %.1f s", thread.objectName(), timeout_s)
+    return done
