@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
@@ -59,36 +59,16 @@ class LocalCheckRequest:
 
 
 @dataclass(frozen=True)
-class FileProgress:
-    """How far one file of a pair has come.
+class FileProgress(DownloadProgress):
+    """How far one file of a pair has come: a DownloadProgress that names its pair and role.
 
     Attributes:
         pair_id: the pair being fetched.
         role: "target" or "draft".
-        label: the file name.
-        stage: "check" (a file already there), "download", "assemble" (mirror) or "verify".
-        done: bytes done in this stage.
-        total: bytes this stage takes, or None when unknown.
-        speed: bytes per second, 0 until known.
-        eta: seconds left, or None when unknown.
-        finished: the stage ended.
     """
 
-    pair_id: str
-    role: str
-    label: str
-    stage: str
-    done: int
-    total: int | None
-    speed: float
-    eta: float | None
-    finished: bool = False
-
-    @property
-    def fraction(self) -> float | None:
-        if not self.total:
-            return None
-        return min(1.0, self.done / self.total)
+    pair_id: str = field(default="", kw_only=True)
+    role: str = field(default="", kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -447,19 +427,7 @@ class DownloadWorker(QObject):
         for role, model in pair.files():
 
             def report(event: DownloadProgress, role: str = role) -> None:
-                self.progress.emit(
-                    FileProgress(
-                        pair.id,
-                        role,
-                        event.label,
-                        event.stage,
-                        event.done,
-                        event.total,
-                        event.speed,
-                        event.eta,
-                        event.finished,
-                    )
-                )
+                self.progress.emit(FileProgress(**vars(event), pair_id=pair.id, role=role))
 
             path = fetch_file(
                 model,
