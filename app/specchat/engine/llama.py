@@ -412,10 +412,14 @@ class LlamaModel:
 
     def cached_prefix(self, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` the cache already holds."""
-        common = 0
-        limit = min(len(self.tokens), len(tokens))
         cached = self.tokens
-        while common < limit and cached[common] == tokens[common]:
+        limit = min(len(cached), len(tokens))
+        # Asked every round with the whole context: the usual answer (the cache is a prefix of
+        # it) comes from one C-level list comparison instead of a Python loop.
+        if list(tokens[:limit]) == cached[:limit]:
+            return limit
+        common = 0
+        while cached[common] == tokens[common]:
             common += 1
         return common
 
