@@ -8,9 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specchat.engine.decoder import Controls, LiveControls, SpeculativeDecoder
+from specchat.engine.decoder import LiveControls, SpeculativeDecoder
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.types import (
+    Controls,
     DraftMode,
     GenerationRequest,
     SamplingParams,

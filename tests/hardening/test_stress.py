@@ -21,7 +21,7 @@ from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenEvent
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (
-    ControlsUpdate,
+    Controls,
     Failure,
     GenerateRequest,
     GenerationFinished,
@@ -305,7 +305,7 @@ def test_random_walk_keeps_the_worker_exact_and_leaves_no_thread(
                     for request in log.requests.values():
                         if not request.ended:
                             request.greedy = False
-                update = ControlsUpdate(rng.choice(MODES), rng.randint(1, 8), sampling)
+                update = Controls(rng.choice(MODES), rng.randint(1, 8), sampling)
                 for request in log.requests.values():
                     if not request.ended:
                         request.how.append(f"then {update.mode.value} K={update.k}")

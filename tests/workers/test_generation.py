@@ -13,7 +13,7 @@ from specchat.engine.chat import ChatMessage
 from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenKind
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (
-    ControlsUpdate,
+    Controls,
     GenerateRequest,
     GenerationFinished,
     GenerationService,
@@ -128,9 +128,7 @@ def test_controls_change_mid_answer_applies_to_following_rounds(
     )
     qtbot.waitUntil(lambda: len(rounds) >= 5, timeout=30_000)
     changed_at = len(rounds)
-    service.update_controls(
-        ControlsUpdate(DraftMode.DRAFT, 5, SamplingParams(temperature=0.7, seed=3))
-    )
+    service.update_controls(Controls(DraftMode.DRAFT, 5, SamplingParams(temperature=0.7, seed=3)))
     qtbot.waitUntil(lambda: len(rounds) >= changed_at + 20, timeout=30_000)
     with qtbot.waitSignal(service.finished, timeout=10_000):
         service.stop()

@@ -6,7 +6,7 @@ import codecs
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -14,32 +14,17 @@ from specchat.engine.drafting import Draft, DraftModelDrafter, PromptLookupDraft
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.schedule import CALIBRATION_SIZES, MAX_K, AutoPolicy, FixedPolicy
 from specchat.engine.types import (
+    Controls,
     DraftMode,
     GenerationRequest,
     PolicyChoice,
     RoundResult,
-    SamplingParams,
     Stats,
     StopReason,
     TokenEvent,
     TokenKind,
 )
 from specchat.engine.verify import verify
-
-
-@dataclass(frozen=True)
-class Controls:
-    """Settings that may change between rounds of one generation.
-
-    Attributes:
-        mode: drafting mode.
-        k: draft length for fixed modes.
-        sampling: sampling settings (temperature, top-p, ...).
-    """
-
-    mode: DraftMode
-    k: int
-    sampling: SamplingParams
 
 
 class LiveControls:

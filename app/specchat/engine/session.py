@@ -14,9 +14,15 @@ from specchat.engine.chat import (
     OverflowPolicy,
     fit_messages,
 )
-from specchat.engine.decoder import Controls, LiveControls, SpeculativeDecoder
+from specchat.engine.decoder import LiveControls, SpeculativeDecoder
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
-from specchat.engine.types import DraftMode, GenerationRequest, RoundResult, SamplingParams
+from specchat.engine.types import (
+    Controls,
+    DraftMode,
+    GenerationRequest,
+    RoundResult,
+    SamplingParams,
+)
 
 
 class IncompatibleDraftError(ModelLoadError):

@@ -196,6 +196,21 @@ class RoundResult:
 
 
 @dataclass(frozen=True)
+class Controls:
+    """Settings that may change between rounds of one generation.
+
+    Attributes:
+        mode: drafting mode.
+        k: draft length for fixed modes.
+        sampling: sampling settings (temperature, top-p, ...).
+    """
+
+    mode: DraftMode
+    k: int
+    sampling: SamplingParams
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """What to generate.
 

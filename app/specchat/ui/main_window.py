@@ -46,7 +46,7 @@ from specchat.ui.conversations import ConversationList
 from specchat.ui.gauge import SpeedFigures, StatsPanel
 from specchat.ui.latency import LatencyProbe
 from specchat.workers.generation import (
-    ControlsUpdate,
+    Controls,
     Failure,
     GenerateRequest,
     GenerationFinished,
@@ -864,7 +864,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_controls_changed(self, state: ControlState) -> None:
         # Sent at once: the worker applies it from the next round of the current answer.
-        self.service.update_controls(ControlsUpdate(state.mode, state.k, state.sampling()))
+        self.service.update_controls(Controls(state.mode, state.k, state.sampling()))
         if self._answer is not None:
             self._answer.auto = state.mode == DraftMode.AUTO
         self._save_timer.start()

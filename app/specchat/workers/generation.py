@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from specchat.engine.chat import ChatMessage, OverflowPolicy
 from specchat.engine.types import (
+    Controls,
     DraftMode,
     RoundResult,
     SamplingParams,
@@ -77,7 +78,7 @@ class GenerateRequest:
         request_id: chosen by the sender; every payload of this answer carries it.
         messages: the conversation, ending with the user's message.
         max_tokens: longest answer.
-        mode, k, sampling: the controls at the start (later changes come as ControlsUpdate).
+        mode, k, sampling: the controls at the start (later changes come as Controls).
         policy: what to do when the conversation outgrows the context.
     """
 
@@ -88,21 +89,6 @@ class GenerateRequest:
     k: int = 4
     sampling: SamplingParams = field(default_factory=SamplingParams)
     policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
-
-
-@dataclass(frozen=True)
-class ControlsUpdate:
-    """New drafting and sampling controls, applied from the next round.
-
-    Attributes:
-        mode: drafting mode.
-        k: draft length for fixed modes.
-        sampling: sampling settings.
-    """
-
-    mode: DraftMode
-    k: int
-    sampling: SamplingParams
 
 
 # --- payloads (worker → UI) ----------------------------------------------------------------
@@ -407,7 +393,7 @@ class GenerationWorker(QObject):
                 )
             )
             return
-        from specchat.engine.decoder import Controls, LiveControls
+        from specchat.engine.decoder import LiveControls
 
         self._cancel.clear()
         try:
@@ -475,7 +461,7 @@ class GenerationWorker(QObject):
             self._end_generation(StopReason.CANCELLED)
 
     @Slot(object)
-    def _on_controls_changed(self, update: ControlsUpdate) -> None:
+    def _on_controls_changed(self, update: Controls) -> None:
         if self._live is not None:
             self._live.update(mode=update.mode, k=update.k, sampling=update.sampling)
 
@@ -577,7 +563,7 @@ class GenerationService(QObject):
 
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
-        stop_requested(object: request id or None), controls_changed(ControlsUpdate),
+        stop_requested(object: request id or None), controls_changed(Controls),
         shutdown_requested(): queued to the worker.
         load_progress, loaded, prepared, round_ready, finished, failed: the worker's signals
             of the same names, re-emitted on this object's (the UI's) thread.
@@ -645,7 +631,7 @@ class GenerationService(QObject):
         self.stop_requested.emit(self._current_request)
         self._current_request = None
 
-    def update_controls(self, update: ControlsUpdate) -> None:
+    def update_controls(self, update: Controls) -> None:
         self.controls_changed.emit(update)
 
     def is_current(self, request_id: int) -> bool:
