@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.physical import best_speedups, cpp_floor
+from specchat.bench.physical import BATCH_SIZES, best_speedups, cpp_floor
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.report import write_report
 from specchat.bench.runner import (
@@ -94,7 +94,7 @@ def test_results_carry_the_required_fields(report: tuple[dict, Path]) -> None:
                 "divergence_within_noise",
             } <= row.keys()  # fmt: skip
     assert data["physical"]["best_lookup"]["speedup"] > 0
-    assert set(data["physical"]["logit_noise"]) == {"1", "2", "4", "8", "16"}
+    assert set(data["physical"]["logit_noise"]) == {str(n) for n in BATCH_SIZES}
     assert data["physical"]["logit_noise"]["1"] == 0.0  # a row against itself
     assert {g["result"] for g in data["goals"]} <= {"PASS", "FAIL", "n/a"}
     assert len(data["goals"]) >= 4

@@ -1,4 +1,4 @@
-"""Tests for prompt lookup: longest match first, then the most recent."""
+"""Tests for prompt lookup: the longest match first, then the most recent."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from specchat.engine.types import DraftMode, SamplingParams
 
 
 def test_longest_match_wins_over_more_recent_shorter_one() -> None:
-    lookup = PromptLookupDrafter(max_ngram=3)
+    lookup = PromptLookupDrafter()
     # "1 2 3" is followed by 10 11 early on; "3" alone recurs later, followed by 99.
     context = [1, 2, 3, 10, 11, 7, 3, 99, 5, 1, 2, 3]
     tokens, n = lookup.find(context, 4)
@@ -17,7 +17,7 @@ def test_longest_match_wins_over_more_recent_shorter_one() -> None:
 
 
 def test_most_recent_of_equal_matches_wins() -> None:
-    lookup = PromptLookupDrafter(max_ngram=2)
+    lookup = PromptLookupDrafter()
     context = [5, 6, 1, 5, 6, 2, 5, 6]
     tokens, n = lookup.find(context, 2)
     assert (tokens, n) == ((2, 5), 2)
@@ -35,3 +35,26 @@ def test_continuation_is_cut_at_k_and_at_the_end() -> None:
     lookup = PromptLookupDrafter()
     assert lookup.find([4, 8, 9, 4], 1) == ((8,), 1)
     assert lookup.find([4, 8, 4], 8) == ((8, 4), 1)
+
+
+def test_match_length_is_how_far_back_the_text_agrees() -> None:
+    source = list(range(100, 140))
+    # The answer has copied source[0:25]; the match reaches back over all 25 tokens.
+    context = [*source, 7, *source[:25]]
+    tokens, n = PromptLookupDrafter().find(context, 5)
+    assert tokens == tuple(source[25:30])
+    assert n == 25
+    # A cap on how far back it looks caps the length reported, not the proposal.
+    assert PromptLookupDrafter(max_extent=8).find(context, 5) == (tuple(source[25:30]), 8)
+
+
+def test_the_occurrence_agreeing_furthest_back_wins_over_a_more_recent_one() -> None:
+    # Both earlier "4 5" are followed by something else; the older one agrees four tokens back.
+    context = [1, 2, 3, 4, 5, 60, 9, 9, 4, 5, 70, 8, 1, 2, 3, 4, 5]
+    assert PromptLookupDrafter().find(context, 2) == ((60, 9), 5)
+
+
+def test_min_extent_rejects_short_matches() -> None:
+    lookup = PromptLookupDrafter(min_extent=3)
+    assert lookup.find([1, 2, 9, 5, 2], 3) == ((), 0)
+    assert lookup.find([1, 2, 3, 9, 1, 2, 3], 3) == ((9, 1, 2), 3)

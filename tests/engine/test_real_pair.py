@@ -63,3 +63,30 @@ def test_draft_model_is_accepted_often_on_the_real_pair(engine: ChatEngine) -> N
     assert stats.alpha > 0.5
     assert stats.tau > 1.5
     assert any(e.kind == TokenKind.ACCEPTED for e in result.events)
+
+
+COPY_QUESTION = (
+    "Repeat this code exactly, with no explanation:\n\n```python\n"
+    + "".join(
+        f"def handle_{name}(request, session):\n"
+        f"    user = session.get_user(request.user_id)\n"
+        f"    if user is None:\n"
+        f"        raise PermissionError('{name}: no such user')\n"
+        f"    return session.{name}(user, request.payload)\n\n"
+        for name in ("create", "update", "delete", "archive")
+    )
+    + "```"
+)
+
+
+def test_auto_copies_a_long_run_in_passes_longer_than_a_fixed_k(engine: ChatEngine) -> None:
+    from specchat.engine.schedule import MAX_K
+
+    prompt = engine.prepare([ChatMessage("user", COPY_QUESTION)], max_tokens=160).tokens
+    plain = run(engine.decoder, prompt, mode=DraftMode.PLAIN, max_tokens=160)
+    auto = run(engine.decoder, prompt, mode=DraftMode.AUTO, max_tokens=160)
+    assert auto.tokens == plain.tokens
+    longest = max(r.drafted for r in auto.rounds)
+    kept = max(r.accepted for r in auto.rounds)
+    assert longest > MAX_K, [r.choice.reason for r in auto.rounds]
+    assert kept > MAX_K

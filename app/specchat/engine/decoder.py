@@ -12,7 +12,13 @@ import numpy as np
 
 from specchat.engine.drafting import Draft, DraftModelDrafter, PromptLookupDrafter
 from specchat.engine.llama import ContextFullError, LlamaModel
-from specchat.engine.schedule import CALIBRATION_SIZES, MAX_K, AutoPolicy, FixedPolicy
+from specchat.engine.schedule import (
+    CALIBRATION_SIZES,
+    MAX_K,
+    MAX_LOOKUP_K,
+    AutoPolicy,
+    FixedPolicy,
+)
 from specchat.engine.types import (
     Controls,
     DraftMode,
@@ -124,6 +130,7 @@ class SpeculativeDecoder:
         ):
             self._prefill_draft(prompt)
         stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
+        self.auto.start_text(len(prompt))
 
         context = prompt  # grows with every emitted token
         text = _TextStream(target)
@@ -143,8 +150,10 @@ class SpeculativeDecoder:
                 return
             controls = live.get()
             sampling = controls.sampling
-            # Never draft past the answer's end or the context's.
-            k_cap = min(MAX_K, request.max_tokens - stats.emitted - stops.held - 1, room - 1)
+            # Never draft past the answer's end or the context's. Auto may copy further in
+            # one pass than a fixed K goes (see MAX_LOOKUP_K).
+            longest = MAX_LOOKUP_K if controls.mode == DraftMode.AUTO else MAX_K
+            k_cap = min(longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1)
             draft, choice = self._draft(context, controls, k_cap, rng)
 
             verify_began = time.perf_counter()
@@ -184,6 +193,8 @@ class SpeculativeDecoder:
                     )
                 )
             context = context + [e.token for e in events]
+            if controls.mode == DraftMode.AUTO:
+                self.auto.settle_lookup(context)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
             generated = stats.emitted + stops.held + len(events)
             if stop is None and generated >= request.max_tokens:
@@ -234,9 +245,9 @@ class SpeculativeDecoder:
                 return
 
     def calibrate(self, token: int) -> None:
-        """Time target passes of 1–16 tokens and one draft token, to seed the auto policy.
+        """Time target passes of 1–32 tokens and one draft token, to seed the auto policy.
 
-        About forty single-token times once per loaded pair (≈ 2 s on a laptop CPU): without
+        About a hundred single-token times once per loaded pair (≈ 3 s on a laptop CPU): without
         it, auto would learn that batches are dear on a CPU by losing its first rounds.
         The caches are left exactly as they were.
         """
@@ -284,6 +295,7 @@ class SpeculativeDecoder:
             looked_up, match_len = self.lookup.find(context, k_cap)
             lookup_ms = _ms_since(began)
         if mode == DraftMode.AUTO:
+            self.auto.note_lookup(len(context), looked_up, match_len)
             lag = 0
             if self.draft is not None:
                 lag = len(context) - self.draft.cached_prefix(context)

@@ -55,48 +55,55 @@ class Drafter(Protocol):
 
 
 class PromptLookupDrafter:
-    """Draft by copying: find the text's last n tokens earlier on and propose what followed.
+    """Draft by copying: find where the text's ending occurred before and propose what followed.
 
     No model at all, so a draft costs microseconds; it pays where answers repeat their input
-    (code edits, extraction, quoting). The longest n-gram wins; among equal lengths the most
-    recent occurrence wins, since nearby text predicts best.
+    (code edits, extraction, quoting). The occurrence that agrees with the text furthest back
+    wins; among equal ones the most recent, since nearby text predicts best.
 
     Attributes:
-        max_ngram: longest suffix tried.
-        min_ngram: shortest suffix accepted as a match.
+        max_extent: how far back a match is followed (and the largest match length reported).
+        min_extent: shortest match accepted.
     """
 
-    def __init__(self, *, max_ngram: int = 4, min_ngram: int = 1) -> None:
-        if not 1 <= min_ngram <= max_ngram:
-            raise ValueError("need 1 <= min_ngram <= max_ngram")
-        self.max_ngram = max_ngram
-        self.min_ngram = min_ngram
+    def __init__(self, *, max_extent: int = 64, min_extent: int = 1) -> None:
+        if not 1 <= min_extent <= max_extent:
+            raise ValueError("need 1 <= min_extent <= max_extent")
+        self.max_extent = max_extent
+        self.min_extent = min_extent
 
     def find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
-        """(continuation of up to k tokens, matched n-gram length), or ((), 0)."""
+        """(continuation of up to k tokens, match length), or ((), 0).
+
+        The match length is how far back the text agrees with the earlier occurrence, not just
+        the few tokens needed to find it: a copy that has already run for thirty tokens is far
+        likelier to go on than one that agrees on a single token, and `auto` sizes its drafts
+        by that.
+        """
         n_ctx = len(context)
         if k <= 0 or n_ctx < 2:
             return (), 0
         tokens = np.asarray(context, dtype=np.int64)
-        last = tokens[-1]
-        # Candidate starts of an earlier occurrence of the final token; the final position
-        # itself is excluded since nothing follows it yet.
-        ends = np.flatnonzero(tokens[:-1] == last)
+        # Earlier occurrences of the final token; the final position itself is excluded since
+        # nothing follows it yet.
+        ends = np.flatnonzero(tokens[:-1] == tokens[-1])
         if ends.size == 0:
             return (), 0
-        for n in range(min(self.max_ngram, n_ctx - 1), self.min_ngram - 1, -1):
-            suffix = tokens[n_ctx - n :]
-            valid = ends[ends >= n - 1]
-            if valid.size == 0:
-                continue
-            match = np.ones(valid.size, dtype=bool)
-            for offset in range(1, n):
-                match &= tokens[valid - offset] == suffix[n - 1 - offset]
-            hits = valid[match]
-            if hits.size:
-                start = int(hits[-1]) + 1  # most recent occurrence
-                return tuple(int(t) for t in tokens[start : start + k]), n
-        return (), 0
+        # Extend every candidate backwards while it still agrees with the text's ending.
+        extent = np.ones(ends.size, dtype=np.int64)
+        alive = np.ones(ends.size, dtype=bool)
+        for offset in range(1, self.max_extent):
+            earlier = ends - offset
+            alive &= earlier >= 0
+            if not alive.any():
+                break
+            alive[alive] = tokens[earlier[alive]] == tokens[n_ctx - 1 - offset]
+            extent += alive
+        longest = int(extent.max())
+        if longest < self.min_extent:
+            return (), 0
+        start = int(ends[extent == longest][-1]) + 1
+        return tuple(int(t) for t in tokens[start : start + k]), longest
 
     def propose(
         self,

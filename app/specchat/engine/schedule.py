@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specchat.engine.types import DraftMode, PolicyChoice
 
-#: Longest draft any policy asks for (the window's slider goes to 16 too).
+#: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
 MAX_K = 16
+
+#: Longest prompt-lookup draft under `auto`. Lookup drafts cost nothing to make, and on a CPU a
+#: target pass's cost per row keeps falling with its size (≈ 36 ms for one token, ≈ 20 ms a
+#: row at 16, ≈ 13 ms at 64 on a 2-core laptop), so a long copy is checked fastest in big
+#: batches; the auto policy only asks for them where the match says the copy will go on.
+MAX_LOOKUP_K = 64
 
 #: Relative cost of one more token in a target batch, before anything is measured. On a
 #: 2-core CPU a batch of n with logits for every row measured 1.8× (n = 2) to 9× (n = 16) one
@@ -19,11 +27,25 @@ PRIOR_BATCH_SLOPE = {"cpu": 0.8, "gpu": 0.05}
 #: extra cost is at most this share of the plain time since the last one.
 PROBE_BUDGET = 0.03
 
-#: Batch sizes the calibration times (interpolated in between).
-CALIBRATION_SIZES = (1, 2, 4, 8, 16)
+#: Expected gain over plain a drafter must promise before it is used: estimated acceptance
+#: and costs both carry noise, and choosing a drafter on a marginal estimate loses more often
+#: than it wins.
+HURDLE = 0.1
 
-#: Match-length buckets for prompt lookup's acceptance estimate (1, 2, 3, 4+ tokens).
-LOOKUP_BUCKETS = 4
+#: Batch sizes the calibration times (interpolated in between, extrapolated beyond).
+CALIBRATION_SIZES = (1, 2, 4, 8, 16, 32)
+
+#: Lower bounds of the match-length buckets for prompt lookup's acceptance estimate: how far
+#: back the text agrees with the copied source predicts how far forward it will go on.
+LOOKUP_EXTENTS = (1, 2, 3, 4, 8, 16, 32)
+#: Prior acceptance of the first lookup token and of each later one, per bucket: measured
+#: over the shipped bench prompts' answers (a one-token match is kept a quarter of the time,
+#: a 32-token one almost always, and then runs on for twenty-odd tokens).
+LOOKUP_PRIOR_FIRST = (0.25, 0.45, 0.65, 0.75, 0.85, 0.95, 0.97)
+LOOKUP_PRIOR_CONTINUED = (0.6, 0.7, 0.75, 0.8, 0.9, 0.95, 0.96)
+#: Lookup acceptance is scored at every position (see LookupLedger), so its memory is counted
+#: in tokens of text: about the last hundred.
+LOOKUP_DECAY = 0.99
 
 
 def expected_tokens(alpha: float, k: int, continued: float | None = None) -> float:
@@ -85,6 +107,75 @@ class _Acceptance:
             # After the first: accepted − 1 successes, then one failure unless all were kept.
             self.cont_kept += accepted - 1
             self.cont_trials += accepted - 1 + (1 if accepted < drafted else 0)
+
+
+#: Weight of the lookup priors, in proposals: they never age (see _LookupSurvival).
+LOOKUP_PRIOR_WEIGHT = 5.0
+
+#: First draft positions (1-based) of the bands that share one refusal rate in a lookup
+#: bucket's survival estimate: positions far out are reached rarely, so they pool their counts.
+LOOKUP_BANDS = (1, 2, 3, 5, 9, 17, 33)
+
+
+class _LookupSurvival:
+    """How far a lookup proposal is kept, as a refusal rate per draft position band.
+
+    Kept runs are not geometric: a copy either breaks at once or runs to the next edit, so
+    one rate per position band (Kaplan–Meier with pooled bands) prices a long draft far
+    better than a first-token and a continued rate. Counts age per token of text.
+    """
+
+    def __init__(self, first: float, continued: float, weight: float = LOOKUP_PRIOR_WEIGHT) -> None:
+        # The prior never ages: a bucket seen only a few times in the last hundred tokens keeps
+        # leaning on it instead of swinging on one or two scores.
+        self._prior_refused = [
+            weight * (1.0 - (first if b == 0 else continued)) for b in _BAND_INDEX
+        ]
+        self._prior_reached = [weight] * len(LOOKUP_BANDS)
+        self.refused = [0.0] * len(LOOKUP_BANDS)
+        self.reached = [0.0] * len(LOOKUP_BANDS)
+
+    def _band(self, position: int) -> int:
+        return bisect.bisect_right(LOOKUP_BANDS, position) - 1
+
+    def _hazard(self, band: int) -> float:
+        refused = self._prior_refused[band] + self.refused[band]
+        return refused / (self._prior_reached[band] + self.reached[band])
+
+    @property
+    def alpha(self) -> float:
+        """Chance the first proposed token is kept."""
+        return 1.0 - self._hazard(0)
+
+    def score(self, before: int, kept: int, refused: bool) -> None:
+        """Count positions before+1 … before+kept as kept, then one refusal if `refused`."""
+        for position in range(before + 1, before + kept + 2 if refused else before + kept + 1):
+            band = self._band(position)
+            self.reached[band] += 1.0
+            if position > before + kept:
+                self.refused[band] += 1.0
+
+    def age(self, steps: int) -> None:
+        """Forget by `steps` decay steps (both counts shrink, so the rates stay put)."""
+        factor = LOOKUP_DECAY**steps
+        self.refused = [r * factor for r in self.refused]
+        self.reached = [r * factor for r in self.reached]
+
+    def expected_curve(self, k_max: int) -> list[float]:
+        """Expected tokens per round (the target's own included) for K = 0 … k_max."""
+        hazard = [self._hazard(band) for band in _BAND_INDEX]
+        curve = [1.0]
+        survive = 1.0
+        for position in range(1, k_max + 1):
+            survive *= 1.0 - hazard[self._band(position)]
+            curve.append(curve[-1] + survive)
+        return curve
+
+    def expected(self, k: int) -> float:
+        return self.expected_curve(k)[k]
+
+
+_BAND_INDEX = range(len(LOOKUP_BANDS))
 
 
 #: A measurement this many times the current estimate is mostly a stall (another process,
@@ -174,8 +265,63 @@ class CostModel:
             lo, hi = max(below), min(above)
             t_lo, t_hi = self.batch_ms[lo], self.batch_ms[hi]
             return t_lo + (t_hi - t_lo) * (n - lo) / (hi - lo)
+        if below and len(self.batch_ms) > 1:
+            # Beyond the largest size measured: go on at the cost per extra row seen over its
+            # upper half (a batch's cost per row only falls with its size, so this errs high).
+            hi = max(below)
+            lo = max([m for m in below if m <= hi // 2] or [min(below)])
+            per_row = max(0.0, (self.batch_ms[hi] - self.batch_ms[lo]) / (hi - lo))
+            return self.batch_ms[hi] + per_row * (n - hi)
         anchor = max(below) if below else min(above)
         return self.batch_ms[anchor] * self._shape(n) / self._shape(anchor)
+
+
+class LookupLedger:
+    """Scores every prompt-lookup proposal against the text that followed, drafted or not.
+
+    A lookup draft costs nothing to make, so whether it would have been kept can be learnt at
+    every position, not only in the rounds that drafted it: a bucket that lost its standing
+    after one bad round would otherwise never be tried again. Each proposed token is scored
+    as soon as the text reaches it, so a long copy teaches while it is still being written.
+    At a temperature above 0 this is the same evidence in expectation: a deterministic draft
+    token d is kept with probability p(d), exactly the chance that the target writes d.
+    """
+
+    def __init__(self) -> None:
+        # [position the proposal starts at, proposal, match length, tokens already scored]
+        self._pending: list[tuple[int, tuple[int, ...], int, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def note(self, position: int, proposal: Sequence[int], match_len: int) -> None:
+        """Remember that lookup proposed `proposal` for the text from `position` on."""
+        if proposal:
+            self._pending.append((position, tuple(proposal), match_len, 0))
+
+    def settle(self, text: Sequence[int]) -> list[tuple[int, int, int, bool]]:
+        """Score the proposed tokens the text has reached since the last call.
+
+        Returns (match length, tokens scored before, tokens now scored as kept, ended) per
+        proposal that moved: `ended` when a token was refused or the whole proposal kept.
+        """
+        scored: list[tuple[int, int, int, bool]] = []
+        still: list[tuple[int, tuple[int, ...], int, int]] = []
+        for position, proposal, match_len, done in self._pending:
+            known = min(len(proposal), len(text) - position)
+            kept = done
+            while kept < known and text[position + kept] == proposal[kept]:
+                kept += 1
+            ended = kept < known or kept == len(proposal)
+            if kept > done or ended:
+                scored.append((match_len, done, kept - done, ended and kept < len(proposal)))
+            if not ended:
+                still.append((position, proposal, match_len, kept))
+        self._pending = still
+        return scored
+
+    def clear(self) -> None:
+        self._pending.clear()
 
 
 class FixedPolicy:
@@ -221,9 +367,11 @@ class AutoPolicy:
 
     Prices each option as expected tokens ÷ expected time, from the measured cost of target
     passes by batch size, the draft model's cost per token, and acceptance rates estimated
-    per drafter (for lookup, per matched n-gram length). A drafter that does not pay is not
-    used; it is probed with K = 1 now and then, at intervals that double while probes fail,
-    so a stretch where drafting starts to pay is found without paying much where it never does.
+    per drafter (for lookup, per match length). A drafter that does not pay is not used.
+    Lookup's proposals cost nothing, so they are scored against the text at every position
+    (LookupLedger) whether drafted or not; the draft model is probed with K = 1 now and then,
+    at intervals that double while probes fail, so a stretch where it starts to pay is found
+    without paying much where it never does.
 
     Attributes:
         costs: the fitted cost model.
@@ -236,28 +384,33 @@ class AutoPolicy:
         # Priors: a same-family draft model usually agrees more often than not; lookup
         # matches predict better the longer they are, and copied runs tend to continue.
         self.draft_acceptance = _Acceptance.prior(0.6, 0.6)
-        self.lookup_acceptance = [_Acceptance.prior(first, 0.7) for first in (0.3, 0.5, 0.7, 0.8)]
+        self.lookup_acceptance = [
+            _LookupSurvival(first, continued)
+            for first, continued in zip(LOOKUP_PRIOR_FIRST, LOOKUP_PRIOR_CONTINUED, strict=True)
+        ]
+        self.ledger = LookupLedger()
+        self._text_len = 0
         self.calibrated = False
         self.base_probe_interval = probe_interval
-        self._probe_interval = {DraftMode.LOOKUP: probe_interval, DraftMode.DRAFT: probe_interval}
-        self._since_used = {DraftMode.LOOKUP: 0, DraftMode.DRAFT: 0}
+        # Only the draft model is probed: lookup's proposals are scored at every position.
+        self._probe_interval = {DraftMode.DRAFT: probe_interval}
+        self._since_used = {DraftMode.DRAFT: 0}
         self._probing: DraftMode | None = None
 
     @staticmethod
     def _bucket(match_len: int) -> int:
-        return max(0, min(match_len, LOOKUP_BUCKETS) - 1)
+        return max(0, bisect.bisect_right(LOOKUP_EXTENTS, match_len) - 1)
 
     def _rate(
         self,
-        acceptance: _Acceptance | None,
+        tokens: float,
         k: int,
         per_draft_ms: float,
         fallback_ms: float,
         extra_ms: float = 0.0,
     ) -> float:
-        """Expected tokens per millisecond; acceptance None means every draft is kept."""
+        """Expected tokens per millisecond for a round of k drafts yielding `tokens` on average."""
         target = self.costs.target_ms(k + 1) or fallback_ms * self.costs._shape(k + 1)
-        tokens = float(k + 1) if acceptance is None else acceptance.expected(k)
         return tokens / (target + per_draft_ms * k + extra_ms)
 
     def _draft_token_ms(self, plain_ms: float) -> float:
@@ -280,20 +433,22 @@ class AutoPolicy:
         extra = 0.0
         if mode == DraftMode.DRAFT and lag:
             extra = self.costs.catchup_ms(lag) / max(1, self._probe_interval[DraftMode.DRAFT])
-        best = max(self._rate(None, kk, per_token, plain_ms, extra) for kk in range(1, max_k + 1))
+        best = max(
+            self._rate(kk + 1.0, kk, per_token, plain_ms, extra) for kk in range(1, max_k + 1)
+        )
         return best > 1.0 / plain_ms
 
-    def _pays(self, mode: DraftMode, match_len: int) -> bool:
-        """Whether the current estimates would choose `mode` over plain (at the best K)."""
+    def _draft_pays(self) -> bool:
+        """Whether the current estimates would choose the draft model over plain."""
         plain_ms = self.costs.target_ms(1)
         if plain_ms is None:
             return True
-        if mode == DraftMode.LOOKUP:
-            acceptance, per_token = self.lookup_acceptance[self._bucket(match_len)], 0.0
-        else:
-            acceptance, per_token = self.draft_acceptance, self._draft_token_ms(plain_ms)
-        best = max(self._rate(acceptance, kk, per_token, plain_ms) for kk in range(1, MAX_K + 1))
-        return best > 1.0 / plain_ms
+        acceptance, per_token = self.draft_acceptance, self._draft_token_ms(plain_ms)
+        best = max(
+            self._rate(acceptance.expected(kk), kk, per_token, plain_ms)
+            for kk in range(1, MAX_K + 1)
+        )
+        return best > (1.0 + HURDLE) / plain_ms
 
     def choose(
         self,
@@ -316,16 +471,17 @@ class AutoPolicy:
             return PolicyChoice(DraftMode.PLAIN, 0, "plain: measuring the target's cost")
         plain_rate = 1.0 / plain_ms
         best = PolicyChoice(DraftMode.PLAIN, 0, "")
-        best_rate = plain_rate
+        # Drafting must promise a clear gain: its estimates are noisy, plain's cost is known.
+        best_rate = plain_rate * (1.0 + HURDLE)
         notes: list[str] = []
         if lookup_len > 0:
             acceptance = self.lookup_acceptance[self._bucket(match_len)]
             alpha = acceptance.alpha
+            curve = acceptance.expected_curve(min(lookup_len, MAX_LOOKUP_K))
             lookup_best = max(
-                range(1, min(lookup_len, MAX_K) + 1),
-                key=lambda kk: self._rate(acceptance, kk, 0.0, plain_ms),
+                range(1, len(curve)), key=lambda kk: self._rate(curve[kk], kk, 0.0, plain_ms)
             )
-            rate = self._rate(acceptance, lookup_best, 0.0, plain_ms)
+            rate = self._rate(curve[lookup_best], lookup_best, 0.0, plain_ms)
             notes.append(f"lookup {rate / plain_rate:.2f}×")
             if rate > best_rate:
                 best_rate = rate
@@ -336,15 +492,17 @@ class AutoPolicy:
                     f"α ≈ {alpha:.2f}, ≈ {rate / plain_rate:.2f}× plain",
                 )
         if has_draft:
-            acceptance = self.draft_acceptance
-            alpha = acceptance.alpha
+            drafting = self.draft_acceptance
+            alpha = drafting.alpha
             per_token = self._draft_token_ms(plain_ms)
             lag_ms = self.costs.catchup_ms(draft_lag)
             draft_best = max(
                 range(1, MAX_K + 1),
-                key=lambda kk: self._rate(acceptance, kk, per_token, plain_ms, lag_ms),
+                key=lambda kk: self._rate(drafting.expected(kk), kk, per_token, plain_ms, lag_ms),
             )
-            rate = self._rate(acceptance, draft_best, per_token, plain_ms, lag_ms)
+            rate = self._rate(
+                drafting.expected(draft_best), draft_best, per_token, plain_ms, lag_ms
+            )
             notes.append(f"draft {rate / plain_rate:.2f}×")
             if rate > best_rate:
                 best_rate = rate
@@ -355,20 +513,24 @@ class AutoPolicy:
                     f"≈ {rate / plain_rate:.2f}× plain",
                 )
         if best.mode == DraftMode.PLAIN:
-            probe = self._due_probe(
-                lookup_len > 0
-                and self.could_pay(DraftMode.LOOKUP, max_k=min(lookup_len, MAX_K))
-                and self._probe_affordable(DraftMode.LOOKUP, 0, plain_ms),
+            # Lookup needs no probes: the ledger scores its proposals at every position.
+            if (
                 has_draft
+                and self._since_used[DraftMode.DRAFT] >= self._probe_interval[DraftMode.DRAFT]
                 and self.could_pay(DraftMode.DRAFT, lag=draft_lag)
-                and self._probe_affordable(DraftMode.DRAFT, draft_lag, plain_ms),
+                and self._probe_affordable(DraftMode.DRAFT, draft_lag, plain_ms)
+            ):
+                self._probing = DraftMode.DRAFT
+                return PolicyChoice(
+                    DraftMode.DRAFT, 1, "draft model, K = 1: probing whether it pays now"
+                )
+            if not notes:
+                return PolicyChoice(DraftMode.PLAIN, 0, "plain: nothing to draft from")
+            return PolicyChoice(
+                DraftMode.PLAIN,
+                0,
+                f"plain: drafting would not pay ({', '.join(notes)}; needs {1.0 + HURDLE:.2f}×)",
             )
-            if probe is not None:
-                self._probing = probe
-                label = "lookup" if probe == DraftMode.LOOKUP else "draft model"
-                return PolicyChoice(probe, 1, f"{label}, K = 1: probing whether it pays now")
-            why = ", ".join(notes) if notes else "nothing to draft from"
-            return PolicyChoice(DraftMode.PLAIN, 0, f"plain: drafting would not pay ({why})")
         return best
 
     def _probe_affordable(self, mode: DraftMode, lag: int, plain_ms: float) -> bool:
@@ -383,11 +545,28 @@ class AutoPolicy:
             extra += self._draft_token_ms(plain_ms) + self.costs.catchup_ms(lag)
         return extra <= PROBE_BUDGET * self._probe_interval[mode] * plain_ms
 
-    def _due_probe(self, lookup_possible: bool, has_draft: bool) -> DraftMode | None:
-        for mode, possible in ((DraftMode.LOOKUP, lookup_possible), (DraftMode.DRAFT, has_draft)):
-            if possible and self._since_used[mode] >= self._probe_interval[mode]:
-                return mode
-        return None
+    def start_text(self, length: int) -> None:
+        """A new answer starts after `length` tokens of prompt: pending proposals are void."""
+        self.ledger.clear()
+        self._text_len = length
+
+    def note_lookup(self, position: int, proposal: Sequence[int], match_len: int) -> None:
+        """Record lookup's proposal for the text from `position` on, drafted or not."""
+        self.ledger.note(position, proposal, match_len)
+
+    def settle_lookup(self, text: Sequence[int]) -> None:
+        """Learn lookup's acceptance from every proposal the text has now decided.
+
+        Memory is counted in tokens of text (about the last hundred), not in scores: the
+        proposals made at neighbouring positions overlap and are scored many times over.
+        """
+        grown = len(text) - self._text_len if len(text) > self._text_len else 0
+        self._text_len = len(text)
+        if grown:
+            for acceptance in self.lookup_acceptance:
+                acceptance.age(grown)
+        for match_len, before, kept, refused in self.ledger.settle(text):
+            self.lookup_acceptance[self._bucket(match_len)].score(before, kept, refused)
 
     def observe(
         self,
@@ -406,9 +585,7 @@ class AutoPolicy:
         self.costs.observe_batch(batch, verify_ms)
         for mode in self._since_used:
             self._since_used[mode] += 1
-        if choice.mode == DraftMode.LOOKUP and drafted:
-            self.lookup_acceptance[self._bucket(match_len)].update(drafted, accepted)
-        elif choice.mode == DraftMode.DRAFT and drafted:
+        if choice.mode == DraftMode.DRAFT and drafted:
             self.draft_acceptance.update(drafted, accepted)
             # The first decode of a round evaluates one or two tokens as well as drafting the
             # first token: only a longer catch-up is priced on its own.
@@ -424,7 +601,7 @@ class AutoPolicy:
                 # whose token was kept but that leaves plain ahead failed all the same (each
                 # draft-model probe pays a catch-up over every token since the last one).
                 interval = self._probe_interval[choice.mode]
-                succeeded = accepted > 0 and self._pays(choice.mode, match_len)
+                succeeded = accepted > 0 and self._draft_pays()
                 self._probe_interval[choice.mode] = (
                     self.base_probe_interval if succeeded else min(interval * 2, 1024)
                 )

@@ -1,0 +1,83 @@
+"""Auto learns prompt lookup's acceptance at every position and copies long runs in big passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.engine.schedule import MAX_K, MAX_LOOKUP_K, AutoPolicy, LookupLedger
+from specchat.engine.types import DraftMode
+
+# Costs shaped like a 2-core CPU: one row 36 ms, then ≈ 20 ms a row at 16 and 13 at 64.
+CPU_COSTS = {1: 36.0, 2: 60.0, 4: 100.0, 8: 220.0, 16: 330.0, 32: 500.0, 64: 830.0}
+
+
+def test_ledger_scores_each_token_once_as_the_text_reaches_it() -> None:
+    ledger = LookupLedger()
+    ledger.note(10, (1, 2, 3, 4), match_len=7)
+    text = list(range(10))
+    assert ledger.settle(text) == []  # nothing written after position 10 yet
+    assert ledger.settle([*text, 1, 2]) == [(7, 0, 2, False)]  # two kept so far, still open
+    assert len(ledger) == 1
+    assert ledger.settle([*text, 1, 2, 9]) == [(7, 2, 0, True)]  # third refused: closed
+    assert len(ledger) == 0
+
+
+def test_ledger_closes_a_proposal_kept_to_its_end() -> None:
+    ledger = LookupLedger()
+    ledger.note(0, (5, 6), match_len=2)
+    assert ledger.settle([5, 6, 8]) == [(2, 0, 2, False)]
+    assert len(ledger) == 0
+
+
+def _policy() -> AutoPolicy:
+    policy = AutoPolicy()
+    policy.costs.seed(CPU_COSTS, None)
+    policy.calibrated = True
+    return policy
+
+
+def _choose(policy: AutoPolicy, lookup_len: int, match_len: int):  # type: ignore[no-untyped-def]
+    return policy.choose(
+        DraftMode.AUTO, MAX_LOOKUP_K, lookup_len=lookup_len, match_len=match_len,
+        has_draft=False,
+    )  # fmt: skip
+
+
+def test_a_refused_bucket_recovers_from_text_it_never_drafted() -> None:
+    policy = _policy()
+    # Long matches were refused at once a dozen times: auto stops drafting from them.
+    for start in range(12):
+        policy.note_lookup(start * 2, (1,) * 8, match_len=20)
+        policy.settle_lookup([0] * (start * 2 + 1))
+    assert _choose(policy, 40, 20).mode == DraftMode.PLAIN
+    # Then the text goes on copying what lookup proposes while auto decodes plainly.
+    text: list[int] = []
+    for _ in range(40):
+        proposal = tuple(range(len(text), len(text) + 30))
+        policy.note_lookup(len(text), proposal, match_len=20)
+        text.append(len(text))
+        policy.settle_lookup(text)
+    choice = _choose(policy, 40, 20)
+    assert choice.mode == DraftMode.LOOKUP and choice.k > MAX_K
+
+
+def test_short_matches_are_not_worth_a_pass_on_a_cpu() -> None:
+    assert _choose(_policy(), 40, 1).mode == DraftMode.PLAIN
+
+
+def test_cost_beyond_the_largest_measured_batch_goes_on_at_its_cost_per_row() -> None:
+    policy = AutoPolicy()
+    policy.costs.seed({1: 36.0, 16: 330.0, 32: 500.0}, None)
+    # 170 ms for the 16 rows above 16, so 10.625 ms a row beyond 32.
+    assert policy.costs.target_ms(48) == pytest.approx(500.0 + 16 * 10.625)
+
+
+def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 4-token match promises about 1.06× plain on these costs: taken without a hurdle,
+    # refused with the 10 % one, and the reason says what it would have needed.
+    monkeypatch.setattr("specchat.engine.schedule.HURDLE", 0.0)
+    assert _choose(_policy(), 40, 4).mode == DraftMode.LOOKUP
+    monkeypatch.setattr("specchat.engine.schedule.HURDLE", 0.1)
+    choice = _choose(_policy(), 40, 4)
+    assert choice.mode == DraftMode.PLAIN
+    assert "needs 1.10×" in choice.reason
