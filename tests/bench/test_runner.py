@@ -166,3 +166,22 @@ def test_compare_marks_near_ties(engine: ChatEngine) -> None:
     assert rows["auto"]["divergence"] == 1 and rows["auto"]["divergence_near_tie"] is True
     assert rows["lookup"]["divergence"] == 0 and rows["lookup"]["divergence_near_tie"] is False
     assert rows["plain"]["speedup"] == 1.0
+
+
+def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
+    from specchat.bench.report import check_goals
+
+    def row(prompt: str, mode: str, speedup: float, drafted: int) -> dict:
+        return {"prompt": prompt, "category": "creative", "mode": mode, "k": None,
+                "temperature": 0.8, "speedup": speedup, "drafted": drafted}  # fmt: skip
+
+    results = [
+        row("quiet", "plain", 1.0, 0), row("quiet", "auto", 0.93, 0),
+        row("busy", "plain", 1.0, 0), row("busy", "auto", 0.95, 12),
+        row("fine", "plain", 1.0, 0), row("fine", "auto", 1.2, 30),
+    ]  # fmt: skip
+    goal = next(g for g in check_goals(results, []) if "T = 0.8" in g.name)
+    assert goal.passed is False
+    assert "quiet 0.930× (drafted nothing: plain's own work, so run-to-run noise)" in goal.detail
+    assert "busy 0.950×" in goal.detail and "busy 0.950× (" not in goal.detail
+    assert "fine" not in goal.detail.split("below:")[1]

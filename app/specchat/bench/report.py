@@ -79,12 +79,31 @@ def check_goals(results: Sequence[dict], floors: Sequence[dict]) -> list[Goal]:
         if not auto:
             continue
         worst = min(auto, key=lambda p: auto[p])
+        detail = (
+            f"worst {worst} {auto[worst]:.3f}×, geometric mean {geomean(list(auto.values())):.3f}×"
+        )
+        # A run where auto drafted nothing did exactly plain's work: its gap is the machine's
+        # run-to-run noise, which the reader should be able to tell from a policy's loss.
+        drafted: dict[str, int] = defaultdict(int)
+        for row in results:
+            if row["mode"] == "auto" and row["temperature"] == t:
+                drafted[row["prompt"]] += int(row["drafted"])
+        below = [p for p, v in sorted(auto.items(), key=lambda kv: kv[1]) if v < AUTO_FLOOR_GOAL]
+        if below:
+            detail += "; below: " + ", ".join(
+                f"{p} {auto[p]:.3f}×"
+                + (
+                    " (drafted nothing: plain's own work, so run-to-run noise)"
+                    if not drafted[p]
+                    else ""
+                )
+                for p in below
+            )
         goals.append(
             Goal(
                 f"auto ≥ {AUTO_FLOOR_GOAL}× plain on every prompt, T = {t:g}",
                 all(v >= AUTO_FLOOR_GOAL for v in auto.values()),
-                f"worst {worst} {auto[worst]:.3f}×, "
-                f"geometric mean {geomean(list(auto.values())):.3f}×",
+                detail,
             )
         )
     edits = {
