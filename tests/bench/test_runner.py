@@ -76,6 +76,15 @@ def test_files_written(report: tuple[dict, Path]) -> None:
     assert (out / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "## Goals" in md and "geomean" in md and "C++ floor" in md
+    assert "lookup ceiling" in md
+
+
+def test_each_prompt_gets_a_lookup_ceiling(report: tuple[dict, Path]) -> None:
+    data = report[0]
+    assert set(data["lookup_ceiling"]) == {p.id for p in PROMPTS}
+    assert all(v >= 1.0 for v in data["lookup_ceiling"].values())
+    edits = next(g for g in data["goals"] if "code-editing" in g["name"])
+    assert "lookup ceiling" in edits["detail"]
 
 
 def test_results_carry_the_required_fields(report: tuple[dict, Path]) -> None:

@@ -56,7 +56,10 @@ def _per_prompt_speedups(results: Sequence[dict], mode: str, temperature: float)
     return {p: geomean(v) for p, v in by_prompt.items()}
 
 
-def check_goals(results: Sequence[dict], floors: Sequence[dict]) -> list[Goal]:
+def check_goals(
+    results: Sequence[dict], floors: Sequence[dict], ceilings: dict[str, float] | None = None
+) -> list[Goal]:
+    ceilings = ceilings or {}
     goals = []
     ratios = [f["plain_over_floor"] for f in floors if f["plain_over_floor"]]
     if ratios:
@@ -115,7 +118,11 @@ def check_goals(results: Sequence[dict], floors: Sequence[dict]) -> list[Goal]:
         Goal(
             f"auto ≥ {EDIT_GOAL}× plain on {EDIT_CATEGORY} prompts, T = 0",
             all(v >= EDIT_GOAL for v in edits.values()) if edits else None,
-            ", ".join(f"{p} {v:.3f}×" for p, v in edits.items()) or "no such prompts",
+            ", ".join(
+                f"{p} {v:.3f}×" + (f" (lookup ceiling {ceilings[p]:.2f}×)" if p in ceilings else "")
+                for p, v in edits.items()
+            )
+            or "no such prompts",
         )
     )
     greedy = [r for r in results if r["temperature"] == 0 and r["mode"] != "plain"]
@@ -156,7 +163,7 @@ def verify_by_batch(outcome: BenchOutcome) -> dict[int, dict[str, float]]:
 def build_report(outcome: BenchOutcome) -> dict:
     results = compare(outcome)
     floors = floor_rows(outcome)
-    goals = check_goals(results, floors)
+    goals = check_goals(results, floors, outcome.ceilings)
     config = outcome.config
     return {
         "info": outcome.info,
@@ -174,6 +181,7 @@ def build_report(outcome: BenchOutcome) -> dict:
             str(n): {"mean_ms": round(v["mean_ms"], 3), "rounds": v["rounds"]}
             for n, v in verify_by_batch(outcome).items()
         },
+        "lookup_ceiling": {p: round(v, 3) for p, v in outcome.ceilings.items()},
         "goals": [{"name": g.name, "result": g.verdict, "detail": g.detail} for g in goals],
         "results": results,
     }
@@ -349,7 +357,19 @@ def render_markdown(report: dict) -> str:
             vals = [r["speedup"] for r in rows_t if _label(r) == lb and r["speedup"]]
             all_cells.append(f"**{geomean(vals):.2f}×**" if vals else "–")
         pivot.append(["**all** (geomean)", "", *all_cells])
-        lines += _table(["prompt", "category", *present], pivot)
+        header = ["prompt", "category", *present]
+        ceilings = (report.get("lookup_ceiling") or {}) if t == 0 else {}
+        if ceilings:
+            # The best any lookup policy could do on plain's answer at the measured costs.
+            header.append("lookup ceiling")
+            category_of = {r["prompt"]: r["category"] for r in rows_t}
+            for row in pivot[: len(prompts)]:
+                row.append(f"{ceilings[row[0]]:.2f}×" if row[0] in ceilings else "–")
+            for row, c in zip(pivot[len(prompts) : -1], cats, strict=True):
+                vals = [v for p, v in ceilings.items() if category_of.get(p) == c]
+                row.append(f"**{geomean(vals):.2f}×**" if vals else "–")
+            pivot[-1].append(f"**{geomean(list(ceilings.values())):.2f}×**")
+        lines += _table(header, pivot)
     lines += ["", "## Every run", ""]
     lines += _table(
         [

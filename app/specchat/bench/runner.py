@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from specchat.bench.ceiling import lookup_ceiling
 from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
 from specchat.bench.prompts import BenchPrompt
 from specchat.engine.chat import ChatMessage
@@ -166,6 +167,8 @@ class BenchOutcome:
         physical: batch and draft costs, if measured.
         config: what was asked.
         info: load details for the report header.
+        ceilings: per prompt, the best speed-up any lookup policy could reach on plain's
+            T = 0 answer with the measured pass costs (see bench/ceiling.py).
     """
 
     records: tuple[RunRecord, ...]
@@ -173,6 +176,7 @@ class BenchOutcome:
     physical: PhysicalCosts | None
     config: BenchConfig
     info: dict[str, object]
+    ceilings: dict[str, float] = field(default_factory=dict)
 
 
 def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:
@@ -388,7 +392,18 @@ def run_bench(
         "threads": engine.info.target.n_threads,
         "prompt_tokens": {pid: len(t) for pid, t in prepared.items()},
     }
-    return BenchOutcome(tuple(records), floors, physical, config, info)
+    ceilings: dict[str, float] = {}
+    if physical is not None:
+        for record in records:
+            if (
+                record.variant.mode == DraftMode.PLAIN.value
+                and record.temperature == 0
+                and record.repeat == 0
+            ):
+                ceilings[record.prompt] = lookup_ceiling(
+                    prepared[record.prompt], record.tokens, physical.batch_ms
+                )
+    return BenchOutcome(tuple(records), floors, physical, config, info, ceilings)
 
 
 # --- comparison with plain ---------------------------------------------------------------------
