@@ -81,3 +81,17 @@ def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) 
     choice = _choose(_policy(), 40, 4)
     assert choice.mode == DraftMode.PLAIN
     assert "needs 1.10×" in choice.reason
+
+
+def test_a_new_answer_starts_from_the_priors() -> None:
+    fresh = _choose(_policy(), 40, 20)
+    policy = _policy()
+    policy.start_text(0)
+    text: list[int] = []
+    for _ in range(40):  # one answer copies on and on
+        policy.note_lookup(len(text), tuple(range(len(text), len(text) + 30)), match_len=20)
+        text.append(len(text))
+        policy.settle_lookup(text)
+    assert _choose(policy, 40, 20).k > fresh.k
+    policy.start_text(500)  # the next answer learns afresh
+    assert _choose(policy, 40, 20) == fresh

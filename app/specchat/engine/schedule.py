@@ -155,6 +155,11 @@ class _LookupSurvival:
             if position > before + kept:
                 self.refused[band] += 1.0
 
+    def forget(self) -> None:
+        """Drop everything measured; only the prior remains."""
+        self.refused = [0.0] * len(LOOKUP_BANDS)
+        self.reached = [0.0] * len(LOOKUP_BANDS)
+
     def age(self, steps: int) -> None:
         """Forget by `steps` decay steps (both counts shrink, so the rates stay put)."""
         factor = LOOKUP_DECAY**steps
@@ -302,8 +307,8 @@ class LookupLedger:
     def settle(self, text: Sequence[int]) -> list[tuple[int, int, int, bool]]:
         """Score the proposed tokens the text has reached since the last call.
 
-        Returns (match length, tokens scored before, tokens now scored as kept, ended) per
-        proposal that moved: `ended` when a token was refused or the whole proposal kept.
+        Returns (match length, tokens scored before, tokens now scored as kept, refused) per
+        proposal that moved; a refused token, or the whole proposal kept, closes a proposal.
         """
         scored: list[tuple[int, int, int, bool]] = []
         still: list[tuple[int, tuple[int, ...], int, int]] = []
@@ -546,9 +551,16 @@ class AutoPolicy:
         return extra <= PROBE_BUDGET * self._probe_interval[mode] * plain_ms
 
     def start_text(self, length: int) -> None:
-        """A new answer starts after `length` tokens of prompt: pending proposals are void."""
+        """A new answer starts after `length` tokens of prompt.
+
+        Pending proposals are void, and lookup's acceptance starts again from its priors:
+        how copies fared in another answer (a code edit before an explanation) predicts
+        little for this one, and the ledger relearns within a few dozen tokens.
+        """
         self.ledger.clear()
         self._text_len = length
+        for acceptance in self.lookup_acceptance:
+            acceptance.forget()
 
     def note_lookup(self, position: int, proposal: Sequence[int], match_len: int) -> None:
         """Record lookup's proposal for the text from `position` on, drafted or not."""
