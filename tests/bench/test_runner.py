@@ -194,3 +194,23 @@ def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
     assert "quiet 0.930× (drafted nothing: plain's own work, so run-to-run noise)" in goal.detail
     assert "busy 0.950×" in goal.detail and "busy 0.950× (" not in goal.detail
     assert "fine" not in goal.detail.split("below:")[1]
+
+
+def test_in_run_speedup_prices_rounds_at_the_runs_own_plain_rounds() -> None:
+    from specchat.bench.runner import RoundLog, RunRecord, Variant, in_run_speedup
+
+    def log(drafted: int, accepted: int, wall_ms: float) -> RoundLog:
+        return RoundLog("lookup" if drafted else "plain", drafted, drafted, accepted, 0.0,
+                        wall_ms, wall_ms, "")  # fmt: skip
+
+    def record(*logs: RoundLog) -> RunRecord:
+        return RunRecord("p", "c", Variant("auto", None), 0.0, 0, (), (), "", 1.0,
+                         round_logs=logs)  # fmt: skip
+
+    # Plain rounds at 40 ms; one round drafting 8 keeps 7 (8 tokens) in 160 ms: the run's
+    # 12 tokens took 320 ms where plain rounds would have taken 480.
+    assert in_run_speedup(
+        record(log(0, 0, 40), log(0, 0, 40), log(8, 7, 160), log(0, 0, 40), log(0, 0, 40))
+    ) == pytest.approx(480 / 320)
+    assert in_run_speedup(record(log(0, 0, 30), log(0, 0, 50))) == pytest.approx(1.0)
+    assert in_run_speedup(record(log(4, 4, 100))) is None  # nothing to price against

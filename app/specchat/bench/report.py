@@ -88,9 +88,12 @@ def check_goals(
         # A run where auto drafted nothing did exactly plain's work: its gap is the machine's
         # run-to-run noise, which the reader should be able to tell from a policy's loss.
         drafted: dict[str, int] = defaultdict(int)
+        in_run: dict[str, list[float]] = defaultdict(list)
         for row in results:
             if row["mode"] == "auto" and row["temperature"] == t:
                 drafted[row["prompt"]] += int(row["drafted"])
+                if row.get("in_run_speedup"):
+                    in_run[row["prompt"]].append(row["in_run_speedup"])
         below = [p for p, v in sorted(auto.items(), key=lambda kv: kv[1]) if v < AUTO_FLOOR_GOAL]
         if below:
             detail += "; below: " + ", ".join(
@@ -101,6 +104,14 @@ def check_goals(
                     else ""
                 )
                 for p in below
+            )
+        if in_run:
+            paired = {p: geomean(v) for p, v in in_run.items()}
+            low = min(paired, key=lambda p: paired[p])
+            detail += (
+                f"; in-run estimate (drafted rounds against the same run's plain rounds): "
+                f"worst {low} {paired[low]:.3f}×, geometric mean "
+                f"{geomean(list(paired.values())):.3f}×"
             )
         goals.append(
             Goal(
@@ -380,6 +391,7 @@ def render_markdown(report: dict) -> str:
             "tokens",
             "tok/s",
             "speed-up",
+            "in-run",
             "α",
             "τ",
             "draft ms",
@@ -397,6 +409,7 @@ def render_markdown(report: dict) -> str:
                 r["tokens"],
                 r["tok_s"],
                 r["speedup"],
+                r.get("in_run_speedup"),
                 r["alpha"],
                 r["tau"],
                 r["draft_ms"],

@@ -417,6 +417,24 @@ def divergence(plain: Sequence[int], other: Sequence[int]) -> int | None:
     return None
 
 
+def in_run_speedup(record: RunRecord) -> float | None:
+    """Speed-up of a run over its own plain rounds: immune to drift between runs.
+
+    Prices every round's tokens at the mean wall time of the run's plain rounds and divides
+    by the time the rounds really took. Plain rounds cancel out, so the figure is what the
+    drafted rounds saved or lost; exactly 1 for a run that never drafted, and None for one
+    with no plain round to price against. Side-by-side runs a few seconds apart differ by
+    ±10 % on a busy laptop; this figure does not see that.
+    """
+    plain = [log.wall_ms for log in record.round_logs if log.drafted == 0]
+    if not plain:
+        return None
+    per_token = sum(plain) / len(plain)
+    spent = sum(log.wall_ms for log in record.round_logs)
+    produced = sum(log.accepted + 1 for log in record.round_logs)
+    return per_token * produced / spent if spent > 0 else None
+
+
 def choice_counts(record: RunRecord) -> dict[str, int]:
     """Rounds per drafter actually used (what auto chose)."""
     return dict(Counter(log.mode for log in record.round_logs))
@@ -449,6 +467,7 @@ def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
             "tok_s": round(r.tok_s, 3),
             "elapsed_s": round(r.elapsed_s, 4),
             "speedup": None if speedup is None else round(speedup, 4),
+            "in_run_speedup": None if (v := in_run_speedup(r)) is None else round(v, 4),
             "alpha": round(r.accepted / r.drafted, 4) if r.drafted else 0.0,
             "tau": round(len(r.tokens) / r.rounds, 4) if r.rounds else 0.0,
             "rounds": r.rounds,
