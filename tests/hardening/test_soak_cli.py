@@ -13,8 +13,9 @@ def test_a_soak_too_short_to_measure_says_so(
     # One decode thread: a second one spin-waiting against other processes on a small
     # shared machine makes even the tiny model crawl.
     monkeypatch.setattr("specchat.engine.llama.default_threads", lambda: 1)
-    # 0.06 s: one answer of the tiny pair at most, fewer than the four the report needs.
-    code = main(["soak", "--tiny", "--minutes", "0.001"])
+    # 60 µs: the clock is read before each answer, so exactly one answer runs (no answer of
+    # even the tiny pair takes less), fewer than the four the report needs.
+    code = main(["soak", "--tiny", "--minutes", "0.000001"])
     err = capsys.readouterr().err
     assert code != 0
     assert "soak too short" in err and "--minutes" in err and "Traceback" not in err
