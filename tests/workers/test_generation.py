@@ -197,3 +197,26 @@ def test_shutdown_while_generating_is_quick(qtbot: QtBot, tiny_models: TinyModel
     assert svc.shutdown(timeout_s=2.0)
     assert time.monotonic() - began < 2.0
     assert not svc.worker_thread.isRunning()
+
+
+def test_the_first_round_does_not_count_as_plain_decoding(
+    qtbot: QtBot, tiny_models: TinyModels
+) -> None:
+    # Its wall time holds the prompt's evaluation (and auto's calibration), which would make
+    # plain decoding look slow and every speed-up look large.
+    worker = GenerationWorker(n_threads=1)
+    with qtbot.waitSignal(worker.loaded, timeout=30_000):
+        worker._on_load_requested(_load(tiny_models))
+    rounds: list[RoundUpdate] = []
+    worker.round_ready.connect(rounds.append)
+    long_question = (ChatMessage("user", "Tell me about speculative decoding. " * 40),)
+    with qtbot.waitSignal(worker.finished, timeout=30_000):
+        worker._on_generate_requested(
+            GenerateRequest(3, long_question, max_tokens=12, mode=DraftMode.PLAIN, k=0)
+        )
+    plain_rounds = sum(1 for r in rounds if r.result.events)
+    assert plain_rounds >= 6
+    baseline = rounds[-1].baseline
+    assert baseline is not None and baseline.samples == plain_rounds - 1
+    assert baseline.source == f"{plain_rounds - 1} plain rounds during answers"
+    worker._on_shutdown_requested()

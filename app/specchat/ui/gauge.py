@@ -235,18 +235,28 @@ class PositionChart(_Chart):
     def paintEvent(self, event: QPaintEvent) -> None:
         painter = QPainter(self)
         plot = self._frame(painter)
-        if self.rates:
-            n = len(self.rates)
-            gap = 2.0
-            width = max(1.0, (plot.width() - gap * (n - 1)) / n)
-            painter.setPen(Qt.PenStyle.NoPen)
-            painter.setBrush(self.palette_.chart_bar)
-            for i, rate in enumerate(self.rates):
-                height = rate * plot.height()
-                painter.drawRect(
-                    QRectF(plot.left() + i * (width + gap), plot.bottom() - height, width, height)
-                )
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(self.palette_.chart_bar)
+        for bar in bar_rects(plot, self.rates):
+            painter.drawRect(bar)
         painter.end()
+
+
+def bar_rects(plot: QRectF, rates: Sequence[float]) -> list[QRectF]:
+    """One bar per position, bottom-aligned in `plot`, sharing its width.
+
+    Auto's long lookups reach 64 positions, so the gap shrinks with the bars and the last bar
+    always ends inside the plot.
+    """
+    if not rates:
+        return []
+    slot = plot.width() / len(rates)
+    gap = min(2.0, slot * 0.25)
+    return [
+        QRectF(plot.left() + i * slot, plot.bottom() - rate * plot.height(), slot - gap,
+               rate * plot.height())
+        for i, rate in enumerate(rates)
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -427,7 +427,6 @@ class GenerationWorker(QObject):
         rounds, request = self._rounds, self._request
         if rounds is None or request is None:
             return  # the answer ended (stopped, replaced) after this step was queued
-        began = time.perf_counter()
         try:
             result = next(rounds)
         except StopIteration:
@@ -440,12 +439,12 @@ class GenerationWorker(QObject):
             return
         now = time.perf_counter()
         plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
+        # The first round's wall time also holds the prompt's evaluation (and auto's one-off
+        # calibration, seconds on a CPU): only later plain rounds measure plain decoding.
         if plain and result.index > 0 and self._last_round_at:
             # From the previous round's end, so a plain token is charged the same loop
             # overhead a speculative round is: the speed-up is not flattered.
             self._baseline.observe(now - self._last_round_at)
-        elif plain and result.index == 0:
-            self._baseline.observe(now - began)
         self._last_round_at = now
         self._text.append(result.text)
         self.round_ready.emit(RoundUpdate(request.request_id, result, self._baseline.current()))
