@@ -176,9 +176,6 @@ class _LookupSurvival:
             curve.append(curve[-1] + survive)
         return curve
 
-    def expected(self, k: int) -> float:
-        return self.expected_curve(k)[k]
-
 
 _BAND_INDEX = range(len(LOOKUP_BANDS))
 
