@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import cycle
 
-from specchat.engine.chat import ChatMessage
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, SamplingParams
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat import ChatMessage
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, TokenKind
 from tests.helpers.engine import run

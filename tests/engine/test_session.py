@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat import ChatMessage, ChatTemplateError, ContextOverflowError
+from specchat.engine.chat_template import ChatMessage, ChatTemplateError, ContextOverflowError
 from specchat.engine.session import ChatEngine, IncompatibleDraftError, LoadProgress
 from specchat.engine.types import DraftMode, StopReason
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model

@@ -31,7 +31,7 @@ DEFAULT_FILES = 500
 _RUNNER = textwrap.dedent(
     """
     import json, sys
-    from specchat.engine.chat import ChatMessage
+    from specchat.engine.chat_template import ChatMessage
     from specchat.engine.session import ChatEngine
     from specchat.engine.types import DraftMode
 

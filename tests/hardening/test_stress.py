@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from specchat.engine.chat import ChatMessage
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenEvent
 from specchat.tinymodels import TinyModels

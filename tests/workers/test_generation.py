@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from specchat.engine.chat import ChatMessage
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenKind
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from specchat.bench.ceiling import lookup_ceiling
 from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
 from specchat.bench.prompts import BenchPrompt
-from specchat.engine.chat import ChatMessage
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, SamplingParams
 

@@ -101,7 +101,7 @@ def format_stats(stats: Stats, *, stop: str, choice: str = "") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.engine.chat import ChatMessage, ChatTemplateError, ContextOverflowError
+    from specchat.engine.chat_template import ChatMessage, ChatTemplateError, ContextOverflowError
     from specchat.engine.llama import ContextFullError, ModelLoadError
     from specchat.engine.session import ChatEngine
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.engine.chat import (
+from specchat.engine.chat_template import (
     ChatMessage,
     ChatTemplate,
     ContextPlan,

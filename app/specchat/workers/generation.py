@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from specchat.engine.chat import ChatMessage, OverflowPolicy
+from specchat.engine.chat_template import ChatMessage, OverflowPolicy
 from specchat.engine.types import (
     Controls,
     DraftMode,
@@ -234,7 +234,7 @@ class _BaselineMeter:
 
 def describe_error(error: BaseException) -> str:
     """A one-paragraph message for people; never a traceback."""
-    from specchat.engine.chat import ChatTemplateError, ContextOverflowError
+    from specchat.engine.chat_template import ChatTemplateError, ContextOverflowError
     from specchat.engine.llama import (
         ContextFullError,
         DecodeError,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from specchat import settings as settings_module
-from specchat.engine.chat import (
+from specchat.engine.chat_template import (
     FALLBACK_TEMPLATE,
     ChatMessage,
     ChatTemplate,
@@ -279,7 +279,7 @@ def test_no_process_or_file_under_audit_hook(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import json, os, sys
-        from specchat.engine.chat import ChatMessage, ChatTemplate, ChatTemplateError
+        from specchat.engine.chat_template import ChatMessage, ChatTemplate, ChatTemplateError
         from tests.helpers.chat_templates import PAYLOADS
 
         sentinel_dir = sys.argv[1]
@@ -471,5 +471,5 @@ def test_fit_messages_measures_rendered_prompts() -> None:
 
 
 def test_engine_chat_does_not_import_qt() -> None:
-    code = "import sys, specchat.engine.chat; assert 'PySide6' not in sys.modules"
+    code = "import sys, specchat.engine.chat_template; assert 'PySide6' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
