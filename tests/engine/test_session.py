@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat_template import ChatMessage, ChatTemplateError, ContextOverflowError
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.context import ContextOverflowError
 from specchat.engine.session import ChatEngine, IncompatibleDraftError, LoadProgress
+from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import DraftMode, StopReason
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
 

@@ -101,9 +101,11 @@ def format_stats(stats: Stats, *, stop: str, choice: str = "") -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.engine.chat_template import ChatMessage, ChatTemplateError, ContextOverflowError
+    from specchat.engine.chat_template import ChatMessage
+    from specchat.engine.context import ContextOverflowError
     from specchat.engine.llama import ContextFullError, ModelLoadError
     from specchat.engine.session import ChatEngine
+    from specchat.engine.template_guards import ChatTemplateError
 
     if not 0 <= args.k <= 16:
         raise UserError("--k must be between 0 and 16")

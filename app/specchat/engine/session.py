@@ -7,13 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.engine.chat_template import (
-    ChatMessage,
-    ChatTemplate,
-    ContextPlan,
-    OverflowPolicy,
-    fit_messages,
-)
+from specchat.engine.chat_template import ChatMessage, ChatTemplate
+from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
 from specchat.engine.decoder import LiveControls, SpeculativeDecoder
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.types import (

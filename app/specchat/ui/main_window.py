@@ -35,7 +35,8 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
-from specchat.engine.chat_template import ChatMessage, OverflowPolicy
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.context import OverflowPolicy
 from specchat.engine.types import DraftMode, Stats, StopReason, TokenKind
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore, StoredMessage

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from specchat.engine.chat_template import ChatMessage, OverflowPolicy
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.context import OverflowPolicy
 from specchat.engine.types import (
     Controls,
     DraftMode,
@@ -234,7 +235,7 @@ class _BaselineMeter:
 
 def describe_error(error: BaseException) -> str:
     """A one-paragraph message for people; never a traceback."""
-    from specchat.engine.chat_template import ChatTemplateError, ContextOverflowError
+    from specchat.engine.context import ContextOverflowError
     from specchat.engine.llama import (
         ContextFullError,
         DecodeError,
@@ -242,6 +243,7 @@ def describe_error(error: BaseException) -> str:
         ModelLoadError,
     )
     from specchat.engine.session import IncompatibleDraftError
+    from specchat.engine.template_guards import ChatTemplateError
 
     if isinstance(error, IncompatibleDraftError):
         return f"Incompatible draft model: {error}"

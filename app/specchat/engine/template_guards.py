@@ -1,0 +1,400 @@
+"""Guards of the chat-template sandbox: its errors, resource limits and hostile-input checks."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import re
+import string
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.exceptions import TemplateError
+from jinja2.utils import _PassArg
+from jinja2.visitor import NodeTransformer
+
+# Attribute names that lead from an ordinary object to interpreter internals (frames, code,
+# globals). Names starting with "_" are refused as well.
+_INTERNAL_NAMES = frozenset(
+    {
+        "mro", "func_globals", "func_code", "func_closure", "func_defaults",
+        "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
+        "ag_frame", "ag_code", "ag_await", "f_globals", "f_locals", "f_builtins",
+        "f_code", "f_back", "tb_frame", "tb_next", "im_class", "im_func", "im_self",
+    }
+)  # fmt: skip
+
+PREFIX = "the model's chat template"
+_MESSAGE_LIMIT = 300  # characters of a template-supplied text quoted in an error
+
+
+def is_forbidden(name: str) -> bool:
+    return name.startswith("_") or name in _INTERNAL_NAMES
+
+
+def shorten(text: str) -> str:
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
+
+
+class ChatTemplateProblem(enum.Enum):
+    """Why a chat template could not be rendered."""
+
+    #: The template reached for Python internals; nothing was run.
+    UNSAFE = enum.auto()
+    #: The template exceeded the time, size, loop or nesting limits and was stopped.
+    LIMIT = enum.auto()
+    #: The template is not valid Jinja.
+    SYNTAX = enum.auto()
+    #: The template itself raised an error (raise_exception), usually about message order.
+    RAISED = enum.auto()
+    #: Any other failure while rendering (undefined names, type errors).
+    FAILED = enum.auto()
+
+
+class ChatTemplateError(Exception):
+    """A chat template was refused or failed; the message is meant for the user.
+
+    Attributes:
+        problem: what kind of failure it was.
+        message: the human-readable explanation.
+    """
+
+    def __init__(self, problem: ChatTemplateProblem, message: str) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.message = message
+
+
+def unsafe_error(name: str) -> ChatTemplateError:
+    return ChatTemplateError(
+        ChatTemplateProblem.UNSAFE,
+        f"{PREFIX} tried to access {shorten(name)!r}, which is not allowed; "
+        "SpecChat refused to run it",
+    )
+
+
+def limit_error(what: str) -> ChatTemplateError:
+    return ChatTemplateError(ChatTemplateProblem.LIMIT, f"{PREFIX} {what}; SpecChat stopped it")
+
+
+class TemplateRaised(TemplateError):
+    """Raised by the template's own raise_exception()."""
+
+
+@dataclass(frozen=True)
+class RenderLimits:
+    """Bounds on one rendering; real chat templates stay orders of magnitude below them.
+
+    Attributes:
+        time_s: wall-clock budget of one rendering.
+        max_chars: longest output, and longest single string or list built on the way.
+        max_work: total characters/items all checked operations may produce together, so a
+            template cannot hoard many values each under `max_chars`.
+        max_range: longest range() and longest slice/batch count.
+        max_depth: deepest nesting of calls (macros calling macros).
+        max_int_bits: largest integer arithmetic may produce.
+    """
+
+    time_s: float = 1.0
+    max_chars: int = 4_000_000
+    max_work: int = 64_000_000
+    max_range: int = 100_000
+    max_depth: int = 64
+    max_int_bits: int = 10_000
+
+
+class Budget:
+    """What one rendering may still spend; checked from inside the sandbox's hooks."""
+
+    __slots__ = ("deadline", "depth", "limits", "work")
+
+    def __init__(self, limits: RenderLimits) -> None:
+        self.limits = limits
+        self.deadline = time.monotonic() + limits.time_s
+        self.work = 0
+        self.depth = 0
+
+    def tick(self) -> None:
+        # A Python thread cannot be killed, so every hook polls the deadline itself.
+        if time.monotonic() > self.deadline:
+            raise limit_error(f"ran longer than {self.limits.time_s:g} s")
+
+    def allow(self, size: int, what: str = "a string of") -> None:
+        """Refuse, before it is built, a value of `size` characters or items."""
+        if size > self.limits.max_chars:
+            unit = "characters" if "string" in what or "field" in what else "items"
+            raise limit_error(
+                f"tried to build {what} {size:,} {unit} (the limit is {self.limits.max_chars:,})"
+            )
+
+    def produced(self, value: object) -> None:
+        size = value_size(value)
+        if not size:
+            return
+        self.allow(size, KINDS.get(type(value), "a string of"))
+        self.work += size
+        if self.work > self.limits.max_work:
+            raise limit_error(f"built more than {self.limits.max_work:,} characters in total")
+
+    def allow_int(self, bits: int) -> None:
+        if bits > self.limits.max_int_bits:
+            raise limit_error(f"tried to compute a number of about {bits:,} bits")
+
+
+KINDS: dict[type, str] = {
+    list: "a list of",
+    tuple: "a list of",
+    dict: "a mapping of",
+    set: "a set of",
+    frozenset: "a set of",
+    bytes: "a byte string of",
+}
+
+
+def value_size(value: object) -> int:
+    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)):
+        return len(value)
+    return 0
+
+
+_local = threading.local()
+
+
+def swap_budget(budget: Budget | None) -> Budget | None:
+    """Make `budget` this thread's current one; returns the one it replaces, to restore after."""
+    outer: Budget | None = getattr(_local, "budget", None)
+    _local.budget = budget
+    return outer
+
+
+def current_budget() -> Budget:
+    budget: Budget | None = getattr(_local, "budget", None)
+    if budget is None:
+        # Outside render() (jinja's compile-time constant folding): a fresh default budget.
+        return Budget(RenderLimits())
+    return budget
+
+
+# --- bounds of operations that can multiply their input --------------------------------------
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
+DIGITS = re.compile(r"\d+")
+
+
+def check_percent(fmt: object, args: object) -> None:
+    if not isinstance(fmt, str):
+        return
+    budget = current_budget()
+    star = False
+    for match in _PERCENT_SPEC.finditer(fmt):
+        for group in match.groups():
+            if group == "*":
+                star = True
+            elif group:
+                budget.allow(int(group), "a formatted field of")
+    if star:
+        values = args if isinstance(args, tuple) else (args,)
+        for value in values:
+            if isinstance(value, int):
+                budget.allow(abs(value), "a formatted field of")
+
+
+def _check_int_arg(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _arg(args: Sequence[Any], kwargs: Mapping[str, Any], index: int, name: str) -> Any:
+    if len(args) > index:
+        return args[index]
+    return kwargs.get(name)
+
+
+def _replace_bound(subject: str | bytes, old: Any, new: Any, count: Any) -> int:
+    if not isinstance(old, (str, bytes)) or not isinstance(new, (str, bytes)):
+        return len(subject)
+    hits = len(subject) + 1 if not old else len(subject) // len(old)
+    if isinstance(count, int) and count >= 0:
+        hits = min(hits, count)
+    return len(subject) + hits * len(new)
+
+
+def method_bound(
+    name: str, subject: str | bytes, args: Sequence[Any], kw: Mapping[str, Any]
+) -> int:
+    """Upper bound of the size of str/bytes method `name`'s result, for the expanding ones."""
+    if name in ("center", "ljust", "rjust", "zfill"):
+        return max(len(subject), _check_int_arg(_arg(args, kw, 0, "width")))
+    if name == "expandtabs":
+        tab = _arg(args, kw, 0, "tabsize")
+        tab = 8 if tab is None else _check_int_arg(tab)
+        tabs = subject.count("\t") if isinstance(subject, str) else subject.count(b"\t")
+        return len(subject) + tabs * tab
+    if name == "replace":
+        return _replace_bound(subject, _arg(args, kw, 0, "old"), _arg(args, kw, 1, "new"),
+                              _arg(args, kw, 2, "count"))  # fmt: skip
+    if name == "join":
+        items = _arg(args, kw, 0, "iterable")
+        if isinstance(items, (list, tuple, str, dict)):
+            return len(subject) * max(0, len(items) - 1)
+    return 0
+
+
+def _filter_bound(name: str, subject: Any, args: Sequence[Any], kw: Mapping[str, Any]) -> int:
+    """Upper bound of the size of filter `name`'s result, for the expanding ones."""
+    text = subject if isinstance(subject, str) else ""
+    if name == "center":
+        width = _arg(args, kw, 0, "width")
+        return max(len(text), 80 if width is None else _check_int_arg(width))
+    if name == "indent":
+        width = _arg(args, kw, 0, "width")
+        pad = (
+            len(width) if isinstance(width, str) else _check_int_arg(4 if width is None else width)
+        )
+        return len(text) + pad * (text.count("\n") + 1)
+    if name == "replace":
+        return _replace_bound(text, _arg(args, kw, 0, "old"), _arg(args, kw, 1, "new"),
+                              _arg(args, kw, 2, "count"))  # fmt: skip
+    if name == "wordwrap":
+        wrap = _arg(args, kw, 2, "wrapstring")
+        return len(text) + (len(text) + 1) * (len(wrap) if isinstance(wrap, str) else 1)
+    if name == "join":
+        sep = _arg(args, kw, 0, "d")
+        if isinstance(sep, str) and isinstance(subject, (list, tuple, str, dict)):
+            return len(sep) * max(0, len(subject) - 1)
+    if name == "format":
+        check_percent(subject, tuple(args) or dict(kw))
+    if name in ("batch", "slice"):
+        count = _check_int_arg(_arg(args, kw, 0, "linecount" if name == "batch" else "slices"))
+        if count > current_budget().limits.max_range:
+            raise limit_error(f"asked for {count:,} groups (the limit is "
+                               f"{current_budget().limits.max_range:,})")  # fmt: skip
+    return 0
+
+
+def guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    # Filters are called directly by the compiled template, not through Environment.call, so
+    # each one is wrapped to poll the deadline and bound what it builds.
+    skip = 1 if _PassArg.from_obj(func) is not None else 0
+
+    @functools.wraps(func)  # keeps jinja_pass_arg, so Jinja still passes the context
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        budget = current_budget()
+        budget.tick()
+        if len(args) > skip:
+            budget.allow(_filter_bound(name, args[skip], args[skip + 1 :], kwargs))
+        result = func(*args, **kwargs)
+        budget.produced(result)
+        return result
+
+    return guarded
+
+
+class _GuardedIterable:
+    """A for-loop's iterable that polls the deadline on every item."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __iter__(self) -> Iterator[Any]:
+        budget = current_budget()
+        for item in self._inner:
+            budget.tick()
+            yield item
+
+
+def loop_guard(value: Any) -> Any:
+    return _GuardedIterable(value)
+
+
+def sized_guard(value: Any) -> Any:
+    current_budget().produced(value)
+    return value
+
+
+class GuardTransformer(NodeTransformer):
+    """Rewrites the parsed template so loops and `~` concatenations go through the guards.
+
+    An empty loop body makes no call, so without this a nested loop over two 100 000-item
+    ranges would spin for minutes without touching any sandbox hook.
+    """
+
+    def __init__(self, environment: jinja2.Environment) -> None:
+        self.environment = environment
+
+    def _wrap(self, node: nodes.Node, name: str) -> nodes.Filter:
+        wrapped = nodes.Filter(node, name, [], [], None, None, lineno=node.lineno)
+        wrapped.set_environment(self.environment)
+        return wrapped
+
+    def visit_For(self, node: nodes.For) -> nodes.For:
+        self.generic_visit(node)
+        node.iter = self._wrap(node.iter, "_specchat_loop")
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Filter:
+        self.generic_visit(node)
+        return self._wrap(node, "_specchat_sized")
+
+
+def _format_field_refusal(text: str) -> str | None:
+    """The forbidden attribute a format string like '{0.__class__}' would walk to, if any."""
+    if "{" not in text:
+        return None
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return None
+    for _literal, field, spec, _conversion in parsed:
+        for part in re.split(r"[.\[\]]", field or ""):
+            if part and is_forbidden(part):
+                return part
+        if spec:
+            inner = _format_field_refusal(spec)
+            if inner:
+                return inner
+    return None
+
+
+def static_refusal(tree: nodes.Template) -> ChatTemplateError | None:
+    """Why the template must not run, if it spells out something forbidden; found before
+    anything of it runs."""
+    loads = (nodes.Include, nodes.Import, nodes.FromImport, nodes.Extends)
+    for load in tree.find_all(loads):
+        template = getattr(load, "template", None)
+        target = template.value if isinstance(template, nodes.Const) else "…"
+        return ChatTemplateError(
+            ChatTemplateProblem.UNSAFE,
+            f"{PREFIX} tried to load another template ({shorten(str(target))!r}), which is "
+            "not allowed; SpecChat refused to run it",
+        )
+    for node in tree.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter, nodes.Const)):
+        if isinstance(node, nodes.Getattr) and is_forbidden(node.attr):
+            return unsafe_error(node.attr)
+        if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+            key = node.arg.value
+            if isinstance(key, str) and key.startswith("__"):
+                return unsafe_error(key)
+        if isinstance(node, nodes.Filter):
+            consts = [a for a in node.args if isinstance(a, nodes.Const)]
+            consts += [k.value for k in node.kwargs if isinstance(k.value, nodes.Const)]
+            for const in consts:
+                if not isinstance(const.value, str):
+                    continue
+                if node.name == "attr" and is_forbidden(const.value):
+                    return unsafe_error(const.value)
+                # map(attribute='a.__class__') and friends walk dotted paths.
+                if any(part.startswith("__") for part in const.value.split(".")):
+                    return unsafe_error(const.value)
+        if isinstance(node, nodes.Const) and isinstance(node.value, str):
+            refused = _format_field_refusal(node.value)
+            if refused:
+                return unsafe_error(refused)
+    return None
