@@ -212,6 +212,85 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         ConversationStore(path)
 
 
+FULL_DISK = textwrap.dedent(
+    """
+    import os, resource, signal, sys
+    from pathlib import Path
+    from specchat.store.conversations import ConversationStore, StoreError
+
+    # A file limit makes the disk "full" for this process alone; EFBIG instead of a signal.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    path = Path(sys.argv[1])
+    store = ConversationStore(path)
+    chat = store.create("kept")
+    store.add_message(chat.id, "user", "before the disk filled up")
+    answer = store.begin_assistant_message(chat.id)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    wal = Path(str(path) + "-wal")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (wal.stat().st_size + 8192, hard))
+    try:
+        # In WAL mode the pages reach the disk at COMMIT: this is the commit that fails.
+        store.update_partial(answer.id, "x" * 400_000)
+    except StoreError as error:
+        print("refused:", error)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    store.update_partial(answer.id, "after the disk had room again")
+    store.finish_message(answer.id, "done")
+    print("messages:", [m.content for m in store.messages(chat.id)])
+    """
+)
+
+
+def test_full_disk_at_commit_is_reported_and_later_writes_work(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path / "c.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "refused: cannot write to" in result.stdout
+    assert "messages: ['before the disk filled up', 'done']" in result.stdout
+
+
+def test_locked_file_is_reported_and_the_store_recovers(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    with ConversationStore(path, busy_timeout_s=0.2) as store:
+        chat = store.create("kept")
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")  # another process holding the write lock
+        try:
+            with pytest.raises(StoreError, match="database is locked"):
+                store.add_message(chat.id, "user", "while locked")
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        store.add_message(chat.id, "user", "after the lock")
+        assert [m.content for m in store.messages(chat.id)] == ["after the lock"]
+
+
+def test_refused_commit_does_not_leave_the_store_in_a_transaction(
+    store: ConversationStore,
+) -> None:
+    chat = store.create("kept")
+    store.add_message(chat.id, "user", "first")
+
+    # SQLite keeps a transaction open when COMMIT itself is refused (as it is for a busy
+    # database); an authorizer that refuses COMMIT gets exactly that state from real SQLite.
+    def refuse_commit(action: int, arg1: str | None, *_: object) -> int:
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == "COMMIT":
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    store._db.set_authorizer(refuse_commit)
+    with pytest.raises(StoreError, match="cannot write to"):
+        store.add_message(chat.id, "user", "refused")
+    store._db.set_authorizer(None)
+    store.add_message(chat.id, "user", "second")
+    assert [m.content for m in store.messages(chat.id)] == ["first", "second"]
+
+
 WRITER = textwrap.dedent(
     """
     import sys

@@ -130,8 +130,10 @@ class ConversationStore:
         path: Path | None = None,
         *,
         purge_after_s: float | None = DEFAULT_PURGE_AFTER_S,
+        busy_timeout_s: float = 10.0,
     ) -> None:
         self.path = path or paths.data_dir() / DB_NAME
+        self._busy_timeout_s = busy_timeout_s
         self.recovered_from: Path | None = None
         self._lock = threading.RLock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +156,10 @@ class ConversationStore:
     def _open(self) -> sqlite3.Connection:
         # isolation_level=None: autocommit, transactions only where _transaction() opens one.
         db = sqlite3.connect(
-            str(self.path), timeout=10.0, isolation_level=None, check_same_thread=False
+            str(self.path),
+            timeout=self._busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
         )
         try:
             db.row_factory = sqlite3.Row
@@ -222,13 +227,33 @@ class ConversationStore:
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as error:
+                raise StoreError(f"cannot write to {self.path}: {error}") from error
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                # COMMIT belongs inside the try: a full or busy disk can refuse it, and a
+                # transaction left open would make every later write fail.
+                self._db.execute("COMMIT")
+            except BaseException as error:
+                self._rollback()
+                if isinstance(error, sqlite3.Error):
+                    raise StoreError(f"cannot write to {self.path}: {error}") from error
                 raise
-            self._db.execute("COMMIT")
+
+    def _rollback(self) -> None:
+        # SQLite may already have rolled back on its own (a full disk does); the connection
+        # must end up out of the transaction either way.
+        if not self._db.in_transaction:
+            return
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.Error:
+            # A connection that cannot even roll back is replaced: closing it drops the
+            # transaction, and the committed data is safe in the file (WAL).
+            self._db.close()
+            self._db = self._open()
 
     # --- conversations --------------------------------------------------------------------
 
