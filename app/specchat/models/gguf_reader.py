@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import mmap
-import struct
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
 from pathlib import Path
 from typing import Any
+
+from specchat.models.gguf_format import SCALAR as _SCALAR
+from specchat.models.gguf_format import U32 as _U32
+from specchat.models.gguf_format import U64 as _U64
+from specchat.models.gguf_format import Cursor as _Cursor
+from specchat.models.gguf_format import GGUFError, ValueType
+from specchat.models.gguf_format import read_value as _read_value
+from specchat.models.gguf_format import value_type as _value_type
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -23,46 +29,6 @@ _MIN_TENSOR_INFO_BYTES = 8 + 4 + 4 + 8  # empty name, n_dims, type, offset (no d
 _HEADER_BYTES = 4 + 4 + 8 + 8
 
 
-class GGUFError(ValueError):
-    """A GGUF file that is truncated, corrupt or absurd; the message says where and why."""
-
-
-class ValueType(IntEnum):
-    """GGUF metadata value types (the numbering is the file format's)."""
-
-    UINT8 = 0
-    INT8 = 1
-    UINT16 = 2
-    INT16 = 3
-    UINT32 = 4
-    INT32 = 5
-    FLOAT32 = 6
-    BOOL = 7
-    STRING = 8
-    ARRAY = 9
-    UINT64 = 10
-    INT64 = 11
-    FLOAT64 = 12
-
-
-#: struct format and size of each fixed-size scalar type.
-_SCALAR: dict[ValueType, tuple[str, int]] = {
-    ValueType.UINT8: ("B", 1),
-    ValueType.INT8: ("b", 1),
-    ValueType.UINT16: ("H", 2),
-    ValueType.INT16: ("h", 2),
-    ValueType.UINT32: ("I", 4),
-    ValueType.INT32: ("i", 4),
-    ValueType.FLOAT32: ("f", 4),
-    ValueType.BOOL: ("?", 1),
-    ValueType.UINT64: ("Q", 8),
-    ValueType.INT64: ("q", 8),
-    ValueType.FLOAT64: ("d", 8),
-}
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-
-
 @dataclass(frozen=True)
 class GGUFMetadata:
     """The header and key-value section of a GGUF file.
@@ -74,11 +40,12 @@ class GGUFMetadata:
         kv_count: key-value pairs announced by the header.
         file_size: size of the file in bytes.
         kv_end: offset just past the key-value section (where the tensor infos start).
-        values: the metadata (only the requested keys when `keys` was given); string arrays
-            are lists of str, numeric arrays tuples.
+        values: the metadata (only the requested keys when `keys` was given; no arrays when
+            read by `validate`); string arrays are lists of str, numeric arrays tuples.
         types: the GGUF value type of every key read (all keys, requested or not).
         array_types: the element type of every array key.
         offsets: where each key's value starts in the file.
+        array_lengths: the item count of every array key.
     """
 
     path: Path
@@ -91,6 +58,7 @@ class GGUFMetadata:
     types: Mapping[str, ValueType] = field(repr=False)
     array_types: Mapping[str, ValueType] = field(repr=False, default_factory=dict)
     offsets: Mapping[str, int] = field(repr=False, default_factory=dict)
+    array_lengths: Mapping[str, int] = field(repr=False, default_factory=dict)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
@@ -145,138 +113,6 @@ class GGUFInfo:
     data_size: int
 
 
-class _Cursor:
-    """Bounds-checked little-endian reads over a memory map."""
-
-    def __init__(self, buffer: mmap.mmap | bytes, size: int) -> None:
-        self.buf = buffer
-        self.size = size
-        self.pos = 0
-
-    def need(self, nbytes: int, what: str) -> None:
-        if nbytes < 0 or self.pos + nbytes > self.size:
-            raise GGUFError(
-                f"truncated: {what} at offset {self.pos} needs {nbytes} bytes, "
-                f"runs past end of file ({self.size} bytes)"
-            )
-
-    def u32(self, what: str) -> int:
-        self.need(4, what)
-        (value,) = _U32.unpack_from(self.buf, self.pos)
-        self.pos += 4
-        return int(value)
-
-    def u64(self, what: str) -> int:
-        self.need(8, what)
-        (value,) = _U64.unpack_from(self.buf, self.pos)
-        self.pos += 8
-        return int(value)
-
-    def raw_string(self, what: str) -> bytes:
-        start = self.pos
-        length = self.u64(f"{what} length")
-        if length > self.size - self.pos:
-            raise GGUFError(
-                f"truncated: {what} at offset {start} claims {length} bytes, "
-                f"runs past end of file ({self.size} bytes)"
-            )
-        data = self.buf[self.pos : self.pos + length]
-        self.pos += length
-        return bytes(data)
-
-    def string(self, what: str) -> str:
-        # Metadata strings are UTF-8 by the spec; a stray byte is shown, never fatal here,
-        # because llama.cpp itself stores byte-fallback tokens that need not be valid text.
-        return self.raw_string(what).decode("utf-8", errors="replace")
-
-    def skip_string(self, what: str) -> None:
-        start = self.pos
-        length = self.u64(f"{what} length")
-        if length > self.size - self.pos:
-            raise GGUFError(
-                f"truncated: {what} at offset {start} claims {length} bytes, "
-                f"runs past end of file ({self.size} bytes)"
-            )
-        self.pos += length
-
-
-def _value_type(raw: int, where: str) -> ValueType:
-    try:
-        return ValueType(raw)
-    except ValueError:
-        raise GGUFError(f"corrupt: {where} has unknown value type {raw}") from None
-
-
-def _read_value(cur: _Cursor, vtype: ValueType, key: str, *, keep: bool) -> Any:
-    """Read (or, when not `keep`, just bounds-check and skip) one value of type `vtype`."""
-    if vtype in _SCALAR:
-        fmt, size = _SCALAR[vtype]
-        cur.need(size, f"value of {key!r}")
-        value = struct.unpack_from("<" + fmt, cur.buf, cur.pos)[0] if keep else None
-        cur.pos += size
-        return value
-    if vtype is ValueType.STRING:
-        if keep:
-            return cur.string(f"string value of {key!r}")
-        cur.skip_string(f"string value of {key!r}")
-        return None
-    # ARRAY
-    at = cur.pos
-    elem_type = _value_type(cur.u32(f"array type of {key!r}"), f"array {key!r} at offset {at}")
-    count = cur.u64(f"array length of {key!r}")
-    if elem_type is ValueType.ARRAY:
-        # llama.cpp refuses nested arrays too; accepting them here would only defer the error.
-        raise GGUFError(f"unsupported: array {key!r} at offset {at} holds arrays")
-    remaining = cur.size - cur.pos
-    if elem_type is ValueType.STRING:
-        if count > remaining // 8:
-            raise GGUFError(
-                f"truncated: array {key!r} at offset {at} claims {count} strings, "
-                f"more than the {remaining} bytes left in the file can hold"
-            )
-        if not keep:
-            for index in range(count):
-                cur.skip_string(f"string {index} of array {key!r}")
-            return None
-        return _read_string_array(cur, count, key)
-    fmt, size = _SCALAR[elem_type]
-    if count > remaining // size:
-        raise GGUFError(
-            f"truncated: array {key!r} at offset {at} claims {count} items of {size} bytes, "
-            f"runs past end of file ({cur.size} bytes)"
-        )
-    values = struct.unpack_from(f"<{count}{fmt}", cur.buf, cur.pos) if keep else None
-    cur.pos += count * size
-    return values
-
-
-def _read_string_array(cur: _Cursor, count: int, key: str) -> list[str]:
-    # The hot loop of a 150k-token vocabulary: locals only, one bound check per string.
-    buf, size, pos = cur.buf, cur.size, cur.pos
-    unpack = _U64.unpack_from
-    out: list[str] = []
-    append = out.append
-    for index in range(count):
-        if pos + 8 > size:
-            cur.pos = pos
-            raise GGUFError(
-                f"truncated: string {index} of array {key!r} at offset {pos} "
-                f"runs past end of file ({size} bytes)"
-            )
-        (length,) = unpack(buf, pos)
-        pos += 8
-        end = pos + length
-        if end > size:
-            raise GGUFError(
-                f"truncated: string {index} of array {key!r} at offset {pos - 8} claims "
-                f"{length} bytes, runs past end of file ({size} bytes)"
-            )
-        append(buf[pos:end].decode("utf-8", errors="replace"))
-        pos = end
-    cur.pos = pos
-    return out
-
-
 def _open(path: Path) -> tuple[Any, mmap.mmap | bytes, int]:
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed by the caller's finally
@@ -323,9 +159,12 @@ class _KV:
     types: dict[str, ValueType] = field(default_factory=dict)
     array_types: dict[str, ValueType] = field(default_factory=dict)
     offsets: dict[str, int] = field(default_factory=dict)
+    array_lengths: dict[str, int] = field(default_factory=dict)
 
 
-def _parse_kv(cur: _Cursor, kv_count: int, keys: Collection[str] | None) -> _KV:
+def _parse_kv(
+    cur: _Cursor, kv_count: int, keys: Collection[str] | None, *, arrays: bool = True
+) -> _KV:
     kv = _KV()
     values, types = kv.values, kv.types
     for index in range(kv_count):
@@ -339,10 +178,14 @@ def _parse_kv(cur: _Cursor, kv_count: int, keys: Collection[str] | None) -> _KV:
         keep = keys is None or key in keys or key == "general.alignment"
         kv.offsets[key] = cur.pos
         if vtype is ValueType.ARRAY:
-            cur.need(4, f"array type of {key!r}")
+            cur.need(12, f"array type and length of {key!r}")
             kv.array_types[key] = _value_type(
                 _U32.unpack_from(cur.buf, cur.pos)[0], f"array {key!r} at offset {cur.pos}"
             )
+            kv.array_lengths[key] = int(_U64.unpack_from(cur.buf, cur.pos + 4)[0])
+            # A Python tuple of a metadata array costs about 8x its bytes in the file:
+            # validation checks arrays by their bounds and keeps none of them.
+            keep = keep and arrays
         value = _read_value(cur, vtype, key, keep=keep)
         types[key] = vtype
         if keep:
@@ -360,11 +203,15 @@ def _check_alignment(values: Mapping[str, Any], types: Mapping[str, ValueType]) 
         raise GGUFError(f"corrupt: general.alignment {alignment} is not a power of two")
 
 
-def read_metadata(path: str | Path, *, keys: Collection[str] | None = None) -> GGUFMetadata:
+def read_metadata(
+    path: str | Path, *, keys: Collection[str] | None = None, arrays: bool = True
+) -> GGUFMetadata:
     """Read the header and key-value section; with `keys`, keep only those values.
 
     Every length and count is checked against the file size before it is used, so a
     malformed file raises GGUFError instead of reading garbage or allocating wildly.
+    With `arrays=False` no array value is kept (their types and lengths still are), so
+    memory stays independent of the file's size.
     """
     path = Path(path)
     handle, buf, size = _open(path)
@@ -372,7 +219,7 @@ def read_metadata(path: str | Path, *, keys: Collection[str] | None = None) -> G
         cur = _Cursor(buf, size)
         version, tensor_count, kv_count = _parse_header(cur, path)
         wanted = None if keys is None else frozenset(keys)
-        kv = _parse_kv(cur, kv_count, wanted)
+        kv = _parse_kv(cur, kv_count, wanted, arrays=arrays)
         _check_alignment(kv.values, kv.types)
         return GGUFMetadata(
             path=path,
@@ -385,6 +232,7 @@ def read_metadata(path: str | Path, *, keys: Collection[str] | None = None) -> G
             types=kv.types,
             array_types=kv.array_types,
             offsets=kv.offsets,
+            array_lengths=kv.array_lengths,
         )
     finally:
         if isinstance(buf, mmap.mmap):
@@ -420,36 +268,43 @@ def _check_vocabulary(meta: GGUFMetadata, cur: _Cursor) -> None:
             raise GGUFError(f"corrupt: {key} must be a {want}")
     if "tokenizer.ggml.tokens" not in meta.types:
         return
-    cur.pos = meta.offsets["tokenizer.ggml.tokens"] + 4
-    count = cur.u64("token count")
+    count = meta.array_lengths["tokenizer.ggml.tokens"]
     for key in _PER_TOKEN:
-        if key in meta.types:
-            cur_key = _Cursor(cur.buf, cur.size)
-            cur_key.pos = meta.offsets[key] + 4
-            length = cur_key.u64(f"length of {key}")
-            if length != count:
-                raise GGUFError(f"corrupt: {key} has {length} entries for {count} tokens")
+        if key in meta.types and meta.array_lengths[key] != count:
+            length = meta.array_lengths[key]
+            raise GGUFError(f"corrupt: {key} has {length} entries for {count} tokens")
+    cur.pos = meta.offsets["tokenizer.ggml.tokens"] + 12
     # llama.cpp asserts that every token text is unique (id_to_token vs token_to_id sizes,
     # llama-vocab.cpp); a flipped bit that duplicates one would abort the whole app.
+    _check_unique_tokens(cur, count)
+
+
+def _check_unique_tokens(cur: _Cursor, count: int) -> None:
+    """Refuse a duplicated token text, holding one 8-byte hash per token, not the texts."""
+    import numpy as np  # late, as in _type_sizes
+
+    start = cur.pos
+    digests = np.fromiter(
+        (hash(cur.raw_string(f"token {i}")) for i in range(count)), dtype=np.int64, count=count
+    )
+    digests.sort()
+    colliding = set(digests[1:][digests[1:] == digests[:-1]].tolist())
+    if not colliding:
+        return
+    cur.pos = start  # rare: compare the texts of the tokens whose hashes collide
     seen: dict[bytes, int] = {}
     for index in range(count):
         text = cur.raw_string(f"token {index}")
-        previous = seen.setdefault(text, index)
-        if previous != index:
+        if hash(text) in colliding and seen.setdefault(text, index) != index:
             raise GGUFError(
-                f"corrupt: token {index} {text!r} duplicates token {previous} "
+                f"corrupt: token {index} {text!r} duplicates token {seen[text]} "
                 "(llama.cpp would abort on this vocabulary)"
             )
 
 
 #: llama.cpp's LLAMA_MAX_LAYERS: more blocks than this is a GGML_ASSERT (llama-model.cpp).
 MAX_LAYERS = 512
-_INTEGERS = frozenset(
-    {
-        ValueType.UINT8, ValueType.INT8, ValueType.UINT16, ValueType.INT16,
-        ValueType.UINT32, ValueType.INT32, ValueType.UINT64, ValueType.INT64,
-    }
-)  # fmt: skip
+_INTEGERS = frozenset(t for t in _SCALAR if t.name.startswith(("UINT", "INT")))
 
 
 def _check_hyperparameters(meta: GGUFMetadata) -> None:
@@ -542,7 +397,7 @@ def validate(path: str | Path) -> GGUFInfo:
     already trusted a length), so a file that passes can be handed to llama.cpp.
     """
     path = Path(path)
-    metadata = read_metadata(path)
+    metadata = read_metadata(path, arrays=False)
     sizes = _type_sizes()
     handle, buf, size = _open(path)
     try:
