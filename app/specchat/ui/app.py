@@ -6,55 +6,14 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QGuiApplication, QIcon
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from specchat import paths
 from specchat import settings as cfg
-from specchat.ui import palette as palettes
+from specchat.ui.palette import apply_theme
 
 log = logging.getLogger(__name__)
-
-#: The platform palette at start-up, restored when the theme goes back to "system".
-_system_palette = None
-
-
-def apply_theme(theme: str) -> None:
-    """Light, dark, or the system's (Qt follows the system's colour scheme on its own)."""
-    global _system_palette
-    app = QApplication.instance()
-    if not isinstance(app, QApplication):
-        return
-    if _system_palette is None:
-        _system_palette = app.palette()
-    hints = QGuiApplication.styleHints()
-    if theme == "dark":
-        app.setPalette(palettes.dark_qpalette())
-    elif theme == "light":
-        app.setPalette(palettes.light_qpalette())
-    else:
-        scheme = hints.colorScheme() if hasattr(hints, "colorScheme") else None
-        if scheme == Qt.ColorScheme.Dark:
-            app.setPalette(palettes.dark_qpalette())
-        else:
-            app.setPalette(_system_palette)
-    _load_stylesheet(app)
-
-
-def _load_stylesheet(app: QApplication) -> None:
-    """resources/style/light.qss or dark.qss, matching the palette now in use.
-
-    The sheets take their colours from palette roles; they differ only in shading, and the
-    app looks right without them.
-    """
-    name = "dark.qss" if palettes.system_is_dark() else "light.qss"
-    try:
-        sheet = paths.resources_dir() / "style" / name
-        if sheet.is_file():
-            app.setStyleSheet(sheet.read_text(encoding="utf-8"))
-    except OSError:
-        log.info("stylesheet not loaded", exc_info=True)
 
 
 def _icon() -> QIcon | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QPainter, QPainterPath, QPaintEvent, QPen, QPolygonF
@@ -12,6 +11,7 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWi
 
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
+from specchat.ui.figures import SpeedFigures
 
 #: The gauge's arc: from 210° (lower left) clockwise through the top to -30° (lower right).
 _START_DEG = 210.0
@@ -257,27 +257,6 @@ def bar_rects(plot: QRectF, rates: Sequence[float]) -> list[QRectF]:
                rate * plot.height())
         for i, rate in enumerate(rates)
     ]  # fmt: skip
-
-
-@dataclass(frozen=True)
-class SpeedFigures:
-    """What the speed labels show.
-
-    Attributes:
-        tokens_per_s: this answer's rate.
-        plain_tokens_per_s: the measured plain rate, or None.
-        plain_source: how the plain rate was measured.
-    """
-
-    tokens_per_s: float
-    plain_tokens_per_s: float | None
-    plain_source: str
-
-    @property
-    def speedup(self) -> float | None:
-        if not self.plain_tokens_per_s or self.tokens_per_s <= 0:
-            return None
-        return self.tokens_per_s / self.plain_tokens_per_s
 
 
 class StatsPanel(QWidget):

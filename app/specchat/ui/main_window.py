@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,41 +34,27 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import DraftMode, Stats, StopReason, TokenKind
+from specchat.engine.types import Controls, DraftMode, Stats, StopReason, TokenKind
 from specchat.settings import Settings
-from specchat.store.conversations import ConversationStore, StoredMessage
+from specchat.store.conversations import ConversationStore
 from specchat.ui import palette as palettes
+from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
 from specchat.ui.chat_view import ChatView, spans_from_store
 from specchat.ui.controls import ControlsPanel, ControlState, GpuLayers
 from specchat.ui.conversations import ConversationList
-from specchat.ui.gauge import SpeedFigures, StatsPanel
+from specchat.ui.gauge import StatsPanel
 from specchat.ui.latency import LatencyProbe
 from specchat.workers.generation import (
-    Controls,
     Failure,
-    GenerateRequest,
-    GenerationFinished,
     GenerationService,
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
-    PlainBaseline,
     PromptPrepared,
-    RoundUpdate,
 )
 
 log = logging.getLogger(__name__)
-
-#: Least time between two saves of a streaming answer.
-PARTIAL_SAVE_S = 0.5
-#: Notes shown under an answer that ended other than by finishing.
-_STOP_NOTES = {
-    StopReason.MAX_TOKENS: "token limit reached",
-    StopReason.CONTEXT_FULL: "context window full",
-    StopReason.CANCELLED: "stopped",
-}
 
 
 @dataclass(frozen=True)
@@ -89,21 +74,6 @@ class AnswerDone:
     stop: StopReason | None
     stats: Stats | None
     latency_worst_ms: float
-
-
-@dataclass
-class _Answer:
-    """The answer being streamed."""
-
-    request_id: int
-    conversation_id: int
-    message_id: int
-    auto: bool
-    spans: list[tuple[str, str]] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-    stats: Stats | None = None
-    baseline: PlainBaseline | None = None
-    last_save: float = 0.0
 
 
 class Composer(QPlainTextEdit):
@@ -219,13 +189,13 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SpecChat")
         self.palette_ = palettes.current()
         self._conversation_id: int | None = None
-        self._answer: _Answer | None = None
         self._load_id: int | None = None
         self._last_load: LoadRequest | None = None
         self._loaded: Loaded | None = None
         self._closing = False
 
         self.service = GenerationService(n_threads=n_threads, parent=self)
+        self.answers = AnswerController(service=self.service, store=store, parent=self)
         self.latency = LatencyProbe(self)
         self._build()
         self._build_menus()
@@ -403,10 +373,11 @@ class MainWindow(QMainWindow):
         svc = self.service
         svc.load_progress.connect(self._on_load_progress)
         svc.loaded.connect(self._on_loaded)
-        svc.prepared.connect(self._on_prepared)
-        svc.round_ready.connect(self._on_round_ready)
-        svc.finished.connect(self._on_finished)
         svc.failed.connect(self._on_failed)
+        self.answers.started.connect(self._on_answer_started)
+        self.answers.prepared.connect(self._on_prepared)
+        self.answers.round_shown.connect(self._on_round_shown)
+        self.answers.ended.connect(self._on_answer_ended)
         self.composer.submitted.connect(self._on_send_clicked)
         self.send_button.clicked.connect(self._on_send_clicked)
         self.stop_button.clicked.connect(self._on_stop_clicked)
@@ -476,8 +447,7 @@ class MainWindow(QMainWindow):
         self._request_load(target=target, draft=draft, label=label or target.stem)
 
     def _request_load(self, **what: Any) -> None:
-        if self._answer is not None:
-            self._end_answer_locally(StopReason.CANCELLED, note="stopped: switching models")
+        self.answers.end_locally(StopReason.CANCELLED, note="stopped: switching models")
         gpu = self.controls.gpu_layers()
         request = LoadRequest(
             self.service.new_id(),
@@ -490,6 +460,7 @@ class MainWindow(QMainWindow):
         self._load_id = request.load_id
         self._last_load = request
         self._loaded = None
+        self.answers.pair_label = ""
         self.controls.set_pair(f"Loading {request.label}…")
         self.load_bar.setValue(0)
         self.load_bar.setFormat("loading %p%")
@@ -511,6 +482,7 @@ class MainWindow(QMainWindow):
         if loaded.load_id != self._load_id:
             return
         self._loaded = loaded
+        self.answers.pair_label = loaded.label
         self._load_id = None
         self.load_bar.hide()
         self.cancel_load_button.hide()
@@ -593,7 +565,7 @@ class MainWindow(QMainWindow):
         self._refresh_actions()
 
     def open_conversation(self, conversation_id: int) -> None:
-        if self._answer is not None:
+        if self.answers.active:
             self.stop()
         self._conversation_id = conversation_id
         self.chat_view.clear_messages()
@@ -634,12 +606,12 @@ class MainWindow(QMainWindow):
     # --- answering -------------------------------------------------------------------------
     @property
     def generating(self) -> bool:
-        return self._answer is not None
+        return self.answers.active
 
     def send(self, text: str | None = None) -> bool:
         """Send the composer's text (or `text`); returns whether an answer started."""
         message = (self.composer.toPlainText() if text is None else text).strip()
-        if not message or self._answer is not None:
+        if not message or self.answers.active:
             return False
         if self._loaded is None:
             self._show_error(
@@ -664,7 +636,7 @@ class MainWindow(QMainWindow):
         """Ctrl+R: replace the last answer with a new one."""
         if self._conversation_id is None or self._loaded is None:
             return False
-        if self._answer is not None:
+        if self.answers.active:
             self.stop()
         messages = self.store.messages(self._conversation_id)
         if not messages:
@@ -681,50 +653,32 @@ class MainWindow(QMainWindow):
 
     def stop(self) -> None:
         """Esc: stop the answer now; what was written so far is kept (marked unfinished)."""
-        if self._answer is not None:
-            self.service.stop()
-            self._end_answer_locally(StopReason.CANCELLED, note="stopped")
+        self.answers.stop()
 
     def _start_answer(self) -> None:
         assert self._conversation_id is not None
-        history = [
-            ChatMessage(m.role, m.content)
-            for m in self.store.messages(self._conversation_id)
-            if m.content or m.role == "user"
-        ]
-        stored = self.store.begin_assistant_message(self._conversation_id)
         state = self.controls.state()
-        self._answer = _Answer(
-            request_id=self.service.new_id(),
-            conversation_id=self._conversation_id,
-            message_id=stored.id,
-            auto=state.mode == DraftMode.AUTO,
-        )
-        self.chat_view.begin_answer()
-        self.stats_panel.begin_answer()
         try:
             policy = OverflowPolicy.from_setting(self.settings.get(cfg.CONTEXT_OVERFLOW))
         except ValueError:
             policy = OverflowPolicy.DROP_OLDEST
-        request = GenerateRequest(
-            self._answer.request_id,
-            tuple(history),
+        self.answers.start(
+            self._conversation_id,
+            controls=Controls(state.mode, state.k, state.sampling()),
             max_tokens=max(1, self.settings.get(cfg.MAX_TOKENS)),
-            mode=state.mode,
-            k=state.k,
-            sampling=state.sampling(),
             policy=policy,
         )
+
+    @Slot(AnswerStarted)
+    def _on_answer_started(self, _started: AnswerStarted) -> None:
+        self.chat_view.begin_answer()
+        self.stats_panel.begin_answer()
         self.latency.start()
         self.status_label.setText("Answering…")
         self._refresh_actions()
-        self.service.generate(request)
 
-    @Slot(object)
+    @Slot(PromptPrepared)
     def _on_prepared(self, prepared: PromptPrepared) -> None:
-        answer = self._answer
-        if answer is None or prepared.request_id != answer.request_id:
-            return
         if prepared.dropped:
             n = len(prepared.dropped)
             self.banner.show_message(
@@ -734,96 +688,50 @@ class MainWindow(QMainWindow):
                 palette=self.palette_,
             )
 
-    @Slot(object)
-    def _on_round_ready(self, update: RoundUpdate) -> None:
-        answer = self._answer
-        if answer is None or update.request_id != answer.request_id:
-            return  # a cancelled request's late rounds
-        result = update.result
-        answer.stats = result.stats
-        answer.baseline = update.baseline
-        for event in result.events:
-            answer.spans.append((event.text, event.kind.name))
-        answer.text.append(result.text)
+    @Slot(AnswerRound)
+    def _on_round_shown(self, shown: AnswerRound) -> None:
+        result = shown.result
         self.chat_view.append_round(result)
-        self.stats_panel.show_round(
-            result, self._speed(result.stats, update.baseline), auto=answer.auto
-        )
-        if answer.auto and result.events:
+        self.stats_panel.show_round(result, shown.speed, auto=shown.auto)
+        if shown.auto and result.events:
             self.controls.show_policy_k(result.choice.k, result.choice.reason)
-        now = time.monotonic()
-        if now - answer.last_save >= PARTIAL_SAVE_S:
-            answer.last_save = now
-            self.store.update_partial(
-                answer.message_id, "".join(answer.text), token_kinds=answer.spans
-            )
 
-    @Slot(object)
-    def _on_finished(self, finished: GenerationFinished) -> None:
-        answer = self._answer
-        if answer is None or finished.request_id != answer.request_id:
-            return
-        stats = finished.stats if finished.stats.rounds else (answer.stats or finished.stats)
-        self._answer = None
-        self.latency.stop()
-        text = "".join(answer.text)
-        stored = self.store.finish_message(
-            answer.message_id,
-            text,
-            stats=self._stats_record(stats, finished.stop, finished.baseline),
-            token_kinds=answer.spans,
-        )
-        self.chat_view.end_answer(note=_STOP_NOTES.get(finished.stop, ""))
-        self.stats_panel.show_stats(stats, self._speed(stats, finished.baseline))
-        self.stats_panel.end_answer(stats)
-        self._after_answer(stored, finished.stop, stats)
-
-    @Slot(object)
+    @Slot(Failure)
     def _on_failed(self, failure: Failure) -> None:
-        if failure.load_id is not None:
-            if failure.load_id != self._load_id:
-                return
-            self._load_id = None
-            self.load_bar.hide()
-            self.cancel_load_button.hide()
-            self.controls.set_pair("No model loaded", "")
-            if failure.cancelled:
-                self.status_label.setText("Loading cancelled.")
-            else:
-                self.status_label.setText("The model could not be loaded.")
-                self._show_error(failure.message)
-            self._refresh_actions()
+        # An answer's failure reaches the window through the answer controller.
+        if failure.load_id is None or failure.load_id != self._load_id:
             return
-        answer = self._answer
-        if answer is None or failure.request_id != answer.request_id:
-            return
-        self._show_error(failure.message)
-        self._end_answer_locally(None, note="failed")
+        self._load_id = None
+        self.load_bar.hide()
+        self.cancel_load_button.hide()
+        self.controls.set_pair("No model loaded", "")
+        if failure.cancelled:
+            self.status_label.setText("Loading cancelled.")
+        else:
+            self.status_label.setText("The model could not be loaded.")
+            self._show_error(failure.message)
+        self._refresh_actions()
 
-    def _end_answer_locally(self, stop: StopReason | None, *, note: str) -> None:
-        """End the answer on this side (stop, failure, model switch): keep it unfinished."""
-        answer = self._answer
-        if answer is None:
-            return
-        self._answer = None
+    @Slot(AnswerEnded)
+    def _on_answer_ended(self, ended: AnswerEnded) -> None:
+        if ended.error:
+            self._show_error(ended.error)
         self.latency.stop()
-        text = "".join(answer.text)
-        self.store.update_partial(answer.message_id, text, token_kinds=answer.spans)
-        self.chat_view.end_answer(note=note)
-        if answer.stats is not None:
-            self.stats_panel.end_answer(answer.stats)
-        self._after_answer(self.store.message(answer.message_id), stop, answer.stats)
-
-    def _after_answer(
-        self, stored: StoredMessage, stop: StopReason | None, stats: Stats | None
-    ) -> None:
+        self.chat_view.end_answer(note=ended.note)
+        if ended.stats is not None:
+            if ended.speed is not None:
+                self.stats_panel.show_stats(ended.stats, ended.speed)
+            self.stats_panel.end_answer(ended.stats)
         worst = self.latency.worst_ms
         self.latency_label.setText(f"UI latency ≤ {worst:.0f} ms")
+        stats, stop = ended.stats, ended.stop
         rate = f" · {stats.tokens_per_s:.1f} tok/s" if stats and stats.rounds else ""
         self.status_label.setText(f"Answer {stop.value if stop else 'failed'}{rate}.")
-        self.conversation_list.refresh(select=stored.conversation_id)
+        self.conversation_list.refresh(select=ended.conversation_id)
         self._refresh_actions()
-        self.answer_done.emit(AnswerDone(stored.conversation_id, stored.id, stop, stats, worst))
+        self.answer_done.emit(
+            AnswerDone(ended.conversation_id, ended.message_id, stop, stats, worst)
+        )
 
     def _recount_conversation(self) -> None:
         accepted = drafted = 0
@@ -834,40 +742,12 @@ class MainWindow(QMainWindow):
                     drafted += int(message.stats.get("drafted", 0))
         self.stats_panel.set_conversation_totals(accepted, drafted)
 
-    @staticmethod
-    def _speed(stats: Stats, baseline: PlainBaseline | None) -> SpeedFigures:
-        return SpeedFigures(
-            stats.tokens_per_s,
-            baseline.tokens_per_s if baseline else None,
-            baseline.source if baseline else "",
-        )
-
-    def _stats_record(
-        self, stats: Stats, stop: StopReason, baseline: PlainBaseline | None
-    ) -> dict[str, Any]:
-        speed = self._speed(stats, baseline)
-        return {
-            "alpha": stats.alpha,
-            "tau": stats.tau,
-            "tokens_per_s": stats.tokens_per_s,
-            "drafted": stats.drafted,
-            "accepted": stats.accepted,
-            "emitted": stats.emitted,
-            "rounds": stats.rounds,
-            "plain_tokens_per_s": speed.plain_tokens_per_s,
-            "plain_source": speed.plain_source,
-            "speedup": speed.speedup,
-            "stop": stop.name,
-            "pair": self._loaded.label if self._loaded else "",
-        }
-
     # --- controls ----------------------------------------------------------------------------
     @Slot(object)
     def _on_controls_changed(self, state: ControlState) -> None:
         # Sent at once: the worker applies it from the next round of the current answer.
         self.service.update_controls(Controls(state.mode, state.k, state.sampling()))
-        if self._answer is not None:
-            self._answer.auto = state.mode == DraftMode.AUTO
+        self.answers.set_auto(state.mode == DraftMode.AUTO)
         self._save_timer.start()
 
     @Slot(object)
@@ -915,17 +795,13 @@ class MainWindow(QMainWindow):
     def _on_theme_chosen(self, action: QAction) -> None:
         theme = str(action.data())
         self.settings.set(cfg.THEME, theme)
-        from specchat.ui.app import apply_theme
-
-        apply_theme(theme)
+        palettes.apply_theme(theme)
         self._apply_palette()
 
     @Slot(object)
     def _on_color_scheme_changed(self, _scheme: object) -> None:
         if self.settings.get(cfg.THEME) == "system":
-            from specchat.ui.app import apply_theme
-
-            apply_theme("system")
+            palettes.apply_theme("system")
             self._apply_palette()
 
     def _apply_palette(self) -> None:
@@ -958,7 +834,7 @@ class MainWindow(QMainWindow):
         self.stop()
 
     def _refresh_actions(self) -> None:
-        busy = self._answer is not None
+        busy = self.answers.active
         ready = self._loaded is not None
         self.send_button.setEnabled(ready and not busy)
         self.send_action.setEnabled(ready and not busy)
@@ -1026,10 +902,10 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closing:
             self._closing = True
-            if self._answer is not None:
+            if self.answers.active:
                 # Keep what was written, marked unfinished; the worker is told to stop below.
                 self.service.worker.cancel_generation()
-                self._end_answer_locally(StopReason.CANCELLED, note="stopped")
+                self.answers.end_locally(StopReason.CANCELLED, note="stopped")
             self._save_timer.stop()
             self.save_settings()
             self.service.shutdown(timeout_s=2.0)

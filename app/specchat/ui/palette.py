@@ -1,17 +1,30 @@
-"""Every colour SpecChat paints with: token kinds, gauge, charts; light and dark variants."""
+"""Every colour SpecChat paints with (tokens, gauge, charts; light and dark) and the app theme."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication
 
+from specchat import paths
 from specchat.engine.types import TokenKind
 
 # The token colours and cues live in a Qt-free module so the terminal uses the same ones.
 from specchat.tokenstyle import OKABE_ITO, TOKEN_ACCENTS, TOKEN_CUES, TOKEN_MEANINGS
 
-__all__ = ["OKABE_ITO", "TOKEN_ACCENTS", "TOKEN_CUES", "TOKEN_MEANINGS", "Palette"]
+__all__ = [
+    "OKABE_ITO",
+    "TOKEN_ACCENTS",
+    "TOKEN_CUES",
+    "TOKEN_MEANINGS",
+    "Palette",
+    "apply_theme",
+]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -193,3 +206,44 @@ def light_qpalette() -> QPalette:
     ):
         p.setColor(role, QColor(value))
     return p
+
+
+#: The platform palette at start-up, restored when the theme goes back to "system".
+_system_palette = None
+
+
+def apply_theme(theme: str) -> None:
+    """Light, dark, or the system's (Qt follows the system's colour scheme on its own)."""
+    global _system_palette
+    app = QApplication.instance()
+    if not isinstance(app, QApplication):
+        return
+    if _system_palette is None:
+        _system_palette = app.palette()
+    hints = QGuiApplication.styleHints()
+    if theme == "dark":
+        app.setPalette(dark_qpalette())
+    elif theme == "light":
+        app.setPalette(light_qpalette())
+    else:
+        scheme = hints.colorScheme() if hasattr(hints, "colorScheme") else None
+        if scheme == Qt.ColorScheme.Dark:
+            app.setPalette(dark_qpalette())
+        else:
+            app.setPalette(_system_palette)
+    _load_stylesheet(app)
+
+
+def _load_stylesheet(app: QApplication) -> None:
+    """resources/style/light.qss or dark.qss, matching the palette now in use.
+
+    The sheets take their colours from palette roles; they differ only in shading, and the
+    app looks right without them.
+    """
+    name = "dark.qss" if system_is_dark() else "light.qss"
+    try:
+        sheet = paths.resources_dir() / "style" / name
+        if sheet.is_file():
+            app.setStyleSheet(sheet.read_text(encoding="utf-8"))
+    except OSError:
+        log.info("stylesheet not loaded", exc_info=True)

@@ -1,0 +1,300 @@
+"""The answer controller: streams one answer into the store, with partial saves; no widgets."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.context import OverflowPolicy
+from specchat.engine.types import Controls, DraftMode, RoundResult, Stats, StopReason
+from specchat.store.conversations import ConversationStore
+from specchat.ui.figures import SpeedFigures
+from specchat.workers.generation import (
+    Failure,
+    GenerateRequest,
+    GenerationFinished,
+    GenerationService,
+    PlainBaseline,
+    PromptPrepared,
+    RoundUpdate,
+)
+
+#: Least time between two saves of a streaming answer.
+PARTIAL_SAVE_S = 0.5
+#: Notes shown under an answer that ended other than by finishing.
+STOP_NOTES = {
+    StopReason.MAX_TOKENS: "token limit reached",
+    StopReason.CONTEXT_FULL: "context window full",
+    StopReason.CANCELLED: "stopped",
+}
+
+
+@dataclass(frozen=True)
+class AnswerStarted:
+    """An answer was requested; its (empty) message is stored.
+
+    Attributes:
+        request_id: the GenerateRequest's id.
+        conversation_id: its conversation.
+        message_id: the stored assistant message it streams into.
+    """
+
+    request_id: int
+    conversation_id: int
+    message_id: int
+
+
+@dataclass(frozen=True)
+class AnswerRound:
+    """A round of the current answer, with the figures to show for it.
+
+    Attributes:
+        result: the engine's round.
+        speed: the answer's rate so far next to the plain baseline.
+        auto: whether the auto policy is choosing the drafting (to show its choice).
+    """
+
+    result: RoundResult
+    speed: SpeedFigures
+    auto: bool
+
+
+@dataclass(frozen=True)
+class AnswerEnded:
+    """The current answer ended and what was written is stored.
+
+    Attributes:
+        conversation_id: its conversation.
+        message_id: the stored message.
+        stop: why it ended; None when it failed.
+        stats: its totals; None when it ended before any round.
+        speed: the final figures when the worker finished it; None when it ended on this side
+            (stopped, failed, model switch).
+        note: shown under the answer ("" when it simply finished).
+        error: the failure message, meant for people; "" when it did not fail.
+    """
+
+    conversation_id: int
+    message_id: int
+    stop: StopReason | None
+    stats: Stats | None
+    speed: SpeedFigures | None
+    note: str
+    error: str = ""
+
+
+@dataclass
+class _Answer:
+    """The answer being streamed."""
+
+    request_id: int
+    conversation_id: int
+    message_id: int
+    auto: bool
+    spans: list[tuple[str, str]] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    stats: Stats | None = None
+    baseline: PlainBaseline | None = None
+    last_save: float = 0.0
+
+
+def _speed(stats: Stats, baseline: PlainBaseline | None) -> SpeedFigures:
+    return SpeedFigures(
+        stats.tokens_per_s,
+        baseline.tokens_per_s if baseline else None,
+        baseline.source if baseline else "",
+    )
+
+
+class AnswerController(QObject):
+    """One answer at a time: sends the request, saves partial text, stores the end and stats.
+
+    Holds no widgets: the window shows what the signals carry. Payloads of answers that are
+    no longer current (stopped, replaced) are ignored here, so the window never sees them.
+
+    Attributes:
+        service: the generation worker and its thread.
+        store: where the answer is saved as it streams and when it ends.
+        pair_label: the loaded pair's name, written into each answer's stats record.
+
+    Signals:
+        started(AnswerStarted): an answer was requested.
+        prepared(PromptPrepared): the current answer's prompt was rendered.
+        round_shown(AnswerRound): a round of the current answer arrived.
+        ended(AnswerEnded): the current answer ended (finished, stopped or failed), stored.
+    """
+
+    started = Signal(AnswerStarted)
+    prepared = Signal(PromptPrepared)
+    round_shown = Signal(AnswerRound)
+    ended = Signal(AnswerEnded)
+
+    def __init__(
+        self,
+        *,
+        service: GenerationService,
+        store: ConversationStore,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.service = service
+        self.store = store
+        self.pair_label = ""
+        self._answer: _Answer | None = None
+        service.prepared.connect(self._on_prepared)
+        service.round_ready.connect(self._on_round_ready)
+        service.finished.connect(self._on_finished)
+        service.failed.connect(self._on_failed)
+
+    @property
+    def active(self) -> bool:
+        """Whether an answer is streaming."""
+        return self._answer is not None
+
+    def start(
+        self,
+        conversation_id: int,
+        *,
+        controls: Controls,
+        max_tokens: int,
+        policy: OverflowPolicy,
+    ) -> None:
+        """Answer the stored conversation's last user message."""
+        history = [
+            ChatMessage(m.role, m.content)
+            for m in self.store.messages(conversation_id)
+            if m.content or m.role == "user"
+        ]
+        stored = self.store.begin_assistant_message(conversation_id)
+        answer = _Answer(
+            request_id=self.service.new_id(),
+            conversation_id=conversation_id,
+            message_id=stored.id,
+            auto=controls.mode == DraftMode.AUTO,
+        )
+        self._answer = answer
+        request = GenerateRequest(
+            answer.request_id,
+            tuple(history),
+            max_tokens=max_tokens,
+            mode=controls.mode,
+            k=controls.k,
+            sampling=controls.sampling,
+            policy=policy,
+        )
+        self.started.emit(AnswerStarted(answer.request_id, conversation_id, stored.id))
+        self.service.generate(request)
+
+    def set_auto(self, auto: bool) -> None:
+        """The mode changed mid-answer: show (or stop showing) the auto policy's choice."""
+        if self._answer is not None:
+            self._answer.auto = auto
+
+    def stop(self) -> None:
+        """Stop the answer now; what was written so far is kept (marked unfinished)."""
+        if self._answer is not None:
+            self.service.stop()
+            self.end_locally(StopReason.CANCELLED, note="stopped")
+
+    def end_locally(self, stop: StopReason | None, *, note: str, error: str = "") -> None:
+        """End the answer on this side (stop, failure, model switch): keep it unfinished."""
+        answer = self._answer
+        if answer is None:
+            return
+        self._answer = None
+        text = "".join(answer.text)
+        self.store.update_partial(answer.message_id, text, token_kinds=answer.spans)
+        self.ended.emit(
+            AnswerEnded(
+                answer.conversation_id,
+                answer.message_id,
+                stop,
+                answer.stats,
+                None,
+                note,
+                error,
+            )
+        )
+
+    def _current(self, request_id: int | None) -> _Answer | None:
+        answer = self._answer
+        if answer is None or request_id != answer.request_id:
+            return None  # a cancelled request's late payloads
+        return answer
+
+    @Slot(PromptPrepared)
+    def _on_prepared(self, prepared: PromptPrepared) -> None:
+        if self._current(prepared.request_id) is not None:
+            self.prepared.emit(prepared)
+
+    @Slot(RoundUpdate)
+    def _on_round_ready(self, update: RoundUpdate) -> None:
+        answer = self._current(update.request_id)
+        if answer is None:
+            return
+        result = update.result
+        answer.stats = result.stats
+        answer.baseline = update.baseline
+        for event in result.events:
+            answer.spans.append((event.text, event.kind.name))
+        answer.text.append(result.text)
+        speed = _speed(result.stats, update.baseline)
+        self.round_shown.emit(AnswerRound(result, speed, answer.auto))
+        now = time.monotonic()
+        if now - answer.last_save >= PARTIAL_SAVE_S:
+            answer.last_save = now
+            self.store.update_partial(
+                answer.message_id, "".join(answer.text), token_kinds=answer.spans
+            )
+
+    @Slot(GenerationFinished)
+    def _on_finished(self, finished: GenerationFinished) -> None:
+        answer = self._current(finished.request_id)
+        if answer is None:
+            return
+        stats = finished.stats if finished.stats.rounds else (answer.stats or finished.stats)
+        self._answer = None
+        speed = _speed(stats, finished.baseline)
+        self.store.finish_message(
+            answer.message_id,
+            "".join(answer.text),
+            stats=self.stats_record(stats, finished.stop, speed),
+            token_kinds=answer.spans,
+        )
+        self.ended.emit(
+            AnswerEnded(
+                answer.conversation_id,
+                answer.message_id,
+                finished.stop,
+                stats,
+                speed,
+                STOP_NOTES.get(finished.stop, ""),
+            )
+        )
+
+    @Slot(Failure)
+    def _on_failed(self, failure: Failure) -> None:
+        if failure.load_id is not None or self._current(failure.request_id) is None:
+            return  # a load's failure (the window's) or a cancelled request's
+        self.end_locally(None, note="failed", error=failure.message)
+
+    def stats_record(self, stats: Stats, stop: StopReason, speed: SpeedFigures) -> dict[str, Any]:
+        """What the store keeps about a finished answer."""
+        return {
+            "alpha": stats.alpha,
+            "tau": stats.tau,
+            "tokens_per_s": stats.tokens_per_s,
+            "drafted": stats.drafted,
+            "accepted": stats.accepted,
+            "emitted": stats.emitted,
+            "rounds": stats.rounds,
+            "plain_tokens_per_s": speed.plain_tokens_per_s,
+            "plain_source": speed.plain_source,
+            "speedup": speed.speedup,
+            "stop": stop.name,
+            "pair": self.pair_label,
+        }

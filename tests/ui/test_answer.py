@@ -1,0 +1,137 @@
+"""The answer controller without a window: streaming into the store, stop, failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytestqt.qtbot import QtBot
+
+from specchat.engine.context import OverflowPolicy
+from specchat.engine.types import Controls, DraftMode, SamplingParams, StopReason
+from specchat.store.conversations import ConversationStore
+from specchat.tinymodels import TinyModels
+from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
+from specchat.workers.generation import GenerationService, LoadRequest
+
+DRAFT_K3 = Controls(DraftMode.DRAFT, 3, SamplingParams())
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ConversationStore]:
+    with ConversationStore(tmp_path / "conversations.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def service(qtbot: QtBot) -> Iterator[GenerationService]:
+    svc = GenerationService(n_threads=1)
+    svc.start()
+    yield svc
+    assert svc.shutdown(timeout_s=5.0)
+
+
+def _load(qtbot: QtBot, service: GenerationService, tiny: TinyModels) -> None:
+    request = LoadRequest(
+        service.new_id(),
+        target=tiny.target,
+        draft=tiny.draft_close,
+        n_ctx=2048,
+        target_gpu_layers=0,
+        draft_gpu_layers=0,
+        calibrate=False,
+    )
+    with qtbot.waitSignal(service.loaded, timeout=30_000):
+        service.load(request)
+
+
+def _conversation(store: ConversationStore, text: str = "Tell me a story.") -> int:
+    conversation = store.create("test")
+    store.add_message(conversation.id, "user", text)
+    return conversation.id
+
+
+def _start(answers: AnswerController, conversation_id: int, *, max_tokens: int) -> None:
+    answers.start(
+        conversation_id,
+        controls=DRAFT_K3,
+        max_tokens=max_tokens,
+        policy=OverflowPolicy.DROP_OLDEST,
+    )
+
+
+def test_answer_streams_into_the_store_with_its_stats(
+    qtbot: QtBot, service: GenerationService, store: ConversationStore, tiny_models: TinyModels
+) -> None:
+    _load(qtbot, service, tiny_models)
+    answers = AnswerController(service=service, store=store)
+    answers.pair_label = "tiny pair"
+    started: list[AnswerStarted] = []
+    rounds: list[AnswerRound] = []
+    answers.started.connect(started.append)
+    answers.round_shown.connect(rounds.append)
+    conversation_id = _conversation(store)
+    with qtbot.waitSignal(answers.ended, timeout=60_000) as blocker:
+        _start(answers, conversation_id, max_tokens=40)
+        assert answers.active
+    ended: AnswerEnded = blocker.args[0]
+    assert not answers.active
+    assert len(started) == 1 and started[0].message_id == ended.message_id
+    assert ended.stop in (StopReason.MAX_TOKENS, StopReason.EOS) and not ended.error
+    assert ended.stats is not None and ended.speed is not None and rounds
+    assert all(not r.auto for r in rounds)  # a fixed mode: no policy choice to show
+    stored = store.message(ended.message_id)
+    assert stored.finished and stored.role == "assistant"
+    assert stored.content == "".join(r.result.text for r in rounds)
+    assert stored.token_kinds is not None
+    assert "".join(span[0] for span in stored.token_kinds) == stored.content
+    assert stored.stats is not None
+    assert stored.stats["pair"] == "tiny pair"
+    assert stored.stats["emitted"] == ended.stats.emitted
+    assert stored.stats["stop"] == ended.stop.name
+
+
+def test_stop_keeps_the_partial_answer_and_ignores_late_rounds(
+    qtbot: QtBot, service: GenerationService, store: ConversationStore, tiny_models: TinyModels
+) -> None:
+    _load(qtbot, service, tiny_models)
+    answers = AnswerController(service=service, store=store)
+    rounds: list[AnswerRound] = []
+    answers.round_shown.connect(rounds.append)
+    _start(answers, _conversation(store), max_tokens=5000)
+    qtbot.waitUntil(lambda: len(rounds) >= 3, timeout=30_000)
+    with qtbot.waitSignal(answers.ended, timeout=5_000) as blocker:
+        answers.stop()
+    ended: AnswerEnded = blocker.args[0]
+    assert ended.stop is StopReason.CANCELLED and ended.note == "stopped"
+    assert ended.speed is None  # ended on this side, not finished by the worker
+    count = len(rounds)
+    qtbot.wait(200)  # the worker's last rounds and its finish arrive for a request not current
+    assert len(rounds) == count
+    stored = store.message(ended.message_id)
+    assert not stored.finished
+    assert stored.content == "".join(r.result.text for r in rounds)
+
+
+def test_failure_ends_the_answer_with_a_readable_error(
+    qtbot: QtBot, service: GenerationService, store: ConversationStore
+) -> None:
+    answers = AnswerController(service=service, store=store)
+    with qtbot.waitSignal(answers.ended, timeout=10_000) as blocker:
+        _start(answers, _conversation(store), max_tokens=10)  # no model loaded
+    ended: AnswerEnded = blocker.args[0]
+    assert ended.stop is None and ended.note == "failed"
+    assert "No model is loaded" in ended.error and "Traceback" not in ended.error
+    assert not answers.active
+    assert not store.message(ended.message_id).finished
+
+
+def test_answer_controller_imports_no_widgets() -> None:
+    code = (
+        "import sys, specchat.ui.answer; "
+        "assert 'PySide6.QtWidgets' not in sys.modules, 'the answer controller imports widgets'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
