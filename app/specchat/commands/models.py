@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.cli import UserError
@@ -29,6 +31,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("pair_id", metavar="PAIR_ID")
     path = sub.add_parser("path", help="print the target and draft file paths")
     path.add_argument("pair_id", metavar="PAIR_ID")
+    profile = sub.add_parser(
+        "profile", help="this machine's pass cost at every batch size (measured if not stored)"
+    )
+    profile.add_argument("pair_id", metavar="PAIR_ID")
+    profile.add_argument("--threads", type=int, default=None, help="decode threads")
+    profile.add_argument("--ctx", type=int, default=4096, help="context window")
+    profile.add_argument(
+        "--gpu-layers", type=int, default=-1, help="layers to offload where the build can (-1: all)"
+    )
+    profile.add_argument(
+        "--remeasure", action="store_true", help="measure again even if a table is stored"
+    )
+    profile.add_argument(
+        "--out", type=Path, metavar="FILE", help="also write a cost file for bench --replay"
+    )
 
 
 class TerminalProgress:
@@ -238,6 +255,108 @@ def _path(pair_id: str) -> int:
     return 0
 
 
+def _located(pair_id: str) -> tuple[Path, Path | None]:
+    from specchat.models.download import locate_file
+
+    pair = _pair(pair_id)
+    found = {role: locate_file(model) for role, model in pair.files()}
+    missing = [role for role, located in found.items() if located is None]
+    if missing:
+        raise UserError(
+            f"pair {pair.id!r}: {' and '.join(missing)} not on disk; "
+            f"run `specchat models fetch {pair.id}`"
+        )
+    draft = found.get("draft")
+    target = found["target"]
+    assert target is not None
+    return target.path, None if draft is None else draft.path
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from specchat.engine.cost_table import CostStore, new_table, sizes_text
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.profiling import PairProfiler, load_costs
+    from specchat.engine.session import ChatEngine
+
+    target, draft = _located(args.pair_id)
+    try:
+        engine = ChatEngine.load(
+            target,
+            draft,
+            n_ctx=args.ctx,
+            n_threads=args.threads,
+            target_gpu_layers=args.gpu_layers,
+            draft_gpu_layers=args.gpu_layers,
+        )
+    except ModelLoadError as error:
+        raise UserError(str(error)) from None
+    try:
+        store = CostStore()
+        costs = load_costs(engine.target, engine.draft, store=store)
+        if args.remeasure:
+            costs.target = new_table(engine.target)
+            if engine.draft is not None:
+                costs.draft = new_table(engine.draft, rows=1)
+        profiler = PairProfiler(costs, engine.target, engine.draft, store=store)
+        if not profiler.done:
+            bar = _ProfileBar()
+            began = time.monotonic()
+            profiler.run(progress=bar)
+            bar.close()
+            print(f"measured in {time.monotonic() - began:.1f} s", file=sys.stderr)
+        else:
+            print("stored table (--remeasure measures again)", file=sys.stderr)
+        info = engine.info.target
+        print(
+            f"target {info.description} ({info.path.name}), {info.backend}, "
+            f"{info.n_threads} threads, after {costs.target.context_tokens} cached tokens"
+        )
+        print("  n      pass  × 1 token    per row")
+        for line in sizes_text(costs.target):
+            print(f"{line}")
+        if costs.draft is not None and engine.info.draft is not None:
+            draft_ms = costs.draft.cost_ms(1)
+            one = costs.target.cost_ms(1)
+            if draft_ms is not None and one:
+                print(
+                    f"draft  {engine.info.draft.description} ({engine.info.draft.path.name}): "
+                    f"{draft_ms:.1f} ms a token ({draft_ms / one:.2f}× a target token)"
+                )
+        print(f"stored in {store.folder}")
+        if args.out is not None:
+            costs.name = f"{info.description}, {info.backend}, {info.n_threads} threads"
+            try:
+                args.out.write_text(json.dumps(costs.to_json(), indent=1), encoding="utf-8")
+            except OSError as error:
+                raise UserError(f"cannot write {args.out}: {error.strerror or error}") from None
+            print(f"cost file: {args.out}")
+    finally:
+        engine.close()
+    return 0
+
+
+class _ProfileBar:
+    """Measurement progress on stderr: redrawn on a terminal, every tenth elsewhere."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self._shown = -1
+
+    def __call__(self, n: int, share: float) -> None:
+        if self.tty:
+            self.stream.write(f"\rmeasuring: pass of {n:>2} tokens, {share * 100:3.0f}% ")
+        elif int(share * 10) > self._shown:
+            self._shown = int(share * 10)
+            self.stream.write(f"measuring: {share * 100:3.0f}%\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
 def run(args: argparse.Namespace) -> int:
     command = args.models_command
     if command == "list":
@@ -248,4 +367,6 @@ def run(args: argparse.Namespace) -> int:
         return _verify(args.pair_id)
     if command == "path":
         return _path(args.pair_id)
+    if command == "profile":
+        return _profile(args)
     raise UserError(f"unknown models action {command!r}")

@@ -1,0 +1,422 @@
+"""The machine's cost table: a model's pass time at every batch size, measured outside answers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specchat.engine.llama import LlamaModel
+
+#: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
+MAX_ROWS = 64
+
+#: Tokens in the cache before a timed pass: attention's share of a pass grows with the
+#: context, and a chat's answers start after a system prompt and a question or more.
+CONTEXT_TOKENS = 100
+
+#: Timed passes per size: a stall (another process, a page fault) only ever makes a pass
+#: slower, so the best of two is the machine's cost.
+SAMPLES = 2
+
+#: Sizes measured first, so that every size has a measured size at or above it after a
+#: couple of seconds; the others fill in after.
+COARSE_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+#: A size whose first sample costs this much more than some larger size's gets no second
+#: one: a pass is never sized there (a larger one is cheaper), so its exact cost is moot.
+DOMINATED = 1.15
+
+#: A first sample this many times both its neighbours' is taken for a stall and sampled again.
+SPIKE = 1.4
+
+#: Relative cost of one more row in a pass before anything is measured. On a 2-core CPU a
+#: pass of n with logits for every row costs 1.6× (n = 2) to 17× (n = 64) one token; on a
+#: GPU extra rows are nearly free until the GPU is compute-bound.
+PRIOR_ROW_SLOPE = {"cpu": 0.6, "gpu": 0.05}
+
+#: A measurement this many times the current estimate is mostly a stall: it moves the
+#: estimate as if it were this many times, no more.
+STALL_FACTOR = 3.0
+
+#: Weight of a new round's time in the running estimate.
+SMOOTHING = 0.2
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class CostKey:
+    """What a table is valid for: one model file, backend, thread count and context band.
+
+    Attributes:
+        file: the model file's resolved path.
+        size: its size in bytes.
+        mtime_ns: its modification time (a rewritten file is another model).
+        backend: 'CPU' or the GPU backend.
+        threads: decode threads.
+        ctx_band: the context window rounded up to a power of two (the KV cache's size
+            changes attention kernels' shapes; nearby windows share a table).
+    """
+
+    file: str
+    size: int
+    mtime_ns: int
+    backend: str
+    threads: int
+    ctx_band: int
+
+    @classmethod
+    def of(cls, model: LlamaModel) -> CostKey:
+        path = Path(model.info.path).resolve()
+        stat = path.stat()
+        return cls(
+            file=str(path),
+            size=stat.st_size,
+            mtime_ns=stat.st_mtime_ns,
+            backend=model.info.backend,
+            threads=model.info.n_threads,
+            ctx_band=1 << max(0, math.ceil(math.log2(max(1, model.n_ctx)))),
+        )
+
+    def digest(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+class CostTableError(ValueError):
+    """A cost table file is unreadable or malformed; the message says why."""
+
+
+@dataclass
+class CostTable:
+    """One model's pass time by batch size on this machine.
+
+    Attributes:
+        sizes: the sizes that matter (1 … 64 for a target, 1 for a draft model).
+        pass_ms: milliseconds of a pass over n tokens (logits for every row), by n: measured
+            outside answers, then refreshed by real rounds.
+        samples: offline samples taken per size (a resumed measurement goes on from these).
+        gpu: whether the model runs on a GPU (picks the prior for sizes not measured yet).
+        key: what the table is valid for (None for a table read from a file by name).
+        description: the model, in words.
+        context_tokens: cached tokens before the timed passes.
+    """
+
+    sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
+    pass_ms: dict[int, float] = field(default_factory=dict)
+    samples: dict[int, int] = field(default_factory=dict)
+    gpu: bool = False
+    key: CostKey | None = None
+    description: str = ""
+    context_tokens: int = CONTEXT_TOKENS
+
+    # --- what the policy reads ----------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        """Whether every size has its offline samples (dominated sizes need only one)."""
+        return not self.to_measure()
+
+    def cost_ms(self, n: int) -> float | None:
+        """A pass over exactly n tokens: measured, or a prior guess (None before any time)."""
+        if n in self.pass_ms:
+            return self.pass_ms[n]
+        if not self.pass_ms:
+            return None
+        # Nothing measured at n yet: scale the nearest measured size by the prior's shape.
+        # Only a partial table does this, and only until the background measurement gets there.
+        anchor = min(self.pass_ms, key=lambda m: (abs(m - n), -m))
+        return self.pass_ms[anchor] * self._shape(n) / self._shape(anchor)
+
+    def pass_size(self, n: int) -> int:
+        """The size of the cheapest pass that holds n rows: n itself or a larger size.
+
+        The extra rows carry more draft tokens, which can only add kept tokens, so a pass is
+        never sized where a larger one costs no more. Only sizes with a time (measured or seen)
+        are candidates: a prior guess is no reason to pay for rows.
+        """
+        n = max(1, n)
+        best, best_ms = n, self.cost_ms(n)
+        if best_ms is None:
+            return n
+        for m, ms in self.pass_ms.items():
+            if m > n and m <= self.sizes[-1] and (ms < best_ms or (ms == best_ms and m > best)):
+                best, best_ms = m, ms
+        return best
+
+    def target_ms(self, n: int) -> float | None:
+        """Time to check n tokens: the cheapest pass at or above n (see pass_size)."""
+        return self.cost_ms(self.pass_size(n))
+
+    def _shape(self, n: int) -> float:
+        return 1.0 + PRIOR_ROW_SLOPE["gpu" if self.gpu else "cpu"] * (n - 1)
+
+    # --- learning -----------------------------------------------------------------------------
+    def record(self, n: int, ms: float) -> None:
+        """An offline sample: the table keeps the best (stalls only ever slow a pass)."""
+        old = self.pass_ms.get(n)
+        self.pass_ms[n] = ms if old is None else min(old, ms)
+        self.samples[n] = self.samples.get(n, 0) + 1
+
+    def observe(self, n: int, ms: float) -> None:
+        """A pass seen in a real round: moves the estimate a little, stalls damped."""
+        old = self.pass_ms.get(n)
+        if old is None:
+            # A first real time at this size beats a guess, but a stall must not set it.
+            guess = self.cost_ms(n)
+            self.pass_ms[n] = ms if guess is None else min(ms, STALL_FACTOR * guess)
+            return
+        self.pass_ms[n] = old + SMOOTHING * (min(ms, STALL_FACTOR * old) - old)
+
+    @property
+    def progress(self) -> float:
+        """Share of the offline samples taken (0 … 1; a skipped second sample counts as taken)."""
+        owed = set(self.to_measure())
+        taken = sum(
+            SAMPLES if n not in owed and n in self.samples else min(self.samples.get(n, 0), 1)
+            for n in self.sizes
+        )
+        return taken / (SAMPLES * len(self.sizes))
+
+    def to_measure(self) -> list[int]:
+        """Sizes still owed an offline sample, in the order they are taken.
+
+        Coarse sizes first (so every size soon has a measured one at or above it), then the
+        rest; a second round of samples skips sizes a larger one already beats clearly.
+        """
+        order = [n for n in COARSE_SIZES if n in self.sizes]
+        order += [n for n in self.sizes if n not in order]
+        first = [n for n in order if self.samples.get(n, 0) < 1]
+        if first:
+            return first
+        out = []
+        for n in order:
+            if self.samples.get(n, 0) >= SAMPLES:
+                continue
+            larger = [self.pass_ms[m] for m in self.sizes if m > n and m in self.pass_ms]
+            if larger and self.pass_ms[n] > DOMINATED * min(larger) and not self._spike(n):
+                continue
+            out.append(n)
+        return out
+
+    def _spike(self, n: int) -> bool:
+        """Whether n's time stands out from both neighbours' (a stall, not the kernels).
+
+        Kernel structure moves a size's cost by a third at most against its neighbours; a
+        stalled sample would pass for a dominated size and never be timed again.
+        """
+        near = [self.pass_ms[m] for m in (n - 1, n + 1) if m in self.pass_ms]
+        return bool(near) and self.pass_ms[n] > SPIKE * max(near)
+
+    # --- files --------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "description": self.description,
+            "gpu": self.gpu,
+            "context_tokens": self.context_tokens,
+            "sizes": [self.sizes[0], self.sizes[-1]],
+            "pass_ms": {str(n): round(ms, 3) for n, ms in sorted(self.pass_ms.items())},
+            "samples": {str(n): c for n, c in sorted(self.samples.items())},
+            "key": None if self.key is None else asdict(self.key),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, what: str = "cost table") -> CostTable:
+        try:
+            low, high = (int(v) for v in data.get("sizes", (1, MAX_ROWS)))
+            pass_ms = {int(n): float(ms) for n, ms in data["pass_ms"].items()}
+            samples = {int(n): int(c) for n, c in data.get("samples", {}).items()}
+            key = CostKey(**data["key"]) if data.get("key") else None
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise CostTableError(f"{what}: malformed ({error!r})") from None
+        if not 1 <= low <= high <= 4096:
+            raise CostTableError(f"{what}: sizes {low}…{high} make no sense")
+        bad = [n for n, ms in pass_ms.items() if not low <= n <= high or not ms > 0]
+        if bad or (1 not in pass_ms and pass_ms):
+            raise CostTableError(
+                f"{what}: pass times need size 1 and positive milliseconds "
+                f"for sizes {low}…{high} (bad: {bad[:5]})"
+            )
+        return cls(
+            sizes=tuple(range(low, high + 1)),
+            pass_ms=pass_ms,
+            samples=samples,
+            gpu=bool(data.get("gpu", False)),
+            key=key,
+            description=str(data.get("description", "")),
+            context_tokens=int(data.get("context_tokens", CONTEXT_TOKENS)),
+        )
+
+
+def new_table(model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:
+    """An empty table for `model` (sizes 1 … rows, capped by its batch and context)."""
+    top = max(1, min(rows, model.n_batch, model.n_ctx - CONTEXT_TOKENS - 1))
+    return CostTable(
+        sizes=tuple(range(1, top + 1)),
+        gpu=model.info.gpu_layers > 0,
+        key=CostKey.of(model),
+        description=model.info.description,
+    )
+
+
+class CostStore:
+    """Cost tables on disk, one JSON file per key, in the cache folder.
+
+    Attributes:
+        folder: where the files live.
+    """
+
+    def __init__(self, folder: Path | None = None) -> None:
+        if folder is None:
+            from specchat import paths
+
+            folder = paths.cache_dir() / "costs"
+        self.folder = folder
+
+    def path(self, key: CostKey) -> Path:
+        return self.folder / f"{key.digest()}.json"
+
+    def load(self, model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:
+        """The stored table for `model` here, or a fresh one (a bad file is measured anew)."""
+        fresh = new_table(model, rows=rows)
+        assert fresh.key is not None
+        try:
+            data = json.loads(self.path(fresh.key).read_text(encoding="utf-8"))
+            stored = CostTable.from_json(data)
+        except (OSError, ValueError):
+            return fresh
+        if stored.key != fresh.key or stored.sizes != fresh.sizes:
+            return fresh
+        stored.gpu = fresh.gpu
+        return stored
+
+    def save(self, table: CostTable) -> None:
+        """Write atomically: a crash mid-write leaves the old file, never half a table."""
+        if table.key is None:
+            raise ValueError("only a keyed table can be stored")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        target = self.path(table.key)
+        partial = target.with_suffix(".part")
+        partial.write_text(json.dumps(table.to_json(), indent=1), encoding="utf-8")
+        os.replace(partial, target)
+
+
+def sizes_text(table: CostTable, sizes: Iterable[int] | None = None) -> list[str]:
+    """Lines of `n  ms  ×one-token  per-row` for printing a table."""
+    one = table.pass_ms.get(1)
+    lines = []
+    for n in sizes or table.sizes:
+        ms = table.pass_ms.get(n)
+        if ms is None:
+            lines.append(f"{n:>3}  {'—':>9}")
+            continue
+        relative = f"{ms / one:6.2f}×" if one else ""
+        mark = "" if table.pass_size(n) == n else f"  → pass of {table.pass_size(n)} costs less"
+        lines.append(f"{n:>3}  {ms:7.1f} ms {relative} {ms / n:6.1f} ms/row{mark}")
+    return lines
+
+
+@dataclass
+class MachineCosts:
+    """What `auto` prices a round with: the target's table, the draft's, and catch-up.
+
+    Attributes:
+        target: the target model's pass times by size.
+        draft: the draft model's (size 1: one drafted token), if there is a draft model.
+        catchup_token_ms: milliseconds per token when the draft model evaluates text it has
+            not seen in one batch (learnt from rounds; a share of a drafted token before).
+        name: what machine the costs describe (for tables read from a file).
+        sources: where the figures come from (for tables read from a file).
+    """
+
+    target: CostTable
+    draft: CostTable | None = None
+    catchup_token_ms: float | None = None
+    name: str = ""
+    sources: tuple[str, ...] = ()
+
+    def target_ms(self, n: int) -> float | None:
+        """Time to check n tokens in one target pass (the cheapest pass holding them)."""
+        return self.target.target_ms(n)
+
+    def pass_size(self, n: int) -> int:
+        """Rows of the pass that checks n tokens (n, or a larger size that costs no more)."""
+        return self.target.pass_size(n)
+
+    @property
+    def draft_token_ms(self) -> float | None:
+        return None if self.draft is None else self.draft.cost_ms(1)
+
+    def catchup_ms(self, tokens: int) -> float:
+        """Estimated time for the draft model to evaluate `tokens` it has not seen."""
+        if tokens <= 2:
+            return 0.0  # the usual one or two: part of every draft round's cost
+        per_token = self.catchup_token_ms
+        if per_token is None:
+            # Before measuring: a batched catch-up costs a fraction of decoding token by token.
+            per_token = 0.3 * (self.draft_token_ms or 0.0)
+        return per_token * tokens
+
+    def observe_batch(self, n: int, ms: float) -> None:
+        self.target.observe(n, ms)
+
+    def observe_draft(self, tokens: int, ms: float) -> None:
+        if tokens > 0 and self.draft is not None:
+            self.draft.observe(1, ms / tokens)
+
+    def observe_catchup(self, tokens: int, ms: float) -> None:
+        if tokens <= 0:
+            return
+        per_token = ms / tokens
+        old = self.catchup_token_ms
+        self.catchup_token_ms = (
+            per_token if old is None else old + SMOOTHING * (min(per_token, 3 * old) - old)
+        )
+
+    # --- machine cost files (shipped profiles, `profile --out`, `bench --replay --costs`) ---
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "sources": list(self.sources),
+            "target": self.target.to_json(),
+            "draft": None if self.draft is None else self.draft.to_json(),
+            "catchup_token_ms": self.catchup_token_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], *, what: str = "cost file") -> MachineCosts:
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            raise CostTableError(f"{what}: not a SpecChat cost file (schema {SCHEMA})")
+        if not isinstance(data.get("target"), Mapping):
+            raise CostTableError(f"{what}: no target table")
+        target = CostTable.from_json(data["target"], what=f"{what} (target)")
+        if 1 not in target.pass_ms:
+            raise CostTableError(f"{what}: the target table has no pass of 1 token")
+        draft = None
+        if isinstance(data.get("draft"), Mapping):
+            draft = CostTable.from_json(data["draft"], what=f"{what} (draft)")
+        catchup = data.get("catchup_token_ms")
+        return cls(
+            target=target,
+            draft=draft,
+            catchup_token_ms=None if catchup is None else float(catchup),
+            name=str(data.get("name", "")),
+            sources=tuple(str(s) for s in data.get("sources", ())),
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> MachineCosts:
+        """A cost file, with a clear message for a missing or malformed one."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as error:
+            raise CostTableError(f"cannot read {path}: {error.strerror or error}") from None
+        except ValueError as error:
+            raise CostTableError(f"{path} is not JSON: {error}") from None
+        return cls.from_json(data, what=str(path))

@@ -1,0 +1,183 @@
+"""Measuring cost tables: one timed pass at a time, between answers, resumable."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+from specchat.engine.cost_table import (
+    CONTEXT_TOKENS,
+    CostStore,
+    CostTable,
+    MachineCosts,
+)
+from specchat.engine.llama import LlamaModel
+
+
+def _filler(model: LlamaModel, count: int) -> list[int]:
+    """Ordinary text tokens to stand in for a chat's context and a draft's rows."""
+    text = (
+        "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. "
+        "Speculative decoding checks several proposed tokens in one pass of the model.\n"
+    )
+    tokens = model.tokenize(text, add_special=False, parse_special=False) or [0]
+    return (tokens * (1 + count // len(tokens)))[:count]
+
+
+class TableMeasurer:
+    """Measures a table one timed pass at a time, so it can stop between any two passes.
+
+    Each pass is appended after the cache's contents and rolled back. With fewer than
+    CONTEXT_TOKENS cached (right after a load), filler text is cached first and left there:
+    the next answer's prompt sync drops it, and a conversation's own cache is never touched.
+
+    Attributes:
+        model: the model timed.
+        table: the table filled in.
+        logits: which rows' logits each pass asks for ('all' as verification does, 'last' as
+            drafting does).
+    """
+
+    def __init__(self, model: LlamaModel, table: CostTable, *, logits: str = "all") -> None:
+        self.model = model
+        self.table = table
+        self.logits = logits
+        self._warm = False
+
+    @property
+    def done(self) -> bool:
+        return self.table.complete or self.model.room() <= self.table.sizes[-1] + CONTEXT_TOKENS
+
+    def step(self) -> int | None:
+        """Time one pass of the next size owed; returns that size (None when done)."""
+        if self.done:
+            return None
+        model = self.model
+        if model.n_past < CONTEXT_TOKENS:
+            model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
+        base = model.n_past
+        rows = _filler(model, self.table.sizes[-1])
+        if not self._warm:
+            # The first pass after a load or an answer pages weights in: not the machine's cost.
+            model.decode(rows[:1], logits=self.logits)
+            model.truncate(base)
+            self._warm = True
+        n = self.table.to_measure()[0]
+        began = time.perf_counter()
+        model.decode(rows[:n], logits=self.logits)
+        elapsed = (time.perf_counter() - began) * 1000.0
+        model.truncate(base)
+        self.table.context_tokens = base
+        self.table.record(n, elapsed)
+        return n
+
+    def run(
+        self,
+        *,
+        should_stop: Callable[[], bool] = lambda: False,
+        progress: Callable[[int, float], None] | None = None,
+    ) -> bool:
+        """Step until done or `should_stop()`; returns whether the table is complete.
+
+        `progress(n, share)` follows each pass: the size just timed and the share done.
+        """
+        while not should_stop():
+            n = self.step()
+            if n is None:
+                break
+            if progress is not None:
+                progress(n, self.table.progress)
+        return self.table.complete
+
+    def pause(self) -> None:
+        """An answer comes next: its first pass pages weights in, so warm up again after."""
+        self._warm = False
+
+
+def load_costs(
+    target: LlamaModel, draft: LlamaModel | None, *, store: CostStore | None = None
+) -> MachineCosts:
+    """The stored tables of a loaded pair (fresh, empty ones where none is stored)."""
+    store = store or CostStore()
+    return MachineCosts(
+        target=store.load(target),
+        draft=None if draft is None else store.load(draft, rows=1),
+    )
+
+
+class PairProfiler:
+    """Fills a loaded pair's cost tables a pass at a time and stores them as they grow.
+
+    The owner calls `step()` whenever nothing else is running (the window's worker between
+    answers, `specchat models profile` in a loop) and `pause()` before an answer: a step is
+    one pass (≈ 0.5 s at most on a laptop CPU), so an answer never waits longer than that.
+
+    Attributes:
+        costs: the tables filled in (the same object the auto policy prices with).
+        store: where they are saved.
+    """
+
+    def __init__(
+        self,
+        costs: MachineCosts,
+        target: LlamaModel,
+        draft: LlamaModel | None = None,
+        *,
+        store: CostStore | None = None,
+    ) -> None:
+        self.costs = costs
+        self.store = store or CostStore()
+        self._measurers = [TableMeasurer(target, costs.target)]
+        if draft is not None and costs.draft is not None:
+            self._measurers.append(TableMeasurer(draft, costs.draft, logits="last"))
+
+    @property
+    def done(self) -> bool:
+        return all(m.done for m in self._measurers)
+
+    @property
+    def progress(self) -> float:
+        """Share measured, weighted by the tables' sizes."""
+        total = sum(len(m.table.sizes) for m in self._measurers)
+        return sum(m.table.progress * len(m.table.sizes) for m in self._measurers) / total
+
+    def step(self) -> int | None:
+        """Time one pass; returns its size, or None when every table is done (and saved)."""
+        for measurer in self._measurers:
+            if not measurer.done:
+                n = measurer.step()
+                if measurer.done:
+                    self.save()
+                return n
+        return None
+
+    def pause(self) -> None:
+        """An answer comes next: keep what was measured, warm up again when resuming."""
+        for measurer in self._measurers:
+            measurer.pause()
+        self.save()
+
+    def run(
+        self,
+        *,
+        should_stop: Callable[[], bool] = lambda: False,
+        progress: Callable[[int, float], None] | None = None,
+    ) -> bool:
+        """Step until done or `should_stop()`; returns whether every table is complete."""
+        while not should_stop():
+            n = self.step()
+            if n is None:
+                return True
+            if progress is not None:
+                progress(n, self.progress)
+        self.pause()
+        return self.done
+
+    def save(self) -> None:
+        """Store the tables (real rounds' refreshes included)."""
+        for measurer in self._measurers:
+            if measurer.table.key is not None:
+                # A read-only or full cache only costs a re-measurement at the next load.
+                with contextlib.suppress(OSError):
+                    self.store.save(measurer.table)

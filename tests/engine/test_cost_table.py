@@ -1,0 +1,172 @@
+"""The cost table: rounding passes up to cheaper sizes, measuring between answers, storing."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from specchat.engine.cost_table import (
+    COARSE_SIZES,
+    MAX_ROWS,
+    CostKey,
+    CostStore,
+    CostTable,
+    CostTableError,
+    MachineCosts,
+)
+from specchat.engine.llama import LlamaModel
+from specchat.engine.profiling import PairProfiler, TableMeasurer, load_costs
+
+#: The shipped Q4_K_M target's pass cost on a 2-core CPU, × one token (issue figures).
+Q4_K_M = {1: 1.0, 2: 1.63, 3: 2.06, 4: 2.61, 5: 3.38, 8: 4.56, 12: 5.74, 15: 6.82, 16: 5.16}
+
+
+def jagged(relative: dict[int, float] = Q4_K_M, one_ms: float = 28.0) -> CostTable:
+    """A table measured at every size 1 … 16, filled in linearly between the given points."""
+    points = sorted(relative)
+    pass_ms = {}
+    for n in range(1, 17):
+        lo = max(p for p in points if p <= n)
+        hi = min(p for p in points if p >= n)
+        r = (
+            relative[lo]
+            if lo == hi
+            else relative[lo] + (relative[hi] - relative[lo]) * (n - lo) / (hi - lo)
+        )
+        pass_ms[n] = r * one_ms
+    return CostTable(sizes=tuple(range(1, 17)), pass_ms=pass_ms)
+
+
+def test_a_pass_is_never_sized_where_a_larger_one_costs_less() -> None:
+    table = jagged()
+    # 16 costs less than every size from 11 on: those are checked in a pass of 16.
+    for n in range(11, 17):
+        assert table.pass_size(n) == 16
+        assert table.target_ms(n) == pytest.approx(5.16 * 28.0)
+    for n in range(1, 17):
+        size = table.pass_size(n)
+        assert size >= n
+        assert all(table.pass_ms[m] > table.pass_ms[size] for m in range(size + 1, 17))
+    assert table.pass_size(4) == 4  # cheaper than anything bigger: no rounding
+
+
+def test_q4_0_shape_rounds_three_up_to_four() -> None:
+    table = jagged({1: 1.0, 2: 1.67, 3: 2.25, 4: 1.76, 8: 2.99, 15: 5.5, 16: 4.14})
+    assert table.pass_size(3) == 4
+    assert table.pass_size(2) == 2
+    assert table.pass_size(12) == 16
+    assert table.target_ms(3) == table.pass_ms[4]
+
+
+def test_partial_table_prices_from_neighbours_and_rounds_only_to_measured_sizes() -> None:
+    table = CostTable(pass_ms={1: 30.0, 16: 150.0})
+    assert table.cost_ms(15) is not None and table.cost_ms(15) < 150.0  # prior shape
+    assert table.pass_size(15) == 15  # a guess is no reason to pay for more rows
+    table.pass_ms[15] = 200.0  # once seen dearer than 16, it rounds up
+    assert table.pass_size(15) == 16
+    assert CostTable().target_ms(3) is None
+
+
+def test_rounds_refresh_the_table_but_a_stall_moves_it_little() -> None:
+    table = CostTable(pass_ms={1: 30.0, 2: 50.0})
+    table.observe(1, 33.0)
+    assert table.pass_ms[1] == pytest.approx(30.6)
+    table.observe(2, 5000.0)  # another process stole the CPU for a while
+    assert table.pass_ms[2] < 50.0 * 1.5
+    table.observe(7, 9000.0)  # first real time at an unmeasured size: capped by its guess
+    assert table.pass_ms[7] < 9000.0
+
+
+def test_measurement_order_is_coarse_first_and_skips_second_samples_of_dominated_sizes() -> None:
+    table = CostTable()
+    assert table.to_measure()[: len(COARSE_SIZES)] == list(COARSE_SIZES)
+    for n, ms in jagged().pass_ms.items():
+        table.record(n, ms)
+    for n in range(17, MAX_ROWS + 1):
+        table.record(n, 150.0 + 10 * n)
+    second = table.to_measure()
+    assert 16 in second and 4 in second
+    assert 14 not in second  # 16 is far cheaper: its exact cost is moot
+    # A stalled first sample looks dominated too, but stands out from both neighbours.
+    table.pass_ms[20] = 5000.0
+    assert 20 in table.to_measure()
+
+
+def test_table_files_round_trip_and_bad_files_are_clear(tmp_path: Path) -> None:
+    costs = MachineCosts(jagged(), CostTable(sizes=(1,), pass_ms={1: 9.0}), name="laptop")
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(costs.to_json()))
+    back = MachineCosts.read(path)
+    assert back.target.pass_ms == pytest.approx(costs.target.pass_ms, abs=1e-3)
+    assert back.draft_token_ms == 9.0 and back.name == "laptop"
+    path.write_text('{"schema": 1, "target": {"pass_ms": {"2": 5}}}')
+    with pytest.raises(CostTableError, match="size 1"):
+        MachineCosts.read(path)
+    path.write_text("not json")
+    with pytest.raises(CostTableError, match="not JSON"):
+        MachineCosts.read(path)
+    with pytest.raises(CostTableError, match="cannot read"):
+        MachineCosts.read(tmp_path / "missing.json")
+
+
+def test_measuring_fills_every_size_and_leaves_a_conversation_cache_alone(
+    tiny_target: LlamaModel,
+) -> None:
+    tiny_target.reset()
+    conversation = tiny_target.tokenize("hello there " * 60)
+    tiny_target.decode(conversation, logits="none")
+    held = list(tiny_target.tokens)
+    assert len(held) >= 100
+    table = CostTable()
+    TableMeasurer(tiny_target, table).run()
+    assert table.complete
+    assert sorted(table.pass_ms) == list(range(1, MAX_ROWS + 1))
+    assert all(table.samples[n] >= 1 for n in table.sizes)
+    assert tiny_target.tokens == held
+
+
+def test_measurement_stops_when_an_answer_comes_and_resumes_from_disk(
+    tiny_target: LlamaModel, tiny_draft: LlamaModel, tmp_path: Path
+) -> None:
+    tiny_target.reset()
+    tiny_draft.reset()
+    store = CostStore(tmp_path / "costs")
+    costs = load_costs(tiny_target, tiny_draft, store=store)
+    profiler = PairProfiler(costs, tiny_target, tiny_draft, store=store)
+    steps: list[int] = []
+    stopped = profiler.run(
+        should_stop=lambda: len(steps) >= 5, progress=lambda n, share: steps.append(n)
+    )
+    assert not stopped
+    assert steps == list(COARSE_SIZES[:5])
+    # Paused: what was measured is on disk, and a later load resumes there.
+    again = load_costs(tiny_target, tiny_draft, store=store)
+    assert sorted(again.target.samples) == sorted(COARSE_SIZES[:5])
+    resumed = PairProfiler(again, tiny_target, tiny_draft, store=store)
+    first = resumed.step()
+    assert first == COARSE_SIZES[5]
+    assert resumed.run()
+    final = load_costs(tiny_target, tiny_draft, store=store)
+    assert final.target.complete and final.draft is not None and final.draft.complete
+    assert final.draft_token_ms is not None
+
+
+def test_a_changed_model_file_gets_a_new_table(tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    copy = tmp_path / "model.gguf"
+    copy.write_bytes(Path(tiny_models.target).read_bytes())
+    store = CostStore(tmp_path / "costs")
+    with LlamaModel(copy, n_ctx=512) as model:
+        table = store.load(model)
+        table.record(1, 1.0)
+        store.save(table)
+        assert store.load(model).pass_ms == {1: 1.0}
+        stat = copy.stat()
+        os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+        assert CostKey.of(model) != table.key
+        assert store.load(model).pass_ms == {}
+    # Another context band or thread count is another table, too.
+    with LlamaModel(copy, n_ctx=8192) as model:
+        assert store.load(model).pass_ms == {}
