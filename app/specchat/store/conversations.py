@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
+from specchat.store.changes import ChangeKind, Listener, StoreChange
 
 #: Version of the schema this code writes; older databases are migrated on open.
 SCHEMA_VERSION = 1
@@ -136,6 +137,7 @@ class ConversationStore:
         self._busy_timeout_s = busy_timeout_s
         self.recovered_from: Path | None = None
         self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = self._open()
@@ -255,6 +257,18 @@ class ConversationStore:
             self._db.close()
             self._db = self._open()
 
+    def subscribe(self, listener: Listener) -> None:
+        """Call `listener` after every committed change, on the thread that made it."""
+        self._listeners.append(listener)
+
+    def unsubscribe(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+
+    def _notify(self, conversation_id: int, kind: ChangeKind) -> None:
+        for listener in list(self._listeners):
+            listener(StoreChange(conversation_id, kind))
+
     # --- conversations --------------------------------------------------------------------
 
     def create(self, title: str = "New chat") -> Conversation:
@@ -291,11 +305,13 @@ class ConversationStore:
             db.execute(
                 "UPDATE conversations SET deleted = ? WHERE id = ?", (time.time(), conversation_id)
             )
+        self._notify(conversation_id, ChangeKind.DELETED)
 
     def restore(self, conversation_id: int) -> None:
         with self._transaction() as db:
             self._require(db, conversation_id)
             db.execute("UPDATE conversations SET deleted = NULL WHERE id = ?", (conversation_id,))
+        self._notify(conversation_id, ChangeKind.RESTORED)
 
     def purge(self, *, older_than_s: float = 0.0) -> int:
         """Erase conversations in the bin for longer than `older_than_s`; returns how many."""
@@ -400,6 +416,7 @@ class ConversationStore:
                 raise KeyError(f"no message {message_id}")
             row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
             self._touch(db, row["conversation_id"])
+        self._notify(row["conversation_id"], ChangeKind.MESSAGES)
         return self._message(row)
 
     def delete_message(self, message_id: int) -> None:
@@ -412,6 +429,7 @@ class ConversationStore:
                 raise KeyError(f"no message {message_id}")
             db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
             self._touch(db, row["conversation_id"])
+        self._notify(row["conversation_id"], ChangeKind.MESSAGES)
 
     def partial_writer(self, message_id: int, *, interval_s: float = 0.5) -> PartialWriter:
         """A throttle for update_partial, so a fast stream writes at most every `interval_s`."""
@@ -444,6 +462,7 @@ class ConversationStore:
             )
             self._touch(db, conversation_id, now)
             row = db.execute("SELECT * FROM messages WHERE id = ?", (cursor.lastrowid,)).fetchone()
+        self._notify(conversation_id, ChangeKind.MESSAGES)
         return self._message(row)
 
     # --- export ---------------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""Earlier conversations from the store, kept in step in a suffix index for drafting."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from specchat.engine.chat_template import ChatMessage, ChatTemplate, ChatTemplateError
+from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.store.changes import ChangeKind, StoreChange
+from specchat.store.conversations import ConversationStore, StoredMessage
+
+#: Renders and tokenizes one conversation's messages (the target's chat template and
+#: tokenizer, so stored text matches the live prompt token for token).
+Tokenize = Callable[[Sequence[StoredMessage]], Sequence[int]]
+
+
+def template_tokenizer(template: ChatTemplate, tokenize: Callable[[str], list[int]]) -> Tokenize:
+    """A Tokenize rendering through the chat template, as prompts are."""
+
+    def render(messages: Sequence[StoredMessage]) -> list[int]:
+        chat = [ChatMessage(m.role, m.content) for m in messages]
+        return tokenize(template.render(chat, add_generation_prompt=False))
+
+    return render
+
+
+class StoredHistory:
+    """Feeds a suffix index the user's earlier conversations, and keeps it in step.
+
+    Everything is read and tokenized on a background thread, so loading never holds up an
+    answer. A conversation moved to the bin is dropped from the index before the store's
+    delete() returns, and a load in flight for it is discarded: its text can never come back
+    as a draft. Unfinished answers are left out (they may still be streaming).
+
+    Attributes:
+        store: the conversation store.
+        index: the suffix index fed.
+    """
+
+    def __init__(self, store: ConversationStore, index: SuffixIndex, tokenize: Tokenize) -> None:
+        self.store = store
+        self.index = index
+        self._tokenize = tokenize
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._queue: list[int] = []
+        self._deleted: set[int] = set()
+        self._closed = False
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Subscribe to the store and load every conversation in the background."""
+        self.store.subscribe(self._on_change)
+        with self._wake:
+            self._queue.extend(c.id for c in self.store.conversations())
+            self._thread = threading.Thread(target=self._run, name="stored-history", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        self.store.unsubscribe(self._on_change)
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every queued conversation is loaded and indexed; False on timeout."""
+        with self._wake:
+            if not self._wake.wait_for(lambda: not self._queue and not self._busy, timeout):
+                return False
+        return self.index.wait_idle(timeout)
+
+    def _on_change(self, change: StoreChange) -> None:
+        with self._wake:
+            key = change.conversation_id
+            if change.kind == ChangeKind.DELETED:
+                self._deleted.add(key)
+                self.index.drop(key)
+                return
+            if change.kind == ChangeKind.RESTORED:
+                self._deleted.discard(key)
+            if key not in self._queue:
+                self._queue.append(key)
+            self._wake.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                self._wake.wait_for(lambda: bool(self._queue) or self._closed)
+                if self._closed:
+                    return
+                key = self._queue.pop(0)
+                self._busy = True
+            try:
+                self._load(key)
+            finally:
+                with self._wake:
+                    self._busy = False
+                    self._wake.notify_all()
+
+    def _load(self, key: int) -> None:
+        try:
+            conversation = self.store.get(key)
+            messages = [m for m in self.store.messages(key) if m.finished]
+        except KeyError:
+            conversation, messages = None, []
+        try:
+            tokens = list(self._tokenize(messages)) if messages else []
+        except (ChatTemplateError, ValueError):
+            tokens = []  # a conversation the template refuses is simply not drawn on
+        with self._lock:
+            # Deleted while it was being read: it must not come back.
+            if key in self._deleted or conversation is None or conversation.deleted is not None:
+                self.index.drop(key)
+            elif tokens:
+                self.index.put(key, tokens, source=Source.HISTORY, order=conversation.updated)
+            else:
+                self.index.drop(key)
