@@ -10,6 +10,7 @@ import pytest
 
 from specchat.engine.llama import ContextFullError, LlamaModel, LoadCancelled, ModelLoadError
 from specchat.tinymodels import TinyModels
+from tests.helpers.tiny_recurrent import write_tiny_mamba
 
 
 def test_batched_rows_match_one_at_a_time(tiny_target: LlamaModel) -> None:
@@ -36,6 +37,34 @@ def test_rollback_gives_the_logits_of_a_fresh_context(tiny_models: TinyModels) -
         after_rollback = model.decode([80], logits="last")[0]
         reference = fresh.decode([*accepted, 80], logits="last")[0]
     np.testing.assert_allclose(after_rollback, reference, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def tiny_mamba(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_mamba(tmp_path_factory.mktemp("mamba") / "tiny-mamba.gguf")
+
+
+def test_recurrent_rollback_keeps_the_context(tiny_mamba: Path, tiny_models: TinyModels) -> None:
+    accepted = [70, 71, 72]
+    rejected = [90, 91, 92, 93]
+    with (
+        LlamaModel(tiny_mamba, n_ctx=256, n_threads=1) as model,
+        LlamaModel(tiny_mamba, n_ctx=256, n_threads=1) as fresh,
+        LlamaModel(tiny_models.target, n_ctx=256, n_threads=1) as transformer,
+    ):
+        assert not model.can_rollback
+        assert transformer.can_rollback
+        model.decode([*accepted, *rejected], logits="all")
+        # A Mamba state cannot drop its last tokens: the kept ones are evaluated again
+        # rather than the whole context being forgotten.
+        model.truncate(len(accepted))
+        assert model.tokens == accepted
+        after_rollback = model.decode([80], logits="last")[0]
+        reference = fresh.decode([*accepted, 80], logits="last")[0]
+        fresh.reset()
+        alone = fresh.decode([80], logits="last")[0]
+    np.testing.assert_allclose(after_rollback, reference, atol=1e-4)
+    assert not np.allclose(alone, reference, atol=1e-2)  # so the context did matter
 
 
 def test_sync_keeps_the_common_prefix(tiny_target: LlamaModel) -> None:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 
 import pytest
 
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import ContextOverflowError
+from specchat.engine.llama import LlamaModel
 from specchat.engine.session import ChatEngine, IncompatibleDraftError, LoadProgress
 from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import DraftMode, StopReason
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
+from tests.helpers.tiny_recurrent import write_tiny_mamba
 
 
 def test_load_reports_progress_then_chats_across_turns(tiny_models: TinyModels) -> None:
@@ -55,6 +58,37 @@ def test_malicious_template_in_the_file_is_refused_on_load(tmp_path: Path) -> No
     with pytest.raises(ChatTemplateError, match="not allowed"):
         ChatEngine.load(model)
     assert not sentinel.exists()
+
+
+def test_a_refused_template_frees_both_models_at_once(
+    tmp_path: Path, tiny_models: TinyModels
+) -> None:
+    model = write_tiny_model(tmp_path / "evil.gguf", TinySpec(chat_template="{{ ().__class__ }}"))
+    with pytest.raises(ChatTemplateError) as caught:
+        ChatEngine.load(model, tiny_models.draft_close, n_ctx=256)
+    # The traceback keeps the loading frame's models alive: they must be closed already,
+    # not left holding their memory until the garbage collector finds them.
+    loaded = [
+        value
+        for frame, _ in traceback.walk_tb(caught.value.__traceback__)
+        for value in frame.f_locals.values()
+        if isinstance(value, LlamaModel)
+    ]
+    assert len({id(m) for m in loaded}) == 2
+    assert all(m.closed for m in loaded)
+
+
+def test_a_recurrent_target_reports_why_it_does_not_draft(tmp_path: Path) -> None:
+    engine = ChatEngine.load(write_tiny_mamba(tmp_path / "mamba.gguf"), n_ctx=256)
+    try:
+        assert "cannot drop rejected drafts" in engine.info.drafting_refused
+        rounds = list(
+            engine.chat([ChatMessage("user", "hello")], max_tokens=8, mode=DraftMode.AUTO)
+        )
+        assert rounds[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
+        assert sum(r.drafted for r in rounds) == 0
+    finally:
+        engine.close()
 
 
 def test_model_without_template_uses_the_fallback(tmp_path: Path) -> None:

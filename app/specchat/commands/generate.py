@@ -137,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if info.draft:
         err.write(f"draft: {info.draft.description}; {info.compat_reason}\n")
+    if info.drafting_refused:
+        err.write(f"note: {info.drafting_refused}\n")
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))

@@ -71,6 +71,7 @@ class SpeculativeDecoder:
         draft: the draft model, if any.
         lookup: the prompt-lookup drafter.
         auto: the auto policy (kept across generations, so what it learnt carries over).
+        drafting_refused: why this pair never drafts, or "" (see `rollback_refusal`).
     """
 
     def __init__(
@@ -85,8 +86,13 @@ class SpeculativeDecoder:
         self.target = target
         self.draft = draft
         self.lookup = lookup or PromptLookupDrafter()
+        self.drafting_refused = rollback_refusal(target, draft)
+        # A draft model whose cache cannot be rolled back would re-read the whole context
+        # after every proposal: it is not used (lookup still drafts for the target).
         self.draft_drafter = (
-            DraftModelDrafter(draft, min_confidence=draft_min_confidence) if draft else None
+            DraftModelDrafter(draft, min_confidence=draft_min_confidence)
+            if draft is not None and draft.can_rollback
+            else None
         )
         self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
         self._fixed = FixedPolicy()
@@ -120,11 +126,11 @@ class SpeculativeDecoder:
             target.decode(prompt[cached:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
         mode = live.get().mode
-        if mode == DraftMode.AUTO and not self.auto.calibrated:
+        if mode == DraftMode.AUTO and not self.auto.calibrated and target.can_rollback:
             self.calibrate(prompt[-1])
         # Auto only readies the draft model where it could pay at all (a GPU, typically):
         # on a CPU its prompt evaluation would be paid for nothing.
-        if self.draft is not None and (
+        if self.draft_drafter is not None and (
             mode in (DraftMode.DRAFT, DraftMode.CHAIN)
             or (mode == DraftMode.AUTO and self.auto.could_pay(DraftMode.DRAFT))
         ):
@@ -265,7 +271,7 @@ class SpeculativeDecoder:
             batch_ms[n] = min(batch_ms.get(n, elapsed), elapsed)
             target.truncate(keep)
         draft_ms = None
-        if self.draft is not None and self.draft.room() > 1:
+        if self.draft is not None and self.draft_drafter is not None and self.draft.room() > 1:
             draft_keep = self.draft.n_past
             times = []
             for _ in range(3):
@@ -282,6 +288,9 @@ class SpeculativeDecoder:
         self, context: Sequence[int], controls: Controls, k_cap: int, rng: np.random.Generator
     ) -> tuple[Draft, PolicyChoice]:
         mode = controls.mode
+        if not self.target.can_rollback:
+            # Rejected drafts could only be dropped by re-reading the whole context.
+            return _NO_DRAFT, PolicyChoice(DraftMode.PLAIN, 0, f"plain: {self.drafting_refused}")
         has_draft = self.draft_drafter is not None
         if mode in (DraftMode.DRAFT, DraftMode.CHAIN) and not has_draft:
             mode = DraftMode.LOOKUP  # no draft model loaded: lookup is what remains
@@ -297,7 +306,7 @@ class SpeculativeDecoder:
         if mode == DraftMode.AUTO:
             self.auto.note_lookup(len(context), looked_up, match_len)
             lag = 0
-            if self.draft is not None:
+            if self.draft is not None and self.draft_drafter is not None:
                 lag = len(context) - self.draft.cached_prefix(context)
             choice = self.auto.choose(
                 mode,
@@ -475,3 +484,23 @@ def _cut_events(events: list[TokenEvent], cut: int) -> list[TokenEvent]:
         kept.append(event)
         offset += len(event.text)
     return kept
+
+
+def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
+    """Why speculation cannot use this pair as it is, or "" when it can.
+
+    Speculation drops rejected drafts from the caches after every round. Recurrent and
+    hybrid models (Mamba, RWKV, Jamba...) cannot drop their last tokens alone, so drafting
+    for such a target is refused and such a draft model is left unused.
+    """
+    if not target.can_rollback:
+        return (
+            f"{target.path.name} is a recurrent or hybrid model, whose cache cannot drop "
+            "rejected drafts: it decodes without drafting"
+        )
+    if draft is not None and not draft.can_rollback:
+        return (
+            f"the draft model {draft.path.name} is a recurrent or hybrid model, whose cache "
+            "cannot drop rejected drafts: it is not used (prompt lookup still drafts)"
+        )
+    return ""

@@ -139,6 +139,9 @@ class LlamaModel:
         tokens: the tokens whose keys and values are in the cache, in order.
         n_vocab: vocabulary size (rows of logits).
         n_ctx: context window.
+        can_rollback: whether the cache can drop its last tokens alone. Recurrent and hybrid
+            models (Mamba, RWKV, Jamba...) keep one state per sequence instead of one entry
+            per token: rolling them back means evaluating the kept tokens again.
     """
 
     def __init__(
@@ -203,6 +206,9 @@ class LlamaModel:
             raise ModelLoadError(f"could not create a context for {self.path.name}: {reason}")
         self._ctx = ctx
         self._memory = llama_cpp.llama_get_memory(ctx)
+        self.can_rollback = not (
+            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+        )
         self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
         # llama.cpp clamps the batch to the context and ABORTS on a larger decode: read back
         # the sizes it really uses and never hand it more in one call.
@@ -253,6 +259,11 @@ class LlamaModel:
         if self._model is not None:
             llama_cpp.llama_model_free(self._model)
             self._model = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() has freed the weights and the context."""
+        return self._model is None
 
     def __enter__(self) -> LlamaModel:
         return self
@@ -343,12 +354,15 @@ class LlamaModel:
         """Drop every cached token from position n_keep on (KV rollback)."""
         if n_keep >= len(self.tokens):
             return
-        if not llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
-            # Some caches (recurrent models) cannot drop a partial sequence: start over.
-            llama_cpp.llama_memory_clear(self._memory, True)
-            del self.tokens[:]
+        if llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
+            del self.tokens[n_keep:]
             return
-        del self.tokens[n_keep:]
+        # A recurrent state cannot drop its last tokens: evaluate the kept ones again, so the
+        # cache still holds exactly `tokens[:n_keep]` (slow, but never wrong).
+        kept = self.tokens[:n_keep]
+        self.reset()
+        if kept:
+            self.decode(kept, logits="none")
 
     def reset(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)
@@ -405,8 +419,10 @@ class LlamaModel:
             batch.logits[i] = want_logits[i]
         status = llama_cpp.llama_decode(self._ctx, batch)
         if status != 0:
-            # The cache may hold part of the batch now; drop it so `tokens` stays true.
-            llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1)
+            # The cache may hold part of the batch now; drop it so `tokens` stays true (a
+            # recurrent state cannot drop part of itself: it is cleared, and `tokens` with it).
+            if not llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1):
+                self.reset()
             raise DecodeError(f"llama_decode failed with status {status}")
         self.tokens.extend(chunk)
 

@@ -47,11 +47,13 @@ class EngineInfo:
         target: the target's load report.
         draft: the draft's, or None.
         compat_reason: the compatibility verdict's reason ("" without a draft).
+        drafting_refused: why the pair cannot draft as loaded (a recurrent model), or "".
     """
 
     target: LoadInfo
     draft: LoadInfo | None
     compat_reason: str
+    drafting_refused: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,12 @@ class ChatEngine:
             bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
             eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
         )
-        self.info = EngineInfo(target.info, draft.info if draft else None, compat_reason)
+        self.info = EngineInfo(
+            target.info,
+            draft.info if draft else None,
+            compat_reason,
+            drafting_refused=self.decoder.drafting_refused,
+        )
 
     @classmethod
     def load(
@@ -153,7 +160,14 @@ class ChatEngine:
             except BaseException:
                 target_model.close()
                 raise
-        return cls(target_model, draft_model, compat_reason=compat_reason)
+        try:
+            return cls(target_model, draft_model, compat_reason=compat_reason)
+        except BaseException:
+            # A refused chat template must not leave both models' memory held until the GC.
+            target_model.close()
+            if draft_model is not None:
+                draft_model.close()
+            raise
 
     def close(self) -> None:
         self.target.close()
