@@ -17,7 +17,8 @@ from specchat.engine.types import DraftMode, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
-from specchat.ui.main_window import AnswerDone, MainWindow
+from specchat.ui.answer import AnswerDone
+from specchat.ui.main_window import MainWindow
 from specchat.workers.generation import (
     Failure,
     GenerateRequest,

@@ -17,8 +17,9 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.types import DraftMode, StopReason, TokenKind
 from specchat.tinymodels import TinyModels
+from specchat.ui.answer import AnswerDone
 from specchat.ui.chat_view import GHOST_PROPERTY, TOKEN_PROPERTY
-from specchat.ui.main_window import AnswerDone, MainWindow
+from specchat.ui.main_window import MainWindow
 from specchat.workers.generation import RoundUpdate
 from tests.ui.conftest import load_tiny
 
@@ -255,7 +256,10 @@ def test_switch_pair_while_generating(
     qtbot.waitUntil(lambda: len(rounds) >= 5, timeout=30_000)
     with qtbot.waitSignals([window.answer_done, window.model_loaded], timeout=30_000):
         window.load_files(tiny_models.target, tiny_models.draft_far, label="far pair")
-    assert window._loaded is not None and window._loaded.info.draft.path == tiny_models.draft_far
+    assert (
+        window.loader.loaded is not None
+        and window.loader.loaded.info.draft.path == tiny_models.draft_far
+    )
     assert "(stopped: switching models)" in window.chat_view.toPlainText()
     assert window.controls.pair_label.text() == "far pair"
     window.settings.set(cfg.MAX_TOKENS, 20)

@@ -10,7 +10,8 @@ from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
 from specchat.engine.types import DraftMode, StopReason, TokenKind
-from specchat.ui.main_window import AnswerDone, MainWindow
+from specchat.ui.answer import AnswerDone
+from specchat.ui.main_window import MainWindow
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +12,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
 from specchat.engine.types import Controls, DraftMode, RoundResult, Stats, StopReason
-from specchat.store.conversations import ConversationStore
+from specchat.store.conversations import ConversationStore, StoredMessage
 from specchat.ui.figures import SpeedFigures
 from specchat.workers.generation import (
     Failure,
@@ -87,6 +88,25 @@ class AnswerEnded:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class AnswerDone:
+    """An answer ended and was stored; what the window reports with its latency.
+
+    Attributes:
+        conversation_id: its conversation.
+        message_id: the stored message.
+        stop: why it ended.
+        stats: its totals (None when it failed before any round).
+        latency_worst_ms: the event-loop probe's worst lateness during the answer.
+    """
+
+    conversation_id: int
+    message_id: int
+    stop: StopReason | None
+    stats: Stats | None
+    latency_worst_ms: float
+
+
 @dataclass
 class _Answer:
     """The answer being streamed."""
@@ -100,6 +120,16 @@ class _Answer:
     stats: Stats | None = None
     baseline: PlainBaseline | None = None
     last_save: float = 0.0
+
+
+def acceptance_totals(messages: Iterable[StoredMessage]) -> tuple[int, int]:
+    """Accepted and drafted tokens over the stored answers' stats records."""
+    accepted = drafted = 0
+    for message in messages:
+        if message.stats:
+            accepted += int(message.stats.get("accepted", 0))
+            drafted += int(message.stats.get("drafted", 0))
+    return accepted, drafted
 
 
 def _speed(stats: Stats, baseline: PlainBaseline | None) -> SpeedFigures:

@@ -3,48 +3,44 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import (
-    QAction,
-    QActionGroup,
     QCloseEvent,
     QGuiApplication,
-    QKeyEvent,
-    QKeySequence,
 )
 from PySide6.QtWidgets import (
-    QCheckBox,
-    QFileDialog,
-    QFrame,
-    QHBoxLayout,
-    QLabel,
     QMainWindow,
-    QPlainTextEdit,
-    QProgressBar,
-    QPushButton,
-    QScrollArea,
     QSplitter,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
 )
 
 from specchat import settings as cfg
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import Controls, DraftMode, Stats, StopReason, TokenKind
+from specchat.engine.types import Controls, DraftMode, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
 from specchat.ui import palette as palettes
-from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
-from specchat.ui.chat_view import ChatView, spans_from_store
-from specchat.ui.controls import ControlsPanel, ControlState, GpuLayers
+from specchat.ui.answer import (
+    AnswerController,
+    AnswerDone,
+    AnswerEnded,
+    AnswerRound,
+    AnswerStarted,
+    acceptance_totals,
+)
+from specchat.ui.chat_pane import ChatPane, set_checked_quietly
+from specchat.ui.chat_view import spans_from_store
+from specchat.ui.controls import ControlState, GpuLayers
 from specchat.ui.conversations import ConversationList
-from specchat.ui.gauge import StatsPanel
+from specchat.ui.export import ask_export_path, write_export
 from specchat.ui.latency import LatencyProbe
+from specchat.ui.pair_loader import PairLoader, catalog_pair, describe_pair, local_pair
+from specchat.ui.side_panel import SidePanel
+from specchat.ui.status_line import StatusLine
+from specchat.ui.window_menus import WindowMenus
+from specchat.ui.window_state import decode, encode, save_controls
 from specchat.workers.generation import (
     Failure,
     GenerationService,
@@ -55,104 +51,6 @@ from specchat.workers.generation import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class AnswerDone:
-    """An answer ended and was stored.
-
-    Attributes:
-        conversation_id: its conversation.
-        message_id: the stored message.
-        stop: why it ended.
-        stats: its totals (None when it failed before any round).
-        latency_worst_ms: the event-loop probe's worst lateness during the answer.
-    """
-
-    conversation_id: int
-    message_id: int
-    stop: StopReason | None
-    stats: Stats | None
-    latency_worst_ms: float
-
-
-class Composer(QPlainTextEdit):
-    """The message box: Enter sends, Shift+Enter starts a new line.
-
-    Signals:
-        submitted(): Enter was pressed.
-    """
-
-    submitted = Signal()
-
-    def keyPressEvent(self, event: QKeyEvent) -> None:
-        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
-        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
-            self.submitted.emit()
-            return
-        super().keyPressEvent(event)
-
-
-class Banner(QFrame):
-    """A dismissable line above the transcript for errors and notices.
-
-    Attributes:
-        label: the message.
-        kind: 'error' or 'info'.
-    """
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("banner")
-        self.kind = "info"
-        layout = QHBoxLayout(self)
-        layout.setContentsMargins(10, 6, 6, 6)
-        self.label = QLabel("")
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        close = QToolButton()
-        close.setText("✕")
-        close.setAutoRaise(True)
-        close.setToolTip("Dismiss")
-        close.clicked.connect(self.hide)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
-        self.hide()
-
-    def show_message(self, text: str, *, kind: str, palette: palettes.Palette) -> None:
-        self.kind = kind
-        background = palette.error_background if kind == "error" else palette.info_background
-        foreground = palette.error_text if kind == "error" else palette.text
-        self.setStyleSheet(
-            f"#banner {{ background: {background.name()}; border-radius: 4px; }}"
-            f"#banner QLabel {{ color: {foreground.name()}; }}"
-        )
-        self.label.setText(text)
-        self.show()
-
-
-def _legend_html(palette: palettes.Palette) -> str:
-    parts = []
-    for kind, label, style in (
-        (TokenKind.ACCEPTED, "accepted draft", ""),
-        (TokenKind.CORRECTED, "corrected", "text-decoration: underline;"),
-        (TokenKind.BONUS, "bonus", ""),
-    ):
-        background = palette.token_background[kind]
-        colour = background.name() if background is not None else "transparent"
-        parts.append(
-            f'<span style="background-color: {colour}; {style}">&nbsp;{label}&nbsp;</span>'
-        )
-    parts.append("plain: no tint")
-    return "&nbsp;&nbsp;".join(parts)
-
-
-def _b64(data: QByteArray) -> str:
-    return bytes(data.toBase64().data()).decode("ascii")
-
-
-def _unb64(text: str) -> QByteArray:
-    return QByteArray.fromBase64(text.encode("ascii"))
 
 
 class MainWindow(QMainWindow):
@@ -189,13 +87,11 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("SpecChat")
         self.palette_ = palettes.current()
         self._conversation_id: int | None = None
-        self._load_id: int | None = None
-        self._last_load: LoadRequest | None = None
-        self._loaded: Loaded | None = None
         self._closing = False
 
         self.service = GenerationService(n_threads=n_threads, parent=self)
         self.answers = AnswerController(service=self.service, store=store, parent=self)
+        self.loader = PairLoader(service=self.service, settings=settings, parent=self)
         self.latency = LatencyProbe(self)
         self._build()
         self._build_menus()
@@ -215,84 +111,26 @@ class MainWindow(QMainWindow):
         self.conversation_list = ConversationList(self.store)
         self.conversation_list.setMinimumWidth(160)
 
-        centre = QWidget()
-        centre_layout = QVBoxLayout(centre)
-        centre_layout.setContentsMargins(6, 6, 6, 6)
-        self.banner = Banner()
-        centre_layout.addWidget(self.banner)
-        self.chat_view = ChatView(
+        self.chat_pane = ChatPane(
             palette=self.palette_,
             colouring=s.get(cfg.COLOUR_TOKENS),
             show_rejected=s.get(cfg.SHOW_REJECTED),
         )
-        centre_layout.addWidget(self.chat_view, 1)
-        legend_row = QHBoxLayout()
-        self.legend = QLabel(_legend_html(self.palette_))
-        self.legend.setObjectName("legend")
-        self.legend.setToolTip(
-            "\n".join(
-                f"{k.name.lower()}: {palettes.TOKEN_MEANINGS[k]} ({palettes.TOKEN_CUES[k]})"
-                for k in TokenKind
-            )
+        pane = self.chat_pane
+        self.banner, self.chat_view, self.legend = pane.banner, pane.chat_view, pane.legend
+        self.colour_check, self.ghost_check = pane.colour_check, pane.ghost_check
+        self.composer, self.send_button, self.stop_button = (
+            pane.composer,
+            pane.send_button,
+            pane.stop_button,
         )
-        self.colour_check = QCheckBox("Colours")
-        self.colour_check.setChecked(s.get(cfg.COLOUR_TOKENS))
-        self.ghost_check = QCheckBox("Rejected drafts")
-        self.ghost_check.setToolTip("Show rejected draft tokens as struck-through ghost text")
-        self.ghost_check.setChecked(s.get(cfg.SHOW_REJECTED))
-        legend_row.addWidget(self.legend, 1)
-        legend_row.addWidget(self.colour_check)
-        legend_row.addWidget(self.ghost_check)
-        centre_layout.addLayout(legend_row)
 
-        composer_row = QHBoxLayout()
-        self.composer = Composer()
-        self.composer.setObjectName("composer")
-        self.composer.setPlaceholderText(
-            "Ask something — Enter sends, Shift+Enter adds a line, Esc stops"
-        )
-        self.composer.setFixedHeight(72)
-        buttons = QVBoxLayout()
-        self.send_button = QPushButton("Send")
-        self.send_button.setDefault(True)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setEnabled(False)
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        composer_row.addWidget(self.composer, 1)
-        composer_row.addLayout(buttons)
-        centre_layout.addLayout(composer_row)
-
-        state = ControlState(
-            DraftMode.parse(s.get(cfg.MODE))
-            if s.get(cfg.MODE) in {m.value for m in DraftMode}
-            else DraftMode.AUTO,
-            s.get(cfg.K),
-            min(2.0, max(0.0, s.get(cfg.TEMPERATURE))),
-            min(1.0, max(0.05, s.get(cfg.TOP_P))),
-        )
-        self.controls = ControlsPanel(
-            state=state,
-            gpu=GpuLayers(s.get(cfg.TARGET_GPU_LAYERS), s.get(cfg.DRAFT_GPU_LAYERS)),
-            advanced_open=s.get(cfg.ADVANCED_OPEN),
-        )
-        self.stats_panel = StatsPanel(palette=self.palette_)
-        side = QWidget()
-        side_layout = QVBoxLayout(side)
-        side_layout.setContentsMargins(6, 6, 6, 6)
-        side_layout.addWidget(self.controls)
-        side_layout.addWidget(self.stats_panel)
-        side_layout.addStretch(1)
-        self.side_panel = QScrollArea()
-        self.side_panel.setWidget(side)
-        self.side_panel.setWidgetResizable(True)
-        self.side_panel.setFrameShape(QFrame.Shape.NoFrame)
-        self.side_panel.setMinimumWidth(300)
-        self.side_panel.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.side_panel = SidePanel(settings=s, palette=self.palette_)
+        self.controls, self.stats_panel = self.side_panel.controls, self.side_panel.stats_panel
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.conversation_list)
-        self.splitter.addWidget(centre)
+        self.splitter.addWidget(self.chat_pane)
         self.splitter.addWidget(self.side_panel)
         self.splitter.setStretchFactor(0, 0)
         self.splitter.setStretchFactor(1, 1)
@@ -300,80 +138,37 @@ class MainWindow(QMainWindow):
         self.splitter.setSizes([190, 640, 320])
         self.setCentralWidget(self.splitter)
 
-        bar = self.statusBar()
-        self.status_label = QLabel("")
-        self.load_bar = QProgressBar()
-        self.load_bar.setRange(0, 1000)
-        self.load_bar.setMaximumWidth(220)
-        self.load_bar.setTextVisible(True)
-        self.load_bar.hide()
-        self.cancel_load_button = QPushButton("Cancel")
-        self.cancel_load_button.hide()
-        self.latency_label = QLabel("")
-        self.latency_label.setToolTip("Worst event-loop delay measured during the last answer")
-        bar.addWidget(self.status_label, 1)
-        bar.addPermanentWidget(self.latency_label)
-        bar.addPermanentWidget(self.load_bar)
-        bar.addPermanentWidget(self.cancel_load_button)
+        self.status_line = StatusLine(self.statusBar())
+        line = self.status_line
+        self.status_label, self.latency_label = line.status_label, line.latency_label
+        self.load_bar, self.cancel_load_button = line.load_bar, line.cancel_load_button
         self.resize(1180, 760)
 
     def _build_menus(self) -> None:
-        menu = self.menuBar()
-        file_menu = menu.addMenu("&File")
-        self.new_action = file_menu.addAction("&New chat", self.new_conversation)
-        self.new_action.setShortcut(QKeySequence.StandardKey.New)
-        file_menu.addSeparator()
-        file_menu.addAction("Export as &Markdown…", lambda: self._export("md"))
-        file_menu.addAction("Export as &JSON…", lambda: self._export("json"))
-        file_menu.addSeparator()
-        quit_action = file_menu.addAction("&Quit", self.close)
-        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
-
-        edit = menu.addMenu("&Edit")
-        edit.addAction("Copy answer as &Markdown", lambda: self._copy_answer(markdown=True))
-        edit.addAction("Copy answer as &plain text", lambda: self._copy_answer(markdown=False))
-
-        chat = menu.addMenu("&Chat")
-        self.send_action = chat.addAction("&Send", self.send)
-        self.stop_action = chat.addAction("S&top", self.stop)
-        self.stop_action.setShortcut(QKeySequence(Qt.Key.Key_Escape))
-        self.stop_action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        self.regenerate_action = chat.addAction("&Regenerate", self.regenerate)
-        self.regenerate_action.setShortcut(QKeySequence("Ctrl+R"))
-
-        view = menu.addMenu("&View")
-        self.colour_action = view.addAction("&Colour tokens")
-        self.colour_action.setCheckable(True)
+        self.menus = WindowMenus(self.menuBar(), theme=self.settings.get(cfg.THEME), parent=self)
+        m = self.menus
+        self.new_action, self.send_action = m.new_action, m.send_action
+        self.stop_action, self.regenerate_action = m.stop_action, m.regenerate_action
+        self.colour_action, self.ghost_action = m.colour_action, m.ghost_action
+        self.list_action, self.side_action = m.list_action, m.side_action
         self.colour_action.setChecked(self.chat_view.colouring)
-        self.ghost_action = view.addAction("Show &rejected drafts")
-        self.ghost_action.setCheckable(True)
         self.ghost_action.setChecked(self.chat_view.show_rejected)
-        view.addSeparator()
-        self.list_action = view.addAction("Conversation &list")
-        self.list_action.setCheckable(True)
-        self.side_action = view.addAction("Side &panel")
-        self.side_action.setCheckable(True)
-        view.addSeparator()
-        theme_menu = view.addMenu("&Theme")
-        self._theme_group = QActionGroup(self)
-        current = self.settings.get(cfg.THEME)
-        for key, label in (("system", "Follow system"), ("light", "Light"), ("dark", "Dark")):
-            action = QAction(label, self, checkable=True)
-            action.setData(key)
-            action.setChecked(key == current)
-            self._theme_group.addAction(action)
-            theme_menu.addAction(action)
-        self._theme_group.triggered.connect(self._on_theme_chosen)
-
-        models = menu.addMenu("&Models")
-        models.addAction("&Models…", self._on_models_requested)
-        models.addAction("&Reload pair", self._on_reload_requested)
+        m.new_requested.connect(self.new_conversation)
+        m.export_requested.connect(self._export)
+        m.quit_requested.connect(self.close)
+        m.copy_requested.connect(self._on_copy_requested)
+        m.send_requested.connect(self._on_send_clicked)
+        m.stop_requested.connect(self._on_stop_clicked)
+        m.regenerate_requested.connect(self.regenerate)
+        m.theme_chosen.connect(self._on_theme_chosen)
+        m.models_requested.connect(self._on_models_requested)
+        m.reload_requested.connect(self._on_reload_requested)
 
     def _connect(self) -> None:
-        svc = self.service
-        svc.load_progress.connect(self._on_load_progress)
-        svc.loaded.connect(self._on_loaded)
-        svc.failed.connect(self._on_failed)
+        self.loader.started.connect(self._on_load_started)
+        self.loader.progress.connect(self._on_load_progress)
+        self.loader.finished.connect(self._on_loaded)
+        self.loader.failed.connect(self._on_load_failed)
         self.answers.started.connect(self._on_answer_started)
         self.answers.prepared.connect(self._on_prepared)
         self.answers.round_shown.connect(self._on_round_shown)
@@ -409,10 +204,10 @@ class MainWindow(QMainWindow):
         # Geometry last: hiding a panel of a window not yet shown would shrink it again.
         geometry = s.get(cfg.WINDOW_GEOMETRY)
         if geometry:
-            self.restoreGeometry(_unb64(geometry))
+            self.restoreGeometry(decode(geometry))
         state = s.get(cfg.WINDOW_STATE)
         if state:
-            self.splitter.restoreState(_unb64(state))
+            self.splitter.restoreState(decode(state))
         last = s.get(cfg.LAST_CONVERSATION)
         if last and last in self.conversation_list.ids():
             self.open_conversation(last)
@@ -421,96 +216,57 @@ class MainWindow(QMainWindow):
     # --- models ----------------------------------------------------------------------------
     def load_from_settings(self) -> None:
         """Load the pair the settings name (the catalog's default on a first start)."""
-        s = self.settings
-        pair_id = s.get(cfg.PAIR_ID)
-        if pair_id == "custom" and s.get(cfg.CUSTOM_TARGET):
-            draft = s.get(cfg.CUSTOM_DRAFT)
-            self.load_files(
-                Path(s.get(cfg.CUSTOM_TARGET)), Path(draft) if draft else None, label="Local pair"
-            )
-        else:
-            self.load_pair(pair_id)
+        self._request_load(**self.loader.from_settings())
 
     def load_pair(self, pair_id: str) -> None:
         """Load a catalog pair (its files are found by the worker, off this thread)."""
-        label = pair_id
-        try:
-            from specchat.models.catalog import get_pair
-
-            label = get_pair(pair_id).name
-        except Exception:  # a broken catalog is reported by the worker's load
-            log.debug("catalog lookup failed", exc_info=True)
-        self._request_load(pair_id=pair_id, label=label)
+        self._request_load(**catalog_pair(pair_id))
 
     def load_files(self, target: Path, draft: Path | None, *, label: str = "") -> None:
         """Load a pair from files on disk."""
-        self._request_load(target=target, draft=draft, label=label or target.stem)
+        self._request_load(**local_pair(target, draft, label=label))
 
     def _request_load(self, **what: Any) -> None:
         self.answers.end_locally(StopReason.CANCELLED, note="stopped: switching models")
         gpu = self.controls.gpu_layers()
-        request = LoadRequest(
-            self.service.new_id(),
-            n_ctx=self.settings.get(cfg.N_CTX),
-            target_gpu_layers=gpu.target,
-            draft_gpu_layers=gpu.draft,
-            calibrate=self.settings.get(cfg.CALIBRATE_PLAIN),
-            **what,
-        )
-        self._load_id = request.load_id
-        self._last_load = request
-        self._loaded = None
+        self.loader.load(target_gpu_layers=gpu.target, draft_gpu_layers=gpu.draft, **what)
+
+    @Slot(LoadRequest)
+    def _on_load_started(self, request: LoadRequest) -> None:
         self.answers.pair_label = ""
         self.controls.set_pair(f"Loading {request.label}…")
-        self.load_bar.setValue(0)
-        self.load_bar.setFormat("loading %p%")
-        self.load_bar.show()
-        self.cancel_load_button.show()
-        self.status_label.setText(f"Loading {request.label}…")
+        self.status_line.show_loading(request.label)
         self._refresh_actions()
-        self.service.load(request)
 
-    @Slot(object)
+    @Slot(LoadProgressUpdate)
     def _on_load_progress(self, update: LoadProgressUpdate) -> None:
-        if update.load_id != self._load_id:
-            return
-        self.load_bar.setValue(round(update.overall * 1000))
-        self.load_bar.setFormat(f"{update.stage} %p%")
+        self.status_line.show_progress(update.stage, update.overall)
 
-    @Slot(object)
+    @Slot(Loaded)
     def _on_loaded(self, loaded: Loaded) -> None:
-        if loaded.load_id != self._load_id:
-            return
-        self._loaded = loaded
         self.answers.pair_label = loaded.label
-        self._load_id = None
-        self.load_bar.hide()
-        self.cancel_load_button.hide()
-        info = loaded.info
-        lines = [
-            f"Target: {info.target.description} · {info.target.backend}"
-            + (
-                f" ({info.target.gpu_layers}/{info.target.n_layers} layers on GPU)"
-                if info.target.gpu_layers
-                else ""
-            )
-        ]
-        if info.draft is not None:
-            lines.append(f"Draft: {info.draft.description} · {info.draft.backend}")
-        else:
-            lines.append("No draft model: prompt lookup only")
-        if loaded.baseline is not None:
-            lines.append(f"Plain: {loaded.baseline.tokens_per_s:.1f} tok/s (measured)")
-        self.controls.set_pair(loaded.label, "\n".join(lines))
+        self.status_line.hide_loading()
+        self.controls.set_pair(loaded.label, describe_pair(loaded))
         self.status_label.setText(f"{loaded.label} ready.")
         if self.banner.kind == "error":
             self.banner.hide()
         self._refresh_actions()
         self.model_loaded.emit(loaded)
 
+    @Slot(Failure)
+    def _on_load_failed(self, failure: Failure) -> None:
+        self.status_line.hide_loading()
+        self.controls.set_pair("No model loaded", "")
+        if failure.cancelled:
+            self.status_label.setText("Loading cancelled.")
+        else:
+            self.status_label.setText("The model could not be loaded.")
+            self._show_error(failure.message)
+        self._refresh_actions()
+
     @Slot()
     def _on_cancel_load_clicked(self) -> None:
-        self.service.worker.cancel_load()
+        self.loader.cancel()
 
     @Slot()
     def _on_models_requested(self) -> None:
@@ -524,32 +280,13 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_pair_chosen(self, choice: object) -> None:
         """The picker chose a catalog pair (its id) or local files (with target/draft)."""
-        if isinstance(choice, str):
-            self.settings.set(cfg.PAIR_ID, choice)
-            self.load_pair(choice)
-            return
-        target = getattr(choice, "target", None)
-        if target is None:
-            return
-        draft = getattr(choice, "draft", None)
-        self.settings.set(cfg.PAIR_ID, "custom")
-        self.settings.set(cfg.CUSTOM_TARGET, str(target))
-        self.settings.set(cfg.CUSTOM_DRAFT, str(draft) if draft else "")
-        self.load_files(
-            Path(target),
-            Path(draft) if draft else None,
-            label=str(getattr(choice, "name", "") or "Local pair"),
-        )
+        what = self.loader.choose(choice)
+        if what is not None:
+            self._request_load(**what)
 
     @Slot()
     def _on_reload_requested(self) -> None:
-        if self._last_load is None:
-            self.load_from_settings()
-            return
-        last = self._last_load
-        self._request_load(
-            target=last.target, draft=last.draft, pair_id=last.pair_id, label=last.label
-        )
+        self._request_load(**self.loader.reload())
 
     # --- conversations -------------------------------------------------------------------
     def new_conversation(self) -> None:
@@ -569,8 +306,8 @@ class MainWindow(QMainWindow):
             self.stop()
         self._conversation_id = conversation_id
         self.chat_view.clear_messages()
-        accepted = drafted = 0
-        for message in self.store.messages(conversation_id):
+        messages = self.store.messages(conversation_id)
+        for message in messages:
             if message.role == "assistant":
                 note = "" if message.finished else "unfinished"
                 self.chat_view.add_answer(
@@ -578,12 +315,9 @@ class MainWindow(QMainWindow):
                     finished=message.finished,
                     note=note,
                 )
-                if message.stats:
-                    accepted += int(message.stats.get("accepted", 0))
-                    drafted += int(message.stats.get("drafted", 0))
             elif message.role == "user":
                 self.chat_view.add_user(message.content)
-        self.stats_panel.set_conversation_totals(accepted, drafted)
+        self.stats_panel.set_conversation_totals(*acceptance_totals(messages))
         self.stats_panel.begin_answer()
         self.conversation_list.refresh(select=conversation_id)
         self.settings.set(cfg.LAST_CONVERSATION, conversation_id)
@@ -613,10 +347,10 @@ class MainWindow(QMainWindow):
         message = (self.composer.toPlainText() if text is None else text).strip()
         if not message or self.answers.active:
             return False
-        if self._loaded is None:
+        if self.loader.loaded is None:
             self._show_error(
                 "No model is loaded yet."
-                if self._load_id is None
+                if not self.loader.loading
                 else "The model is still loading; send again when it is ready."
             )
             return False
@@ -634,7 +368,7 @@ class MainWindow(QMainWindow):
 
     def regenerate(self) -> bool:
         """Ctrl+R: replace the last answer with a new one."""
-        if self._conversation_id is None or self._loaded is None:
+        if self._conversation_id is None or self.loader.loaded is None:
             return False
         if self.answers.active:
             self.stop()
@@ -696,22 +430,6 @@ class MainWindow(QMainWindow):
         if shown.auto and result.events:
             self.controls.show_policy_k(result.choice.k, result.choice.reason)
 
-    @Slot(Failure)
-    def _on_failed(self, failure: Failure) -> None:
-        # An answer's failure reaches the window through the answer controller.
-        if failure.load_id is None or failure.load_id != self._load_id:
-            return
-        self._load_id = None
-        self.load_bar.hide()
-        self.cancel_load_button.hide()
-        self.controls.set_pair("No model loaded", "")
-        if failure.cancelled:
-            self.status_label.setText("Loading cancelled.")
-        else:
-            self.status_label.setText("The model could not be loaded.")
-            self._show_error(failure.message)
-        self._refresh_actions()
-
     @Slot(AnswerEnded)
     def _on_answer_ended(self, ended: AnswerEnded) -> None:
         if ended.error:
@@ -734,13 +452,9 @@ class MainWindow(QMainWindow):
         )
 
     def _recount_conversation(self) -> None:
-        accepted = drafted = 0
-        if self._conversation_id is not None:
-            for message in self.store.messages(self._conversation_id):
-                if message.stats:
-                    accepted += int(message.stats.get("accepted", 0))
-                    drafted += int(message.stats.get("drafted", 0))
-        self.stats_panel.set_conversation_totals(accepted, drafted)
+        conversation_id = self._conversation_id
+        messages = self.store.messages(conversation_id) if conversation_id is not None else []
+        self.stats_panel.set_conversation_totals(*acceptance_totals(messages))
 
     # --- controls ----------------------------------------------------------------------------
     @Slot(object)
@@ -764,21 +478,14 @@ class MainWindow(QMainWindow):
 
     @Slot(bool)
     def _on_colouring_toggled(self, on: bool) -> None:
-        for widget in (self.colour_action, self.colour_check):
-            widget.blockSignals(True)
-            widget.setChecked(on)
-            widget.blockSignals(False)
-        self.chat_view.set_colouring(on)
-        self.legend.setEnabled(on)
+        set_checked_quietly(self.colour_action, on)
+        self.chat_pane.set_colouring(on)
         self.settings.set(cfg.COLOUR_TOKENS, on)
 
     @Slot(bool)
     def _on_ghosts_toggled(self, on: bool) -> None:
-        for widget in (self.ghost_action, self.ghost_check):
-            widget.blockSignals(True)
-            widget.setChecked(on)
-            widget.blockSignals(False)
-        self.chat_view.set_show_rejected(on)
+        set_checked_quietly(self.ghost_action, on)
+        self.chat_pane.set_show_rejected(on)
         self.settings.set(cfg.SHOW_REJECTED, on)
 
     @Slot(bool)
@@ -791,9 +498,8 @@ class MainWindow(QMainWindow):
         self.side_panel.setVisible(on)
         self.settings.set(cfg.SIDE_PANEL_VISIBLE, on)
 
-    @Slot(QAction)
-    def _on_theme_chosen(self, action: QAction) -> None:
-        theme = str(action.data())
+    @Slot(str)
+    def _on_theme_chosen(self, theme: str) -> None:
         self.settings.set(cfg.THEME, theme)
         palettes.apply_theme(theme)
         self._apply_palette()
@@ -806,13 +512,8 @@ class MainWindow(QMainWindow):
 
     def _apply_palette(self) -> None:
         self.palette_ = palettes.current()
-        self.chat_view.set_palette(self.palette_)
+        self.chat_pane.set_palette(self.palette_)
         self.stats_panel.set_palette(self.palette_)
-        self.legend.setText(_legend_html(self.palette_))
-        if self.banner.isVisible():
-            self.banner.show_message(
-                self.banner.label.text(), kind=self.banner.kind, palette=self.palette_
-            )
 
     def changeEvent(self, event: QEvent) -> None:
         # The system switched light/dark: recolour what we paint ourselves.
@@ -835,7 +536,7 @@ class MainWindow(QMainWindow):
 
     def _refresh_actions(self) -> None:
         busy = self.answers.active
-        ready = self._loaded is not None
+        ready = self.loader.loaded is not None
         self.send_button.setEnabled(ready and not busy)
         self.send_action.setEnabled(ready and not busy)
         self.stop_button.setEnabled(busy)
@@ -847,6 +548,10 @@ class MainWindow(QMainWindow):
         self.error_shown.emit(message)
 
     # --- copy and export -------------------------------------------------------------------
+    @Slot(bool)
+    def _on_copy_requested(self, markdown: bool) -> None:
+        self._copy_answer(markdown=markdown)
+
     def _copy_answer(self, *, markdown: bool) -> None:
         text = self.chat_view.answer_markdown() if markdown else self.chat_view.answer_plain_text()
         if text:
@@ -858,46 +563,24 @@ class MainWindow(QMainWindow):
             self.status_label.setText("Nothing to export yet.")
             return
         title = self.store.get(self._conversation_id).title
-        safe = "".join(c if c.isalnum() or c in " -_" else "_" for c in title).strip() or "chat"
-        suffix = ".md" if kind == "md" else ".json"
-        path, _ = QFileDialog.getSaveFileName(
-            self,
-            "Export conversation",
-            str(Path.home() / f"{safe}{suffix}"),
-            "Markdown (*.md)" if kind == "md" else "JSON (*.json)",
-        )
-        if not path:
-            return
-        self.export_conversation(Path(path), kind=kind)
+        path = ask_export_path(self, title, kind=kind)
+        if path is not None:
+            self.export_conversation(path, kind=kind)
 
     def export_conversation(self, path: Path, *, kind: str) -> None:
         assert self._conversation_id is not None
-        text = (
-            self.store.export_markdown(self._conversation_id)
-            if kind == "md"
-            else self.store.export_json(self._conversation_id)
-        )
-        try:
-            path.write_text(text, encoding="utf-8")
-        except OSError as error:
-            self._show_error(f"Could not write {path}: {error.strerror or error}")
+        error = write_export(self.store, self._conversation_id, path, kind=kind)
+        if error:
+            self._show_error(error)
             return
         self.status_label.setText(f"Exported to {path}.")
 
     # --- persistence and shutdown -------------------------------------------------------
     def save_settings(self) -> None:
         s = self.settings
-        state = self.controls.state()
-        gpu = self.controls.gpu_layers()
-        s.set(cfg.MODE, state.mode.value)
-        s.set(cfg.K, state.k)
-        s.set(cfg.TEMPERATURE, state.temperature)
-        s.set(cfg.TOP_P, state.top_p)
-        s.set(cfg.TARGET_GPU_LAYERS, gpu.target)
-        s.set(cfg.DRAFT_GPU_LAYERS, gpu.draft)
-        s.set(cfg.ADVANCED_OPEN, self.controls.advanced_button.isChecked())
-        s.set(cfg.WINDOW_GEOMETRY, _b64(self.saveGeometry()))
-        s.set(cfg.WINDOW_STATE, _b64(self.splitter.saveState()))
+        save_controls(s, self.controls)
+        s.set(cfg.WINDOW_GEOMETRY, encode(self.saveGeometry()))
+        s.set(cfg.WINDOW_STATE, encode(self.splitter.saveState()))
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closing:

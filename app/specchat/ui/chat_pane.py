@@ -1,0 +1,184 @@
+"""The centre of the window: notices, the transcript, the colour legend and the composer."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QKeyEvent
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from specchat.engine.types import TokenKind
+from specchat.ui import palette as palettes
+from specchat.ui.chat_view import ChatView
+
+
+class Composer(QPlainTextEdit):
+    """The message box: Enter sends, Shift+Enter starts a new line.
+
+    Signals:
+        submitted(): Enter was pressed.
+    """
+
+    submitted = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.submitted.emit()
+            return
+        super().keyPressEvent(event)
+
+
+class Banner(QFrame):
+    """A dismissable line above the transcript for errors and notices.
+
+    Attributes:
+        label: the message.
+        kind: 'error' or 'info'.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("banner")
+        self.kind = "info"
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        self.label = QLabel("")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        close = QToolButton()
+        close.setText("✕")
+        close.setAutoRaise(True)
+        close.setToolTip("Dismiss")
+        close.clicked.connect(self.hide)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
+        self.hide()
+
+    def show_message(self, text: str, *, kind: str, palette: palettes.Palette) -> None:
+        self.kind = kind
+        background = palette.error_background if kind == "error" else palette.info_background
+        foreground = palette.error_text if kind == "error" else palette.text
+        self.setStyleSheet(
+            f"#banner {{ background: {background.name()}; border-radius: 4px; }}"
+            f"#banner QLabel {{ color: {foreground.name()}; }}"
+        )
+        self.label.setText(text)
+        self.show()
+
+
+def legend_html(palette: palettes.Palette) -> str:
+    parts = []
+    for kind, label, style in (
+        (TokenKind.ACCEPTED, "accepted draft", ""),
+        (TokenKind.CORRECTED, "corrected", "text-decoration: underline;"),
+        (TokenKind.BONUS, "bonus", ""),
+    ):
+        background = palette.token_background[kind]
+        colour = background.name() if background is not None else "transparent"
+        parts.append(
+            f'<span style="background-color: {colour}; {style}">&nbsp;{label}&nbsp;</span>'
+        )
+    parts.append("plain: no tint")
+    return "&nbsp;&nbsp;".join(parts)
+
+
+def set_checked_quietly(widget: QAction | QCheckBox, on: bool) -> None:
+    """Check or uncheck without emitting toggled (two controls mirror one option)."""
+    widget.blockSignals(True)
+    widget.setChecked(on)
+    widget.blockSignals(False)
+
+
+class ChatPane(QWidget):
+    """The banner, the transcript, the legend row with its toggles, and the composer row.
+
+    Attributes:
+        banner: errors and notices above the transcript.
+        chat_view: the transcript.
+        legend: what the token tints mean.
+        colour_check, ghost_check: token colours and rejected drafts on or off.
+        composer: the message box.
+        send_button, stop_button: send the message, stop the answer.
+    """
+
+    def __init__(
+        self,
+        *,
+        palette: palettes.Palette,
+        colouring: bool,
+        show_rejected: bool,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        self.banner = Banner()
+        layout.addWidget(self.banner)
+        self.chat_view = ChatView(palette=palette, colouring=colouring, show_rejected=show_rejected)
+        layout.addWidget(self.chat_view, 1)
+        legend_row = QHBoxLayout()
+        self.legend = QLabel(legend_html(palette))
+        self.legend.setObjectName("legend")
+        self.legend.setToolTip(
+            "\n".join(
+                f"{k.name.lower()}: {palettes.TOKEN_MEANINGS[k]} ({palettes.TOKEN_CUES[k]})"
+                for k in TokenKind
+            )
+        )
+        self.colour_check = QCheckBox("Colours")
+        self.colour_check.setChecked(colouring)
+        self.ghost_check = QCheckBox("Rejected drafts")
+        self.ghost_check.setToolTip("Show rejected draft tokens as struck-through ghost text")
+        self.ghost_check.setChecked(show_rejected)
+        legend_row.addWidget(self.legend, 1)
+        legend_row.addWidget(self.colour_check)
+        legend_row.addWidget(self.ghost_check)
+        layout.addLayout(legend_row)
+
+        composer_row = QHBoxLayout()
+        self.composer = Composer()
+        self.composer.setObjectName("composer")
+        self.composer.setPlaceholderText(
+            "Ask something — Enter sends, Shift+Enter adds a line, Esc stops"
+        )
+        self.composer.setFixedHeight(72)
+        buttons = QVBoxLayout()
+        self.send_button = QPushButton("Send")
+        self.send_button.setDefault(True)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setEnabled(False)
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        composer_row.addWidget(self.composer, 1)
+        composer_row.addLayout(buttons)
+        layout.addLayout(composer_row)
+
+    def set_palette(self, palette: palettes.Palette) -> None:
+        """Recolour the transcript, the legend and a visible banner."""
+        self.chat_view.set_palette(palette)
+        self.legend.setText(legend_html(palette))
+        if self.banner.isVisible():
+            self.banner.show_message(
+                self.banner.label.text(), kind=self.banner.kind, palette=palette
+            )
+
+    def set_colouring(self, on: bool) -> None:
+        """Token colours on or off, in the transcript, the legend and the check box."""
+        set_checked_quietly(self.colour_check, on)
+        self.chat_view.set_colouring(on)
+        self.legend.setEnabled(on)
+
+    def set_show_rejected(self, on: bool) -> None:
+        """Rejected drafts shown as ghost text or not."""
+        set_checked_quietly(self.ghost_check, on)
+        self.chat_view.set_show_rejected(on)

@@ -1,0 +1,58 @@
+"""The side panel: the drafting controls above the speculation statistics."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
+
+from specchat import settings as cfg
+from specchat.engine.types import DraftMode
+from specchat.settings import Settings
+from specchat.ui import palette as palettes
+from specchat.ui.controls import ControlsPanel, ControlState, GpuLayers
+from specchat.ui.gauge import StatsPanel
+
+
+def control_state(settings: Settings) -> ControlState:
+    """The controls as last saved, brought back into their ranges."""
+    s = settings
+    return ControlState(
+        DraftMode.parse(s.get(cfg.MODE))
+        if s.get(cfg.MODE) in {m.value for m in DraftMode}
+        else DraftMode.AUTO,
+        s.get(cfg.K),
+        min(2.0, max(0.0, s.get(cfg.TEMPERATURE))),
+        min(1.0, max(0.05, s.get(cfg.TOP_P))),
+    )
+
+
+class SidePanel(QScrollArea):
+    """The controls and the statistics, scrolling when the window is short.
+
+    Attributes:
+        controls: mode, K, sampling, GPU layers and the pair.
+        stats_panel: gauge, figures and charts of the current answer.
+    """
+
+    def __init__(
+        self, *, settings: Settings, palette: palettes.Palette, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        s = settings
+        self.controls = ControlsPanel(
+            state=control_state(s),
+            gpu=GpuLayers(s.get(cfg.TARGET_GPU_LAYERS), s.get(cfg.DRAFT_GPU_LAYERS)),
+            advanced_open=s.get(cfg.ADVANCED_OPEN),
+        )
+        self.stats_panel = StatsPanel(palette=palette)
+        side = QWidget()
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(6, 6, 6, 6)
+        side_layout.addWidget(self.controls)
+        side_layout.addWidget(self.stats_panel)
+        side_layout.addStretch(1)
+        self.setWidget(side)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setMinimumWidth(300)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)

@@ -1,0 +1,50 @@
+"""The window's status bar: the last event, UI latency and a pair's loading progress."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
+
+
+class StatusLine:
+    """The widgets placed in a window's status bar.
+
+    Attributes:
+        status_label: what just happened ("Answering…", "Exported to …").
+        latency_label: the worst event-loop delay of the last answer.
+        load_bar: a load's progress, shown while a pair loads.
+        cancel_load_button: cancels the load, shown while a pair loads.
+    """
+
+    def __init__(self, bar: QStatusBar) -> None:
+        self.status_label = QLabel("")
+        self.load_bar = QProgressBar()
+        self.load_bar.setRange(0, 1000)
+        self.load_bar.setMaximumWidth(220)
+        self.load_bar.setTextVisible(True)
+        self.load_bar.hide()
+        self.cancel_load_button = QPushButton("Cancel")
+        self.cancel_load_button.hide()
+        self.latency_label = QLabel("")
+        self.latency_label.setToolTip("Worst event-loop delay measured during the last answer")
+        bar.addWidget(self.status_label, 1)
+        bar.addPermanentWidget(self.latency_label)
+        bar.addPermanentWidget(self.load_bar)
+        bar.addPermanentWidget(self.cancel_load_button)
+
+    def show_loading(self, label: str) -> None:
+        """A load of `label` began."""
+        self.load_bar.setValue(0)
+        self.load_bar.setFormat("loading %p%")
+        self.load_bar.show()
+        self.cancel_load_button.show()
+        self.status_label.setText(f"Loading {label}…")
+
+    def show_progress(self, stage: str, overall: float) -> None:
+        """The load reached `overall` (0..1), in `stage`."""
+        self.load_bar.setValue(round(overall * 1000))
+        self.load_bar.setFormat(f"{stage} %p%")
+
+    def hide_loading(self) -> None:
+        """The load ended (loaded, failed or cancelled)."""
+        self.load_bar.hide()
+        self.cancel_load_button.hide()
