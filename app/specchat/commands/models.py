@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("pair_id", metavar="PAIR_ID")
     path = sub.add_parser("path", help="print the target and draft file paths")
     path.add_argument("pair_id", metavar="PAIR_ID")
+    from specchat.commands import optimise
+
+    optimise.add_parser(sub)
     profile = sub.add_parser(
         "profile", help="this machine's pass cost at every batch size (measured if not stored)"
     )
@@ -369,4 +372,8 @@ def run(args: argparse.Namespace) -> int:
         return _path(args.pair_id)
     if command == "profile":
         return _profile(args)
+    if command == "optimise":
+        from specchat.commands import optimise
+
+        return optimise.run(args)
     raise UserError(f"unknown models action {command!r}")
