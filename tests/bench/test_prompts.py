@@ -70,3 +70,45 @@ def test_empty_and_missing_files_are_refused(tmp_path: Path) -> None:
         parse_prompts("\n\n", source="empty.jsonl")
     with pytest.raises(PromptFileError, match="cannot read prompt file"):
         load_prompts(tmp_path / "absent.jsonl")
+
+
+def test_a_session_runs_its_turns_after_the_answers_before_them() -> None:
+    line = {
+        "id": "s",
+        "system": "be brief",
+        "turns": ["write f", "now add a docstring", {"regenerate": True}],
+        "history": [[{"role": "user", "content": "old"}, {"role": "assistant", "content": "x"}]],
+    }
+    [session] = parse_prompts(json.dumps(line))
+    assert session.turn_count == 3 and session.user == "write f"
+    assert session.history == (
+        ({"role": "user", "content": "old"}, {"role": "assistant", "content": "x"}),
+    )
+    system = {"role": "system", "content": "be brief"}
+    assert session.messages() == [system, {"role": "user", "content": "write f"}]
+    assert session.messages(["def f(): ..."]) == [
+        system,
+        {"role": "user", "content": "write f"},
+        {"role": "assistant", "content": "def f(): ..."},
+        {"role": "user", "content": "now add a docstring"},
+    ]
+    # Regenerate: the same conversation as the turn before, its answer dropped.
+    assert session.messages(["a0", "a1"]) == session.messages(["a0"])
+    with pytest.raises(ValueError, match="3 turn"):
+        session.messages(["a0", "a1", "a2"])
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"user": "x", "turns": ["y"]}, "either 'user' or 'turns', not both"),
+        ({"turns": []}, "'turns' must be a non-empty list"),
+        ({"turns": [{"regenerate": True}]}, "turn 0 must be a non-empty string"),
+        ({"turns": ["a", 3]}, 'turn 1 must be a non-empty string or {"regenerate": true}'),
+        ({"user": "x", "history": {"a": 1}}, "'history' must be a list of conversations"),
+        ({"user": "x", "history": [[{"role": "bot", "content": "y"}]]}, "a history message"),
+    ],
+)
+def test_bad_sessions_are_refused(fields: dict[str, object], message: str) -> None:
+    with pytest.raises(PromptFileError, match=message.replace("{", "\\{").replace("(", "\\(")):
+        parse_prompts(json.dumps({"id": "a", **fields}), source="p.jsonl")

@@ -60,12 +60,12 @@ def report(engine: ChatEngine, tmp_path_factory: pytest.TempPathFactory) -> tupl
 def test_plan_alternates_and_always_includes_plain() -> None:
     config = BenchConfig(modes=(DraftMode.LOOKUP,), ks=(3,), temperatures=(0.0, 0.5))
     plan = plan_runs(PROMPTS, config, has_draft=False)
-    greedy = [v.label for _, p, t, v in plan if p.id == "copy" and t == 0]
+    greedy = [v.label for _, p, t, v, _ in plan if p.id == "copy" and t == 0]
     assert sorted(greedy) == sorted(["plain", FLOOR, "lookup K=3"])
     # Sampled runs: plain and the sampled modes only (lookup is not one by default).
-    assert {v.label for _, _, t, v in plan if t == 0.5} == {"plain"}
+    assert {v.label for _, _, t, v, _ in plan if t == 0.5} == {"plain"}
     # The order rotates from one prompt to the next, so no mode always runs first.
-    firsts = [v.label for _, p, t, v in plan if t == 0 and p.id == "free"]
+    firsts = [v.label for _, p, t, v, _ in plan if t == 0 and p.id == "free"]
     assert firsts[0] != greedy[0]
 
 
@@ -214,3 +214,67 @@ def test_in_run_speedup_prices_rounds_at_the_runs_own_plain_rounds() -> None:
     ) == pytest.approx(480 / 320)
     assert in_run_speedup(record(log(0, 0, 30), log(0, 0, 50))) == pytest.approx(1.0)
     assert in_run_speedup(record(log(4, 4, 100))) is None  # nothing to price against
+
+
+SESSION = BenchPrompt(
+    "session",
+    "abc abc the cat",
+    category="code-editing",
+    turns=("abc abc the cat", "now the dog", None),
+    history=(({"role": "user", "content": "abc"}, {"role": "assistant", "content": "the cat"}),),
+)
+
+
+def test_a_session_runs_turn_by_turn_after_plains_answers(engine: ChatEngine) -> None:
+    config = BenchConfig(
+        modes=(DraftMode.PLAIN, DraftMode.LOOKUP, DraftMode.AUTO),
+        ks=(3,),
+        temperatures=(0.0,),
+        max_tokens=12,
+        floor=False,
+        physical=False,
+    )
+    plan = plan_runs([SESSION], config, has_draft=True)
+    assert [turn for *_, turn in plan] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    outcome = run_bench(engine, [SESSION], config)
+    rows = compare(outcome)
+    assert sorted({(r["turn"], r["mode"]) for r in rows}) == [
+        (t, m) for t in range(3) for m in ("auto", "lookup", "plain")
+    ]
+    for row in rows:
+        assert row["identical_to_plain"] or row["divergence_near_tie"], row
+    plain = {r["turn"]: r for r in rows if r["mode"] == "plain"}
+    assert all(plain[t]["speedup"] == 1.0 for t in range(3))
+    # A follow-up evaluates only what is new; a regenerate only its last token.
+    assert plain[0]["prompt_evaluated"] == plain[0]["prompt_tokens"]
+    assert plain[1]["prompt_evaluated"] <= plain[1]["prompt_tokens"] - plain[0]["prompt_tokens"]
+    assert plain[2]["prompt_evaluated"] == 1
+    assert {r["prompt_evaluated"] for r in rows if r["turn"] == 1} == {plain[1]["prompt_evaluated"]}
+
+
+def test_the_report_gives_sessions_per_turn() -> None:
+    from specchat.bench.session_report import render_sessions, session_goals, session_rows
+
+    def row(turn: int, mode: str, speedup: float, kept: dict[str, int]) -> dict:
+        return {"prompt": "s", "category": "session-edit", "turn": turn, "mode": mode,
+                "k": None, "temperature": 0.0, "repeat": 0, "speedup": speedup,
+                "in_run_speedup": None, "tok_s": 10.0 * speedup, "alpha": 0.5,
+                "kept_by_source": kept, "prompt_tokens": 40 + 30 * turn,
+                "prompt_evaluated": 40 if turn == 0 else 12, "drafted": 5}  # fmt: skip
+
+    results = [
+        row(0, "plain", 1.0, {}), row(0, "auto", 1.1, {"lookup": 3}),
+        row(1, "plain", 1.0, {}), row(1, "auto", 2.5, {"this chat": 40, "lookup": 2}),
+        row(2, "plain", 1.0, {}), row(2, "auto", 1.5, {"an earlier chat": 9}),
+    ]  # fmt: skip
+    rows = session_rows(results)
+    assert [(r["turn"], r["mode"]) for r in rows] == [
+        (0, "plain"), (0, "auto"), (1, "plain"), (1, "auto"), (2, "plain"), (2, "auto")
+    ]  # fmt: skip
+    assert rows[3]["kept_by_source"] == {"lookup": 2, "this chat": 40}
+    [edit, regenerate, new_chat] = session_goals(rows)
+    # Follow-up turns 1 and 2: 2.5× passes, 1.5× does not.
+    assert edit[1] is False and "s#1 2.500×" in edit[2] and "s#2 1.500×" in edit[2]
+    assert regenerate[1] is None and new_chat[1] is None
+    md = "\n".join(render_sessions(rows))
+    assert "| s | 1 | 0 | auto | 2.50× |" in md and "this chat 40" in md and "12 / 70" in md

@@ -1,8 +1,9 @@
-"""The benchmark's prompt set: JSON Lines of {id, user, optional system, optional category}."""
+"""The benchmark's prompt set: JSON Lines of {id, user or turns, system, category, history}."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,13 @@ SHIPPED_PROMPTS = Path(__file__).with_name("prompts.jsonl")
 #: Category of a prompt whose line names none.
 DEFAULT_CATEGORY = "general"
 
-_KNOWN_KEYS = {"id", "user", "system", "category"}
+_KNOWN_KEYS = {"id", "user", "turns", "system", "category", "history"}
+
+#: A turn that asks for the previous answer again (the window's Regenerate), written
+#: {"regenerate": true} in a prompt file.
+REGENERATE = None
+
+_ROLES = ("system", "user", "assistant", "tool")
 
 
 class PromptFileError(ValueError):
@@ -23,21 +30,44 @@ class PromptFileError(ValueError):
 class BenchPrompt:
     """One benchmark prompt.
 
+    A session (several turns) runs its turns in order in one conversation, each answered
+    after the answers to the turns before it.
+
     Attributes:
         id: unique name, used in the report.
-        user: the user message.
+        user: the (first) user message.
         system: an optional system message.
         category: group for the report's per-category summary ("code-editing", ...).
+        turns: a session's user messages in order (REGENERATE: answer the previous one
+            again); empty for a single prompt.
+        history: earlier conversations, as if stored, that drafting may draw on.
     """
 
     id: str
     user: str
     system: str | None = None
     category: str = DEFAULT_CATEGORY
+    turns: tuple[str | None, ...] = ()
+    history: tuple[tuple[dict[str, str], ...], ...] = ()
 
-    def messages(self) -> list[dict[str, str]]:
+    @property
+    def turn_count(self) -> int:
+        return max(1, len(self.turns))
+
+    def messages(self, answers: Sequence[str] = ()) -> list[dict[str, str]]:
+        """The conversation for the turn after `answers` (the answers to the turns before)."""
         chat = [{"role": "system", "content": self.system}] if self.system else []
-        return [*chat, {"role": "user", "content": self.user}]
+        turns = self.turns or (self.user,)
+        if len(answers) >= len(turns):
+            raise ValueError(f"{self.id} has {len(turns)} turn(s)")
+        for index, turn in enumerate(turns[: len(answers) + 1]):
+            if turn is REGENERATE:
+                chat.pop()  # the answer being regenerated
+            else:
+                chat.append({"role": "user", "content": turn})
+            if index < len(answers):
+                chat.append({"role": "assistant", "content": answers[index]})
+        return chat
 
 
 def parse_prompts(text: str, *, source: str = "prompts") -> tuple[BenchPrompt, ...]:
@@ -60,6 +90,11 @@ def parse_prompts(text: str, *, source: str = "prompts") -> tuple[BenchPrompt, .
                 f"{where}: unknown key(s) {', '.join(unknown)}; "
                 f"allowed: {', '.join(sorted(_KNOWN_KEYS))}"
             )
+        if "user" in item and "turns" in item:
+            raise PromptFileError(f"{where}: give either 'user' or 'turns', not both")
+        turns = _turns(item.get("turns"), where) if "turns" in item else ()
+        if turns:
+            item["user"] = turns[0]
         for key in ("id", "user"):
             value = item.get(key)
             if not isinstance(value, str) or not value.strip():
@@ -79,11 +114,55 @@ def parse_prompts(text: str, *, source: str = "prompts") -> tuple[BenchPrompt, .
                 user=item["user"],
                 system=item.get("system") or None,
                 category=(item.get("category") or DEFAULT_CATEGORY).strip(),
+                turns=turns,
+                history=_history(item.get("history", []), where),
             )
         )
     if not prompts:
         raise PromptFileError(f"{source}: no prompts in the file")
     return tuple(prompts)
+
+
+def _turns(value: object, where: str) -> tuple[str | None, ...]:
+    if not isinstance(value, list) or not value:
+        raise PromptFileError(f"{where}: 'turns' must be a non-empty list")
+    turns: list[str | None] = []
+    for number, turn in enumerate(value):
+        if turn == {"regenerate": True} and number > 0:
+            turns.append(REGENERATE)
+        elif isinstance(turn, str) and turn.strip():
+            turns.append(turn)
+        else:
+            raise PromptFileError(
+                f"{where}: turn {number} must be a non-empty string"
+                + (' or {"regenerate": true}' if number else "")
+            )
+    return tuple(turns)
+
+
+def _history(value: object, where: str) -> tuple[tuple[dict[str, str], ...], ...]:
+    problem = f"{where}: 'history' must be a list of conversations, each a list of messages"
+    if not isinstance(value, list):
+        raise PromptFileError(problem)
+    conversations = []
+    for conversation in value:
+        if not isinstance(conversation, list) or not conversation:
+            raise PromptFileError(problem)
+        messages = []
+        for message in conversation:
+            if (
+                not isinstance(message, dict)
+                or set(message) != {"role", "content"}
+                or message["role"] not in _ROLES
+                or not isinstance(message["content"], str)
+            ):
+                raise PromptFileError(
+                    f'{where}: a history message must be {{"role": one of '
+                    f'{", ".join(_ROLES)}, "content": text}}'
+                )
+            messages.append({"role": message["role"], "content": message["content"]})
+        conversations.append(tuple(messages))
+    return tuple(conversations)
 
 
 def load_prompts(path: Path | None = None) -> tuple[BenchPrompt, ...]:

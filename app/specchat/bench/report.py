@@ -16,6 +16,7 @@ from specchat.bench.runner import (
     geomean,
     round_table,
 )
+from specchat.bench.session_report import render_sessions, session_goals, session_rows
 
 #: The goals of issue 4, as ratios measured in one run.
 FLOOR_GOAL = 0.97
@@ -175,6 +176,9 @@ def build_report(outcome: BenchOutcome) -> dict:
     results = compare(outcome)
     floors = floor_rows(outcome)
     goals = check_goals(results, floors, outcome.ceilings)
+    sessions = session_rows(results)
+    if sessions:
+        goals += [Goal(*goal) for goal in session_goals(sessions)]
     config = outcome.config
     return {
         "info": outcome.info,
@@ -194,6 +198,7 @@ def build_report(outcome: BenchOutcome) -> dict:
         },
         "lookup_ceiling": {p: round(v, 3) for p, v in outcome.ceilings.items()},
         "goals": [{"name": g.name, "result": g.verdict, "detail": g.detail} for g in goals],
+        "sessions": sessions,
         "results": results,
     }
 
@@ -381,6 +386,7 @@ def render_markdown(report: dict) -> str:
                 row.append(f"**{geomean(vals):.2f}×**" if vals else "–")
             pivot[-1].append(f"**{geomean(list(ceilings.values())):.2f}×**")
         lines += _table(header, pivot)
+    lines += render_sessions(report.get("sessions", []))
     lines += ["", "## Every run", ""]
     lines += _table(
         [
@@ -402,7 +408,7 @@ def render_markdown(report: dict) -> str:
         ],
         [
             (
-                r["prompt"],
+                r["prompt"] + (f" #{r['turn']}" if r.get("turn") else ""),
                 _label(r),
                 r["temperature"],
                 r["repeat"],

@@ -7,11 +7,12 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from specchat.bench.ceiling import lookup_ceiling
 from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
 from specchat.bench.prompts import BenchPrompt
+from specchat.bench.sessions import Sessions, kept_by_source
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, SamplingParams
@@ -80,6 +81,7 @@ class RoundLog:
         wall_ms: wall time from the previous round's end to this one's (Python overhead
             included).
         reason: the policy's reason.
+        origin: where the draft was found, for a drafter that says ("this chat", ...).
     """
 
     mode: str
@@ -90,6 +92,7 @@ class RoundLog:
     verify_ms: float
     wall_ms: float
     reason: str
+    origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ class RunRecord:
         position_drafted, position_accepted: per draft position counts.
         stop: why it ended.
         round_logs: one entry per round.
+        turn: the turn of a session (0 for a single prompt).
+        prompt_tokens: the prompt's length.
+        prompt_evaluated: prompt tokens the turn evaluates with the turn before cached.
     """
 
     prompt: str
@@ -132,6 +138,9 @@ class RunRecord:
     position_accepted: tuple[int, ...] = ()
     stop: str = ""
     round_logs: tuple[RoundLog, ...] = field(default=(), repr=False)
+    turn: int = 0
+    prompt_tokens: int = 0
+    prompt_evaluated: int = 0
 
     @property
     def tok_s(self) -> float:
@@ -199,22 +208,24 @@ def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) ->
 
 def plan_runs(
     prompts: Sequence[BenchPrompt], config: BenchConfig, *, has_draft: bool
-) -> list[tuple[int, BenchPrompt, float, Variant]]:
-    """(repeat, prompt, temperature, variant) in run order.
+) -> list[tuple[int, BenchPrompt, float, Variant, int]]:
+    """(repeat, prompt, temperature, variant, turn) in run order.
 
-    Modes alternate within each prompt, and the order rotates from prompt to prompt, so slow
-    drift (thermal throttling, other load on the machine) hits every mode alike.
+    Modes alternate within each prompt (each turn of a session), and the order rotates from
+    one to the next, so slow drift (thermal throttling, other load on the machine) hits every
+    mode alike. A session's turns run in order: a turn follows plain's answer to the one before.
     """
     plan = []
-    turn = 0
+    rotation = 0
     for repeat in range(config.repeat):
         for prompt in prompts:
             for temperature in config.temperatures:
                 variants = variants_for(config, temperature=temperature, has_draft=has_draft)
-                shift = turn % len(variants)
-                turn += 1
-                for variant in variants[shift:] + variants[:shift]:
-                    plan.append((repeat, prompt, temperature, variant))
+                for turn in range(prompt.turn_count):
+                    shift = rotation % len(variants)
+                    rotation += 1
+                    for variant in variants[shift:] + variants[:shift]:
+                        plan.append((repeat, prompt, temperature, variant, turn))
     return plan
 
 
@@ -359,25 +370,36 @@ def run_bench(
         )
     records: list[RunRecord] = []
     floors: dict[tuple[str, int], FloorRun] = {}
-    for repeat, prompt, temperature, variant in plan:
+    sessions = Sessions(engine, max_tokens=config.max_tokens)
+    for repeat, prompt, temperature, variant, turn in plan:
         label = f"{prompt.id} · {variant.label} · T={temperature:g}"
+        label += f" · turn {turn}" if prompt.turns else ""
         if progress:
             progress(BenchProgress(done, total, label))
+        turn_prompt = sessions.prompt(prompt, turn, temperature, repeat, records)
         if variant.mode == FLOOR:
-            floors[(prompt.id, repeat)] = cpp_floor(
-                engine.target, prepared[prompt.id], max_tokens=config.max_tokens
-            )
+            if turn == 0:
+                floors[(prompt.id, repeat)] = cpp_floor(
+                    engine.target, prepared[prompt.id], max_tokens=config.max_tokens
+                )
+                label += f" {floors[(prompt.id, repeat)].tokens_per_s:.1f} tok/s"
             last = None
-            label += f" {floors[(prompt.id, repeat)].tokens_per_s:.1f} tok/s"
         else:
+            sessions.recall(prompt, turn, temperature, repeat, records)
             last = run_one(
                 engine,
                 prompt,
-                prepared[prompt.id],
+                turn_prompt.tokens,
                 variant,
                 temperature=temperature,
                 repeat=repeat,
                 config=config,
+            )
+            last = replace(
+                last,
+                turn=turn,
+                prompt_tokens=len(turn_prompt.tokens),
+                prompt_evaluated=turn_prompt.evaluated,
             )
             records.append(last)
         done += 1
@@ -399,6 +421,7 @@ def run_bench(
                 record.variant.mode == DraftMode.PLAIN.value
                 and record.temperature == 0
                 and record.repeat == 0
+                and record.turn == 0
             ):
                 ceilings[record.prompt] = lookup_ceiling(
                     prepared[record.prompt], record.tokens, physical.batch_ms
@@ -443,14 +466,14 @@ def choice_counts(record: RunRecord) -> dict[str, int]:
 def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
     """One result object per run, with speed-up and T = 0 identity against plain's run."""
     plain = {
-        (r.prompt, r.temperature, r.repeat): r
+        (r.prompt, r.turn, r.temperature, r.repeat): r
         for r in outcome.records
         if r.variant.mode == DraftMode.PLAIN.value
     }
     noise = outcome.physical.max_logit_noise if outcome.physical else None
     results = []
     for r in outcome.records:
-        base = plain.get((r.prompt, r.temperature, r.repeat))
+        base = plain.get((r.prompt, r.turn, r.temperature, r.repeat))
         speedup = None
         if base is not None and base.tok_s > 0:
             # Plain's own row is 1.0 exactly, not a ratio of two equal floats.
@@ -458,6 +481,7 @@ def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
         overhead_ms = r.elapsed_s * 1000.0 - r.draft_ms - r.verify_ms
         row: dict[str, object] = {
             "prompt": r.prompt,
+            "turn": r.turn,
             "category": r.category,
             "mode": r.variant.mode,
             "k": r.variant.k,
@@ -477,9 +501,12 @@ def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
             "verify_ms": round(r.verify_ms, 2),
             "overhead_ms": round(overhead_ms, 2),
             "prompt_ms": round(r.prompt_ms, 2),
+            "prompt_tokens": r.prompt_tokens,
+            "prompt_evaluated": r.prompt_evaluated,
             "position_drafted": list(r.position_drafted),
             "position_accepted": list(r.position_accepted),
             "choices": choice_counts(r),
+            "kept_by_source": kept_by_source(r),
             "stop": r.stop,
             "text": r.text,
         }
@@ -508,7 +535,7 @@ def floor_rows(outcome: BenchOutcome) -> list[dict[str, object]]:
     plain = {
         (r.prompt, r.repeat): r
         for r in outcome.records
-        if r.variant.mode == DraftMode.PLAIN.value and r.temperature == 0
+        if r.variant.mode == DraftMode.PLAIN.value and r.temperature == 0 and r.turn == 0
     }
     rows = []
     for (prompt, repeat), run in outcome.floors.items():

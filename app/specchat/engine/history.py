@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from specchat.engine.chat_template import ChatMessage, ChatTemplate, ChatTemplateError
 from specchat.engine.suffix_index import Source, SuffixIndex
@@ -15,10 +16,21 @@ from specchat.store.conversations import ConversationStore, StoredMessage
 Tokenize = Callable[[Sequence[StoredMessage]], Sequence[int]]
 
 
-def template_tokenizer(template: ChatTemplate, tokenize: Callable[[str], list[int]]) -> Tokenize:
+class Said(Protocol):
+    """A message as far as drafting cares: who said what."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+
+
+def template_tokenizer(
+    template: ChatTemplate, tokenize: Callable[[str], list[int]]
+) -> Callable[[Sequence[Said]], list[int]]:
     """A Tokenize rendering through the chat template, as prompts are."""
 
-    def render(messages: Sequence[StoredMessage]) -> list[int]:
+    def render(messages: Sequence[Said]) -> list[int]:
         chat = [ChatMessage(m.role, m.content) for m in messages]
         return tokenize(template.render(chat, add_generation_prompt=False))
 
