@@ -1,0 +1,111 @@
+"""The model picker's download part: what is being fetched, what failed, and the questions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from specchat.models.transfer import format_bytes
+from specchat.workers.download import FileProgress, PairFetched, PairStatus
+
+
+def describe_status(status: PairStatus, *, failed: bool) -> str:
+    """The list's status column for a surveyed pair."""
+    if failed and not status.ready:
+        return "Failed"
+    if status.target.present and status.draft.present:
+        if status.compatible is False:
+            return "Incompatible"
+        verified = status.target.verified and status.draft.verified
+        return "Ready ✓" if verified else "Ready"
+    if status.partial:
+        sizes = [f.size for f in (status.target, status.draft) if not f.present]
+        known = [size for size in sizes if size is not None]
+        total = sum(known)
+        if len(known) == len(sizes) and total > 0:
+            return f"Paused at {status.partial / total * 100:.0f} %"
+        return f"Paused ({format_bytes(status.partial)} kept)"
+    present = [f.role for f in (status.target, status.draft) if f.present]
+    if present:
+        return f"{present[0].capitalize()} present"
+    return "Not downloaded"
+
+
+def checksum_summary(fetched: PairFetched) -> str:
+    """One line saying how each fetched file's sha256 compared."""
+    lines = []
+    for check in fetched.checks:
+        if check.sha256:
+            lines.append(f"{check.role}: sha256 {check.sha256[:16]}… ✓ matches")
+        else:
+            lines.append(f"{check.role}: no reference sha256 to check against")
+    return "Checksums — " + "; ".join(lines)
+
+
+def progress_status(event: FileProgress) -> str | None:
+    """The list's status column during a fetch, or None to leave it as it is."""
+    if event.stage == "download" and event.fraction is not None:
+        return f"downloading {event.role} {event.fraction * 100:.0f} %"
+    if event.stage == "verify":
+        return f"checking {event.role}"
+    return None
+
+
+def ask_keep_partial(parent: QWidget) -> bool | None:
+    """Ask how to cancel: True keeps the partial file for a resume, False deletes it, None
+    goes on downloading."""
+    box = QMessageBox(parent)
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setWindowTitle("Cancel download")
+    box.setText("Keep what has been downloaded so far?")
+    box.setInformativeText(
+        "Kept, the download resumes where it stopped the next time you start it. "
+        "Deleted, it starts over."
+    )
+    keep = box.addButton("Keep for resume", QMessageBox.ButtonRole.AcceptRole)
+    delete = box.addButton("Delete partial file", QMessageBox.ButtonRole.DestructiveRole)
+    go_on = box.addButton("Continue downloading", QMessageBox.ButtonRole.RejectRole)
+    box.setDefaultButton(keep)
+    box.setEscapeButton(go_on)
+    box.exec()
+    clicked = box.clickedButton()
+    if clicked is keep:
+        return True
+    if clicked is delete:
+        confirm = QMessageBox.question(
+            parent,
+            "Delete partial file",
+            "Delete the partial download? It cannot be resumed afterwards.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return confirm != QMessageBox.StandardButton.Yes
+    return None
+
+
+@dataclass
+class Downloads:
+    """What the picker knows about fetches; one runs at a time.
+
+    Attributes:
+        fetching: the pair being fetched, or None.
+        failed: the failure message of each pair whose last fetch failed.
+        checks: the checksum summary of each pair fetched in this dialog.
+        live: the running fetch's latest progress per role.
+        discard_after_cancel: delete the partial file once the cancel arrives.
+    """
+
+    fetching: str | None = None
+    failed: dict[str, str] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)
+    live: dict[str, FileProgress] = field(default_factory=dict)
+    discard_after_cancel: bool = False
+
+    def begin(self, pair_id: str) -> None:
+        """A fetch of `pair_id` starts: forget its last failure and checks."""
+        self.fetching = pair_id
+        self.failed.pop(pair_id, None)
+        self.checks.pop(pair_id, None)
+        self.live = {}
+        self.discard_after_cancel = False

@@ -1,0 +1,128 @@
+"""The model picker's list: catalog pairs and checked local pairs, with size and status."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+
+from specchat.models.catalog import Catalog, ModelFile, ModelPair
+from specchat.models.transfer import format_bytes
+from specchat.workers.download import LocalChecked, PairStatus
+
+#: Keys of local pairs start with this; catalog pairs are keyed by their id.
+LOCAL_PREFIX = "local:"
+_ROLE_KEY = Qt.ItemDataRole.UserRole
+_COLUMNS = ("Pair", "Models", "Size", "Status")
+_SIZE, _STATUS = 2, 3
+#: Shown for a size neither the catalog nor (yet) the hub has named.
+_UNKNOWN_SIZE = "—"
+
+
+def catalog_size(model: ModelFile) -> int | None:
+    """The file's size as the catalog (or its mirror) names it, if it does."""
+    if model.size is not None:
+        return model.size
+    return model.mirror.size if model.mirror is not None else None
+
+
+def pair_size(status: PairStatus | None, pair: ModelPair) -> str:
+    """Target plus draft, from the files' status once surveyed, else from the catalog."""
+    sizes = (
+        [status.target.size, status.draft.size]
+        if status is not None
+        else [catalog_size(pair.target), catalog_size(pair.draft)]
+    )
+    if any(size is None for size in sizes):
+        return _UNKNOWN_SIZE
+    return format_bytes(sum(size for size in sizes if size is not None))
+
+
+def local_key(checked: LocalChecked) -> str:
+    """The list key of a local pair."""
+    return f"{LOCAL_PREFIX}{checked.target}|{checked.draft or ''}"
+
+
+class PairList(QTreeWidget):
+    """One row per pair: name, model sizes, bytes on disk and what state it is in.
+
+    Each row carries its key: the catalog id, or `local_key()` for files on disk.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setColumnCount(len(_COLUMNS))
+        self.setHeaderLabels(list(_COLUMNS))
+        self.setRootIsDecorated(False)
+        self.setUniformRowHeights(True)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        header = self.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for index in range(1, len(_COLUMNS)):
+            header.setSectionResizeMode(index, QHeaderView.ResizeMode.ResizeToContents)
+        # Room around each row; a layout rule only, the palette keeps every colour.
+        self.setStyleSheet("QTreeWidget::item { padding: 3px 2px; }")
+        self.setMinimumWidth(520)
+
+    def fill(self, catalog: Catalog, *, current: str | None) -> None:
+        """List the catalog's pairs and select `current` (else the first)."""
+        chosen: QTreeWidgetItem | None = None
+        for pair in catalog:
+            models = f"{pair.target.params or '?'} + {pair.draft.params or '?'}"
+            item = QTreeWidgetItem([pair.name, models, pair_size(None, pair), "checking…"])
+            item.setData(0, _ROLE_KEY, pair.id)
+            item.setToolTip(0, pair.note or pair.name)
+            item.setToolTip(_SIZE, "target + draft; “—” until the hub names a size")
+            self.addTopLevelItem(item)
+            if pair.id == current:
+                chosen = item
+        if chosen is None and self.topLevelItemCount():
+            chosen = self.topLevelItem(0)
+        if chosen is not None:
+            self.setCurrentItem(chosen)
+
+    def add_local(self, checked: LocalChecked) -> QTreeWidgetItem:
+        """The row of a checked local pair, added unless it is listed already."""
+        key = local_key(checked)
+        item = self.row(key)
+        if item is None:
+            name = checked.target.stem + (f" + {checked.draft.stem}" if checked.draft else "")
+            size = checked.target.stat().st_size + (
+                checked.draft.stat().st_size if checked.draft else 0
+            )
+            models = "target + draft" if checked.draft else "target only"
+            item = QTreeWidgetItem([f"Local: {name}", models, format_bytes(size), "Ready"])
+            item.setData(0, _ROLE_KEY, key)
+            item.setToolTip(0, str(checked.target))
+            self.addTopLevelItem(item)
+        return item
+
+    def selected_key(self) -> str | None:
+        item = self.currentItem()
+        return None if item is None else str(item.data(0, _ROLE_KEY))
+
+    def select(self, key: str) -> None:
+        item = self.row(key)
+        if item is not None:
+            self.setCurrentItem(item)
+
+    def row(self, key: str) -> QTreeWidgetItem | None:
+        for index in range(self.topLevelItemCount()):
+            item = self.topLevelItem(index)
+            if item is not None and item.data(0, _ROLE_KEY) == key:
+                return item
+        return None
+
+    def status_text(self, key: str) -> str:
+        item = self.row(key)
+        return "" if item is None else item.text(_STATUS)
+
+    def set_status(self, key: str, text: str) -> None:
+        item = self.row(key)
+        if item is not None:
+            item.setText(_STATUS, text)
+
+    def set_size(self, key: str, text: str) -> None:
+        item = self.row(key)
+        if item is not None:
+            item.setText(_SIZE, text)
