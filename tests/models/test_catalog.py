@@ -168,3 +168,67 @@ def test_user_catalog_from_the_config_dir(tmp_path: Path, monkeypatch: pytest.Mo
     assert get_pair("mine").draft.filename == "draft.gguf"
     with pytest.raises(CatalogError, match="unknown model pair 'nope'; known: default"):
         get_pair("nope")
+
+
+CPU_PAIR = """\
+schema = 1
+
+[[pair]]
+id = "cpu"
+name = "CPU pair"
+
+[pair.target]
+repo = "me/target-GGUF"
+file = "target-q4_k_m.gguf"
+quantisation = "Q4_K_M"
+
+[pair.cpu_target]
+repo = "me/target-GGUF"
+file = "target-q4_0.gguf"
+quantisation = "Q4_0"
+size = 935000000
+{extra}
+[pair.draft]
+repo = "me/draft-GGUF"
+file = "draft.gguf"
+"""
+
+
+def test_shipped_default_offers_the_cpu_format_with_a_reason(tmp_path: Path) -> None:
+    default = load_catalog(user=tmp_path / "none.toml").get(DEFAULT_PAIR_ID)
+    cpu = default.cpu_target
+    assert cpu is not None
+    assert cpu.repo == default.target.repo  # published beside the shipped file
+    assert cpu.filename == "qwen2.5-coder-1.5b-instruct-q4_0.gguf"
+    assert cpu.quantisation == "Q4_0"
+    # No hash is invented: the download checks the hub's own LFS sha256.
+    assert cpu.sha256 is None and cpu.mirror is None
+    assert "4 tokens for the price of 2" in default.cpu_reason
+    assert "identical" in default.cpu_reason
+
+
+def test_cpu_target_parses_and_defaults_its_reason() -> None:
+    (pair,) = parse_catalog(CPU_PAIR.format(extra=""), source="x.toml")
+    assert pair.cpu_target is not None and pair.cpu_target.filename == "target-q4_0.gguf"
+    assert pair.cpu_target.size == 935_000_000
+    assert "price of 2" in pair.cpu_reason  # the default reason
+    (pair,) = parse_catalog(CPU_PAIR.format(extra='reason = "cheap rows"'), source="x.toml")
+    assert pair.cpu_reason == "cheap rows"
+
+
+def test_pairs_without_a_cpu_target_still_parse() -> None:
+    (pair,) = parse_catalog(GOOD.format(sha=SHA), source="x.toml")
+    assert pair.cpu_target is None and pair.cpu_reason == ""
+
+
+def test_bad_cpu_target_keys_name_their_line() -> None:
+    text = CPU_PAIR.format(extra='speed = "fast"')
+    with pytest.raises(CatalogError, match=r"x.toml line 17: .*cpu_target.*unknown key 'speed'"):
+        parse_catalog(text, source="x.toml")
+    # `reason` belongs to the CPU table only.
+    text = GOOD.format(sha=SHA).replace('file = "draft.gguf"', 'file = "draft.gguf"\nreason = "x"')
+    with pytest.raises(CatalogError, match="unknown key 'reason'"):
+        parse_catalog(text, source="x.toml")
+    text = CPU_PAIR.format(extra='sha256 = "abc"')
+    with pytest.raises(CatalogError, match="sha256' must be 64 hex digits"):
+        parse_catalog(text, source="x.toml")

@@ -153,9 +153,24 @@ def _list() -> int:
             else:
                 size = "size known at download"
             print(f"  {role:<6} {model.repo}/{model.filename} ({model.quantisation}, {size})")
+        _list_target_variants(pair)
         if pair.note:
             print(f"  {pair.note}")
     return 0
+
+
+def _list_target_variants(pair: ModelPair) -> None:
+    """The other target files: the catalog's CPU format and a copy made by `optimise`."""
+    from specchat.models.targets import TargetVariant, target_files
+
+    for file in target_files(pair):
+        if file.variant is TargetVariant.SHIPPED:
+            continue
+        state = "on disk" if file.path is not None else "not fetched"
+        where = file.filename
+        if file.variant is TargetVariant.CPU and pair.cpu_target is not None:
+            where = f"{pair.cpu_target.repo}/{file.filename}"
+        print(f"  {file.variant.value:<6} {where} ({file.quantisation}, {state}): {file.reason}")
 
 
 def _notifier(role: str) -> Callable[[str], None]:
