@@ -7,6 +7,8 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
+from specchat.commands.errors import UserError
+
 #: Subcommand name -> module under specchat.commands defining `add_arguments(parser)` and
 #: `run(args) -> int`. Modules are imported lazily so `specchat --help` stays instant.
 SUBCOMMANDS: dict[str, str] = {
@@ -15,10 +17,6 @@ SUBCOMMANDS: dict[str, str] = {
     "models": "List, fetch, verify and locate catalog model pairs",
     "soak": "Generate continuously and report memory over time",
 }
-
-
-class UserError(Exception):
-    """An error whose message is for the user; printed without a traceback."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from specchat import paths
-from specchat.cli import UserError
 from specchat.commands import models as models_command
+from specchat.commands.errors import UserError
 from specchat.models.transfer import DownloadProgress
 from specchat.tinymodels import TinyModels
 from tests.helpers import fake_hub

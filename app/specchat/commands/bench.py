@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from specchat.cli import UserError
+from specchat.commands.errors import UserError
 
 #: Modes run at temperatures above 0 unless --sampled-modes says otherwise: the greedy runs
 #: already show what each fixed mode does, and sampled runs double the bench's length.

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from specchat.cli import UserError
+from specchat.commands.errors import UserError
 from specchat.engine.types import DraftMode, RoundResult, SamplingParams, Stats, TokenKind
 from specchat.tokenstyle import ANSI_RESET, TOKEN_MEANINGS, ansi
 

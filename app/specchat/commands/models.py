@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specchat.cli import UserError
+from specchat.commands.errors import UserError
 
 if TYPE_CHECKING:
     from specchat.models.catalog import Catalog, ModelPair

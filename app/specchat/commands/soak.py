@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specchat.cli import UserError
+from specchat.commands.errors import UserError
 
 #: Growth of RSS after warm-up that fails the soak.
 GROWTH_LIMIT = 0.05
