@@ -15,6 +15,7 @@ import pytest
 from specchat import paths
 from specchat.commands import models as models_command
 from specchat.commands.errors import UserError
+from specchat.commands.progress import TerminalProgress
 from specchat.models.transfer import DownloadProgress
 from specchat.tinymodels import TinyModels
 from tests.helpers import fake_hub
@@ -125,7 +126,7 @@ def test_terminal_progress_draws_a_bar_on_a_tty() -> None:
             return True
 
     stream = Terminal()
-    bar = models_command.TerminalProgress(stream, role="target")
+    bar = TerminalProgress(stream, role="target")
     bar(DownloadProgress("x.gguf", "download", 50, 100, 10.0, 5.0))
     bar(DownloadProgress("x.gguf", "download", 100, 100, 10.0, 0.0, finished=True))
     text = stream.getvalue()

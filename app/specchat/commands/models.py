@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
+from specchat.commands.pairs import find_pair, load_pairs, pair_on_disk
+from specchat.commands.progress import TerminalProgress
 
 if TYPE_CHECKING:
-    from specchat.models.catalog import Catalog, ModelPair
+    from specchat.models.catalog import ModelPair
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,96 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class TerminalProgress:
-    """Renders DownloadProgress as a redrawn bar on a TTY, as sparse plain lines elsewhere.
-
-    Attributes:
-        stream: where to write.
-        tty: whether `stream` is a terminal.
-    """
-
-    def __init__(self, stream: TextIO | None = None, *, role: str = "") -> None:
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.role = role
-        self._last_line = 0.0
-        self._last_key: tuple[str, str] | None = None
-        self._drawn = False
-
-    def __call__(self, event: object) -> None:
-        from specchat.models.transfer import DownloadProgress, format_bytes
-
-        if not isinstance(event, DownloadProgress):
-            return
-        fraction = event.fraction
-        amount = format_bytes(event.done)
-        if event.total:
-            amount += f" / {format_bytes(event.total)}"
-        speed = f"{format_bytes(event.speed)}/s" if event.speed else ""
-        eta = "" if event.eta is None or event.finished else f"ETA {_duration(event.eta)}"
-        head = f"{self.role:<6} {event.stage:<8}"
-        if self.tty:
-            width = 24
-            filled = int(width * (fraction or 0))
-            bar = "#" * filled + "-" * (width - filled)
-            percent = f"{fraction * 100:3.0f}%" if fraction is not None else " ?? "
-            line = f"\r{head} [{bar}] {percent} {amount} {speed} {eta}"
-            self.stream.write(line.ljust(100)[:110])
-            self._drawn = True
-            if event.finished:
-                self.stream.write("\n")
-                self._drawn = False
-            self.stream.flush()
-            return
-        # Not a terminal (CI logs, make): a line when a stage starts, every few seconds, and
-        # when it finishes; never a carriage-return storm.
-        key = (event.label, event.stage)
-        now = time.monotonic()
-        if key != self._last_key or event.finished or now - self._last_line >= 5.0:
-            percent = f" {fraction * 100:.0f}%" if fraction is not None else ""
-            parts = [f"{head} {event.label}{percent}", amount, speed, eta]
-            print("  ".join(part for part in parts if part), file=self.stream, flush=True)
-            self._last_line = now
-            self._last_key = key
-
-    def close(self) -> None:
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._drawn = False
-
-
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
-
-
-def _catalog() -> Catalog:
-    from specchat.models.catalog import CatalogError, load_catalog
-
-    try:
-        return load_catalog()
-    except CatalogError as error:
-        raise UserError(str(error)) from None
-
-
-def _pair(pair_id: str) -> ModelPair:
-    from specchat.models.catalog import CatalogError
-
-    try:
-        return _catalog().get(pair_id)
-    except CatalogError as error:
-        raise UserError(str(error)) from None
-
-
 def _list() -> int:
     from specchat.models.download import locate_file
 
-    catalog = _catalog()
+    catalog = load_pairs()
     for pair in catalog:
         found = [locate_file(model) for _, model in pair.files()]
         state = "on disk" if all(found) else "partly on disk" if any(found) else "not fetched"
@@ -183,7 +99,7 @@ def _notifier(role: str) -> Callable[[str], None]:
 def _fetch(pair_id: str, source: str) -> int:
     from specchat.models.download import DownloadError, fetch_file, locate_file, verify_located
 
-    pair = _pair(pair_id)
+    pair = find_pair(pair_id)
     results = {}
     for role, model in pair.files():
         progress = TerminalProgress(role=role)
@@ -220,7 +136,7 @@ def _verify(pair_id: str) -> int:
     from specchat.models.download import locate_file, verify_located
     from specchat.models.gguf_reader import GGUFError, validate
 
-    pair = _pair(pair_id)
+    pair = find_pair(pair_id)
     ok = True
     located_paths = {}
     for role, model in pair.files():
@@ -255,7 +171,7 @@ def _verify(pair_id: str) -> int:
 def _path(pair_id: str) -> int:
     from specchat.models.download import locate_file
 
-    pair = _pair(pair_id)
+    pair = find_pair(pair_id)
     missing = []
     lines = []
     for role, model in pair.files():
@@ -273,30 +189,13 @@ def _path(pair_id: str) -> int:
     return 0
 
 
-def _located(pair_id: str) -> tuple[Path, Path | None]:
-    from specchat.models.download import locate_file
-
-    pair = _pair(pair_id)
-    found = {role: locate_file(model) for role, model in pair.files()}
-    missing = [role for role, located in found.items() if located is None]
-    if missing:
-        raise UserError(
-            f"pair {pair.id!r}: {' and '.join(missing)} not on disk; "
-            f"run `specchat models fetch {pair.id}`"
-        )
-    draft = found.get("draft")
-    target = found["target"]
-    assert target is not None
-    return target.path, None if draft is None else draft.path
-
-
 def _profile(args: argparse.Namespace) -> int:
     from specchat.engine.cost_table import CostStore, new_table, sizes_text
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.profiling import PairProfiler, load_costs
     from specchat.engine.session import ChatEngine
 
-    target, draft = _located(args.pair_id)
+    target, draft = pair_on_disk(args.pair_id)
     try:
         engine = ChatEngine.load(
             target,

@@ -34,15 +34,15 @@ def _source(pair_id: str) -> Path:
     candidate = Path(pair_id)
     if candidate.suffix == ".gguf" and candidate.is_file():
         return candidate
-    from specchat.commands.models import _located
+    from specchat.commands.pairs import pair_on_disk
 
-    target, _draft = _located(pair_id)
+    target, _draft = pair_on_disk(pair_id)
     return target
 
 
 def run(args: argparse.Namespace) -> int:
     from specchat.bench.quality import QualityReport, measure_quality
-    from specchat.commands.models import TerminalProgress
+    from specchat.commands.progress import TerminalProgress
     from specchat.engine.llama import ModelLoadError
     from specchat.models.optimise import (
         FULL_WEIGHT_FTYPES,

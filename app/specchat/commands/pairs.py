@@ -1,0 +1,49 @@
+"""Catalog pairs for subcommands: a pair by id and its files on disk; problems as UserErrors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specchat.commands.errors import UserError
+
+if TYPE_CHECKING:
+    from specchat.models.catalog import Catalog, ModelPair
+
+
+def load_pairs() -> Catalog:
+    """The catalog; a broken one is a UserError."""
+    from specchat.models.catalog import CatalogError, load_catalog
+
+    try:
+        return load_catalog()
+    except CatalogError as error:
+        raise UserError(str(error)) from None
+
+
+def find_pair(pair_id: str) -> ModelPair:
+    """The catalog pair `pair_id`; an unknown one is a UserError."""
+    from specchat.models.catalog import CatalogError
+
+    try:
+        return load_pairs().get(pair_id)
+    except CatalogError as error:
+        raise UserError(str(error)) from None
+
+
+def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
+    """The pair's target and draft files; missing ones are a UserError saying how to fetch them."""
+    from specchat.models.download import locate_file
+
+    pair = find_pair(pair_id)
+    found = {role: locate_file(model) for role, model in pair.files()}
+    missing = [role for role, located in found.items() if located is None]
+    if missing:
+        raise UserError(
+            f"pair {pair.id!r}: {' and '.join(missing)} not on disk; "
+            f"run `specchat models fetch {pair.id}`"
+        )
+    draft = found.get("draft")
+    target = found["target"]
+    assert target is not None
+    return target.path, None if draft is None else draft.path
