@@ -1,0 +1,52 @@
+"""No import cycles between SpecChat's modules.
+
+The import walk reads the sources (AST), resolving absolute `specchat.*` and relative
+imports. It counts imports inside functions: a deferred import still makes the two
+modules depend on each other, only later, and deferring was how earlier cycles hid
+(ui/app.py ↔ ui/main_window.py). It leaves out imports under `if TYPE_CHECKING:`, which
+never run. See tests/helpers/imports.py for what else it does not see.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.helpers.imports import find_cycles, import_graph
+
+PACKAGE = Path(__file__).resolve().parents[1] / "app" / "specchat"
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root / "pkg"
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    graph = import_graph(PACKAGE)
+    assert len(graph) > 50 and graph["specchat.ui.main_window"]  # the walk found the code
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(" → ".join(c) for c in cycles)
+
+
+def test_cycles_are_found_through_relative_and_deferred_imports(tmp_path: Path) -> None:
+    package = _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": "from pkg.b import thing\n",
+            "pkg/b.py": "def thing():\n    from . import c\n",
+            "pkg/c.py": "from .sub import d\n",
+            "pkg/sub/__init__.py": "",
+            "pkg/sub/d.py": "from ..a import x\n",
+            "pkg/e.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.f\n",
+            "pkg/f.py": "import pkg.e\n",
+        },
+    )
+    graph = import_graph(package)
+    assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.sub.d"] == {"pkg.a"}
+    assert graph["pkg.e"] == set()  # a type-checking import never runs
+    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.a"]]
