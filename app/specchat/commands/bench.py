@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     models = parser.add_mutually_exclusive_group(required=True)
     models.add_argument("--pair", metavar="ID", help="a catalog pair (fetched if needed)")
     models.add_argument("--target", type=Path, metavar="FILE", help="a target GGUF file")
+    from specchat.commands.bench_targets import HELP as TARGETS_HELP
+
+    models.add_argument("--targets", metavar="A,B", help=TARGETS_HELP)
     parser.add_argument(
         "--draft", type=Path, metavar="FILE", help="a draft GGUF file (with --target)"
     )
@@ -139,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     except PromptFileError as error:
         raise UserError(str(error)) from None
     default_k = 4
+    draft: Path | None
     if args.pair:
         from specchat.models.catalog import CatalogError, get_pair
         from specchat.models.download import fetch_pair
@@ -149,6 +153,13 @@ def run(args: argparse.Namespace) -> int:
         except CatalogError as error:
             raise UserError(str(error)) from None
         target, draft = files.target, files.draft
+    elif args.targets:
+        from specchat.commands import bench_targets
+
+        targets, draft, default_k = bench_targets.resolve(
+            args.targets, draft=args.draft, source=args.source
+        )
+        target = targets[0][1]
     else:
         target, draft = args.target, args.draft
     ks = _split(args.k, "K", int) if args.k else (default_k,)
@@ -171,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
     )
     if draft is None and any(m in (DraftMode.DRAFT, DraftMode.CHAIN) for m in config.modes):
         print("specchat bench: no draft model; skipping draft and chain", file=sys.stderr)
+    if args.targets:
+        return bench_targets.run_all(targets, draft, prompts, config, args)
     try:
         engine = ChatEngine.load(
             target,

@@ -1,0 +1,117 @@
+"""`specchat bench --targets A,B`: each target benchmarked in one run, then side by side."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specchat.cli import UserError
+
+if TYPE_CHECKING:
+    from specchat.bench.prompts import BenchPrompt
+    from specchat.bench.runner import BenchConfig
+
+HELP = (
+    "comma-separated targets to compare in one run: a pair id (its target), ID:cpu (the "
+    "catalog's CPU-format file), ID:optimised (made by `specchat models optimise ID`) or a "
+    "GGUF file; the draft is the first pair's, or --draft"
+)
+
+
+def resolve(
+    text: str, *, draft: Path | None, source: str
+) -> tuple[list[tuple[str, Path]], Path | None, int]:
+    """(label, target file) per spec, the draft to use, and the first pair's K."""
+    from specchat.models.catalog import CatalogError, get_pair
+    from specchat.models.download import fetch_pair
+    from specchat.models.targets import TargetVariant, parse_target_spec
+
+    specs = [spec.strip() for spec in text.split(",") if spec.strip()]
+    if not specs:
+        raise UserError("--targets: give at least one target")
+    targets: list[tuple[str, Path]] = []
+    k = None
+    for spec in specs:
+        if spec.endswith(".gguf"):
+            path = Path(spec)
+            if not path.is_file():
+                raise UserError(f"--targets: no such file {spec}")
+            targets.append((path.stem, path))
+            continue
+        try:
+            pair_id, variant = parse_target_spec(spec)
+            pair = get_pair(pair_id)
+            # The shipped pair is fetched when missing, as --pair does; the draft comes with it.
+            files = fetch_pair(pair_id, source=source)
+        except (CatalogError, ValueError) as error:
+            raise UserError(f"--targets: {error}") from None
+        draft = draft or files.draft
+        k = pair.k if k is None else k
+        if variant is TargetVariant.SHIPPED:
+            targets.append((spec, files.target))
+            continue
+        from specchat.models.targets import resolve_target
+
+        found = resolve_target(pair, variant)
+        if found is None:
+            how = (
+                f"run `specchat models optimise {pair_id}`"
+                if variant is TargetVariant.OPTIMISED
+                else "it downloads from the hub"
+            )
+            raise UserError(f"--targets: {spec} is not on disk; {how}")
+        targets.append((spec, found))
+    labels = [label for label, _ in targets]
+    if len(set(labels)) != len(labels):
+        raise UserError("--targets: a target is named twice")
+    return targets, draft, 4 if k is None else k
+
+
+def _folder(label: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", label).strip("_") or "target"
+
+
+def run_all(
+    targets: list[tuple[str, Path]],
+    draft: Path | None,
+    prompts: tuple[BenchPrompt, ...],
+    config: BenchConfig,
+    args: argparse.Namespace,
+) -> int:
+    """Benchmark each target in turn (one loaded at a time), then write the comparison."""
+    from specchat.bench.report import write_report
+    from specchat.bench.runner import run_bench
+    from specchat.bench.targets import summary_lines, write_comparison
+    from specchat.commands.bench import BenchBar
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.session import ChatEngine
+
+    reports: list[tuple[str, dict]] = []
+    failed = False
+    for label, target in targets:
+        print(f"target {label}: {target}", flush=True)
+        try:
+            engine = ChatEngine.load(
+                target,
+                draft,
+                n_ctx=args.ctx,
+                n_threads=args.threads,
+                target_gpu_layers=args.gpu_layers,
+                draft_gpu_layers=args.gpu_layers,
+            )
+        except ModelLoadError as error:
+            raise UserError(f"{label}: {error}") from None
+        try:
+            outcome = run_bench(engine, prompts, config, progress=BenchBar())
+        finally:
+            engine.close()
+        report = write_report(outcome, args.out / _folder(label))
+        failed = failed or any(g["result"] == "FAIL" for g in report["goals"])
+        reports.append((label, report))
+    comparison = write_comparison(reports, args.out)
+    for line in summary_lines(comparison):
+        print(line)
+    print(f"side by side: {args.out / 'targets.md'}")
+    return 1 if failed else 0
