@@ -131,6 +131,10 @@ class LoadInfo:
     description: str
 
 
+#: Most drafts one tree pass checks (sequences per context).
+MAX_BRANCHES = 4
+
+
 class LlamaModel:
     """One GGUF model with one context and one sequence, tracking what its KV cache holds.
 
@@ -171,6 +175,8 @@ class LlamaModel:
         self._ctx: llama_cpp.llama_context_p | None = None
         self._batch: llama_cpp.llama_batch | None = None
         self.tokens: list[int] = []
+        # The last decode_tree: where it began and its paths, for keep_path.
+        self._tree: tuple[int, list[list[int]]] = (0, [])
 
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
@@ -195,7 +201,15 @@ class LlamaModel:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = n_batch
-        cparams.n_seq_max = 1
+        # Tree verification checks several drafts in one pass, one sequence each, sharing
+        # the cached text's cells (a unified cache: every sequence sees the same cells). A
+        # recurrent model would hold a whole state per sequence, and never drafts anyway.
+        recurrent = bool(
+            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+        )
+        self.max_branches = 1 if recurrent else MAX_BRANCHES
+        cparams.n_seq_max = self.max_branches
+        cparams.kv_unified = True
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
@@ -215,7 +229,7 @@ class LlamaModel:
         self.n_batch = min(
             int(llama_cpp.llama_n_batch(ctx)), int(llama_cpp.llama_n_ubatch(ctx)), self.n_ctx
         )
-        self._batch = llama_cpp.llama_batch_init(n_batch, 0, 1)
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, self.max_branches)
         self._pieces: dict[int, bytes] = {}
 
         backend = gpu_backend_name()
@@ -425,6 +439,78 @@ class LlamaModel:
                 self.reset()
             raise DecodeError(f"llama_decode failed with status {status}")
         self.tokens.extend(chunk)
+
+    def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """Evaluate several continuations of the cached text in one pass.
+
+        Their common prefixes are evaluated once: each distinct (prefix, token) is one row of
+        the batch, tagged with the sequence of every path through it, so a path's tokens see
+        the cached text, its own earlier tokens and nothing else. Afterwards path b occupies
+        sequence b; `keep_path` keeps one and drops the others.
+
+        Returns, per path, its logits: row i is the distribution after its first i + 1 tokens.
+        """
+        if not 1 <= len(paths) <= self.max_branches or not all(paths):
+            raise ValueError(f"need 1 to {self.max_branches} non-empty paths")
+        base = len(self.tokens)
+        nodes: dict[tuple[int, ...], int] = {}
+        rows: list[list[int]] = []
+        seqs: list[list[int]] = []
+        tokens: list[int] = []
+        for seq, path in enumerate(paths):
+            row: list[int] = []
+            for depth in range(len(path)):
+                key = tuple(path[: depth + 1])
+                if key not in nodes:
+                    nodes[key] = len(tokens)
+                    tokens.append(path[depth])
+                    seqs.append([])
+                seqs[nodes[key]].append(seq)
+                row.append(nodes[key])
+            rows.append(row)
+        depth_of = [len(key) - 1 for key in nodes]
+        if base + max(map(len, paths)) > self.n_ctx or len(tokens) > self.n_batch:
+            raise ContextFullError(f"a tree of {len(tokens)} tokens does not fit")
+        for seq in range(1, len(paths)):
+            llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
+            llama_cpp.llama_memory_seq_cp(self._memory, 0, seq, -1, -1)
+        batch = self._batch
+        assert batch is not None
+        batch.n_tokens = len(tokens)
+        for i, token in enumerate(tokens):
+            batch.token[i] = token
+            batch.pos[i] = base + depth_of[i]  # type: ignore[call-overload]
+            # llama.cpp masks a row by its first sequence; every sequence of a row runs
+            # through all of the row's ancestors, so any of them sees exactly its path.
+            batch.n_seq_id[i] = len(seqs[i])
+            for j, seq in enumerate(seqs[i]):
+                batch.seq_id[i][j] = seq
+            batch.logits[i] = True
+        status = llama_cpp.llama_decode(self._ctx, batch)
+        if status != 0:
+            llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1)
+            self._drop_branches(len(paths))
+            raise DecodeError(f"llama_decode failed with status {status}")
+        pointer = llama_cpp.llama_get_logits(self._ctx)
+        block = np.ctypeslib.as_array(pointer, shape=(len(tokens), self.n_vocab)).copy()
+        self._tree = (base, [list(p) for p in paths])
+        return [block[row] for row in rows]
+
+    def keep_path(self, path: int, n_keep: int) -> None:
+        """After `decode_tree`: keep the first n_keep tokens of one path as the cached text's
+        continuation (sequence 0) and drop everything else the tree added."""
+        base, paths = self._tree
+        kept = paths[path][:n_keep]
+        if path != 0:
+            llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1)
+            llama_cpp.llama_memory_seq_cp(self._memory, path, 0, base, base + len(kept))
+        self._drop_branches(len(paths))
+        llama_cpp.llama_memory_seq_rm(self._memory, 0, base + len(kept), -1)
+        self.tokens.extend(kept)
+
+    def _drop_branches(self, n_paths: int) -> None:
+        for seq in range(1, n_paths):
+            llama_cpp.llama_memory_seq_rm(self._memory, seq, -1, -1)
 
     def cached_prefix(self, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` the cache already holds."""
