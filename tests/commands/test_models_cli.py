@@ -7,7 +7,6 @@ import io
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -92,9 +91,7 @@ def test_fetch_verify_path_round_trip(tiny_pair: str, capsys) -> None:  # type: 
     assert "\r" not in captured.err  # not a terminal: plain progress lines
     assert "assemble" in captured.err
 
-    started = time.monotonic()
     assert run_cli("fetch", tiny_pair) == 0
-    assert time.monotonic() - started < 1.5
     assert capsys.readouterr().out.count("present, verified (mirror)") == 2
 
     assert run_cli("path", tiny_pair) == 0
@@ -144,11 +141,10 @@ def test_fetch_default_is_quick_when_present(real_pair: tuple[Path, Path]) -> No
         "p = argparse.ArgumentParser(); models.add_arguments(p)\n"
         "sys.exit(models.run(p.parse_args(['fetch', 'default'])))\n"
     )
-    started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ)
     )
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert result.stdout.count("present, verified") == 2
-    assert elapsed < 3, f"fetch default took {elapsed:.1f} s"
+    # The stamps vouched for both files: no hashing progress at all.
+    assert " verify " not in result.stderr, result.stderr

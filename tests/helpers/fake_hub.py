@@ -29,6 +29,8 @@ class Faults:
         chunk_delay: seconds slept after every chunk (a slow server).
         fail_status: answer this status instead (e.g. 503) ...
         fail_count: ... for this many requests (HEAD or GET).
+        not_lfs: serve files as plain git files: no X-Linked-Etag, and the ETag is the git
+            blob's sha1, not the sha256 (so nothing tells the client the sha256).
     """
 
     cut_after: int | None = None
@@ -38,6 +40,7 @@ class Faults:
     chunk_delay: float = 0.0
     fail_status: int | None = None
     fail_count: int = 0
+    not_lfs: bool = False
 
 
 @dataclass
@@ -115,8 +118,9 @@ def _handler(hub: FakeHub) -> type[BaseHTTPRequestHandler]:
             sha = hashlib.sha256(data).hexdigest()
             self.send_header("X-Repo-Commit", COMMIT)
             self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
-            self.send_header("X-Linked-Etag", f'"{sha}"')
-            self.send_header("X-Linked-Size", str(len(data) + hub.faults.size_lie))
+            if not hub.faults.not_lfs:
+                self.send_header("X-Linked-Etag", f'"{sha}"')
+                self.send_header("X-Linked-Size", str(len(data) + hub.faults.size_lie))
             self.send_header("Accept-Ranges", "bytes")
 
         def do_HEAD(self) -> None:

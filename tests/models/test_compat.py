@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -133,16 +132,11 @@ def test_spec_changes_do_not_matter(tmp_path: Path, tiny_models: TinyModels) -> 
 
 
 @pytest.mark.real_model
-def test_real_qwen_pair_is_compatible_and_fast(real_pair: tuple[Path, Path]) -> None:
+def test_real_qwen_pair_is_compatible(real_pair: tuple[Path, Path]) -> None:
     target, draft = real_pair
-    check_compatible(target, draft)  # warm the page cache
-    started = time.perf_counter()
     verdict = check_compatible(target, draft)
-    elapsed = time.perf_counter() - started
     assert verdict.ok, verdict.reason
     assert "151936 tokens" in verdict.reason
-    assert elapsed < 1.0, f"compatibility check took {elapsed:.2f} s"
-    print(f"\nreal pair compatibility check: {elapsed * 1000:.0f} ms")
 
 
 @pytest.mark.real_model

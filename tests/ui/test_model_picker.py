@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 
 from specchat import paths
 from specchat import settings as cfg
-from specchat.models import download
+from specchat.models import hub_download as download
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
 from specchat.ui.model_picker import BAR_MAX, LocalPair, ModelPicker

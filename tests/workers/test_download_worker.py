@@ -12,7 +12,7 @@ from PySide6.QtCore import QThread
 from pytestqt.qtbot import QtBot
 
 from specchat import paths
-from specchat.models import download
+from specchat.models import hub_download as download
 from specchat.models.catalog import load_catalog
 from specchat.tinymodels import TinyModels
 from specchat.workers.download import (

@@ -108,7 +108,8 @@ def _fetch(pair_id: str, source: str) -> int:
             if located is not None and source in ("auto", located.source):
                 if verify_located(located, progress=progress):
                     progress.close()
-                    print(f"{role:<6} {model.filename}: present, verified ({located.source})")
+                    checked = "verified" if located.checkable else "size checked, NOT verified"
+                    print(f"{role:<6} {model.filename}: present, {checked} ({located.source})")
                     results[role] = located.path
                     continue
                 progress.close()
@@ -121,7 +122,9 @@ def _fetch(pair_id: str, source: str) -> int:
                 notify=_notifier(role),
             )
             progress.close()
-            print(f"{role:<6} {model.filename}: downloaded, verified")
+            fetched = locate_file(model)
+            checked = "verified" if fetched is not None and fetched.checkable else "NOT verified"
+            print(f"{role:<6} {model.filename}: downloaded, {checked}")
         except DownloadError as error:
             progress.close()
             raise UserError(f"{role} {model.filename}: {error}") from None
@@ -159,7 +162,8 @@ def _verify(pair_id: str) -> int:
             print(f"{role:<6} {located.path}: not a valid GGUF: {error}")
             ok = False
             continue
-        print(f"{role:<6} {located.path}: sha256 ok, GGUF ok ({len(info.tensors)} tensors)")
+        checked = "sha256 ok" if located.checkable else "size ok, sha256 NOT verified (none known)"
+        print(f"{role:<6} {located.path}: {checked}, GGUF ok ({len(info.tensors)} tensors)")
         located_paths[role] = located.path
     if len(located_paths) == 2:
         verdict = check_compatible(located_paths["target"], located_paths["draft"])

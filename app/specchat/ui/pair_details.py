@@ -72,7 +72,8 @@ def describe_file(model: ModelFile, status: FileStatus | None) -> str:
         state = "checking…"
     elif status.present:
         where = "the hub cache" if status.source == "hub" else "SpecChat's models folder"
-        state = f"present in {where}" + (", sha256 verified" if status.verified else "")
+        checked = "sha256 verified" if status.verified else "not verified"
+        state = f"present in {where}, {checked}"
     elif status.partial:
         state = f"{format_bytes(status.partial)} downloaded, paused"
     else:

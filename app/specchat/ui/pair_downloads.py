@@ -39,7 +39,7 @@ def checksum_summary(fetched: PairFetched) -> str:
         if check.sha256:
             lines.append(f"{check.role}: sha256 {check.sha256[:16]}… ✓ matches")
         else:
-            lines.append(f"{check.role}: no reference sha256 to check against")
+            lines.append(f"{check.role}: NOT verified (no sha256 known to check against)")
     return "Checksums — " + "; ".join(lines)
 
 
