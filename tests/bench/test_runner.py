@@ -278,3 +278,11 @@ def test_the_report_gives_sessions_per_turn() -> None:
     assert regenerate[1] is None and new_chat[1] is None
     md = "\n".join(render_sessions(rows))
     assert "| s | 1 | 0 | auto | 2.50× |" in md and "this chat 40" in md and "12 / 70" in md
+
+
+def test_the_index_cost_is_measured_and_reported(report: tuple[dict, Path]) -> None:
+    data, out = report
+    cost = data["info"]["index_cost"]
+    assert cost["stored_messages"] == 1000 and cost["stored_tokens"] > 0
+    assert cost["build_s"] > 0 and cost["per_token_ms"] > 0 and cost["memory_mb"] > 0
+    assert "## Suffix index cost" in (out / "report.md").read_text(encoding="utf-8")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat.bench.index_cost import render_index_cost
 from specchat.bench.runner import (
     BenchOutcome,
     compare,
@@ -387,6 +388,7 @@ def render_markdown(report: dict) -> str:
             pivot[-1].append(f"**{geomean(list(ceilings.values())):.2f}×**")
         lines += _table(header, pivot)
     lines += render_sessions(report.get("sessions", []))
+    lines += render_index_cost(info.get("index_cost") or {})
     lines += ["", "## Every run", ""]
     lines += _table(
         [

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from specchat.bench.ceiling import lookup_ceiling
+from specchat.bench.index_cost import measure_index_cost
 from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.sessions import Sessions, kept_by_source
@@ -413,6 +414,7 @@ def run_bench(
         "backend": engine.info.target.backend,
         "threads": engine.info.target.n_threads,
         "prompt_tokens": {pid: len(t) for pid, t in prepared.items()},
+        "index_cost": measure_index_cost([*prepared.values(), *(r.tokens for r in records)]),
     }
     ceilings: dict[str, float] = {}
     if physical is not None:
