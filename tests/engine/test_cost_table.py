@@ -80,6 +80,22 @@ def test_rounds_refresh_the_table_but_a_stall_moves_it_little() -> None:
     assert table.pass_ms[7] < 9000.0
 
 
+def test_a_round_far_faster_than_the_table_has_it_measured_again() -> None:
+    table = CostTable(sizes=(1, 2))
+    table.record(1, 190.0)  # measured while another process held the CPU
+    table.record(2, 60.0)
+    table.record(1, 185.0)
+    table.record(2, 61.0)
+    assert table.complete
+    table.observe(1, 30.0)
+    assert table.pass_ms[1] == 30.0
+    assert not table.complete and table.to_measure() == [1, 2]
+    table.record(1, 28.0)
+    assert table.pass_ms[1] == 28.0
+    table.record(2, 500.0)  # a stall in the new measurement never undoes a better time
+    assert table.pass_ms[2] == 60.0
+
+
 def test_measurement_order_is_coarse_first_and_skips_second_samples_of_dominated_sizes() -> None:
     table = CostTable()
     assert table.to_measure()[: len(COARSE_SIZES)] == list(COARSE_SIZES)

@@ -14,6 +14,7 @@ from specchat.bench.index_cost import measure_index_cost
 from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.sessions import Sessions, kept_by_source
+from specchat.bench.trace import AnswerTrace, record_trace
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import DraftMode, SamplingParams
@@ -179,6 +180,8 @@ class BenchOutcome:
         info: load details for the report header.
         ceilings: per prompt, the best speed-up any lookup policy could reach on plain's
             T = 0 answer with the measured pass costs (see bench/ceiling.py).
+        traces: per prompt, every drafter's proposal at every position of plain's T = 0
+            answer, so any policy can be replayed on other costs (see bench/replay.py).
     """
 
     records: tuple[RunRecord, ...]
@@ -187,6 +190,7 @@ class BenchOutcome:
     config: BenchConfig
     info: dict[str, object]
     ceilings: dict[str, float] = field(default_factory=dict)
+    traces: dict[str, AnswerTrace] = field(default_factory=dict)
 
 
 def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:
@@ -417,18 +421,22 @@ def run_bench(
         "index_cost": measure_index_cost([*prepared.values(), *(r.tokens for r in records)]),
     }
     ceilings: dict[str, float] = {}
-    if physical is not None:
-        for record in records:
-            if (
-                record.variant.mode == DraftMode.PLAIN.value
-                and record.temperature == 0
-                and record.repeat == 0
-                and record.turn == 0
-            ):
+    traces: dict[str, AnswerTrace] = {}
+    for record in records:
+        if (
+            record.variant.mode == DraftMode.PLAIN.value
+            and record.temperature == 0
+            and record.repeat == 0
+            and record.turn == 0
+        ):
+            if physical is not None:
                 ceilings[record.prompt] = lookup_ceiling(
                     prepared[record.prompt], record.tokens, physical.batch_ms
                 )
-    return BenchOutcome(tuple(records), floors, physical, config, info, ceilings)
+            traces[record.prompt] = record_trace(
+                record.prompt, prepared[record.prompt], record.tokens, draft_model=engine.draft
+            )
+    return BenchOutcome(tuple(records), floors, physical, config, info, ceilings, traces)
 
 
 # --- comparison with plain ---------------------------------------------------------------------
@@ -566,12 +574,14 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def round_table(outcome: BenchOutcome) -> list[dict[str, object]]:
-    """Per-round logs flattened, for rounds.jsonl (verify cost by batch, auto's choices)."""
-    rows = []
+    """Per-round logs flattened, for rounds.jsonl (verify cost by batch, auto's choices),
+    then one trace per prompt (every drafter's proposals, for `bench --replay`)."""
+    rows: list[dict[str, object]] = []
     for r in outcome.records:
         for i, log in enumerate(r.round_logs):
             rows.append(
                 {
+                    "record": "round",
                     "prompt": r.prompt,
                     "run": r.variant.label,
                     "temperature": r.temperature,
@@ -587,4 +597,5 @@ def round_table(outcome: BenchOutcome) -> list[dict[str, object]]:
                     "reason": log.reason,
                 }
             )
+    rows.extend(trace.to_json() for trace in outcome.traces.values())
     return rows

@@ -47,6 +47,10 @@ STALL_FACTOR = 3.0
 #: Weight of a new round's time in the running estimate.
 SMOOTHING = 0.2
 
+#: A real round this much faster than the offline time at its size means the offline
+#: measurement was stalled: the table is measured again in the background.
+SUSPECT = 0.6
+
 SCHEMA = 1
 
 
@@ -170,6 +174,13 @@ class CostTable:
             # A first real time at this size beats a guess, but a stall must not set it.
             guess = self.cost_ms(n)
             self.pass_ms[n] = ms if guess is None else min(ms, STALL_FACTOR * guess)
+            return
+        if self.samples.get(n) and ms < SUSPECT * old:
+            # A real round beat the offline time by far: that measurement was stalled (the
+            # machine was busy then). Take the round's time and measure every size again in
+            # the background; record() keeps each size's best, so only stalls are undone.
+            self.pass_ms[n] = ms
+            self.samples.clear()
             return
         self.pass_ms[n] = old + SMOOTHING * (min(ms, STALL_FACTOR * old) - old)
 
@@ -347,6 +358,14 @@ class MachineCosts:
     def pass_size(self, n: int) -> int:
         """Rows of the pass that checks n tokens (n, or a larger size that costs no more)."""
         return self.target.pass_size(n)
+
+    def cost_ms(self, n: int) -> float | None:
+        """A target pass over exactly n tokens (see CostTable.cost_ms)."""
+        return self.target.cost_ms(n)
+
+    def shape(self, n: int) -> float:
+        """Prior cost of a target pass over n tokens relative to one token."""
+        return self.target._shape(n)
 
     @property
     def draft_token_ms(self) -> float | None:

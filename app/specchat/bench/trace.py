@@ -1,0 +1,162 @@
+"""Every drafter's proposal at every position of an answer, so any policy can be replayed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specchat.engine.llama import LlamaModel
+
+#: Longest proposal recorded per drafter: what `auto` may ask of each.
+LOOKUP_DEPTH = 64
+DRAFT_DEPTH = 16
+
+#: Rows of draft-model logits held at once (each row is a vocabulary's worth of floats).
+_CHUNK = 32
+
+
+def _read_as_verified(proposal: Sequence[int], answer: Sequence[int]) -> tuple[int, ...]:
+    """The proposal as far as greedy verification reads it: the agreeing run, then the first
+    token that disagrees (the rest can never be kept)."""
+    out = []
+    for offered, written in zip(proposal, answer, strict=False):
+        out.append(int(offered))
+        if offered != written:
+            break
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class AnswerTrace:
+    """One temperature-0 answer with what each drafter would have proposed at each position.
+
+    At temperature 0 the text is the same whatever the policy (verification is exact), so a
+    policy replayed on these records sees exactly the proposals it would have seen live; only
+    the costs are priced anew.
+
+    Attributes:
+        prompt: the prompt's id.
+        prompt_tokens: the prompt.
+        answer: the target's tokens (plain decoding's answer).
+        lookup: per position, prompt lookup's proposal read as far as verification reads it.
+        lookup_len: per position, the proposal's full length.
+        match_len: per position, how far back lookup's match agreed with the text.
+        draft: per position, the draft model's greedy proposal as far as verification reads
+            it (None without a draft model).
+    """
+
+    prompt: str
+    prompt_tokens: tuple[int, ...]
+    answer: tuple[int, ...]
+    lookup: tuple[tuple[int, ...], ...]
+    lookup_len: tuple[int, ...]
+    match_len: tuple[int, ...]
+    draft: tuple[tuple[int, ...], ...] | None = None
+
+    def lookup_kept(self, i: int) -> int:
+        """How many of lookup's proposal at position i the target keeps."""
+        return _agreement(self.lookup[i], self.answer[i:])
+
+    def draft_kept(self, i: int) -> int:
+        """How many of the draft model's proposal at position i the target keeps."""
+        return 0 if self.draft is None else _agreement(self.draft[i], self.answer[i:])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "record": "trace",
+            "prompt": self.prompt,
+            "prompt_tokens": list(self.prompt_tokens),
+            "answer": list(self.answer),
+            "lookup": [list(p) for p in self.lookup],
+            "lookup_len": list(self.lookup_len),
+            "match_len": list(self.match_len),
+            "draft": None if self.draft is None else [list(p) for p in self.draft],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AnswerTrace:
+        """Raises ValueError (KeyError and TypeError included) on a malformed record."""
+        answer = tuple(int(t) for t in data["answer"])
+        lookup = tuple(tuple(int(t) for t in p) for p in data["lookup"])
+        lookup_len = tuple(int(n) for n in data["lookup_len"])
+        match_len = tuple(int(n) for n in data["match_len"])
+        draft = data.get("draft")
+        drafts = None if draft is None else tuple(tuple(int(t) for t in p) for p in draft)
+        lengths = {len(answer), len(lookup), len(lookup_len), len(match_len)}
+        if drafts is not None:
+            lengths.add(len(drafts))
+        if len(lengths) != 1:
+            raise ValueError("per-position lists of different lengths")
+        return cls(
+            prompt=str(data["prompt"]),
+            prompt_tokens=tuple(int(t) for t in data["prompt_tokens"]),
+            answer=answer,
+            lookup=lookup,
+            lookup_len=lookup_len,
+            match_len=match_len,
+            draft=drafts,
+        )
+
+
+def _agreement(proposal: Sequence[int], answer: Sequence[int]) -> int:
+    kept = 0
+    while kept < len(proposal) and kept < len(answer) and proposal[kept] == answer[kept]:
+        kept += 1
+    return kept
+
+
+def record_trace(
+    prompt_id: str,
+    prompt: Sequence[int],
+    answer: Sequence[int],
+    *,
+    draft_model: LlamaModel | None = None,
+) -> AnswerTrace:
+    """What lookup and the draft model would propose at every position of `answer`.
+
+    The draft model's greedy proposal at position i agrees with the answer exactly as long as
+    its argmax after prompt + answer[:j] equals answer[j] for j = i, i+1, …: so one batched
+    pass over the answer gives every position's proposal as far as verification reads it.
+    (Its batched rows may differ from one-token rows by float noise, as in any verify pass.)
+    """
+    from specchat.engine.drafting import PromptLookupDrafter
+
+    prompt, answer = list(prompt), list(answer)
+    lookup = PromptLookupDrafter()
+    text = [*prompt, *answer]
+    proposals, lengths, matches = [], [], []
+    for i in range(len(answer)):
+        proposal, match = lookup.find(text[: len(prompt) + i], LOOKUP_DEPTH)
+        proposals.append(_read_as_verified(proposal, answer[i:]))
+        lengths.append(len(proposal))
+        matches.append(match)
+    drafts = None
+    if draft_model is not None and answer:
+        guesses = _draft_argmax(draft_model, prompt, answer)
+        drafts = tuple(
+            _read_as_verified(guesses[i : i + DRAFT_DEPTH], answer[i:]) for i in range(len(answer))
+        )
+    return AnswerTrace(
+        prompt_id, tuple(prompt), tuple(answer), tuple(proposals), tuple(lengths),
+        tuple(matches), drafts,
+    )  # fmt: skip
+
+
+def _draft_argmax(model: LlamaModel, prompt: list[int], answer: list[int]) -> list[int]:
+    """The draft model's argmax after prompt + answer[:j], for every j."""
+    cached = model.sync(prompt[:-1])
+    if cached < len(prompt) - 1:
+        model.decode(prompt[cached:-1], logits="none")
+    base = model.n_past
+    feed = [prompt[-1], *answer[:-1]]
+    guesses: list[int] = []
+    try:
+        for start in range(0, len(feed), _CHUNK):
+            rows = model.decode(feed[start : start + _CHUNK], logits="all")
+            guesses.extend(int(t) for t in np.argmax(rows, axis=1))
+    finally:
+        model.truncate(base)
+    return guesses
