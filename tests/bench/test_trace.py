@@ -1,0 +1,60 @@
+"""Answer traces: every drafter's proposal at every position, as verification would read it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from specchat.bench.trace import AnswerTrace, record_trace
+from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter
+from specchat.engine.llama import LlamaModel
+from specchat.engine.types import DraftMode, SamplingParams
+from specchat.tinymodels import TinyModels
+from tests.helpers.engine import run
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_models: TinyModels) -> Iterator[tuple[LlamaModel, LlamaModel]]:
+    target = LlamaModel(tiny_models.target, n_ctx=512)
+    draft = LlamaModel(tiny_models.draft_close, n_ctx=512)
+    yield target, draft
+    target.close()
+    draft.close()
+
+
+def test_trace_matches_drafting_live_at_every_position(
+    pair: tuple[LlamaModel, LlamaModel],
+) -> None:
+    target, draft = pair
+    prompt = target.tokenize("the cat sat on the mat, the cat sat on the hat, the cat")
+    answer = run(SpeculativeDecoder(target, None), prompt, mode=DraftMode.PLAIN, max_tokens=40)
+    trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
+    assert trace.answer == tuple(answer.tokens) and trace.draft is not None
+    lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft)
+    rng = np.random.default_rng(0)
+    kept_somewhere = False
+    for i in range(len(answer.tokens)):
+        context = [*prompt, *answer.tokens[:i]]
+        proposal, match = lookup.find(context, 64)
+        assert trace.lookup_len[i] == len(proposal) and trace.match_len[i] == match
+        assert proposal[: len(trace.lookup[i])] == trace.lookup[i]
+        live = drafter.propose(context, 16, SamplingParams(), rng).tokens
+        # Recorded as far as greedy verification reads it: the kept run, then one refusal.
+        assert live[: len(trace.draft[i])] == trace.draft[i]
+        assert trace.draft_kept(i) == next(
+            (j for j, (a, b) in enumerate(zip(live, answer.tokens[i:], strict=False)) if a != b),
+            min(len(live), len(answer.tokens) - i),
+        )
+        kept_somewhere |= trace.draft_kept(i) > 0
+    assert kept_somewhere  # the close draft agrees often: the test exercises kept runs
+    assert AnswerTrace.from_json(trace.to_json()) == trace
+
+
+def test_a_malformed_trace_is_refused() -> None:
+    row = AnswerTrace("p", (1,), (2, 3), ((2,), (3,)), (1, 1), (1, 1), None).to_json()
+    row["match_len"] = [1]
+    with pytest.raises(ValueError, match="different lengths"):
+        AnswerTrace.from_json(row)
