@@ -273,3 +273,19 @@ def test_proposals_are_real_continuations_of_the_matched_ending(
             assert len(c.counts) == len(c.shares) == len(c.tokens)
         index.extend(part[:2])
         said = said + part[:2]
+
+
+def test_documents_arriving_one_by_one_fill_few_shards() -> None:
+    index = SuffixIndex(background=False, shard_tokens=100)
+    for key in range(100):
+        index.put(key, [1000 + key, *range(9)])
+    stats = index.stats()
+    assert stats.documents == 100 and stats.pending == 0
+    assert stats.shards <= 1000 // 100 + 1
+    index.prepare([1042, 0, 1])
+    assert index.propose(2)[0].tokens == (2, 3)
+    with index.deferred():
+        for key in range(100, 150):
+            index.put(key, [1000 + key, 5])
+        assert index.stats().pending == 50  # nothing built until the batch ends
+    assert index.stats().pending == 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 import threading
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from specchat.engine.suffix_automaton import SuffixAutomaton
@@ -85,6 +86,7 @@ class _Shard:
     def __init__(self, docs: Sequence[_Doc]) -> None:
         self.docs = {doc.key: doc for doc in docs}
         self.source = docs[0].source
+        self.size = sum(len(doc.tokens) for doc in docs)
         self.automaton = SuffixAutomaton()
         for doc in docs:
             self.automaton.start_document()
@@ -127,6 +129,7 @@ class SuffixIndex:
         self._shards: tuple[_Shard, ...] = ()
         self._wake = threading.Condition(self._lock)
         self._busy = False
+        self._deferred = 0
         self._closed = False
         self._thread: threading.Thread | None = None
         # Decoding-thread state.
@@ -154,6 +157,18 @@ class SuffixIndex:
             self._dirty.add(key)
             self._evict()
         self._schedule()
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Put many documents, then build once (loading a whole history)."""
+        with self._lock:
+            self._deferred += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._deferred -= 1
+            self._schedule()
 
     def drop(self, key: Hashable) -> None:
         """Forget a document; once this returns it can never be proposed again."""
@@ -206,6 +221,8 @@ class SuffixIndex:
             total -= len(doc.tokens)
 
     def _schedule(self) -> None:
+        if self._deferred:
+            return
         if not self._background:
             self._rebuild()
             return
@@ -228,6 +245,13 @@ class SuffixIndex:
         with self._wake:
             if not self._dirty:
                 return
+            # New documents join the part-filled shards of their source, rebuilt with them,
+            # so shards stay few (each costs a little per token) however documents arrive.
+            sources = {self._docs[k].source for k in self._dirty}
+            for shard in self._shards:
+                if shard.source in sources and shard.size < self.shard_tokens:
+                    self._shards = tuple(s for s in self._shards if s is not shard)
+                    self._dirty.update(shard.docs)
             self._busy = True
             docs = [self._docs[k] for k in self._dirty]
             self._dirty.clear()
