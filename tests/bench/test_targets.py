@@ -89,3 +89,16 @@ def test_comparison_pairs_prompts_and_needs_a_target() -> None:
     assert "| fast |" in render_comparison(comparison)
     with pytest.raises(ValueError):
         compare_targets([])
+
+
+def test_png_of_a_run_whose_auto_never_drafted(tmp_path: Path) -> None:
+    # A CPU-fast target can make auto choose plain throughout: no acceptance line to label.
+    from specchat.bench.report import render_png
+
+    rows = [
+        {"prompt": "a", "temperature": 0.0, "mode": m, "k": None, "speedup": 1.0,
+         "position_drafted": [], "position_accepted": []}
+        for m in ("plain", "auto")
+    ]  # fmt: skip
+    render_png({"results": rows}, tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 0

@@ -477,6 +477,7 @@ def render_png(report: dict, path: Path) -> None:
         if present:
             ax.legend(fontsize=8, ncol=min(len(present), 5))
     ax = axes[-1, 0]
+    plotted = False
     for lb in labels:
         drafted: list[int] = []
         accepted: list[int] = []
@@ -494,11 +495,13 @@ def render_png(report: dict, path: Path) -> None:
         rates = [a / d for a, d in zip(accepted, drafted, strict=True) if d]
         if rates:
             ax.plot(range(1, len(rates) + 1), rates, marker="o", label=lb)
+            plotted = True
     ax.set_xlabel("draft position")
     ax.set_ylabel("acceptance rate")
     ax.set_ylim(0, 1.05)
     ax.set_title("Acceptance per draft position (all prompts and temperatures)")
-    if labels:
+    # A run where nothing was drafted (auto chose plain throughout) has no line to label.
+    if plotted:
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
