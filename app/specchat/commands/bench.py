@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if draft is None and any(m in (DraftMode.DRAFT, DraftMode.CHAIN) for m in config.modes):
         print("specchat bench: no draft model; skipping draft and chain", file=sys.stderr)
     if args.targets:
-        return bench_targets.run_all(targets, draft, prompts, config, args)
+        return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
     try:
         engine = ChatEngine.load(
             target,

@@ -7,11 +7,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.cli import UserError
+from specchat.commands.errors import UserError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from specchat.bench.prompts import BenchPrompt
-    from specchat.bench.runner import BenchConfig
+    from specchat.bench.runner import BenchConfig, BenchProgress
 
 HELP = (
     "comma-separated targets to compare in one run: a pair id (its target), ID:cpu (the "
@@ -79,12 +81,13 @@ def run_all(
     prompts: tuple[BenchPrompt, ...],
     config: BenchConfig,
     args: argparse.Namespace,
+    *,
+    progress: Callable[[], Callable[[BenchProgress], None]],
 ) -> int:
     """Benchmark each target in turn (one loaded at a time), then write the comparison."""
     from specchat.bench.report import write_report
     from specchat.bench.runner import run_bench
     from specchat.bench.targets import summary_lines, write_comparison
-    from specchat.commands.bench import BenchBar
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
 
@@ -104,7 +107,7 @@ def run_all(
         except ModelLoadError as error:
             raise UserError(f"{label}: {error}") from None
         try:
-            outcome = run_bench(engine, prompts, config, progress=BenchBar())
+            outcome = run_bench(engine, prompts, config, progress=progress())
         finally:
             engine.close()
         report = write_report(outcome, args.out / _folder(label))
