@@ -99,10 +99,20 @@ class StoredHistory:
             self._wake.notify_all()
 
     def _run(self) -> None:
+        # The whole history first, built once at the end rather than shard by shard.
+        with self.index.deferred():
+            self._drain()
         while True:
             with self._wake:
                 self._wake.wait_for(lambda: bool(self._queue) or self._closed)
                 if self._closed:
+                    return
+            self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            with self._wake:
+                if not self._queue or self._closed:
                     return
                 key = self._queue.pop(0)
                 self._busy = True
