@@ -69,8 +69,8 @@ class MainWindow(QMainWindow):
         error_shown(str): an error message appeared in the window.
     """
 
-    model_loaded = Signal(object)
-    answer_done = Signal(object)
+    model_loaded = Signal(Loaded)
+    answer_done = Signal(AnswerDone)
     error_shown = Signal(str)
 
     def __init__(

@@ -87,7 +87,7 @@ class ModelPicker(QDialog):
         pair_chosen(object): the user chose a pair: its catalog id (str) or a LocalPair.
     """
 
-    pair_chosen = Signal(object)
+    pair_chosen = Signal(object)  # str | LocalPair: a signal declares one type
 
     def __init__(
         self,

@@ -231,14 +231,14 @@ class DownloadWorker(QObject):
         closed(): the worker is done; its thread may quit.
     """
 
-    progress = Signal(object)
+    progress = Signal(FileProgress)
     notice = Signal(str)
-    finished = Signal(object)
-    failed = Signal(object)
-    cancelled = Signal(object)
+    finished = Signal(PairFetched)
+    failed = Signal(FetchFailed)
+    cancelled = Signal(FetchCancelled)
     discarded = Signal(str)
-    surveyed = Signal(object)
-    local_checked = Signal(object)
+    surveyed = Signal(PairStatus)
+    local_checked = Signal(LocalChecked)
     closed = Signal()
 
     def __init__(
@@ -363,7 +363,7 @@ class DownloadWorker(QObject):
             except Exception:
                 log.debug("hub sizes for %s failed", pair.id, exc_info=True)
 
-    @Slot(object)
+    @Slot(LocalCheckRequest)
     def _on_local_check_requested(self, request: LocalCheckRequest) -> None:
         from specchat.models.compat import check_compatible
         from specchat.models.gguf_reader import GGUFError, read_metadata
@@ -379,7 +379,7 @@ class DownloadWorker(QObject):
             ok, reason = False, f"cannot read {request.target.name}: {error}"
         self.local_checked.emit(LocalChecked(request.target, request.draft, ok, reason))
 
-    @Slot(object)
+    @Slot(FetchRequest)
     def _on_fetch_requested(self, request: FetchRequest) -> None:
         # A survey queued behind this fetch may ask the hub again.
         self._survey_stop.clear()
@@ -490,19 +490,19 @@ class DownloadService(QObject):
             the worker's signals of the same names, re-emitted on the UI thread.
     """
 
-    survey_requested = Signal(object)
-    fetch_requested = Signal(object)
+    survey_requested = Signal(object)  # tuple of pair ids, or None for all: no one Qt type
+    fetch_requested = Signal(FetchRequest)
     discard_requested = Signal(str)
-    local_check_requested = Signal(object)
+    local_check_requested = Signal(LocalCheckRequest)
     shutdown_requested = Signal()
-    progress = Signal(object)
+    progress = Signal(FileProgress)
     notice = Signal(str)
-    finished = Signal(object)
-    failed = Signal(object)
-    cancelled = Signal(object)
+    finished = Signal(PairFetched)
+    failed = Signal(FetchFailed)
+    cancelled = Signal(FetchCancelled)
     discarded = Signal(str)
-    surveyed = Signal(object)
-    local_checked = Signal(object)
+    surveyed = Signal(PairStatus)
+    local_checked = Signal(LocalChecked)
 
     def __init__(
         self,
