@@ -16,6 +16,8 @@ CHATML_TEMPLATE = (
 )
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+#: Gemma's special tokens; its turn markers are user-defined tokens (type 4), as in Gemma 3.
+GEMMA_SPECIAL_TOKENS = ("<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>")
 
 #: A few merges: llama.cpp refuses a gpt2-style vocabulary whose merges list is empty.
 MERGES = ["Ġ t", "h e", "i n", "Ġt he", "e r", "o n", "Ġ a", "r e", "a t", "e n"]
@@ -53,6 +55,10 @@ class TinySpec:
         logit_scale: multiplies the output matrix; larger makes the model more decisive.
         chat_template: stored as tokenizer.chat_template (None stores none).
         name: general.name.
+        special_tokens: the vocabulary's first tokens (BOS is the first).
+        special_type: their GGUF token type (3 control, 4 user-defined).
+        eos_id: the end-of-sequence token.
+        size_label: general.size_label ("" stores none).
     """
 
     seed: int = 1
@@ -67,19 +73,28 @@ class TinySpec:
     logit_scale: float = 8.0
     chat_template: str | None = CHATML_TEMPLATE
     name: str = "tiny"
+    special_tokens: tuple[str, ...] = tuple(SPECIAL_TOKENS)
+    special_type: int = 3
+    eos_id: int = 2
+    size_label: str = ""
 
 
-def vocabulary(variant: int = 0) -> tuple[list[str], list[int], list[str]]:
+def vocabulary(
+    variant: int = 0, *, specials: tuple[str, ...] = tuple(SPECIAL_TOKENS), special_type: int = 3
+) -> tuple[list[str], list[int], list[str]]:
     """Tokens, token types and merges of the tiny byte-level BPE vocabulary."""
     symbols = _bytes_to_unicode()
     merged = [merge.replace(" ", "") for merge in MERGES]
-    tokens = SPECIAL_TOKENS + symbols + merged
-    types = [3] * len(SPECIAL_TOKENS) + [1] * (len(symbols) + len(merged))
+    first = list(specials)
+    tokens = first + symbols + merged
+    # BOS and EOS stay control tokens; the rest take `special_type`.
+    types = [3 if index < 2 else special_type for index in range(len(first))]
+    types += [1] * (len(symbols) + len(merged))
     merges = list(MERGES)
     if variant:
         # Another vocabulary of the same size: the byte symbols in another order.
         body = symbols[::-1]
-        tokens = SPECIAL_TOKENS + body + merged
+        tokens = first + body + merged
     return tokens, types, merges
 
 
@@ -96,7 +111,7 @@ def _weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
         "output.weight": mat(n_vocab, e, spec.logit_scale),
     }
     # Quieter special tokens: random weights would otherwise end answers after a few tokens.
-    tensors["output.weight"][: len(SPECIAL_TOKENS)] *= np.float32(0.2)
+    tensors["output.weight"][: len(spec.special_tokens)] *= np.float32(0.2)
     for block in range(spec.n_layer):
         p = f"blk.{block}."
         tensors[p + "attn_norm.weight"] = np.ones(e, dtype=np.float32)
@@ -119,10 +134,14 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     """Write one tiny llama-architecture GGUF to `path` and return it."""
     import gguf  # imported here: only tests and the self-test need the writer
 
-    tokens, types, merges = vocabulary(spec.vocab_variant)
+    tokens, types, merges = vocabulary(
+        spec.vocab_variant, specials=spec.special_tokens, special_type=spec.special_type
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(spec.name)
+    if spec.size_label:
+        writer.add_string("general.size_label", spec.size_label)
     writer.add_context_length(spec.n_ctx)
     writer.add_embedding_length(spec.n_embd)
     writer.add_block_count(spec.n_layer)
@@ -138,7 +157,7 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     writer.add_token_types(types)
     writer.add_token_merges(merges)
     writer.add_bos_token_id(0)
-    writer.add_eos_token_id(2)
+    writer.add_eos_token_id(spec.eos_id)
     writer.add_add_bos_token(False)
     if spec.chat_template is not None:
         writer.add_chat_template(spec.chat_template)

@@ -95,7 +95,9 @@ def test_model_without_template_uses_the_fallback(tmp_path: Path) -> None:
     model = write_tiny_model(tmp_path / "bare.gguf", TinySpec(chat_template=None))
     engine = ChatEngine.load(model, n_ctx=512)
     try:
-        assert engine.template.is_fallback
+        # Its vocabulary has ChatML's markers: ChatML, said to be a guess.
+        assert engine.template_choice.guessed
+        assert engine.template_choice.label == "ChatML"
         text = engine.render([ChatMessage("user", "hi")])
         assert "hi" in text and text.endswith("assistant\n")
     finally:

@@ -231,6 +231,8 @@ class LlamaModel:
         )
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, self.max_branches)
         self._pieces: dict[int, bytes] = {}
+        #: Tokens that end a turn besides the vocabulary's own end-of-generation set.
+        self.end_of_turn: frozenset[int] = frozenset()
 
         backend = gpu_backend_name()
         gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
@@ -328,7 +330,17 @@ class LlamaModel:
         return raw.decode("utf-8", errors="replace") if raw else ""
 
     def is_eog(self, token: int) -> bool:
-        return bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+        return token in self.end_of_turn or bool(llama_cpp.llama_vocab_is_eog(self._vocab, token))
+
+    def hide_tokens(self, tokens: Sequence[int]) -> None:
+        """Render these tokens as nothing: a chat format's markers are never answer text."""
+        for token in tokens:
+            self._pieces[token] = b""
+
+    def single_token(self, text: str) -> int | None:
+        """The token id if `text` is exactly one token of the vocabulary (specials parsed)."""
+        tokens = self.tokenize(text, add_special=False, parse_special=True)
+        return tokens[0] if len(tokens) == 1 else None
 
     @property
     def eos(self) -> int:

@@ -11,6 +11,7 @@ from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
 from specchat.engine.decoder import LiveControls, SpeculativeDecoder
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.template_family import TemplateChoice, choose_template
 from specchat.engine.types import (
     Controls,
     DraftMode,
@@ -48,12 +49,16 @@ class EngineInfo:
         draft: the draft's, or None.
         compat_reason: the compatibility verdict's reason ("" without a draft).
         drafting_refused: why the pair cannot draft as loaded (a recurrent model), or "".
+        template_note: which chat template is in use and why, for people.
+        template_guessed: the target names no chat template: SpecChat chose one.
     """
 
     target: LoadInfo
     draft: LoadInfo | None
     compat_reason: str
     drafting_refused: str = ""
+    template_note: str = ""
+    template_guessed: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,24 @@ def check_pair(target: Path, draft: Path) -> tuple[bool, str]:
     return verdict.ok, verdict.reason
 
 
+def _apply_markers(
+    choice: TemplateChoice, target: LlamaModel, draft: LlamaModel | None
+) -> tuple[str, ...]:
+    """Hide the format's markers, end turns on its end-of-turn tokens; returns the end-of-turn
+    texts that are no single token (they can only be caught as text)."""
+    as_text: list[str] = []
+    for model in (target, draft):
+        if model is None:
+            continue
+        ids = {text: model.single_token(text) for text in choice.markers + choice.end_of_turn}
+        model.hide_tokens([token for token in ids.values() if token is not None])
+        ends = {ids[text] for text in choice.end_of_turn}
+        model.end_of_turn = model.end_of_turn | {token for token in ends if token is not None}
+        if model is target:
+            as_text = [text for text in choice.end_of_turn if ids[text] is None]
+    return tuple(as_text)
+
+
 class ChatEngine:
     """A target (and optional draft) model ready to chat.
 
@@ -85,6 +108,8 @@ class ChatEngine:
         draft: the draft model, or None.
         decoder: the speculative decoder over them.
         template: the target's chat template, compiled in the sandbox.
+        template_choice: which template that is (the file's own or its family's) and why.
+        stop_texts: end-of-turn texts that are not one token here: the answer stops at them.
         info: what loading did.
     """
 
@@ -94,16 +119,24 @@ class ChatEngine:
         self.target = target
         self.draft = draft
         self.decoder = SpeculativeDecoder(target, draft)
-        self.template = ChatTemplate(
+        self.template_choice = choose_template(
             target.chat_template(),
+            architecture=target.metadata("general.architecture") or "",
+            has_token=lambda text: target.single_token(text) is not None,
+        )
+        self.template = ChatTemplate(
+            self.template_choice.source,
             bos_token=target.token_text(target.bos) if target.bos >= 0 else "",
             eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
         )
+        self.stop_texts = _apply_markers(self.template_choice, target, draft)
         self.info = EngineInfo(
             target.info,
             draft.info if draft else None,
             compat_reason,
             drafting_refused=self.decoder.drafting_refused,
+            template_note=self.template_choice.note,
+            template_guessed=self.template_choice.guessed,
         )
 
     @classmethod
@@ -219,7 +252,7 @@ class ChatEngine:
             sampling=sampling,
             mode=mode,
             k=k,
-            stop_strings=tuple(stop_strings),
+            stop_strings=tuple(stop_strings) + self.stop_texts,
         )
         live = live or LiveControls(Controls(mode, k, sampling))
         return self.decoder.generate(request, cancel=cancel, live=live)

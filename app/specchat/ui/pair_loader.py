@@ -36,6 +36,9 @@ def describe_pair(loaded: Loaded) -> str:
         lines.append(f"Draft: {info.draft.description} · {info.draft.backend}")
     else:
         lines.append("No draft model: prompt lookup only")
+    if info.template_note:
+        # A guessed template can make answers run on or garble: say so where the pair is named.
+        lines.append(("⚠ " if info.template_guessed else "") + info.template_note)
     if loaded.baseline is not None:
         lines.append(f"Plain: {loaded.baseline.tokens_per_s:.1f} tok/s (measured)")
     return "\n".join(lines)
