@@ -61,8 +61,15 @@ EXPECTED_ERRORS = {
 }
 
 
-def _flipped(original: bytes, data_offset: int, rng: np.random.Generator) -> bytes:
+#: Share of all files that must pass validation and run in llama.cpp: a validator that
+#: refused everything would pass the crash check, so the fuzz must reach llama.cpp.
+MIN_RAN_SHARE = 0.15
+
+
+def _flipped(original: bytes, data_offset: int, rng: np.random.Generator) -> tuple[bytes, bool]:
+    """A copy with random bit flips, and whether every flip fell in the tensor data."""
     buf = bytearray(original)
+    data_only = True
     # Mostly in the header and metadata, where parsing can go wrong; some anywhere.
     # One flip half the time, two a quarter, … up to 16: few enough that many files still
     # pass validation and reach llama.cpp.
@@ -70,11 +77,16 @@ def _flipped(original: bytes, data_offset: int, rng: np.random.Generator) -> byt
         end = data_offset if rng.random() < 0.8 else len(buf)
         pos = int(rng.integers(0, end))
         buf[pos] ^= 1 << int(rng.integers(0, 8))
-    return bytes(buf)
+        data_only = data_only and pos >= data_offset
+    return bytes(buf), data_only
 
 
 def _run_all(paths: list[Path]) -> dict[int, str]:
-    """Outcome per index: 'RAN <stop>', 'REFUSED <error type>' or 'CRASH ...'."""
+    """Outcome per index: 'RAN <stop>', 'REFUSED <error type>' or 'CRASH ...'.
+
+    A process that handled every file but then exits badly (an abort in a destructor, at
+    interpreter exit) marks its last file 'CRASH' too.
+    """
     outcome: dict[int, str] = {}
     start = 0
     while start < len(paths):
@@ -97,6 +109,10 @@ def _run_all(paths: list[Path]) -> dict[int, str]:
                 outcome[int(index) + start] = f"{word} {detail}".strip()
                 current = None
         if current is None:
+            if result.returncode != 0:
+                outcome[len(paths) - 1] = (
+                    f"CRASH at exit (exit {result.returncode}): {result.stderr[-300:]}"
+                )
             break
         outcome[current] = f"CRASH (exit {result.returncode}): {result.stderr[-300:]}"
         start = current + 1
@@ -111,10 +127,14 @@ def test_random_multi_bit_flips_never_kill_the_process(
     data_offset = validate(tiny_models.target).data_offset
     rng = np.random.default_rng(SEED)
     paths = []
+    data_only: list[int] = []
     for number in range(count):
         path = tmp_path / f"f{number:05d}.gguf"
-        path.write_bytes(_flipped(original, data_offset, rng))
+        data, in_data = _flipped(original, data_offset, rng)
+        path.write_bytes(data)
         paths.append(path)
+        if in_data:
+            data_only.append(number)
     outcome = _run_all(paths)
     assert len(outcome) == count
     crashes = {paths[i].name: r for i, r in outcome.items() if r.startswith("CRASH")}
@@ -122,8 +142,16 @@ def test_random_multi_bit_flips_never_kill_the_process(
     kinds = Counter(r for r in outcome.values())
     errors = {r.split()[1] for r in outcome.values() if r.startswith("REFUSED")}
     assert errors <= EXPECTED_ERRORS, f"untyped failures: {errors - EXPECTED_ERRORS}"
+    # Flips in tensor data change weights, never the structure: each such file must pass
+    # validation and generate in llama.cpp.
+    assert data_only, "no file had its flips in tensor data only"
+    not_run = {paths[i].name: outcome[i] for i in data_only if not outcome[i].startswith("RAN")}
+    assert not_run == {}
+    ran = sum(r.startswith("RAN") for r in outcome.values())
+    assert ran >= MIN_RAN_SHARE * count, f"only {ran} of {count} files reached llama.cpp and ran"
     print(
         f"\n{count} files with 1-16 random bit flips (seed {SEED}): {dict(sorted(kinds.items()))}"
+        f"; {ran} ran in llama.cpp, {len(data_only)} of them flipped in tensor data only"
     )
 
 
