@@ -45,10 +45,36 @@ def test_top_p_keeps_smallest_set_reaching_mass() -> None:
     assert kept == set(order[:need].tolist())
 
 
-def test_top_p_beyond_window_falls_back_to_full_sort() -> None:
-    flat = np.zeros(5000, dtype=np.float32)  # uniform: 1024 candidates cannot reach 0.5
-    p = probabilities(flat, SamplingParams(temperature=1.0, top_p=0.5001))
-    assert np.count_nonzero(p) == 2501
+def _reference_top_p(logits: np.ndarray, top_p: float) -> set[int]:
+    full = softmax(logits)
+    order = np.argsort(full, kind="stable")[::-1]
+    need = int(np.searchsorted(np.cumsum(full[order]), top_p) + 1)
+    return set(order[:need].tolist())
+
+
+@pytest.mark.parametrize(
+    ("tail", "reached"),
+    [
+        # Tail tokens between 1e-6 and 1e-3 of the peak: the second candidate set holds them.
+        (-10.0, "the second candidate set"),
+        # Every tail token below 1e-6 of the peak (e^-14 ≈ 8e-7): no candidate set reaches
+        # top_p, so only the full sort can find the nucleus.
+        (-14.0, "the full sort"),
+    ],
+)
+def test_top_p_finds_the_nucleus_beyond_the_likely_tokens(tail: float, reached: str) -> None:
+    rng = np.random.default_rng(3)
+    logits = (tail - rng.random(50_000)).astype(np.float32)  # distinct tail probabilities
+    logits[0] = 0.0
+    full = softmax(logits)
+    assert full[0] < 0.99  # the peak alone is not the nucleus
+    if reached == "the full sort":
+        assert full[full >= 1e-6 * full[0]].sum() < 0.99  # nor is any candidate set
+    p = probabilities(logits, SamplingParams(temperature=1.0, top_p=0.99))
+    kept = set(np.flatnonzero(p).tolist())
+    assert 1 < len(kept) < logits.shape[0], reached
+    assert kept == _reference_top_p(logits, 0.99), reached
+    assert p.sum() == pytest.approx(1.0)
 
 
 def test_min_p_drops_unlikely_tokens() -> None:
