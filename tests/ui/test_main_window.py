@@ -171,7 +171,8 @@ def test_auto_mode_disables_k_and_shows_the_policy_choice(
     rounds = _rounds(window)
     _answer(qtbot, window)
     last = [r.result for r in rounds if r.result.events][-1]
-    assert window.controls.k_value.text() == str(last.choice.k)
+    k = last.choice.k
+    assert window.controls.k_auto.text() == ("auto: plain" if k == 0 else f"auto: {k}")
     assert window.stats_panel.policy.text() == "Auto policy: " + last.choice.reason
     # The speed-up says what it is relative to: a plain rate measured here.
     assert window.stats_panel.label_text("speedup").endswith("×")

@@ -145,9 +145,14 @@ class ControlsPanel(QWidget):
         self.k_slider.setTickPosition(QSlider.TickPosition.TicksBelow)
         self.k_slider.setValue(max(1, min(K_MAX, state.k)))
         self.k_value = QLabel()
+        self.k_value.setObjectName("k_value")
         self.k_value.setMinimumWidth(34)
+        # Auto's own K is shown here, beside the slider: the slider keeps the user's K.
+        self.k_auto = QLabel("")
+        self.k_auto.setObjectName("k_auto")
+        self.k_auto.setToolTip("The K the auto policy chose for the last round")
         self.k_slider.valueChanged.connect(self._on_k_changed)
-        form.addRow("K", _row(self.k_slider, self.k_value))
+        form.addRow("K", _row(self.k_slider, self.k_value, self.k_auto))
         self.k_reason = QLabel("")
         self.k_reason.setObjectName("k_reason")
         self.k_reason.setWordWrap(True)
@@ -225,12 +230,12 @@ class ControlsPanel(QWidget):
         self.pair_detail.setText(detail)
 
     def show_policy_k(self, k: int | None, reason: str = "") -> None:
-        """In auto mode the slider shows the K the policy chose (0 = a plain round)."""
+        """Show the K the auto policy chose (0 = a plain round) beside the slider.
+
+        Never written into the slider: the slider is the user's K for the fixed modes, and
+        what the settings save.
+        """
         self._policy_k = k
-        if self.state().mode == DraftMode.AUTO and k is not None:
-            self.k_slider.blockSignals(True)
-            self.k_slider.setValue(max(1, k))
-            self.k_slider.blockSignals(False)
         self._refresh_labels()
 
     # --- slots ---------------------------------------------------------------------------
@@ -279,20 +284,23 @@ class ControlsPanel(QWidget):
         state = self.state()
         auto = state.mode == DraftMode.AUTO
         plain = state.mode == DraftMode.PLAIN
-        self.k_slider.setEnabled(not auto and not plain)
+        # The slider and its value stay at the user's K, greyed where K does nothing.
+        fixed = not auto and not plain
+        self.k_slider.setEnabled(fixed)
+        self.k_value.setEnabled(fixed)
+        self.k_value.setText(str(state.k))
+        chosen = self._policy_k
+        self.k_auto.setVisible(auto)
+        self.k_auto.setText(
+            "auto —" if chosen is None else ("auto: plain" if chosen == 0 else f"auto: {chosen}")
+        )
         if auto:
-            chosen = self._policy_k
-            self.k_value.setText("—" if chosen is None else str(chosen))
             self.k_reason.setText(
-                "Auto chooses K each round"
-                + ("" if chosen is None else f" (now {chosen}{', plain' if chosen == 0 else ''})")
-                + "."
+                "Auto chooses K each round; the slider keeps your K for the fixed modes."
             )
         elif plain:
-            self.k_value.setText("0")
             self.k_reason.setText("Drafting is off: every token is a plain target step.")
         else:
-            self.k_value.setText(str(state.k))
             self.k_reason.setText("")
         self.k_reason.setVisible(bool(self.k_reason.text()))
         self.k_slider.setToolTip(self.k_reason.text() or "Tokens drafted per round")
@@ -304,13 +312,15 @@ class ControlsPanel(QWidget):
         self.top_p_value.setText(f"{state.top_p:.2f}")
 
 
-def _row(slider: QSlider, label: QLabel) -> QWidget:
+def _row(slider: QSlider, label: QLabel, *extra: QLabel) -> QWidget:
     widget = QWidget()
     layout = QHBoxLayout(widget)
     layout.setContentsMargins(0, 0, 0, 0)
     layout.addWidget(slider, 1)
     label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
     layout.addWidget(label)
+    for more in extra:
+        layout.addWidget(more)
     return widget
 
 

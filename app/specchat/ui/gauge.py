@@ -338,9 +338,16 @@ class StatsPanel(QWidget):
         self.over_time.add_round(result.drafted, result.accepted)
         self.over_time.update()
         self.show_stats(stats, speed)
-        if result.events and result.choice.reason:
-            prefix = "Auto policy: " if auto else ""
-            self.policy.setText(prefix + result.choice.reason)
+        # The policy line speaks of auto's choices only: a fixed mode has none to explain.
+        if not auto:
+            self.policy.setText("")
+        elif result.events and result.choice.reason:
+            self.policy.setText("Auto policy: " + result.choice.reason)
+
+    def show_auto(self, auto: bool) -> None:
+        """The mode changed: a policy line left from auto goes when auto is no longer on."""
+        if not auto:
+            self.policy.setText("")
 
     def show_stats(self, stats: Stats, speed: SpeedFigures) -> None:
         accepted, drafted = self._conversation
@@ -352,16 +359,16 @@ class StatsPanel(QWidget):
         self._labels["tau"].setText(f"{stats.tau:.2f}" if stats.rounds else "—")
         self._labels["counts"].setText(f"{stats.accepted} / {stats.drafted}")
         speedup = speed.speedup
-        if speedup is None or speed.plain_tokens_per_s is None:
+        plain = speed.plain_tokens_per_s
+        self._labels["plain"].setText("not measured yet" if plain is None else f"{plain:.1f} tok/s")
+        if speedup is None:
             self._labels["speedup"].setText("—")
-            self._labels["plain"].setText("not measured yet")
-            self.speed_note.setText("")
+            self.speed_note.setText(f"No speed-up: {speed.why_no_speedup}.")
         else:
             self._labels["speedup"].setText(f"{speedup:.2f}×")
-            self._labels["plain"].setText(f"{speed.plain_tokens_per_s:.1f} tok/s")
             # Say what the figure is relative to: a rate measured here, never an assumed one.
             self.speed_note.setText(
-                f"Relative to plain decoding measured here: {speed.plain_source}."
+                f"Decoding only, relative to plain decoding measured here: {speed.plain_source}."
             )
 
     def end_answer(self, stats: Stats) -> None:

@@ -462,6 +462,7 @@ class MainWindow(QMainWindow):
         # Sent at once: the worker applies it from the next round of the current answer.
         self.service.update_controls(Controls(state.mode, state.k, state.sampling()))
         self.answers.set_auto(state.mode == DraftMode.AUTO)
+        self.stats_panel.show_auto(state.mode == DraftMode.AUTO)
         self._save_timer.start()
 
     @Slot(object)

@@ -1,0 +1,77 @@
+"""The K slider is the user's: auto shows its own K beside it, never in it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pytestqt.qtbot import QtBot
+
+from specchat import settings as cfg
+from specchat.engine.types import DraftMode
+from specchat.settings import Settings
+from specchat.tinymodels import TinyModels
+from specchat.ui.controls import ControlsPanel, ControlState
+from specchat.ui.window_state import save_controls
+from tests.ui.conftest import load_tiny
+
+Maker = Callable[..., Any]
+
+
+def _panel(qtbot: QtBot, mode: DraftMode = DraftMode.DRAFT, k: int = 6) -> ControlsPanel:
+    panel = ControlsPanel(state=ControlState(mode, k, 0.0, 1.0))
+    qtbot.addWidget(panel)
+    return panel
+
+
+def test_auto_choice_is_shown_beside_the_slider_never_written_into_it(
+    qtbot: QtBot, home: object
+) -> None:
+    panel = _panel(qtbot)
+    panel.set_mode(DraftMode.AUTO)
+    panel.show_policy_k(1, "lookup, K = 1: short match")
+    assert panel.k_slider.value() == 6
+    assert panel.k_auto.text() == "auto: 1"
+    assert not panel.k_auto.isHidden()
+    panel.show_policy_k(0, "plain: nothing pays")
+    assert panel.k_auto.text() == "auto: plain"
+    assert panel.k_slider.value() == 6
+    panel.set_mode(DraftMode.DRAFT)
+    assert panel.state().k == 6
+    assert panel.k_auto.isHidden()
+    settings = Settings()
+    save_controls(settings, panel)
+    assert settings.get(cfg.K) == 6
+
+
+def test_slider_and_value_are_disabled_where_k_does_nothing(qtbot: QtBot) -> None:
+    panel = _panel(qtbot)
+    for mode in (DraftMode.PLAIN, DraftMode.AUTO):
+        panel.set_mode(mode)
+        assert not panel.k_slider.isEnabled()
+        assert not panel.k_value.isEnabled()
+        # The label agrees with the handle: never "0" beside a handle at 6.
+        assert panel.k_value.text() == str(panel.k_slider.value()) == "6"
+    panel.set_mode(DraftMode.LOOKUP)
+    assert panel.k_slider.isEnabled() and panel.k_value.isEnabled()
+    assert panel.k_value.text() == "6"
+
+
+def test_policy_line_shows_only_in_auto(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
+) -> None:
+    window = make_window()
+    window.settings.set(cfg.MAX_TOKENS, 40)
+    window.show()
+    load_tiny(qtbot, window, tiny_models)
+    window.controls.set_mode(DraftMode.AUTO)
+    with qtbot.waitSignal(window.answer_done, timeout=60_000):
+        assert window.send("Hello there")
+    assert window.stats_panel.policy.text().startswith("Auto policy: ")
+    window.controls.set_mode(DraftMode.DRAFT)
+    assert window.stats_panel.policy.text() == ""
+    # The K the user chose survives the auto answer.
+    assert window.controls.state().k == 4
+    with qtbot.waitSignal(window.answer_done, timeout=60_000):
+        assert window.send("And again")
+    assert window.stats_panel.policy.text() == ""
