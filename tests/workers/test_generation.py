@@ -218,5 +218,5 @@ def test_the_first_round_does_not_count_as_plain_decoding(
     assert plain_rounds >= 6
     baseline = rounds[-1].baseline
     assert baseline is not None and baseline.samples == plain_rounds - 1
-    assert baseline.source == f"{plain_rounds - 1} plain rounds during answers"
+    assert baseline.source == f"median of {plain_rounds - 1} plain rounds during answers"
     worker._on_shutdown_requested()

@@ -137,6 +137,8 @@ def _speed(stats: Stats, baseline: PlainBaseline | None) -> SpeedFigures:
         stats.tokens_per_s,
         baseline.tokens_per_s if baseline else None,
         baseline.source if baseline else "",
+        emitted=stats.emitted,
+        drafted=stats.drafted,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
 import time
 from collections.abc import Iterator
@@ -226,11 +227,17 @@ class _BaselineMeter:
         # A handful of plain rounds inside answers is closer to what drafting competes with
         # (same context lengths) than the calibration; before that, the calibration stands.
         if len(self.recent) >= 4:
-            rate = len(self.recent) / sum(self.recent)
+            rate = robust_rate(self.recent)
             return PlainBaseline(
-                rate, f"{len(self.recent)} plain rounds during answers", len(self.recent)
+                rate, f"median of {len(self.recent)} plain rounds during answers", len(self.recent)
             )
         return self.calibrated
+
+
+def robust_rate(seconds: list[float]) -> float:
+    """Tokens per second from per-token times: the median, so one slow pass (another
+    process, a page fault) does not move the baseline every speed-up is divided by."""
+    return 1.0 / statistics.median(seconds)
 
 
 def describe_error(error: BaseException) -> str:
@@ -521,7 +528,9 @@ class GenerationWorker(QObject):
         if not times:
             return None
         return PlainBaseline(
-            len(times) / sum(times), f"{len(times)} plain tokens timed after loading", len(times)
+            robust_rate(times),
+            f"median of {len(times)} plain tokens timed after loading",
+            len(times),
         )
 
     def _finish(self, stop: StopReason, stats: Stats | None) -> None:
