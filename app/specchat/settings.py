@@ -46,6 +46,13 @@ def declare(key: str, type_: type, default: T, description: str) -> Setting[T]:
 PAIR_ID = declare("model.pair", str, "default", "Catalog id of the target/draft pair in use")
 CUSTOM_TARGET = declare("model.custom_target", str, "", "Path of a local target GGUF")
 CUSTOM_DRAFT = declare("model.custom_draft", str, "", "Path of a local draft GGUF")
+TARGET_FILE = declare(
+    "model.target_file",
+    str,
+    "target",
+    "Which target file of the pair runs: target (as shipped), cpu (the catalog's CPU format) "
+    "or optimised (the Q4_0 copy made here); the shipped file when that one is not on disk",
+)
 MODE = declare("drafting.mode", str, "auto", "auto, draft, lookup, chain or plain")
 K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
 TEMPERATURE = declare("sampling.temperature", float, 0.0, "Sampling temperature; 0 is greedy")

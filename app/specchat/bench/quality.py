@@ -108,6 +108,19 @@ class QualityReport:
     def load(cls, path: Path) -> QualityReport:
         return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
 
+    def summary(self) -> str:
+        """The report in two sentences, for the model picker."""
+        worst = {fmt: max(per.values(), default=0.0) for fmt, per in self.batch_noise.items()}
+        noise = ", ".join(
+            f"{fmt} {'0 (identical)' if value == 0 else f'{value:.2g}'}"
+            for fmt, value in worst.items()
+        )
+        return (
+            f"Against {self.source_format}: {self.agreement * 100:.1f} % next-token agreement, "
+            f"mean KL {self.mean_kl:.3f} nats ({self.tokens} positions of the bench's texts); "
+            f"batch noise {noise}. {self.note}"
+        )
+
     def lines(self) -> list[str]:
         """The report in words, for the terminal and the model picker."""
         out = [

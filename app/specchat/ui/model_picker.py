@@ -33,6 +33,7 @@ from specchat.ui.pair_downloads import (
     progress_status,
 )
 from specchat.ui.pair_list import LOCAL_PREFIX, PairList, local_key, pair_size
+from specchat.ui.pair_targets import TargetChooser
 from specchat.workers.download import (
     DownloadService,
     FetchCancelled,
@@ -43,6 +44,12 @@ from specchat.workers.download import (
     LocalCheckRequest,
     PairFetched,
     PairStatus,
+)
+from specchat.workers.optimise import (
+    OptimiseEnded,
+    OptimiseProgress,
+    OptimiseService,
+    TargetChoices,
 )
 
 __all__ = ["BAR_MAX", "LocalPair", "ModelPicker", "describe_progress"]
@@ -104,7 +111,7 @@ class ModelPicker(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.setObjectName("modelPicker")
-        self.resize(1200, 540)
+        self.resize(1200, 640)
         self._settings = settings if settings is not None else getattr(parent, "settings", None)
         self._palette = palette.current()
         self.statuses: dict[str, PairStatus] = {}
@@ -112,6 +119,8 @@ class ModelPicker(QDialog):
         self.downloads = Downloads()
         #: Whether the next passing local check selects its row (not for the restored one).
         self._select_new_local = True
+        #: The pair whose target is being converted, if any.
+        self._optimising: str | None = None
 
         load_error = ""
         try:
@@ -129,13 +138,20 @@ class ModelPicker(QDialog):
             ask_hub_sizes=ask_hub_sizes,
             parent=self,
         )
+        # "Optimise for this CPU" and the target files live on their own thread, so a
+        # conversion never waits behind a download or a survey (and the reverse).
+        self.optimiser = OptimiseService(
+            cache_dir=cache_dir, models_dir=models_dir, free_space=free_space, parent=self
+        )
         self._build()
         self._wire()
         current = self._settings.get(cfg.PAIR_ID) if self._settings is not None else None
         self.tree.fill(self.catalog, current=current)
         self._refresh_details()
         self.service.start()
+        self.optimiser.start()
         self.service.survey()
+        self._survey_targets()
         if load_error:
             self._show_message(load_error, error=True)
         self._restore_custom()
@@ -149,6 +165,12 @@ class ModelPicker(QDialog):
         self.recommended, self.verdict, self.bars = d.recommended, d.verdict, d.bars
         self.checksum, self.message = d.checksum, d.message
         self.download_button, self.cancel_button = d.download_button, d.cancel_button
+        self.targets = TargetChooser(pal=self._palette)
+        self.targets.hide()
+        column = d.layout()
+        assert isinstance(column, QVBoxLayout)
+        # Below the download buttons, above the stretch and the message banner.
+        column.insertWidget(column.count() - 2, self.targets)
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.setChildrenCollapsible(False)
@@ -193,6 +215,12 @@ class ModelPicker(QDialog):
         service.cancelled.connect(self._on_cancelled)
         service.discarded.connect(self._on_discarded)
         service.local_checked.connect(self._on_local_checked)
+        self.targets.chosen.connect(self._on_target_chosen)
+        self.targets.optimise_clicked.connect(self._on_optimise_clicked)
+        self.targets.cancel_clicked.connect(self._on_optimise_cancel_clicked)
+        self.optimiser.surveyed.connect(self._on_targets_surveyed)
+        self.optimiser.progress.connect(self._on_optimise_progress)
+        self.optimiser.ended.connect(self._on_optimise_ended)
 
     def _restore_custom(self) -> None:
         """List the custom pair the settings remember, checked like a newly added one."""
@@ -262,10 +290,42 @@ class ModelPicker(QDialog):
         self.pair_chosen.emit(key)
         return True
 
+    def start_optimise(self, pair_id: str | None = None) -> None:
+        """Convert a pair's target into Q4_0 (default: the selected pair); one at a time."""
+        pair_id = pair_id or self.selected_key()
+        if pair_id is None or pair_id.startswith(LOCAL_PREFIX) or self.optimiser.busy:
+            return
+        self._optimising = pair_id
+        self._hide_message()
+        self.targets.set_busy(True)
+        self.optimiser.optimise(pair_id)
+
+    def _survey_targets(self) -> None:
+        key = self.selected_key()
+        if key is None or key.startswith(LOCAL_PREFIX):
+            self.targets.hide()
+            return
+        self.optimiser.survey(key)
+
     # --- slots: user actions -------------------------------------------------------------------
     @Slot(QTreeWidgetItem, QTreeWidgetItem)
     def _on_current_changed(self, *_items: object) -> None:
         self._refresh_details()
+        self._survey_targets()
+
+    @Slot(str)
+    def _on_target_chosen(self, variant: str) -> None:
+        if self._settings is not None:
+            self._settings.set(cfg.TARGET_FILE, variant)
+
+    @Slot()
+    def _on_optimise_clicked(self) -> None:
+        self.start_optimise()
+
+    @Slot()
+    def _on_optimise_cancel_clicked(self) -> None:
+        self.optimiser.cancel()
+        self.targets.cancel_button.setEnabled(False)
 
     @Slot(QTreeWidgetItem, int)
     def _on_item_double_clicked(self, *_args: object) -> None:
@@ -314,7 +374,30 @@ class ModelPicker(QDialog):
             )
         self.add_local(Path(target), Path(draft) if draft else None)
 
-    # --- slots: the worker -------------------------------------------------------------------
+    # --- slots: the workers ------------------------------------------------------------------
+    @Slot(TargetChoices)
+    def _on_targets_surveyed(self, choices: TargetChoices) -> None:
+        if choices.pair_id != self.selected_key():
+            return
+        current = self._settings.get(cfg.TARGET_FILE) if self._settings is not None else "target"
+        busy = self.optimiser.busy
+        self.targets.show_choices(choices, current=current, busy=busy)
+        self.targets.set_busy(busy and self._optimising == choices.pair_id)
+
+    @Slot(OptimiseProgress)
+    def _on_optimise_progress(self, event: OptimiseProgress) -> None:
+        if event.pair_id == self.selected_key():
+            self.targets.show_progress(event)
+
+    @Slot(OptimiseEnded)
+    def _on_optimise_ended(self, ended: OptimiseEnded) -> None:
+        self._optimising = None
+        self.targets.set_busy(False)
+        text = ended.message
+        if ended.ok:
+            text += " Choose it under Target file to run it."
+        self._show_message(text, error=not ended.ok and not ended.cancelled)
+
     @Slot(PairStatus)
     def _on_surveyed(self, status: PairStatus) -> None:
         self.statuses[status.pair_id] = status
@@ -348,6 +431,7 @@ class ModelPicker(QDialog):
         self.downloads.checks[fetched.pair_id] = checksum_summary(fetched)
         self.tree.set_status(fetched.pair_id, "Ready")
         self.service.survey((fetched.pair_id,))
+        self._survey_targets()
         self._refresh_details()
 
     @Slot(FetchFailed)
@@ -429,8 +513,10 @@ class ModelPicker(QDialog):
         # Accept, reject, Esc and the window's close button all end here: a running fetch
         # is cancelled with its partial kept, and the thread stopped within a bound.
         self.service.shutdown(timeout_s=3.0)
+        self.optimiser.shutdown(timeout_s=3.0)
         super().done(result)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.service.shutdown(timeout_s=3.0)
+        self.optimiser.shutdown(timeout_s=3.0)
         super().closeEvent(event)

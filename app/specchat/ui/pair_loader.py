@@ -148,6 +148,7 @@ class PairLoader(QObject):
             target_gpu_layers=target_gpu_layers,
             draft_gpu_layers=draft_gpu_layers,
             calibrate=self.settings.get(cfg.CALIBRATE_PLAIN),
+            target_variant=self.settings.get(cfg.TARGET_FILE),
             **what,
         )
         self._load_id = request.load_id

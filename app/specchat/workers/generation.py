@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     # so the window opens without it: importing the UI never imports llama_cpp.
     from specchat.engine.decoder import LiveControls
     from specchat.engine.session import ChatEngine, EngineInfo
+    from specchat.models.catalog import ModelPair
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ class LoadRequest:
         n_ctx: context window.
         target_gpu_layers, draft_gpu_layers: layers to offload (-1 = all).
         calibrate: measure the plain rate right after loading.
+        target_variant: which of the pair's target files runs ("target", "cpu" or
+            "optimised"; see models/targets.py); the shipped one when it is not on disk.
     """
 
     load_id: int
@@ -70,6 +73,7 @@ class LoadRequest:
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
     calibrate: bool = True
+    target_variant: str = "target"
 
 
 @dataclass(frozen=True)
@@ -501,7 +505,18 @@ class GenerationWorker(QObject):
                 f"“{pair.name}” is not downloaded yet. Open Models… to download it, or run "
                 f"`specchat models fetch {pair.id}`."
             )
-        return files.target, files.draft
+        return self._variant(pair, request.target_variant) or files.target, files.draft
+
+    @staticmethod
+    def _variant(pair: ModelPair, name: str) -> Path | None:
+        """The pair's target file of variant `name` if it is on disk, else None."""
+        from specchat.models.targets import TargetVariant, resolve_target
+
+        try:
+            variant = TargetVariant(name)
+        except ValueError:
+            return None
+        return resolve_target(pair, variant)
 
     def _calibrate(self, engine: ChatEngine) -> PlainBaseline | None:
         """Time a few plain tokens, so the first answer's speed-up is already a measurement."""
