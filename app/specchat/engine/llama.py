@@ -118,6 +118,8 @@ class LoadInfo:
         n_vocab: vocabulary size.
         n_threads: decode threads.
         description: llama.cpp's one-line model description ("qwen2 1.5B Q4_K - Medium").
+        kv_bytes_per_token: memory one context token costs in the KV cache (F16 keys and
+            values in every layer), 0 when the model does not say.
     """
 
     path: Path
@@ -129,6 +131,7 @@ class LoadInfo:
     n_vocab: int
     n_threads: int
     description: str
+    kv_bytes_per_token: int = 0
 
 
 #: Most drafts one tree pass checks (sequences per context).
@@ -248,6 +251,7 @@ class LlamaModel:
             n_vocab=self.n_vocab,
             n_threads=threads,
             description=desc.value.decode("utf-8", errors="replace"),
+            kv_bytes_per_token=kv_bytes_per_token(model),
         )
 
     @staticmethod
@@ -546,3 +550,14 @@ class LlamaModel:
         common = self.cached_prefix(tokens)
         self.truncate(common)
         return common
+
+
+def kv_bytes_per_token(model: object) -> int:
+    """KV cache bytes per context token: keys and values (F16, llama.cpp's default cache
+    type) for every layer's KV heads; what a larger context costs in memory."""
+    n_head = int(llama_cpp.llama_model_n_head(model))
+    if n_head <= 0:
+        return 0
+    head_dim = int(llama_cpp.llama_model_n_embd(model)) // n_head
+    n_head_kv = int(llama_cpp.llama_model_n_head_kv(model))
+    return int(llama_cpp.llama_model_n_layer(model)) * n_head_kv * head_dim * 2 * 2

@@ -77,6 +77,8 @@ class AnswerEnded:
             (stopped, failed, model switch).
         note: shown under the answer ("" when it simply finished).
         error: the failure message, meant for people; "" when it did not fail.
+        returned: the user's message, taken back out of the conversation because it was
+            refused before any answer (it goes back to the composer); "" otherwise.
     """
 
     conversation_id: int
@@ -86,6 +88,7 @@ class AnswerEnded:
     speed: SpeedFigures | None
     note: str
     error: str = ""
+    returned: str = ""
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class _Answer:
     stats: Stats | None = None
     baseline: PlainBaseline | None = None
     last_save: float = 0.0
+    asked: StoredMessage | None = None  # the message to give back if it is refused
 
 
 def acceptance_totals(messages: Iterable[StoredMessage]) -> tuple[int, int]:
@@ -194,19 +198,25 @@ class AnswerController(QObject):
         controls: Controls,
         max_tokens: int,
         policy: OverflowPolicy,
+        give_back: bool = False,
     ) -> None:
-        """Answer the stored conversation's last user message."""
+        """Answer the stored conversation's last user message.
+
+        With `give_back`, a message refused before any answer (it does not fit the context,
+        no model) is taken back out of the conversation, for the composer.
+        """
+        stored_messages = self.store.messages(conversation_id)
         history = [
-            ChatMessage(m.role, m.content)
-            for m in self.store.messages(conversation_id)
-            if m.content or m.role == "user"
+            ChatMessage(m.role, m.content) for m in stored_messages if m.content or m.role == "user"
         ]
+        asked = stored_messages[-1] if stored_messages and give_back else None
         stored = self.store.begin_assistant_message(conversation_id)
         answer = _Answer(
             request_id=self.service.new_id(),
             conversation_id=conversation_id,
             message_id=stored.id,
             auto=controls.mode == DraftMode.AUTO,
+            asked=asked if asked is not None and asked.role == "user" else None,
         )
         self._answer = answer
         request = GenerateRequest(
@@ -312,6 +322,26 @@ class AnswerController(QObject):
     def _on_failed(self, failure: Failure) -> None:
         if failure.load_id is not None or self._current(failure.request_id) is None:
             return  # a load's failure (the window's) or a cancelled request's
+        answer = self._answer
+        if answer is not None and answer.asked is not None and answer.stats is None:
+            # Refused before a single token: the message goes back to the composer rather
+            # than staying in the transcript under an empty "(failed)" answer.
+            self._answer = None
+            self.store.delete_message(answer.message_id)
+            self.store.delete_message(answer.asked.id)
+            self.ended.emit(
+                AnswerEnded(
+                    answer.conversation_id,
+                    answer.message_id,
+                    None,
+                    None,
+                    None,
+                    "",
+                    failure.message + " Your message was not sent: it is back in the message box.",
+                    returned=answer.asked.content,
+                )
+            )
+            return
         self.end_locally(None, note="failed", error=failure.message)
 
     def stats_record(self, stats: Stats, stop: StopReason, speed: SpeedFigures) -> dict[str, Any]:

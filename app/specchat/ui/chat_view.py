@@ -22,6 +22,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
+from specchat.store.conversations import StoredMessage
 from specchat.ui import palette as palettes
 
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
@@ -136,6 +137,19 @@ class ChatView(QTextBrowser):
         self._messages.clear()
         self._rerender()
 
+    def show_messages(self, messages: Sequence[StoredMessage]) -> None:
+        """Show a stored conversation in place of what is shown."""
+        self.clear_messages()
+        for message in messages:
+            if message.role == "assistant":
+                self.add_answer(
+                    spans_from_store(message.token_kinds, message.content),
+                    finished=message.finished,
+                    note="" if message.finished else "unfinished",
+                )
+            elif message.role == "user":
+                self.add_user(message.content)
+
     def add_user(self, text: str) -> None:
         self.flush()
         message = _Message("user", [Span(text, TokenKind.PLAIN)])
@@ -183,6 +197,14 @@ class ChatView(QTextBrowser):
         if self._messages and self._messages[-1].role == "assistant":
             self._messages.pop()
             self._rerender()
+
+    def remove_last_exchange(self) -> None:
+        """Drop the last answer and the message it answered (a message that was refused)."""
+        self.flush()
+        for role in ("assistant", "user"):
+            if self._messages and self._messages[-1].role == role:
+                self._messages.pop()
+        self._rerender()
 
     def set_palette(self, palette: palettes.Palette) -> None:
         self.palette_ = palette

@@ -13,13 +13,16 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSlider,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from specchat.engine.types import DraftMode, SamplingParams
+from specchat.ui.fold import Fold
+from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
+
+__all__ = ["K_MAX", "MODE_LABELS", "ControlState", "ControlsPanel", "GpuLayers"]
 
 #: Longest draft the K slider offers (the engine's MAX_K is larger; beyond 16 rarely pays).
 K_MAX = 16
@@ -56,19 +59,6 @@ class ControlState:
         return SamplingParams(temperature=self.temperature, top_p=self.top_p)
 
 
-@dataclass(frozen=True)
-class GpuLayers:
-    """Layers to offload (-1 = all), applied at the next load.
-
-    Attributes:
-        target: target model layers.
-        draft: draft model layers.
-    """
-
-    target: int
-    draft: int
-
-
 class ControlsPanel(QWidget):
     """Model pair, mode, K, temperature, an Advanced fold (top-p) and GPU layers.
 
@@ -79,6 +69,7 @@ class ControlsPanel(QWidget):
     Signals:
         controls_changed(ControlState): mode, K, temperature or top-p moved.
         gpu_layers_changed(GpuLayers): a GPU layer count changed (applies on reload).
+        context_changed(int): a context size was chosen (applies on reload).
         models_requested(): the "Models…" button.
         reload_requested(): the "Reload" button.
         advanced_toggled(bool): the Advanced fold opened or closed.
@@ -86,6 +77,7 @@ class ControlsPanel(QWidget):
 
     controls_changed = Signal(object)
     gpu_layers_changed = Signal(object)
+    context_changed = Signal(int)
     models_requested = Signal()
     reload_requested = Signal()
     advanced_toggled = Signal(bool)
@@ -95,8 +87,9 @@ class ControlsPanel(QWidget):
         parent: QWidget | None = None,
         *,
         state: ControlState | None = None,
-        gpu: GpuLayers = GpuLayers(-1, -1),
+        gpu: GpuLayers = ALL_LAYERS,
         advanced_open: bool = False,
+        n_ctx: int = 4096,
     ) -> None:
         super().__init__(parent)
         state = state or ControlState(DraftMode.AUTO, 4, 0.0, 1.0)
@@ -189,26 +182,18 @@ class ControlsPanel(QWidget):
         form.addRow(self.advanced)
         layout.addWidget(box)
 
-        # --- hardware
-        gpu_box = QGroupBox("GPU layers")
-        gpu_row = QHBoxLayout(gpu_box)
-        self.target_layers = _layers_box(gpu.target)
-        self.draft_layers = _layers_box(gpu.draft)
-        self.target_layers.valueChanged.connect(self._on_layers_changed)
-        self.draft_layers.valueChanged.connect(self._on_layers_changed)
-        hint = "Layers offloaded to the GPU (“all” = every layer); changes apply on Reload."
-        for caption, spin in (("Target", self.target_layers), ("Draft", self.draft_layers)):
-            name = QLabel(caption)
-            name.setBuddy(spin)
-            spin.setToolTip(hint)
-            gpu_row.addWidget(name)
-            gpu_row.addWidget(spin, 1)
-        gpu_box.setToolTip(hint)
-        layout.addWidget(gpu_box)
+        # --- context and hardware: rarely changed, folded away so the panel fits
+        self.memory = MemorySection(n_ctx=n_ctx, gpu=gpu)
+        self.target_layers, self.draft_layers = self.memory.target_layers, self.memory.draft_layers
+        self.memory_fold = Fold("Context and GPU", self.memory)
+        self.memory.gpu_layers_changed.connect(self._on_memory_changed)
+        self.memory.context_changed.connect(self._on_memory_changed)
+        layout.addWidget(self.memory_fold)
 
         self.advanced_button.setChecked(advanced_open)
         self._on_advanced_toggled(advanced_open)
         self._refresh_labels()
+        self.memory_fold.set_summary(self.memory.summary())
 
     # --- state ---------------------------------------------------------------------------
     def state(self) -> ControlState:
@@ -220,7 +205,7 @@ class ControlsPanel(QWidget):
         )
 
     def gpu_layers(self) -> GpuLayers:
-        return GpuLayers(self.target_layers.value(), self.draft_layers.value())
+        return self.memory.gpu_layers()
 
     def set_mode(self, mode: DraftMode) -> None:
         self.mode_box.setCurrentIndex(self.mode_box.findData(mode))
@@ -268,9 +253,18 @@ class ControlsPanel(QWidget):
         self._refresh_labels()
         self.controls_changed.emit(self.state())
 
-    @Slot(int)
-    def _on_layers_changed(self, _value: int) -> None:
-        self.gpu_layers_changed.emit(self.gpu_layers())
+    @Slot(object)
+    def _on_memory_changed(self, value: object) -> None:
+        self.memory_fold.set_summary(self.memory.summary())
+        if isinstance(value, GpuLayers):
+            self.gpu_layers_changed.emit(value)
+        else:
+            self.context_changed.emit(self.memory.n_ctx())
+
+    def set_memory_use(self, *, n_ctx: int | None, kv_bytes_per_token: int) -> None:
+        """The loaded pair's context and KV bytes per token, for the cost shown."""
+        self.memory.set_loaded(n_ctx=n_ctx, kv_bytes_per_token=kv_bytes_per_token)
+        self.memory_fold.set_summary(self.memory.summary())
 
     @Slot(bool)
     def _on_advanced_toggled(self, open_: bool) -> None:
@@ -322,11 +316,3 @@ def _row(slider: QSlider, label: QLabel, *extra: QLabel) -> QWidget:
     for more in extra:
         layout.addWidget(more)
     return widget
-
-
-def _layers_box(value: int) -> QSpinBox:
-    box = QSpinBox()
-    box.setRange(-1, 999)
-    box.setSpecialValueText("all")
-    box.setValue(value)
-    return box

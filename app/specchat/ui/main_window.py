@@ -31,7 +31,6 @@ from specchat.ui.answer import (
     acceptance_totals,
 )
 from specchat.ui.chat_pane import ChatPane, set_checked_quietly
-from specchat.ui.chat_view import spans_from_store
 from specchat.ui.controls import ControlState, GpuLayers
 from specchat.ui.conversations import ConversationList
 from specchat.ui.export import ask_export_path, write_export
@@ -179,6 +178,7 @@ class MainWindow(QMainWindow):
         self.cancel_load_button.clicked.connect(self._on_cancel_load_clicked)
         self.controls.controls_changed.connect(self._on_controls_changed)
         self.controls.gpu_layers_changed.connect(self._on_gpu_layers_changed)
+        self.controls.context_changed.connect(self._on_gpu_layers_changed)
         self.controls.models_requested.connect(self._on_models_requested)
         self.controls.reload_requested.connect(self._on_reload_requested)
         self.controls.advanced_toggled.connect(self._on_advanced_toggled)
@@ -229,6 +229,7 @@ class MainWindow(QMainWindow):
     def _request_load(self, **what: Any) -> None:
         self.answers.end_locally(StopReason.CANCELLED, note="stopped: switching models")
         gpu = self.controls.gpu_layers()
+        self.settings.set(cfg.N_CTX, self.controls.memory.n_ctx())  # the loader reads it
         self.loader.load(target_gpu_layers=gpu.target, draft_gpu_layers=gpu.draft, **what)
 
     @Slot(LoadRequest)
@@ -247,6 +248,9 @@ class MainWindow(QMainWindow):
         self.answers.pair_label = loaded.label
         self.status_line.hide_loading()
         self.controls.set_pair(loaded.label, describe_pair(loaded))
+        info = loaded.info
+        kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
+        self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv)
         self.status_label.setText(f"{loaded.label} ready.")
         if self.banner.kind == "error":
             self.banner.hide()
@@ -293,6 +297,7 @@ class MainWindow(QMainWindow):
         """Ctrl+N: an empty transcript; the conversation is created with the first message."""
         self.stop()
         self._conversation_id = None
+        self.banner.hide()
         self.chat_view.clear_messages()
         self.stats_panel.set_conversation_totals(0, 0)
         self.stats_panel.begin_answer()
@@ -305,18 +310,9 @@ class MainWindow(QMainWindow):
         if self.answers.active:
             self.stop()
         self._conversation_id = conversation_id
-        self.chat_view.clear_messages()
+        self.banner.hide()
         messages = self.store.messages(conversation_id)
-        for message in messages:
-            if message.role == "assistant":
-                note = "" if message.finished else "unfinished"
-                self.chat_view.add_answer(
-                    spans_from_store(message.token_kinds, message.content),
-                    finished=message.finished,
-                    note=note,
-                )
-            elif message.role == "user":
-                self.chat_view.add_user(message.content)
+        self.chat_view.show_messages(messages)
         self.stats_panel.set_conversation_totals(*acceptance_totals(messages))
         self.stats_panel.begin_answer()
         self.conversation_list.refresh(select=conversation_id)
@@ -363,7 +359,7 @@ class MainWindow(QMainWindow):
         self.store.add_message(self._conversation_id, "user", message)
         self.chat_view.add_user(message)
         self.composer.clear()
-        self._start_answer()
+        self._start_answer(give_back=True)
         return True
 
     def regenerate(self) -> bool:
@@ -389,7 +385,7 @@ class MainWindow(QMainWindow):
         """Esc: stop the answer now; what was written so far is kept (marked unfinished)."""
         self.answers.stop()
 
-    def _start_answer(self) -> None:
+    def _start_answer(self, *, give_back: bool = False) -> None:
         assert self._conversation_id is not None
         state = self.controls.state()
         try:
@@ -401,6 +397,7 @@ class MainWindow(QMainWindow):
             controls=Controls(state.mode, state.k, state.sampling()),
             max_tokens=max(1, self.settings.get(cfg.MAX_TOKENS)),
             policy=policy,
+            give_back=give_back,
         )
 
     @Slot(AnswerStarted)
@@ -435,7 +432,11 @@ class MainWindow(QMainWindow):
         if ended.error:
             self._show_error(ended.error)
         self.latency.stop()
-        self.chat_view.end_answer(note=ended.note)
+        if ended.returned:
+            self.chat_view.remove_last_exchange()
+            self.composer.setPlainText(ended.returned)
+        else:
+            self.chat_view.end_answer(note=ended.note)
         if ended.stats is not None:
             if ended.speed is not None:
                 self.stats_panel.show_stats(ended.stats, ended.speed)
@@ -466,7 +467,8 @@ class MainWindow(QMainWindow):
         self._save_timer.start()
 
     @Slot(object)
-    def _on_gpu_layers_changed(self, _layers: GpuLayers) -> None:
+    def _on_gpu_layers_changed(self, _layers: GpuLayers | int) -> None:
+        # GPU layers or the context size: both apply at the next load (Reload).
         self._save_timer.start()
 
     @Slot(bool)

@@ -43,6 +43,7 @@ class SidePanel(QScrollArea):
             state=control_state(s),
             gpu=GpuLayers(s.get(cfg.TARGET_GPU_LAYERS), s.get(cfg.DRAFT_GPU_LAYERS)),
             advanced_open=s.get(cfg.ADVANCED_OPEN),
+            n_ctx=max(256, s.get(cfg.N_CTX)),
         )
         self.stats_panel = StatsPanel(palette=palette)
         side = QWidget()

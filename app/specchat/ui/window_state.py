@@ -20,7 +20,7 @@ def decode(text: str) -> QByteArray:
 
 
 def save_controls(settings: Settings, controls: ControlsPanel) -> None:
-    """Remember mode, K, sampling, GPU layers and whether the advanced part is open."""
+    """Remember mode, K, sampling, context, GPU layers and whether the advanced part is open."""
     state = controls.state()
     gpu = controls.gpu_layers()
     settings.set(cfg.MODE, state.mode.value)
@@ -30,3 +30,4 @@ def save_controls(settings: Settings, controls: ControlsPanel) -> None:
     settings.set(cfg.TARGET_GPU_LAYERS, gpu.target)
     settings.set(cfg.DRAFT_GPU_LAYERS, gpu.draft)
     settings.set(cfg.ADVANCED_OPEN, controls.advanced_button.isChecked())
+    settings.set(cfg.N_CTX, controls.memory.n_ctx())
