@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
@@ -52,6 +53,12 @@ TARGET_FILE = declare(
     "target",
     "Which target file of the pair runs: target (as shipped), cpu (the catalog's CPU format) "
     "or optimised (the Q4_0 copy made here); the shipped file when that one is not on disk",
+)
+CUSTOM_PAIRS: Setting[list[Any]] = declare(
+    "model.custom_pairs", list, [], "Local pairs added in Models… ({name, target, draft} each)"
+)
+GOOD_PAIRS: Setting[list[Any]] = declare(
+    "model.good_pairs", list, [], "Pairs that loaded, latest first: the fallback at start"
 )
 MODE = declare("drafting.mode", str, "auto", "auto, draft, lookup, chain or plain")
 K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
@@ -106,6 +113,8 @@ class Settings:
         try:
             if setting.type is bool and not isinstance(raw, bool):
                 return setting.default
+            if setting.type in (list, dict) and not isinstance(raw, setting.type):
+                return copy.copy(setting.default)
             value = setting.type(raw)
         except (TypeError, ValueError):
             return setting.default

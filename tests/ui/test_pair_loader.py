@@ -87,15 +87,16 @@ def test_a_failed_load_is_reported_once_and_ends_loading(
     assert not loader.loading and loader.loaded is None
 
 
-def test_a_chosen_local_pair_is_remembered_and_loaded_from_settings(
-    loader: PairLoader, tiny_models: TinyModels
+def test_a_chosen_local_pair_is_remembered_once_loaded_and_loaded_from_settings(
+    qtbot: QtBot, loader: PairLoader, tiny_models: TinyModels
 ) -> None:
     choice = LocalPair("mine", tiny_models.target, None)
-    assert loader.choose(choice) == {
-        "target": tiny_models.target,
-        "draft": None,
-        "label": "mine",
-    }
+    what = loader.choose(choice)
+    assert what == {"target": tiny_models.target, "draft": None, "label": "mine"}
+    # Only a pair that loaded is remembered: a broken choice never comes back at start.
+    assert loader.settings.get(cfg.PAIR_ID) == "default"
+    with qtbot.waitSignal(loader.finished, timeout=30_000):
+        loader.load(target_gpu_layers=0, draft_gpu_layers=0, **what)
     assert loader.settings.get(cfg.PAIR_ID) == "custom"
     assert loader.from_settings() == {
         "target": tiny_models.target,

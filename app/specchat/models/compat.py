@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specchat.models.gguf_reader import GGUFError, GGUFMetadata, read_metadata
+from specchat.models.gguf_reader import GGUFError, GGUFMetadata, read_metadata, validate
 
 #: llama.cpp's speculative-decoding rule (common/speculative.cpp): vocabulary sizes may
 #: differ by padding up to this many tokens, and texts are compared from this id on
@@ -116,3 +116,21 @@ def check_compatible(target: str | Path, draft: str | Path) -> CompatVerdict:
         except GGUFError as error:
             return CompatVerdict(False, f"cannot read the {role} ({Path(path).name}): {error}")
     return compare_metadata(metas[0], metas[1])
+
+
+def damaged_file(target: Path, draft: Path | None) -> str:
+    """Why a file of a pair cannot be loaded (truncated, not a GGUF...), or "" if both can.
+
+    The whole header is checked (every tensor lies inside the file), so a file listed as
+    ready is one llama.cpp will load.
+    """
+    for role, path in (("target", target), ("draft", draft)):
+        if path is None:
+            continue
+        try:
+            validate(path)
+        except GGUFError as error:
+            return f"the {role} {path.name} is no usable model — {error}"
+        except OSError as error:
+            return f"the {role} {path.name} cannot be read: {error.strerror or error}"
+    return ""

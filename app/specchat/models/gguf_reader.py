@@ -132,7 +132,11 @@ def _open(path: Path) -> tuple[Any, mmap.mmap | bytes, int]:
 def _parse_header(cur: _Cursor, path: Path) -> tuple[int, int, int]:
     magic = bytes(cur.buf[0:4])
     if magic != MAGIC:
-        raise GGUFError(f"not a GGUF file: {path.name} starts with {magic!r}, not {MAGIC!r}")
+        # People read this: name what the file is not, never a bytes value.
+        raise GGUFError(
+            "not a GGUF file: it does not start with the GGUF signature "
+            "(another kind of file, or damaged)"
+        )
     cur.pos = 4
     version = cur.u32("version")
     if version not in SUPPORTED_VERSIONS:

@@ -35,7 +35,7 @@ from specchat.ui.controls import ControlState, GpuLayers
 from specchat.ui.conversations import ConversationList
 from specchat.ui.export import ask_export_path, write_export
 from specchat.ui.latency import LatencyProbe
-from specchat.ui.pair_loader import PairLoader, catalog_pair, describe_pair, local_pair
+from specchat.ui.pair_loader import PairLoader, catalog_pair, local_pair, pair_text
 from specchat.ui.side_panel import SidePanel
 from specchat.ui.status_line import StatusLine
 from specchat.ui.window_menus import WindowMenus
@@ -247,7 +247,7 @@ class MainWindow(QMainWindow):
     def _on_loaded(self, loaded: Loaded) -> None:
         self.answers.pair_label = loaded.label
         self.status_line.hide_loading()
-        self.controls.set_pair(loaded.label, describe_pair(loaded))
+        self.controls.set_pair(*pair_text(loaded))
         info = loaded.info
         kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
         self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv)
@@ -260,7 +260,9 @@ class MainWindow(QMainWindow):
     @Slot(Failure)
     def _on_load_failed(self, failure: Failure) -> None:
         self.status_line.hide_loading()
-        self.controls.set_pair("No model loaded", "")
+        kept = self.loader.loaded  # the pair in use before: a failed load never unloads it
+        self.answers.pair_label = kept.label if kept else ""
+        self.controls.set_pair(*pair_text(kept))
         if failure.cancelled:
             self.status_label.setText("Loading cancelled.")
         else:

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from specchat import settings as cfg
 from specchat.models.catalog import Catalog, CatalogError, load_catalog
+from specchat.models.compat import damaged_file
 from specchat.models.transfer import FreeSpace, format_bytes
 from specchat.ui import palette
 from specchat.ui.pair_details import BAR_MAX, PairDetails, describe_progress
@@ -33,6 +34,7 @@ from specchat.ui.pair_downloads import (
     progress_status,
 )
 from specchat.ui.pair_list import LOCAL_PREFIX, PairList, local_key, pair_size
+from specchat.ui.pair_memory import RememberedPair, custom_pairs, remember_custom
 from specchat.ui.pair_targets import TargetChooser
 from specchat.workers.download import (
     DownloadService,
@@ -223,16 +225,15 @@ class ModelPicker(QDialog):
         self.optimiser.ended.connect(self._on_optimise_ended)
 
     def _restore_custom(self) -> None:
-        """List the custom pair the settings remember, checked like a newly added one."""
+        """List every local pair the settings remember, checked like a newly added one."""
         s = self._settings
-        if s is None or not s.get(cfg.CUSTOM_TARGET):
+        if s is None:
             return
-        target = Path(s.get(cfg.CUSTOM_TARGET))
-        draft_text = s.get(cfg.CUSTOM_DRAFT)
-        draft = Path(draft_text) if draft_text else None
-        if target.is_file() and (draft is None or draft.is_file()):
-            self._select_new_local = s.get(cfg.PAIR_ID) == "custom"
-            self.service.check_local(LocalCheckRequest(target, draft))
+        in_use = s.get(cfg.CUSTOM_TARGET) if s.get(cfg.PAIR_ID) == "custom" else ""
+        for pair in custom_pairs(s):
+            if pair.target is not None and pair.files_present():
+                self._select_new_local = str(pair.target) == in_use
+                self.service.check_local(LocalCheckRequest(pair.target, pair.draft))
 
     # --- public API (also what tests drive) ----------------------------------------------------
     def selected_key(self) -> str | None:
@@ -356,6 +357,11 @@ class ModelPicker(QDialog):
         )
         if not target:
             return
+        # Refuse a file that is no usable model before asking anything more about it.
+        problem = damaged_file(Path(target), None)
+        if problem:
+            self._show_message(f"Refused {Path(target).name}: {problem}", error=True)
+            return
         answer = QMessageBox.question(
             self,
             "Draft model",
@@ -471,6 +477,10 @@ class ModelPicker(QDialog):
             return
         self._locals[local_key(checked)] = checked
         item = self.tree.add_local(checked)
+        if self._settings is not None:
+            remember_custom(
+                self._settings, RememberedPair(target=checked.target, draft=checked.draft)
+            )
         if select:
             self.tree.setCurrentItem(item)
             self._show_message(f"Added the local pair: {checked.reason}.")

@@ -15,6 +15,8 @@ def describe_status(status: PairStatus, *, failed: bool) -> str:
     if failed and not status.ready:
         return "Failed"
     if status.target.present and status.draft.present:
+        if status.damaged:
+            return "Damaged"
         if status.compatible is False:
             return "Incompatible"
         verified = status.target.verified and status.draft.verified

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat import settings as cfg
 from specchat.settings import Settings
+from specchat.ui.pair_memory import RememberedPair, fallback_for, remember_good
 from specchat.workers.generation import (
     Failure,
     GenerationService,
@@ -44,6 +46,16 @@ def describe_pair(loaded: Loaded) -> str:
     return "\n".join(lines)
 
 
+def _sentence(text: str) -> str:
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def pair_text(loaded: Loaded | None) -> tuple[str, str]:
+    """The panel's title and detail lines for the pair in use (or none)."""
+    return (loaded.label, describe_pair(loaded)) if loaded else ("No model loaded", "")
+
+
 def catalog_pair(pair_id: str) -> dict[str, Any]:
     """What to load for a catalog pair; the worker finds its files, off the UI thread."""
     label = pair_id
@@ -64,7 +76,10 @@ def local_pair(target: Path, draft: Path | None, *, label: str = "") -> dict[str
 class PairLoader(QObject):
     """Sends load requests to the worker and passes on only the current load's news.
 
-    Holds no widgets: the window shows what the signals carry.
+    Holds no widgets: the window shows what the signals carry. A pair is remembered (as the
+    one to load at start, and as a fallback) only once it has loaded: a broken choice never
+    comes back at the next start. When a load fails the pair in use before stays in use; when
+    nothing is in use, the latest pair that loaded before is loaded instead.
 
     Attributes:
         service: the generation worker and its thread.
@@ -93,6 +108,11 @@ class PairLoader(QObject):
         self.loaded: Loaded | None = None
         self.last_request: LoadRequest | None = None
         self._load_id: int | None = None
+        #: The pair in use when the current load began: still in use if the load fails.
+        self._previous: Loaded | None = None
+        self._what: dict[str, Any] = {}
+        self._gpu: dict[str, int] = {}
+        self._fallback = False
         service.load_progress.connect(self._on_load_progress)
         service.loaded.connect(self._on_loaded)
         service.failed.connect(self._on_failed)
@@ -114,18 +134,14 @@ class PairLoader(QObject):
         return catalog_pair(pair_id)
 
     def choose(self, choice: object) -> dict[str, Any] | None:
-        """Remember the picker's choice, a catalog pair (its id) or local files (with
-        target/draft); returns what to load, None when the choice names nothing."""
+        """What to load for the picker's choice, a catalog pair (its id) or local files (with
+        target/draft); None when the choice names nothing. Remembered once it has loaded."""
         if isinstance(choice, str):
-            self.settings.set(cfg.PAIR_ID, choice)
             return catalog_pair(choice)
         target = getattr(choice, "target", None)
         if target is None:
             return None
         draft = getattr(choice, "draft", None)
-        self.settings.set(cfg.PAIR_ID, "custom")
-        self.settings.set(cfg.CUSTOM_TARGET, str(target))
-        self.settings.set(cfg.CUSTOM_DRAFT, str(draft) if draft else "")
         return local_pair(
             Path(target),
             Path(draft) if draft else None,
@@ -153,7 +169,11 @@ class PairLoader(QObject):
         )
         self._load_id = request.load_id
         self.last_request = request
+        if self.loaded is not None:
+            self._previous = self.loaded
         self.loaded = None
+        self._what = dict(what)
+        self._gpu = {"target_gpu_layers": target_gpu_layers, "draft_gpu_layers": draft_gpu_layers}
         self.started.emit(request)
         self.service.load(request)
 
@@ -171,7 +191,10 @@ class PairLoader(QObject):
         if loaded.load_id != self._load_id:
             return
         self.loaded = loaded
+        self._previous = None
         self._load_id = None
+        self._fallback = False
+        remember_good(self.settings, RememberedPair.from_load(self._what))
         self.finished.emit(loaded)
 
     @Slot(Failure)
@@ -180,4 +203,31 @@ class PairLoader(QObject):
         if failure.load_id is None or failure.load_id != self._load_id:
             return
         self._load_id = None
-        self.failed.emit(failure)
+        previous, self._previous = self._previous, None
+        if failure.kept and previous is not None:
+            self.loaded = previous
+            if not failure.cancelled:
+                failure = replace(
+                    failure, message=f"{_sentence(failure.message)} Still using {previous.label}."
+                )
+            self.failed.emit(failure)
+            return
+        fallback = None
+        if not failure.cancelled and not self._fallback:
+            fallback = fallback_for(self.settings, RememberedPair.from_load(self._what))
+        if fallback is None:
+            self._fallback = False
+            self.failed.emit(failure)
+            return
+        label = fallback.load_fields()["label"]
+        self.failed.emit(
+            replace(
+                failure,
+                message=(
+                    f"{_sentence(failure.message)} Loading {label}, the last pair that worked, "
+                    "instead."
+                ),
+            )
+        )
+        self._fallback = True  # one fallback: a failing fallback is reported, not chased
+        self.load(**self._gpu, **fallback.load_fields())

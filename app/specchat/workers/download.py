@@ -168,6 +168,7 @@ class PairStatus:
         draft: the draft file's status.
         compatible: the verdict when both files are present, else None.
         reason: the verdict's reason for people ("" when not checked).
+        damaged: a file is there but is no usable GGUF (truncated, not a model): not ready.
     """
 
     pair_id: str
@@ -175,6 +176,7 @@ class PairStatus:
     draft: FileStatus
     compatible: bool | None = None
     reason: str = ""
+    damaged: bool = False
 
     @property
     def ready(self) -> bool:
@@ -328,6 +330,11 @@ class DownloadWorker(QObject):
         target, draft = files["target"], files["draft"]
         if target.path is None or draft.path is None:
             return PairStatus(pair.id, target, draft)
+        from specchat.models.compat import damaged_file
+
+        problem = damaged_file(target.path, draft.path)
+        if problem:
+            return PairStatus(pair.id, target, draft, False, problem, damaged=True)
         from specchat.models.compat import check_compatible
 
         verdict = check_compatible(target.path, draft.path)
@@ -365,11 +372,14 @@ class DownloadWorker(QObject):
 
     @Slot(LocalCheckRequest)
     def _on_local_check_requested(self, request: LocalCheckRequest) -> None:
-        from specchat.models.compat import check_compatible
+        from specchat.models.compat import check_compatible, damaged_file
         from specchat.models.gguf_reader import GGUFError, read_metadata
 
+        problem = damaged_file(request.target, request.draft)
         try:
-            if request.draft is None:
+            if problem:
+                ok, reason = False, problem
+            elif request.draft is None:
                 read_metadata(request.target, keys=("general.architecture",))
                 ok, reason = True, "no draft model: prompt lookup only"
             else:

@@ -205,12 +205,14 @@ class Failure:
         request_id: the answer that failed, or None.
         load_id: the load that failed, or None.
         cancelled: the user cancelled (a load), rather than an error.
+        kept: a load failed and the pair loaded before it is still in use.
     """
 
     message: str
     request_id: int | None = None
     load_id: int | None = None
     cancelled: bool = False
+    kept: bool = False
 
 
 # --- the plain baseline ----------------------------------------------------------------------
@@ -343,11 +345,12 @@ class GenerationWorker(QObject):
     # --- slots ---------------------------------------------------------------------------
     @Slot(object)
     def _on_load_requested(self, request: LoadRequest) -> None:
+        """Load the new pair beside the one in use, and only then release the old one: a pair
+        that fails to load never costs the user the pair that works (briefly both are held)."""
         from specchat.engine.llama import LoadCancelled
         from specchat.engine.session import ChatEngine, LoadProgress
 
         self._end_generation(StopReason.CANCELLED)
-        self._release_engine()
         self._load_cancel.clear()
         cancel = self._load_cancel
         last = [-1.0]
@@ -360,11 +363,12 @@ class GenerationWorker(QObject):
                     LoadProgressUpdate(request.load_id, update.stage, update.overall * 0.95)
                 )
 
+        engine: ChatEngine | None = None
         try:
             target, draft = self._resolve(request)
             if cancel.is_set():
                 raise LoadCancelled("loading was cancelled")
-            self.engine = ChatEngine.load(
+            engine = ChatEngine.load(
                 target,
                 draft,
                 n_ctx=request.n_ctx,
@@ -374,12 +378,13 @@ class GenerationWorker(QObject):
                 progress=progress,
                 cancel=cancel,
             )
-            self._baseline = _BaselineMeter()
+            baseline = _BaselineMeter()
             if request.calibrate:
                 self.load_progress.emit(LoadProgressUpdate(request.load_id, "calibrating", 0.96))
-                self._baseline.calibrated = self._calibrate(self.engine)
+                baseline.calibrated = self._calibrate(engine)
         except Exception as error:
-            self._release_engine()
+            if engine is not None:
+                engine.close()
             if not isinstance(error, LoadCancelled):
                 log.warning("load failed", exc_info=True)
             self.failed.emit(
@@ -387,9 +392,12 @@ class GenerationWorker(QObject):
                     describe_error(error),
                     load_id=request.load_id,
                     cancelled=isinstance(error, LoadCancelled),
+                    kept=self.engine is not None,
                 )
             )
             return
+        self._release_engine()
+        self.engine, self._baseline = engine, baseline
         self.load_progress.emit(LoadProgressUpdate(request.load_id, "ready", 1.0))
         self.loaded.emit(
             Loaded(request.load_id, self.engine.info, request.label, self._baseline.current())
