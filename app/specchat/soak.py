@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import cycle
 
@@ -49,33 +49,48 @@ class SoakSample:
     answers: int
 
 
+#: Growth per answer after warm-up that fails a soak: 4 KiB an answer is 40 MiB over
+#: 10,000 answers (weeks of use). A leak of a few MB over a soak's few hundred answers is
+#: several times more than this.
+GROWTH_PER_ANSWER_LIMIT = 4096
+
+
 @dataclass(frozen=True)
 class SoakReport:
     """The outcome of a soak.
 
     Attributes:
-        samples: memory over time.
+        samples: memory after every answer.
         warmup_rss: RSS when warm-up ended (the baseline).
         final_rss: mean RSS over the last quarter of the run.
         growth: (final − warm-up) ÷ warm-up.
+        growth_per_answer: bytes RSS grows per answer after warm-up: the Theil–Sen slope
+            (median of pairwise slopes), which a one-off step (an allocator arena, a page
+            cache) cannot sway but a steady leak does.
     """
 
     samples: tuple[SoakSample, ...]
     warmup_rss: int
     final_rss: int
     growth: float
+    growth_per_answer: float
+
+    @property
+    def passed(self) -> bool:
+        return self.growth_per_answer < GROWTH_PER_ANSWER_LIMIT
 
 
 def soak(
     engine: ChatEngine,
     *,
-    seconds: float,
+    seconds: float = float("inf"),
+    answers: int | None = None,
     warmup_fraction: float = 0.25,
     max_tokens: int = 48,
     turns_per_chat: int = 4,
     on_sample: Callable[[SoakSample], None] | None = None,
 ) -> SoakReport:
-    """Chat continuously for `seconds` through every drafting mode; sample RSS per answer.
+    """Chat for `seconds` (or `answers` answers) through every mode; sample RSS per answer.
 
     Conversations grow for a few turns (exercising cache reuse), then start over; modes,
     temperatures and K rotate so every path allocates and frees its buffers.
@@ -87,10 +102,10 @@ def soak(
     questions = cycle(QUESTIONS)
     began = time.perf_counter()
     samples: list[SoakSample] = []
-    tokens = answers = 0
+    tokens = done = 0
     messages: list[ChatMessage] = []
     has_draft = engine.draft is not None
-    while time.perf_counter() - began < seconds:
+    while time.perf_counter() - began < seconds and (answers is None or done < answers):
         if len(messages) >= 2 * turns_per_chat:
             messages = []
         messages.append(ChatMessage("user", next(questions)))
@@ -101,15 +116,15 @@ def soak(
         for result in engine.chat(
             messages,
             max_tokens=max_tokens,
-            sampling=SamplingParams(temperature=next(temperatures), seed=answers),
+            sampling=SamplingParams(temperature=next(temperatures), seed=done),
             mode=mode,
-            k=1 + answers % 8,
+            k=1 + done % 8,
         ):
             answer.append(result.text)
             tokens += len(result.events)
         messages.append(ChatMessage("assistant", "".join(answer)))
-        answers += 1
-        sample = SoakSample(time.perf_counter() - began, rss_bytes(), tokens, answers)
+        done += 1
+        sample = SoakSample(time.perf_counter() - began, rss_bytes(), tokens, done)
         samples.append(sample)
         if on_sample:
             on_sample(sample)
@@ -117,11 +132,30 @@ def soak(
 
 
 def summarise(samples: list[SoakSample], *, warmup_fraction: float) -> SoakReport:
-    if len(samples) < 4:
-        raise ValueError("soak too short: fewer than four answers")
-    total = samples[-1].elapsed_s
-    warm = [s for s in samples if s.elapsed_s >= total * warmup_fraction]
+    """Growth after warm-up (the first `warmup_fraction` of the answers)."""
+    if len(samples) < 8:
+        raise ValueError(f"soak too short: {len(samples)} answers, fewer than eight")
+    warm = samples[int(len(samples) * warmup_fraction) :]
     baseline = warm[0].rss
-    last_quarter = [s.rss for s in samples if s.elapsed_s >= total * 0.75] or [samples[-1].rss]
+    last_quarter = [s.rss for s in samples[int(len(samples) * 0.75) :]]
     final = int(sum(last_quarter) / len(last_quarter))
-    return SoakReport(tuple(samples), baseline, final, (final - baseline) / baseline)
+    return SoakReport(
+        tuple(samples),
+        baseline,
+        final,
+        (final - baseline) / baseline,
+        growth_per_answer=theil_sen_slope([s.answers for s in warm], [s.rss for s in warm]),
+    )
+
+
+def theil_sen_slope(xs: Sequence[float], ys: Sequence[float], *, points: int = 400) -> float:
+    """Median of the slopes between every pair of (up to `points` evenly spread) points."""
+    import numpy as np
+
+    pick = np.unique(np.linspace(0, len(xs) - 1, min(points, len(xs))).astype(int))
+    x = np.asarray(xs, dtype=np.float64)[pick]
+    y = np.asarray(ys, dtype=np.float64)[pick]
+    i, j = np.triu_indices(len(x), k=1)
+    dx = x[j] - x[i]
+    keep = dx != 0
+    return float(np.median((y[j] - y[i])[keep] / dx[keep])) if keep.any() else 0.0

@@ -10,12 +10,10 @@ from pathlib import Path
 
 from specchat.commands.errors import UserError
 
-#: Growth of RSS after warm-up that fails the soak.
-GROWTH_LIMIT = 0.05
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--answers", type=int, default=None, help="stop after this many")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--pair", default=None, help="catalog pair id (default: default)")
     source.add_argument("--tiny", action="store_true", help="use built-in tiny models")
@@ -26,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
-    from specchat.soak import SoakSample, soak
+    from specchat.soak import GROWTH_PER_ANSWER_LIMIT, SoakSample, soak
 
     with tempfile.TemporaryDirectory(prefix="specchat-soak-") as scratch:
         if args.tiny:
@@ -57,24 +55,32 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             report = soak(
-                engine, seconds=args.minutes * 60, max_tokens=args.max_tokens, on_sample=show
+                engine,
+                seconds=args.minutes * 60,
+                answers=args.answers,
+                max_tokens=args.max_tokens,
+                on_sample=show,
             )
         except ValueError as error:  # too few answers to tell warm-up from the rest
             raise UserError(f"{error}; give it more --minutes (or a quieter CPU)") from None
         finally:
             engine.close()
-    verdict = "PASS" if report.growth < GROWTH_LIMIT else "FAIL"
+    verdict = "PASS" if report.passed else "FAIL"
+    last = report.samples[-1]
     print(
-        f"soak {verdict}: RSS after warm-up {report.warmup_rss / 2**20:.1f} MiB, "
-        f"last quarter {report.final_rss / 2**20:.1f} MiB, growth {report.growth:+.2%} "
-        f"(limit {GROWTH_LIMIT:.0%}); {report.samples[-1].tokens} tokens, "
-        f"{report.samples[-1].answers} answers in {report.samples[-1].elapsed_s:.0f} s"
+        f"soak {verdict}: RSS grows {report.growth_per_answer / 1024:+.2f} KiB per answer "
+        f"after warm-up (limit {GROWTH_PER_ANSWER_LIMIT / 1024:.0f} KiB; "
+        f"{report.growth_per_answer * 10_000 / 2**20:+.1f} MiB per 10,000 answers); "
+        f"RSS {report.warmup_rss / 2**20:.1f} MiB after warm-up, "
+        f"{report.final_rss / 2**20:.1f} MiB over the last quarter ({report.growth:+.2%}); "
+        f"{last.tokens} tokens, {last.answers} answers in {last.elapsed_s:.0f} s"
     )
     if args.out:
         args.out.write_text(
             json.dumps(
                 {
                     "growth": report.growth,
+                    "growth_per_answer": report.growth_per_answer,
                     "warmup_rss": report.warmup_rss,
                     "final_rss": report.final_rss,
                     "samples": [s.__dict__ for s in report.samples],
