@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -99,3 +100,33 @@ def test_optimise_a_corrupt_file_is_a_message_not_a_traceback(
     done = specchat(env, "models", "optimise", str(bad), "--no-quality")
     assert done.returncode == 2
     assert "not a usable GGUF file" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_cancels_cleanly(env: dict[str, str], tmp_path: Path) -> None:
+    # Big enough (~80 MB of float32) that the conversion is still running when Ctrl-C comes.
+    from specchat.tinymodels import TinySpec, write_tiny_model
+
+    source = write_tiny_model(
+        tmp_path / "wide.gguf", TinySpec(n_embd=512, n_head=8, n_ff=1536, n_layer=6)
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "specchat", "models", "optimise", str(source)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "convert" in line:
+            break
+    # A terminal sends Ctrl-C to the whole group: the command and its converter child.
+    os.killpg(process.pid, signal.SIGINT)
+    _out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "conversion cancelled; nothing was kept" in err
+    assert "Traceback" not in err
+    models = Path(env["SPECCHAT_MODEL_CACHE"]) / "models"
+    assert not list(models.glob("wide*")), "a partial or finished copy was left"

@@ -243,7 +243,7 @@ def optimise(
     check: ProgressMeter | None = None
     outcome: tuple[str, str] | None = None
     try:
-        child.start()
+        _start_deaf_to_ctrl_c(child)
         writer.close()  # the child holds the only writer: EOF means it is gone
         meter.set(0)
         while outcome is None:
@@ -303,6 +303,24 @@ def optimise(
         seconds=time.monotonic() - began,
         requantised=file_type not in FULL_WEIGHT_FTYPES,
     )
+
+
+def _start_deaf_to_ctrl_c(child: multiprocessing.process.BaseProcess) -> None:
+    """Start `child` ignoring SIGINT from its first instruction.
+
+    Ctrl-C in a terminal reaches the whole process group; a child still starting Python would
+    print a KeyboardInterrupt traceback. An ignored signal stays ignored across exec, and
+    Python keeps it so, so the parent ignores SIGINT for the moment of the spawn (only the
+    main thread may change handlers; a worker thread's child is never sent Ctrl-C).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        child.start()
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        child.start()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _describe_exit(code: int | None) -> str:
