@@ -140,3 +140,17 @@ def test_the_chat_template_renders_stored_text_like_a_prompt(
         assert proposed(index, "[user]hello[assistant]") == "hi there, fr"
     finally:
         history.close()
+
+
+def test_deleting_a_conversation_forgets_the_chat_being_drafted(
+    store: ConversationStore, index: SuffixIndex
+) -> None:
+    secret = store.create("secret")
+    history = start(store, index)
+    try:
+        # The chat being answered is that conversation's (not yet stored).
+        assert proposed(index, "my pin is 4921 and my pin is") == " 4921 and my"
+        store.delete(secret.id)
+        assert index.propose(4) == []
+    finally:
+        history.close()

@@ -289,3 +289,23 @@ def test_documents_arriving_one_by_one_fill_few_shards() -> None:
             index.put(key, [1000 + key, 5])
         assert index.stats().pending == 50  # nothing built until the batch ends
     assert index.stats().pending == 0
+
+
+def test_forget_chat_stops_proposals_from_this_chat() -> None:
+    index = SuffixIndex(background=False)
+    index.prepare([1, 2, 3, 4, 1, 2])
+    assert index.propose(2)[0].tokens == (3, 4)
+    index.forget_chat()  # another thread: the conversation was deleted
+    assert index.propose(2) == []
+    index.prepare([1, 2])  # a regenerate of its start: what followed is gone
+    assert index.propose(2) == []
+
+
+def test_a_new_conversation_starts_a_new_chat() -> None:
+    index = SuffixIndex(background=False)
+    index.prepare([9, 1, 2, 3, 4, 5])
+    index.extend([6, 7])
+    # Mostly new text sharing only a system prompt: the old chat is not "this chat".
+    index.prepare([9, 20, 21, 22, 23, 24, 1, 2])
+    assert index.propose(2) == []
+    assert index.said == 8

@@ -91,6 +91,8 @@ class StoredHistory:
             if change.kind == ChangeKind.DELETED:
                 self._deleted.add(key)
                 self.index.drop(key)
+                # The chat being drafted from may be the deleted one.
+                self.index.forget_chat()
                 return
             if change.kind == ChangeKind.RESTORED:
                 self._deleted.discard(key)

@@ -132,6 +132,8 @@ class SuffixIndex:
         self._deferred = 0
         self._closed = False
         self._thread: threading.Thread | None = None
+        # Set from any thread by forget_chat(); the decoding thread acts on it first thing.
+        self._forget = False
         # Decoding-thread state.
         self._chat = SuffixAutomaton()
         self._said: list[int] = []
@@ -286,22 +288,37 @@ class SuffixIndex:
 
     # --- this chat (the decoding thread) -------------------------------------------------------
     def reset_chat(self) -> None:
-        """Forget this chat (another conversation begins, or this one was deleted)."""
+        """Forget this chat (the decoding thread; see forget_chat for any other)."""
+        self._forget = False
         self._chat = SuffixAutomaton()
         self._said = []
         self._matches = {}
 
+    def forget_chat(self) -> None:
+        """From any thread: nothing of this chat is proposed again (a conversation was
+        deleted, and this chat's text may be its)."""
+        self._forget = True
+
+    def _forgetting(self) -> None:
+        if self._forget:
+            self.reset_chat()
+
     def prepare(self, prompt: Sequence[int]) -> None:
         """A new answer starts from `prompt`: index what is new in it."""
+        self._forgetting()
         said = self._said
         common = 0
         for a, b in zip(said, prompt, strict=False):
             if a != b:
                 break
             common += 1
+        if said and common < len(prompt) // 2:
+            # Mostly new text: another conversation. What was said before is in the store
+            # (an earlier chat now), and "this chat" should mean this one.
+            self.reset_chat()
+            said, common = self._said, 0
         if self._chat.tokens + len(prompt) - common > self.max_chat_tokens:
             self._chat = SuffixAutomaton()
-            common = len(prompt)  # restart from the text's end, below
             self._chat.start_document()
             self._chat.extend(prompt[-self.max_chat_tokens // 2 :])
         elif common == len(said) and said:
@@ -328,6 +345,7 @@ class SuffixIndex:
     def sync(self, context: Sequence[int]) -> None:
         """Bring the chat up to `context`: appends what follows the indexed text, or treats
         anything else as a new prompt."""
+        self._forgetting()
         said = self._said
         if said and len(context) >= len(said) and context[len(said) - 1] == said[-1]:
             self.extend(context[len(said) :])
@@ -345,6 +363,7 @@ class SuffixIndex:
         """Up to `branches` continuations of up to k tokens each, best first, all from the
         source with the longest match; they share their first tokens and part where the
         runner-up continuation is still likely (a tree). Empty when nothing matches."""
+        self._forgetting()
         if k <= 0:
             return []
         best: tuple[int, int, SuffixAutomaton, int, Source] | None = None
