@@ -90,3 +90,22 @@ def test_batch_noise_compares_batched_rows_with_single_ones(tiny_models: TinyMod
         assert set(noise) == {2, 4, 8}
         assert all(0.0 <= v < 0.1 for v in noise.values())  # float32 weights: rounding only
         assert model.n_past == len(context) - 8  # the cache is left at the shared head
+
+
+def test_a_cancelled_measurement_stops(tiny_models: TinyModels, converted: Path) -> None:
+    import threading
+
+    from specchat.bench.quality import QualityCancelled
+
+    cancel = threading.Event()
+    calls: list[int] = []
+
+    def progress(done: int, _total: int) -> None:
+        calls.append(done)
+        cancel.set()  # after the first text is scored
+
+    with pytest.raises(QualityCancelled):
+        measure_quality(
+            tiny_models.target, converted, requantised=False, progress=progress, cancel=cancel
+        )
+    assert calls == [1]

@@ -169,8 +169,17 @@ def compare_rows(source: np.ndarray, derived: np.ndarray) -> tuple[np.ndarray, n
     return agree, np.maximum(kl, 0.0)
 
 
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise QualityCancelled("quality measurement cancelled")
+
+
 def batch_noise(
-    model: LlamaModel, context: Sequence[int], *, sizes: Sequence[int] = NOISE_SIZES
+    model: LlamaModel,
+    context: Sequence[int],
+    *,
+    sizes: Sequence[int] = NOISE_SIZES,
+    cancel: threading.Event | None = None,
 ) -> dict[int, float]:
     """Largest |logit| gap between a batch's rows and the same positions decoded alone.
 
@@ -185,10 +194,15 @@ def batch_noise(
     model.reset()
     model.decode(head, logits="none")
     base = model.n_past
-    singles = np.stack([model.decode([token], logits="all")[0] for token in filler])
+    single_rows = []
+    for token in filler:
+        _check(cancel)  # a window closing waits for this: one token at a time
+        single_rows.append(model.decode([token], logits="all")[0])
+    singles = np.stack(single_rows)
     model.truncate(base)
     noise = {}
     for n in sizes:
+        _check(cancel)
         rows = model.decode(filler[:n], logits="all")
         model.truncate(base)
         noise[n] = float(np.abs(rows - singles[:n]).max())
@@ -223,13 +237,12 @@ def measure_quality(
         kl: list[np.ndarray] = []
         longest: list[int] = []
         for done, text in enumerate(corpus):
-            if cancel is not None and cancel.is_set():
-                raise QualityCancelled("quality measurement cancelled")
             tokens = original.tokenize(text)[:tokens_per_prompt]
             if len(tokens) > len(longest):
                 longest = tokens
             rows = []
             for model in (original, converted):
+                _check(cancel)
                 model.reset()
                 rows.append(model.decode(tokens, logits="all"))
             a, k = compare_rows(rows[0], rows[1])
@@ -239,13 +252,11 @@ def measure_quality(
                 progress(done + 1, total)
         noise: dict[str, dict[int, float]] = {}
         for step, model in enumerate((original, converted)):
-            if cancel is not None and cancel.is_set():
-                raise QualityCancelled("quality measurement cancelled")
             sizes = tuple(n for n in NOISE_SIZES if n < len(longest)) or (2,)
             label = file_format(model)
             if label in noise:  # two files of one format: keep them apart
                 label = f"{label} ({Path(model.path).name})"
-            noise[label] = batch_noise(model, longest, sizes=sizes)
+            noise[label] = batch_noise(model, longest, sizes=sizes, cancel=cancel)
             if progress:
                 progress(len(corpus) + step + 1, total)
         all_agree = np.concatenate(agree)

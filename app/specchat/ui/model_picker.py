@@ -523,10 +523,12 @@ class ModelPicker(QDialog):
         # Accept, reject, Esc and the window's close button all end here: a running fetch
         # is cancelled with its partial kept, and the thread stopped within a bound.
         self.service.shutdown(timeout_s=3.0)
-        self.optimiser.shutdown(timeout_s=3.0)
+        # A quality measurement stops at its next pass (one forward pass of a 48-token text).
+        self.optimiser.shutdown(timeout_s=10.0)
         super().done(result)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.service.shutdown(timeout_s=3.0)
-        self.optimiser.shutdown(timeout_s=3.0)
+        # A quality measurement stops at its next pass (one forward pass of a 48-token text).
+        self.optimiser.shutdown(timeout_s=10.0)
         super().closeEvent(event)
