@@ -16,7 +16,7 @@ from specchat.models import hub_download as download
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
 from specchat.ui.model_picker import BAR_MAX, LocalPair, ModelPicker
-from specchat.workers.download import FileProgress, LocalChecked, PairStatus
+from specchat.workers.download_payloads import FileProgress, LocalChecked, PairStatus
 from tests.helpers import fake_hub
 from tests.helpers.tiny_catalog import ODD_PAIR_ID, PAIR_ID, serve_tiny_pair
 

@@ -10,7 +10,7 @@ from pytestqt.qtbot import QtBot
 from specchat.settings import Settings
 from specchat.ui.model_picker import ModelPicker
 from specchat.ui.pair_memory import RememberedPair, remember_custom
-from specchat.workers.download import LocalChecked
+from specchat.workers.download_payloads import LocalChecked
 from tests.ui import test_model_picker as picker_tests
 from tests.ui.test_model_picker import Env
 from tests.ui.test_pair_switching import truncated

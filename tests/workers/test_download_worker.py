@@ -15,9 +15,8 @@ from specchat import paths
 from specchat.models import hub_download as download
 from specchat.models.catalog import load_catalog
 from specchat.tinymodels import TinyModels
-from specchat.workers.download import (
-    DownloadService,
-    DownloadWorker,
+from specchat.workers.download import DownloadService, DownloadWorker
+from specchat.workers.download_payloads import (
     FetchCancelled,
     FetchFailed,
     FetchRequest,

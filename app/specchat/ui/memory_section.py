@@ -50,7 +50,7 @@ class MemorySection(QWidget):
     """
 
     context_changed = Signal(int)
-    gpu_layers_changed = Signal(object)
+    gpu_layers_changed = Signal(GpuLayers)
 
     def __init__(
         self,

@@ -36,8 +36,8 @@ from specchat.ui.pair_downloads import (
 from specchat.ui.pair_list import LOCAL_PREFIX, PairList, local_key, pair_size
 from specchat.ui.pair_memory import RememberedPair, custom_pairs, remember_custom
 from specchat.ui.pair_targets import TargetChooser
-from specchat.workers.download import (
-    DownloadService,
+from specchat.workers.download import DownloadService
+from specchat.workers.download_payloads import (
     FetchCancelled,
     FetchFailed,
     FetchRequest,

@@ -19,7 +19,7 @@ from specchat.models.catalog import ModelFile, ModelPair
 from specchat.models.transfer import format_bytes
 from specchat.ui import palette
 from specchat.ui.pair_list import catalog_size
-from specchat.workers.download import FileProgress, FileStatus, LocalChecked, PairStatus
+from specchat.workers.download_payloads import FileProgress, FileStatus, LocalChecked, PairStatus
 
 #: Progress bars count in thousandths: smooth for gigabyte files, exact at 100 %.
 BAR_MAX = 1000

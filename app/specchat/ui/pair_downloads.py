@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from specchat.models.transfer import format_bytes
-from specchat.workers.download import FileProgress, PairFetched, PairStatus
+from specchat.workers.download_payloads import FileProgress, PairFetched, PairStatus
 
 
 def describe_status(status: PairStatus, *, failed: bool) -> str:

@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTree
 
 from specchat.models.catalog import Catalog, ModelFile, ModelPair
 from specchat.models.transfer import format_bytes
-from specchat.workers.download import LocalChecked, PairStatus
+from specchat.workers.download_payloads import LocalChecked, PairStatus
 
 #: Keys of local pairs start with this; catalog pairs are keyed by their id.
 LOCAL_PREFIX = "local:"
