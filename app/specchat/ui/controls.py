@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.engine.types import DraftMode, SamplingParams
+from specchat.ui.fixed_label import FixedLinesLabel
 from specchat.ui.fold import Fold
 from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
 
@@ -100,12 +101,10 @@ class ControlsPanel(QWidget):
         # --- model pair
         pair_box = QGroupBox("Model pair")
         pair_layout = QVBoxLayout(pair_box)
-        self.pair_label = QLabel("No model loaded")
+        self.pair_label = FixedLinesLabel("No model loaded", lines=2)
         self.pair_label.setObjectName("pair_label")
-        self.pair_label.setWordWrap(True)
-        self.pair_detail = QLabel("")
+        self.pair_detail = FixedLinesLabel(lines=4)
         self.pair_detail.setObjectName("pair_detail")
-        self.pair_detail.setWordWrap(True)
         buttons = QHBoxLayout()
         self.models_button = QPushButton("Models…")
         self.models_button.setToolTip("Choose, download or add a target/draft pair")
@@ -146,9 +145,8 @@ class ControlsPanel(QWidget):
         self.k_auto.setToolTip("The K the auto policy chose for the last round")
         self.k_slider.valueChanged.connect(self._on_k_changed)
         form.addRow("K", _row(self.k_slider, self.k_value, self.k_auto))
-        self.k_reason = QLabel("")
+        self.k_reason = FixedLinesLabel(lines=2)
         self.k_reason.setObjectName("k_reason")
-        self.k_reason.setWordWrap(True)
         form.addRow(self.k_reason)
 
         self.temperature_slider = QSlider(Qt.Orientation.Horizontal)
@@ -295,9 +293,8 @@ class ControlsPanel(QWidget):
         elif plain:
             self.k_reason.setText("Drafting is off: every token is a plain target step.")
         else:
-            self.k_reason.setText("")
-        self.k_reason.setVisible(bool(self.k_reason.text()))
-        self.k_slider.setToolTip(self.k_reason.text() or "Tokens drafted per round")
+            self.k_reason.setText("Tokens drafted per round: longer pays while most are kept.")
+        self.k_slider.setToolTip(self.k_reason.text())
         temp = state.temperature
         self.temperature_value.setText(f"{temp:.2f}")
         self.temperature_slider.setToolTip(

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWi
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
 from specchat.ui.figures import SpeedFigures
+from specchat.ui.fixed_label import FixedLinesLabel
 
 #: The gauge's arc: from 210° (lower left) clockwise through the top to -30° (lower right).
 _START_DEG = 210.0
@@ -34,7 +35,7 @@ class AcceptanceGauge(QWidget):
         self.value: float | None = None
         self.marker: float | None = None
         self.palette_ = palette or palettes.current()
-        self.setMinimumSize(150, 118)
+        self.setMinimumSize(112, 92)
         self.setToolTip(
             "Acceptance rate α: the share of drafted tokens the target kept.\n"
             "Arc: this answer. Triangle: the whole conversation."
@@ -42,7 +43,7 @@ class AcceptanceGauge(QWidget):
         self.setAccessibleName("Acceptance rate gauge")
 
     def sizeHint(self) -> QSize:
-        return QSize(180, 140)
+        return QSize(124, 100)
 
     def set_values(self, value: float | None, marker: float | None) -> None:
         self.value = None if value is None else min(1.0, max(0.0, value))
@@ -135,10 +136,10 @@ class _Chart(QWidget):
     ) -> None:
         super().__init__(parent)
         self.palette_ = palette or palettes.current()
-        self.setMinimumHeight(64)
+        self.setFixedHeight(72)
 
     def sizeHint(self) -> QSize:
-        return QSize(200, 76)
+        return QSize(140, 72)
 
     def set_palette(self, palette: palettes.Palette) -> None:
         self.palette_ = palette
@@ -280,30 +281,35 @@ class StatsPanel(QWidget):
         self._conversation = (0, 0)  # accepted, drafted before the current answer
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.gauge)
+        # The gauge beside the figures, not above them: the panel fits a 768-pixel screen.
+        top = QHBoxLayout()
+        top.addWidget(self.gauge)
         form = QFormLayout()
-        form.setHorizontalSpacing(10)
-        form.setVerticalSpacing(3)
-        for key, caption in (
-            ("rate", "Tokens/s"),
-            ("speedup", "Speed-up"),
-            ("plain", "Plain rate"),
-            ("tau", "τ (tokens/pass)"),
-            ("counts", "Accepted/drafted"),
+        form.setHorizontalSpacing(8)
+        form.setVerticalSpacing(2)
+        for key, caption, tip in (
+            ("rate", "Tokens/s", "This answer's decoding rate (prompt reading excluded)"),
+            ("speedup", "Speed-up", "Decoding rate over the plain rate measured here"),
+            ("plain", "Plain", "Plain decoding (no drafts) measured on this machine"),
+            ("tau", "τ/pass", "τ: tokens emitted per target pass"),
+            ("counts", "Kept", "Draft tokens kept / drafted"),
         ):
             label = QLabel("—")
             label.setObjectName(f"stat_{key}")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            label.setToolTip(tip)
+            name = QLabel(caption)
+            name.setToolTip(tip)
             self._labels[key] = label
-            form.addRow(caption, label)
-        layout.addLayout(form)
-        self.speed_note = QLabel("")
+            form.addRow(name, label)
+        top.addLayout(form, 1)
+        layout.addLayout(top)
+        # Fixed heights: a note appearing or going never moves the charts below.
+        self.speed_note = FixedLinesLabel(lines=2)
         self.speed_note.setObjectName("speed_note")
-        self.speed_note.setWordWrap(True)
         layout.addWidget(self.speed_note)
-        self.policy = QLabel("")
+        self.policy = FixedLinesLabel(lines=2)
         self.policy.setObjectName("policy_choice")
-        self.policy.setWordWrap(True)
         layout.addWidget(self.policy)
         charts = QHBoxLayout()
         charts.addWidget(self.over_time)
@@ -368,7 +374,7 @@ class StatsPanel(QWidget):
             self._labels["speedup"].setText(f"{speedup:.2f}×")
             # Say what the figure is relative to: a rate measured here, never an assumed one.
             self.speed_note.setText(
-                f"Decoding only, relative to plain decoding measured here: {speed.plain_source}."
+                f"Decoding only, vs plain measured here ({speed.plain_source})."
             )
 
     def end_answer(self, stats: Stats) -> None:

@@ -19,7 +19,10 @@ class StatusLine:
         self.status_label = QLabel("")
         self.load_bar = QProgressBar()
         self.load_bar.setRange(0, 1000)
-        self.load_bar.setMaximumWidth(220)
+        # Wide enough for the longest stage's text ("calibrating 100%"): never clipped.
+        longest = self.load_bar.fontMetrics().horizontalAdvance("calibrating 100%")
+        self.load_bar.setMinimumWidth(longest + 48)
+        self.load_bar.setMaximumWidth(max(220, longest + 48))
         self.load_bar.setTextVisible(True)
         self.load_bar.hide()
         self.cancel_load_button = QPushButton("Cancel")
