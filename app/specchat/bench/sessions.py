@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.history import template_tokenizer
+from specchat.engine.history import suffix_index_of, template_tokenizer
 from specchat.engine.session import ChatEngine
-from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.suffix_index import Source
 
 if TYPE_CHECKING:
     from specchat.bench.runner import RunRecord
@@ -90,7 +90,7 @@ class Sessions:
         """Leave drafting remembering exactly this session so far, as a user's chat would:
         its stored history, and every earlier turn's prompt and plain answer. Nothing of
         another prompt or another run leaks into a run."""
-        index = suffix_index(self.engine)
+        index = suffix_index_of(self.engine)
         if index is None:
             return
         index.reset_chat()
@@ -142,12 +142,3 @@ class _Message:
 
     role: str
     content: str
-
-
-def suffix_index(engine: ChatEngine) -> SuffixIndex | None:
-    """The suffix index the engine's drafting reads, if it has one."""
-    for drafter in getattr(engine.decoder, "drafters", ()):
-        index = getattr(drafter, "index", None)
-        if isinstance(index, SuffixIndex):
-            return index
-    return None

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from specchat.engine.chat_template import ChatMessage, ChatTemplate, ChatTemplateError
 from specchat.engine.suffix_index import Source, SuffixIndex
 from specchat.store.changes import ChangeKind, StoreChange
 from specchat.store.conversations import ConversationStore, StoredMessage
+
+if TYPE_CHECKING:
+    from specchat.engine.session import ChatEngine
 
 #: Renders and tokenizes one conversation's messages (the target's chat template and
 #: tokenizer, so stored text matches the live prompt token for token).
@@ -143,3 +146,25 @@ class StoredHistory:
                 self.index.put(key, tokens, source=Source.HISTORY, order=conversation.updated)
             else:
                 self.index.drop(key)
+
+
+def suffix_index_of(engine: ChatEngine) -> SuffixIndex | None:
+    """The suffix index the engine's drafting reads, if it has one."""
+    for drafter in getattr(engine.decoder, "drafters", ()):
+        index = getattr(drafter, "index", None)
+        if isinstance(index, SuffixIndex):
+            return index
+    return None
+
+
+def attach_history(store: ConversationStore | None, engine: ChatEngine) -> StoredHistory | None:
+    """Feed the engine's suffix index the stored conversations (started; close() it when the
+    engine goes), or None when there is no store or no suffix drafting."""
+    index = suffix_index_of(engine)
+    if store is None or index is None:
+        return None
+    history = StoredHistory(
+        store, index, template_tokenizer(engine.template, engine.tokenize_prompt)
+    )
+    history.start()
+    return history

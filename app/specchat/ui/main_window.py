@@ -88,7 +88,7 @@ class MainWindow(QMainWindow):
         self._conversation_id: int | None = None
         self._closing = False
 
-        self.service = GenerationService(n_threads=n_threads, parent=self)
+        self.service = GenerationService(n_threads=n_threads, store=store, parent=self)
         self.answers = AnswerController(service=self.service, store=store, parent=self)
         self.loader = PairLoader(service=self.service, settings=settings, parent=self)
         self.latency = LatencyProbe(self)

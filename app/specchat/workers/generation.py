@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
     # so the window opens without it: importing the UI never imports llama_cpp.
     from specchat.engine.decoder import LiveControls
+    from specchat.engine.history import StoredHistory
     from specchat.engine.session import ChatEngine, EngineInfo
     from specchat.models.catalog import ModelPair
+    from specchat.store.conversations import ConversationStore
 
 log = logging.getLogger(__name__)
 
@@ -312,10 +314,19 @@ class GenerationWorker(QObject):
     #: Internal: schedules the next round behind whatever the event queue already holds.
     _step = Signal()
 
-    def __init__(self, *, n_threads: int | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        n_threads: int | None = None,
+        store: ConversationStore | None = None,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self.engine: ChatEngine | None = None
         self._n_threads = n_threads
+        # Earlier conversations, fed to the engine's suffix drafting while a pair is loaded.
+        self._store = store
+        self._history: StoredHistory | None = None
         self._baseline = _BaselineMeter()
         self._request: GenerateRequest | None = None
         self._rounds: Iterator[RoundResult] | None = None
@@ -398,6 +409,9 @@ class GenerationWorker(QObject):
             return
         self._release_engine()
         self.engine, self._baseline = engine, baseline
+        from specchat.engine.history import attach_history
+
+        self._history = attach_history(self._store, engine)
         self.load_progress.emit(LoadProgressUpdate(request.load_id, "ready", 1.0))
         self.loaded.emit(
             Loaded(request.load_id, self.engine.info, request.label, self._baseline.current())
@@ -582,6 +596,9 @@ class GenerationWorker(QObject):
         self._finish(reason, None)
 
     def _release_engine(self) -> None:
+        if self._history is not None:
+            self._history.close()
+            self._history = None
         if self.engine is not None:
             engine, self.engine = self.engine, None
             engine.close()
@@ -614,9 +631,15 @@ class GenerationService(QObject):
     controls_changed = Signal(object)
     shutdown_requested = Signal()
 
-    def __init__(self, *, n_threads: int | None = None, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        n_threads: int | None = None,
+        store: ConversationStore | None = None,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
-        self.worker = GenerationWorker(n_threads=n_threads)
+        self.worker = GenerationWorker(n_threads=n_threads, store=store)
         self.worker_thread = QThread()
         self.worker_thread.setObjectName("specchat-generation")
         self._next_id = 0
