@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeyEvent
 from PySide6.QtWidgets import (
@@ -44,6 +46,7 @@ class Banner(QFrame):
     Attributes:
         label: the message.
         kind: 'error' or 'info'.
+        action_button: what the message offers to do, shown only when it offers something.
     """
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -60,12 +63,34 @@ class Banner(QFrame):
         close.setAutoRaise(True)
         close.setToolTip("Dismiss")
         close.clicked.connect(self.hide)
+        #: Offers what to do about the message ("Regenerate with temperature 0.7"), if anything.
+        self.action_button = QPushButton("")
+        self.action_button.hide()
+        self.action_button.clicked.connect(self._on_action_clicked)
+        self._action: Callable[[], object] | None = None
         layout.addWidget(self.label, 1)
+        layout.addWidget(self.action_button, 0, Qt.AlignmentFlag.AlignTop)
         layout.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.hide()
 
-    def show_message(self, text: str, *, kind: str, palette: palettes.Palette) -> None:
+    def _on_action_clicked(self) -> None:
+        action, self._action = self._action, None
+        self.hide()
+        if action is not None:
+            action()
+
+    def show_message(
+        self,
+        text: str,
+        *,
+        kind: str,
+        palette: palettes.Palette,
+        action: tuple[str, Callable[[], object]] | None = None,
+    ) -> None:
         self.kind = kind
+        self._action = action[1] if action else None
+        self.action_button.setText(action[0] if action else "")
+        self.action_button.setVisible(action is not None)
         background = palette.error_background if kind == "error" else palette.info_background
         foreground = palette.error_text if kind == "error" else palette.text
         self.setStyleSheet(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
+
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -16,10 +19,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specchat.store.conversations import ConversationStore
+from specchat.store.conversations import Conversation, ConversationStore
 
 #: How long the "Deleted … Undo" bar stays.
 UNDO_TIMEOUT_MS = 10_000
+
+
+def when(stamp: float, *, now: float | None = None) -> str:
+    """A conversation's time for the list: "14:05" today, "22 Nov 14:05" before."""
+    local, today = time.localtime(stamp), time.localtime(now if now is not None else time.time())
+    same_day = local[:3] == today[:3]
+    return time.strftime("%H:%M" if same_day else "%d %b %H:%M", local).lstrip("0")
+
+
+def item_text(conversation: Conversation, *, repeated: bool) -> str:
+    """The list's text: the title, with its time when another conversation has that title."""
+    title = conversation.title or "Untitled"
+    return f"{title} · {when(conversation.created)}" if repeated else title
 
 
 class ConversationList(QWidget):
@@ -44,6 +60,9 @@ class ConversationList(QWidget):
         super().__init__(parent)
         self.store = store
         self._undo_id: int | None = None
+        #: The conversation shown in the transcript: the highlight stays on it (a right-click
+        #: moves Qt's current item, and a list rebuilt from that would highlight another one).
+        self._open: int | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         top = QHBoxLayout()
@@ -66,6 +85,7 @@ class ConversationList(QWidget):
         self.list.customContextMenuRequested.connect(self._on_context_menu)
         self.list.itemActivated.connect(self._on_item_activated)
         self.list.itemClicked.connect(self._on_item_activated)
+        self.list.currentItemChanged.connect(self._on_current_changed)
         layout.addWidget(self.list, 1)
         # The undo bar: appears after a delete, until undone or timed out.
         self.undo_bar = QWidget()
@@ -87,13 +107,18 @@ class ConversationList(QWidget):
 
     # --- public --------------------------------------------------------------------------
     def refresh(self, *, select: int | None = None) -> None:
-        current = select if select is not None else self.current_id()
+        if select is not None:
+            self._open = select
+        current = self._open
         self.list.blockSignals(True)
         self.list.clear()
-        for conversation in self.store.conversations(self.search.text().strip()):
-            item = QListWidgetItem(conversation.title or "Untitled")
+        conversations = self.store.conversations(self.search.text().strip())
+        titles = Counter(c.title or "Untitled" for c in conversations)
+        for conversation in conversations:
+            repeated = titles[conversation.title or "Untitled"] > 1
+            item = QListWidgetItem(item_text(conversation, repeated=repeated))
             item.setData(Qt.ItemDataRole.UserRole, conversation.id)
-            item.setToolTip(conversation.title)
+            item.setToolTip(f"{conversation.title}\nstarted {when(conversation.created)}")
             self.list.addItem(item)
             if conversation.id == current:
                 self.list.setCurrentItem(item)
@@ -145,7 +170,13 @@ class ConversationList(QWidget):
 
     @Slot(QListWidgetItem)
     def _on_item_activated(self, item: QListWidgetItem) -> None:
-        self.selected.emit(int(item.data(Qt.ItemDataRole.UserRole)))
+        self._open = int(item.data(Qt.ItemDataRole.UserRole))
+        self.selected.emit(self._open)
+
+    @Slot(QListWidgetItem, QListWidgetItem)
+    def _on_current_changed(self, current: QListWidgetItem | None, _previous: object) -> None:
+        if current is None:  # the window cleared it: a new chat, no conversation open
+            self._open = None
 
     @Slot()
     def _on_undo_clicked(self) -> None:
@@ -168,6 +199,7 @@ class ConversationList(QWidget):
         menu.addAction("Rename…", lambda: self._ask_rename(conversation_id))
         menu.addAction("Delete", lambda: self.delete(conversation_id))
         menu.exec(self.list.viewport().mapToGlobal(pos))
+        self.refresh()  # the highlight goes back to the open conversation
 
     def _ask_rename(self, conversation_id: int) -> None:
         current = self.store.get(conversation_id).title

@@ -36,8 +36,9 @@ from specchat.ui.conversations import ConversationList
 from specchat.ui.export import ask_export_path, write_export
 from specchat.ui.latency import LatencyProbe
 from specchat.ui.pair_loader import PairLoader, catalog_pair, local_pair, pair_text
+from specchat.ui.regenerate_hint import offer_warmer
 from specchat.ui.side_panel import SidePanel
-from specchat.ui.status_line import StatusLine
+from specchat.ui.status_line import StatusLine, answer_status
 from specchat.ui.window_menus import WindowMenus
 from specchat.ui.window_state import decode, encode, save_controls
 from specchat.workers.generation import (
@@ -381,6 +382,7 @@ class MainWindow(QMainWindow):
         if not any(m.role == "user" for m in self.store.messages(self._conversation_id)):
             return False
         self._start_answer()
+        offer_warmer(self)
         return True
 
     def stop(self) -> None:
@@ -445,14 +447,11 @@ class MainWindow(QMainWindow):
             self.stats_panel.end_answer(ended.stats)
         worst = self.latency.worst_ms
         self.latency_label.setText(f"UI latency ≤ {worst:.0f} ms")
-        stats, stop = ended.stats, ended.stop
-        rate = f" · {stats.tokens_per_s:.1f} tok/s" if stats and stats.rounds else ""
-        self.status_label.setText(f"Answer {stop.value if stop else 'failed'}{rate}.")
+        self.status_label.setText(answer_status(ended.stop, ended.stats))
         self.conversation_list.refresh(select=ended.conversation_id)
         self._refresh_actions()
-        self.answer_done.emit(
-            AnswerDone(ended.conversation_id, ended.message_id, stop, stats, worst)
-        )
+        done = AnswerDone(ended.conversation_id, ended.message_id, ended.stop, ended.stats, worst)
+        self.answer_done.emit(done)
 
     def _recount_conversation(self) -> None:
         conversation_id = self._conversation_id

@@ -177,6 +177,13 @@ def dark_qpalette() -> QPalette:
         (roles.HighlightedText, "#FFFFFF"),
         (roles.Link, OKABE_ITO["sky_blue"]),
         (roles.PlaceholderText, "#8A8D93"),
+        # The 3-D roles: QPalette() starts with a light set, which on a dark window makes
+        # borders glare and disabled text (drawn in Mid) look enabled.
+        (roles.Light, "#4A4D52"),
+        (roles.Midlight, "#34363B"),
+        (roles.Mid, "#5F6368"),
+        (roles.Dark, "#17181A"),
+        (roles.Shadow, "#000000"),
     ):
         p.setColor(role, QColor(value))
     p.setColor(QPalette.ColorGroup.Disabled, roles.Text, QColor("#6E7177"))

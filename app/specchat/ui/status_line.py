@@ -4,6 +4,23 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton, QStatusBar
 
+from specchat.engine.types import Stats, StopReason
+
+#: The status bar's sentence for each way an answer ends.
+_ENDINGS = {
+    StopReason.EOS: "Answer finished",
+    StopReason.MAX_TOKENS: "Answer cut at the token limit",
+    StopReason.STOP_STRING: "Answer finished at a stop string",
+    StopReason.CANCELLED: "Answer stopped",
+    StopReason.CONTEXT_FULL: "Answer cut: the context window is full",
+}
+
+
+def answer_status(stop: StopReason | None, stats: Stats | None) -> str:
+    """How the last answer ended, with its rate: "Answer finished · 24.0 tok/s."."""
+    rate = f" · {stats.tokens_per_s:.1f} tok/s" if stats and stats.rounds else ""
+    return f"{_ENDINGS[stop] if stop else 'Answer failed'}{rate}."
+
 
 class StatusLine:
     """The widgets placed in a window's status bar.
