@@ -29,6 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="auto: the hub, falling back to the mirror when the hub is unreachable",
     )
+    fetch.add_argument(
+        "--cpu-target",
+        action="store_true",
+        help="also fetch the catalog's CPU-format target (Q4_0), where the pair has one",
+    )
     verify = sub.add_parser("verify", help="re-hash a pair's files and check them as GGUF")
     verify.add_argument("pair_id", metavar="PAIR_ID")
     path = sub.add_parser("path", help="print the target and draft file paths")
@@ -96,12 +101,17 @@ def _notifier(role: str) -> Callable[[str], None]:
     return notify
 
 
-def _fetch(pair_id: str, source: str) -> int:
+def _fetch(pair_id: str, source: str, *, cpu_target: bool = False) -> int:
     from specchat.models.download import DownloadError, fetch_file, locate_file, verify_located
 
     pair = find_pair(pair_id)
+    files = list(pair.files())
+    if cpu_target:
+        if pair.cpu_target is None:
+            raise UserError(f"pair {pair.id!r} names no CPU-format target")
+        files.append(("cpu", pair.cpu_target))
     results = {}
-    for role, model in pair.files():
+    for role, model in files:
         progress = TerminalProgress(role=role)
         located = locate_file(model)
         try:
@@ -283,7 +293,7 @@ def run(args: argparse.Namespace) -> int:
     if command == "list":
         return _list()
     if command == "fetch":
-        return _fetch(args.pair_id, args.source)
+        return _fetch(args.pair_id, args.source, cpu_target=args.cpu_target)
     if command == "verify":
         return _verify(args.pair_id)
     if command == "path":

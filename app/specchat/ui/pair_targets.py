@@ -103,6 +103,10 @@ class TargetChooser(QGroupBox):
             button = QRadioButton(describe_option(option))
             button.setObjectName(f"target_{option.variant}")
             button.setEnabled(option.path is not None and not busy)
+            if option.path is None and option.variant == "cpu":
+                button.setToolTip(
+                    f"Not downloaded: `specchat models fetch {choices.pair_id} --cpu-target`"
+                )
             button.setChecked(option.variant == runs)
             self._group.addButton(button)
             self._buttons.addWidget(button)
