@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -14,6 +15,9 @@ from specchat import settings as cfg
 from specchat.ui.palette import apply_theme
 
 log = logging.getLogger(__name__)
+
+#: Seconds to wait at exit for a worker still inside a llama.cpp call after the window closed.
+EXIT_WAIT_S = 120.0
 
 
 def _icon() -> QIcon | None:
@@ -72,7 +76,17 @@ def run_app(argv: Sequence[str]) -> int:
     try:
         return app.exec()
     finally:
+        # The window waited a bounded time for the worker, but a llama.cpp call cannot be
+        # interrupted and may run longer. Qt aborts the process when a running QThread is
+        # destroyed, so wait for it here, with the window already gone.
+        stopped = window.service.wait_stopped(timeout_s=EXIT_WAIT_S)
         store.close()
+        if not stopped:
+            # Everything is committed and the settings are saved: leave without the
+            # interpreter's teardown, which would destroy the running thread and abort.
+            log.error("the worker thread did not stop within %.0f s; exiting now", EXIT_WAIT_S)
+            logging.shutdown()
+            os._exit(0)
 
 
 if __name__ == "__main__":

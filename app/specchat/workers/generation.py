@@ -338,6 +338,13 @@ class GenerationWorker(QObject):
         # queued signal behind it.
         self._cancel = threading.Event()
         self._load_cancel = threading.Event()
+        # Loads are numbered in the order they are queued (and so started); a Cancel made
+        # while a load still waits in the queue is kept by number, not only in the event,
+        # so starting that load cannot wipe it.
+        self._load_lock = threading.Lock()
+        self._queued_loads = 0
+        self._started_loads = 0
+        self._cancelled_loads = 0
         self._step.connect(self._on_step, Qt.ConnectionType.QueuedConnection)
 
     # --- thread-safe entry points ---------------------------------------------------------
@@ -345,9 +352,16 @@ class GenerationWorker(QObject):
         """Stop the answer in progress at its next round (callable from any thread)."""
         self._cancel.set()
 
+    def note_load_request(self) -> None:
+        """One more load is being queued (callable from any thread, just before it is sent)."""
+        with self._load_lock:
+            self._queued_loads += 1
+
     def cancel_load(self) -> None:
-        """Abort the load in progress (callable from any thread)."""
-        self._load_cancel.set()
+        """Abort the load in progress and every load queued so far (callable from any thread)."""
+        with self._load_lock:
+            self._cancelled_loads = self._queued_loads
+            self._load_cancel.set()
 
     @property
     def busy(self) -> bool:
@@ -362,7 +376,11 @@ class GenerationWorker(QObject):
         from specchat.engine.session import ChatEngine, LoadProgress
 
         self._end_generation(StopReason.CANCELLED)
-        self._load_cancel.clear()
+        with self._load_lock:
+            self._started_loads += 1
+            self._load_cancel.clear()
+            if self._started_loads <= self._cancelled_loads:
+                self._load_cancel.set()
         cancel = self._load_cancel
         last = [-1.0]
 
@@ -671,8 +689,10 @@ class GenerationService(QObject):
         return self._next_id
 
     def load(self, request: LoadRequest) -> None:
-        # A newer load supersedes one still running: cancel it so this one starts soon.
+        # A newer load supersedes older ones, running or queued: cancel them so this one
+        # starts soon.
         self.worker.cancel_load()
+        self.worker.note_load_request()
         self.worker.cancel_generation()
         self._current_request = None
         self.load_requested.emit(request)
@@ -692,6 +712,12 @@ class GenerationService(QObject):
 
     def is_current(self, request_id: int) -> bool:
         return request_id == self._current_request
+
+    def wait_stopped(self, *, timeout_s: float) -> bool:
+        """After shutdown: wait up to `timeout_s` more for the thread; True once it ended."""
+        if not self._started:
+            return True
+        return bool(self.worker_thread.wait(int(timeout_s * 1000)))
 
     def shutdown(self, *, timeout_s: float = 2.0) -> bool:
         """Cancel everything, release the engine on its thread and wait at most `timeout_s`."""
