@@ -126,7 +126,7 @@ def test_ctrl_c_cancels_cleanly(env: dict[str, str], tmp_path: Path) -> None:
     os.killpg(process.pid, signal.SIGINT)
     _out, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
-    assert "conversion cancelled; nothing was kept" in err
+    assert "conversion cancelled; no partial file was kept" in err
     assert "Traceback" not in err
     models = Path(env["SPECCHAT_MODEL_CACHE"]) / "models"
     assert not list(models.glob("wide*")), "a partial or finished copy was left"

@@ -82,4 +82,4 @@ def test_cancel_keeps_nothing(qtbot: QtBot, picker: ModelPicker) -> None:
         picker.targets.cancel_button.click()
     assert ended.args[0].cancelled and not ended.args[0].ok
     assert not list(paths.models_dir().glob("*derived*"))
-    assert "nothing was kept" in picker.message.text()
+    assert "no partial file was kept" in picker.message.text()

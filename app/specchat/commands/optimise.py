@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(str(error)) from None
         except KeyboardInterrupt:
             progress.close()
-            print("specchat: conversion cancelled; nothing was kept", file=sys.stderr)
+            print("specchat: conversion cancelled; no partial file was kept", file=sys.stderr)
             return 130
         progress.close()
         quality_file.unlink(missing_ok=True)  # measured on the file it replaces

@@ -70,7 +70,7 @@ class OptimiseEnded:
     Attributes:
         pair_id: the pair.
         ok: the copy was made (and measured).
-        cancelled: the user cancelled (nothing was kept).
+        cancelled: the user cancelled (no partial file was kept).
         message: what to tell the user.
         path: the copy, when made.
         quality: the quality measurement (a summary).
@@ -197,7 +197,7 @@ class OptimiseWorker(QObject):
                 free_space=self._free_space,
             )
         except OptimiseCancelled:
-            return OptimiseEnded(pair_id, False, True, "Cancelled; nothing was kept.")
+            return OptimiseEnded(pair_id, False, True, "Cancelled; no partial file was kept.")
         except OptimiseError as error:
             return OptimiseEnded(pair_id, False, False, str(error))
         quality_path(output).unlink(missing_ok=True)
