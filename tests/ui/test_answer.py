@@ -135,3 +135,41 @@ def test_answer_controller_imports_no_widgets() -> None:
         "assert 'PySide6.QtWidgets' not in sys.modules, 'the answer controller imports widgets'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+#: ChatML that, like Mistral's and Llama 2's templates, refuses roles out of turn.
+STRICT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant') }}"
+    "{% endif %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def test_an_empty_answer_keeps_the_roles_alternating(
+    qtbot: QtBot, service: GenerationService, store: ConversationStore, tmp_path: Path
+) -> None:
+    from specchat.tinymodels import TinySpec, write_tiny_model
+
+    strict = write_tiny_model(tmp_path / "strict.gguf", TinySpec(chat_template=STRICT_TEMPLATE))
+    request = LoadRequest(
+        service.new_id(), target=strict, n_ctx=1024, target_gpu_layers=0, calibrate=False
+    )
+    with qtbot.waitSignal(service.loaded, timeout=30_000):
+        service.load(request)
+    answers = AnswerController(service=service, store=store)
+    conversation_id = _conversation(store, "first question")
+    # Stopped before its first round: the answer is stored empty.
+    with qtbot.waitSignal(answers.ended, timeout=30_000):
+        _start(answers, conversation_id, max_tokens=40)
+        answers.stop()
+    assert [m.content for m in store.messages(conversation_id)] == ["first question", ""]
+    store.add_message(conversation_id, "user", "second question")
+    with qtbot.waitSignal(answers.ended, timeout=60_000) as blocker:
+        _start(answers, conversation_id, max_tokens=8)
+    ended: AnswerEnded = blocker.args[0]
+    assert ended.error == ""
+    assert ended.stop in (StopReason.MAX_TOKENS, StopReason.EOS)

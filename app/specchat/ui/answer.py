@@ -136,6 +136,24 @@ def acceptance_totals(messages: Iterable[StoredMessage]) -> tuple[int, int]:
     return accepted, drafted
 
 
+def chat_history(stored: Iterable[StoredMessage]) -> list[ChatMessage]:
+    """The conversation as the model sees it, with user and assistant turns alternating.
+
+    An answer that failed or was stopped before its first token is stored empty. Dropping
+    it would put two user messages in a row, which templates that insist on alternating
+    roles (Mistral, Llama 2, Gemma) refuse for every later turn: an empty assistant turn
+    stands in its place.
+    """
+    history: list[ChatMessage] = []
+    for message in stored:
+        if message.role == "assistant" and not message.content:
+            continue
+        if message.role == "user" and history and history[-1].role == "user":
+            history.append(ChatMessage("assistant", ""))
+        history.append(ChatMessage(message.role, message.content))
+    return history
+
+
 def _speed(stats: Stats, baseline: PlainBaseline | None) -> SpeedFigures:
     return SpeedFigures(
         stats.tokens_per_s,
@@ -206,9 +224,7 @@ class AnswerController(QObject):
         no model) is taken back out of the conversation, for the composer.
         """
         stored_messages = self.store.messages(conversation_id)
-        history = [
-            ChatMessage(m.role, m.content) for m in stored_messages if m.content or m.role == "user"
-        ]
+        history = chat_history(stored_messages)
         asked = stored_messages[-1] if stored_messages and give_back else None
         stored = self.store.begin_assistant_message(conversation_id)
         answer = _Answer(
