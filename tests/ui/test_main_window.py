@@ -358,7 +358,10 @@ def test_code_blocks_are_monospace(qtbot: QtBot, make_window: Maker) -> None:
     code = [b for b in _blocks(doc) if b.text().startswith(("```", "x = "))]
     assert len(code) == 3
     for block in code:
-        assert block.blockFormat().background().color() == view.palette_.code_background
+        # The opening fence is the block's header, on the code edge colour.
+        header = block.text().startswith("```py")
+        background = view.palette_.code_border if header else view.palette_.code_background
+        assert block.blockFormat().background().color() == background
         fmt = block.begin().fragment().charFormat()
         assert fmt.font().fixedPitch() or fmt.fontFamilies() != doc.defaultFont().families()
     after = next(b for b in _blocks(doc) if b.text() == "ok")

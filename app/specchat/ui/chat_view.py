@@ -6,13 +6,15 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from PySide6.QtCore import QEvent, QPoint, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QPoint, QPointF, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
     QContextMenuEvent,
     QFont,
     QFontDatabase,
     QGuiApplication,
     QHelpEvent,
+    QPainter,
+    QPaintEvent,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -24,11 +26,20 @@ from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
 from specchat.store.conversations import StoredMessage
 from specchat.ui import palette as palettes
+from specchat.ui.rich_text import (
+    COPY_SCHEME,
+    GHOST_PROPERTY,
+    code_block_format,
+    code_text,
+    paint_wrap_marks,
+    style_fence_line,
+    style_inline,
+)
+
+__all__ = ["GHOST_PROPERTY", "TOKEN_PROPERTY", "ChatView", "Span", "spans_from_store"]
 
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1
-#: Char-format property marking ghost (rejected draft) text.
-GHOST_PROPERTY = QTextFormat.Property.UserProperty + 2
 #: How long rounds wait to be painted together: a fast stream becomes ~25 paints a second.
 FLUSH_INTERVAL_MS = 40
 _SPECIFIED_ONLY = QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly
@@ -71,6 +82,7 @@ class _LineState:
     line_start: int = 0
     fence_line: bool = False
     in_code: bool = False
+    opening: bool = False  #: the fence line opens a block (rather than closing one)
 
 
 def _monospace() -> QFont:
@@ -130,6 +142,7 @@ class ChatView(QTextBrowser):
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self._on_flush_due)
+        self.anchorClicked.connect(self._on_anchor_clicked)
 
     # --- content ---------------------------------------------------------------------------
     def clear_messages(self) -> None:
@@ -185,9 +198,10 @@ class ChatView(QTextBrowser):
             return
         message = self._messages[-1]
         message.finished = True
+        cursor = self._end_cursor()
+        self._finish_line(cursor)
         if note:
             message.note = note
-            cursor = self._end_cursor()
             self._insert_note(cursor, note)
         self._scroll_to_end()
 
@@ -290,6 +304,23 @@ class ChatView(QTextBrowser):
             return ""
         return _tooltip(self._tokens[int(token)])
 
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        # Mark where a long code line wraps, so a continuation never reads as a new line.
+        painter = QPainter(self.viewport())
+        offset = QPointF(-self.horizontalScrollBar().value(), -self.verticalScrollBar().value())
+        first = self.cursorForPosition(QPoint(0, 0)).block()
+        paint_wrap_marks(
+            painter, self.document(), first, offset=offset,
+            bottom=self.viewport().height(), colour=self.palette_.muted_text,
+        )  # fmt: skip
+        painter.end()
+
+    @Slot(QUrl)
+    def _on_anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == COPY_SCHEME:
+            QGuiApplication.clipboard().setText(code_text(self.document(), int(url.path())))
+
     def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
             assert isinstance(event, QHelpEvent)
@@ -390,6 +421,8 @@ class ChatView(QTextBrowser):
             if self.show_rejected and i in message.ghosts:
                 self._insert_ghost(cursor, message.ghosts[i])
             self._insert_span(cursor, span)
+        if message.finished:
+            self._finish_line(cursor)
         if message.note:
             self._insert_note(cursor, message.note)
 
@@ -431,10 +464,26 @@ class ChatView(QTextBrowser):
         if not state.fence_line and state.line.lstrip().startswith("```"):
             # The fence may arrive split over tokens: restyle the whole line once it is known.
             state.fence_line = True
+            state.opening = not state.in_code
             self._style_code_line(cursor, state.line_start, fence=True)
+
+    def _finish_line(self, cursor: QTextCursor) -> None:
+        """The line is complete: a fence becomes a header (or footer), prose gets its
+        Markdown styles; both merged over the token formats, the text unchanged."""
+        state = self._line
+        start, end = state.line_start, cursor.position()
+        pal, mono = self.palette_, self._mono
+        if state.fence_line:
+            style_fence_line(self.document(), start, end, opening=state.opening, palette=pal,
+                             mono=mono)  # fmt: skip
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+        elif not state.in_code and end > start:
+            style_inline(self.document(), start, end, palette=pal, mono=mono)
+            cursor.movePosition(QTextCursor.MoveOperation.End)
 
     def _end_line(self, cursor: QTextCursor, fmt: QTextCharFormat) -> None:
         state = self._line
+        self._finish_line(cursor)
         if state.fence_line:
             state.in_code = not state.in_code
         block = QTextBlockFormat()
@@ -445,12 +494,8 @@ class ChatView(QTextBrowser):
         self._line = _LineState(line_start=cursor.position(), in_code=state.in_code)
 
     def _code_block_format(self) -> QTextBlockFormat:
-        block = QTextBlockFormat()
-        block.setBackground(self.palette_.code_background)
-        block.setLeftMargin(10)
-        block.setRightMargin(10)
-        block.setNonBreakableLines(True)
-        return block
+        # Code lines wrap (a long line never widens the transcript), marked in paintEvent.
+        return code_block_format(self.palette_)
 
     def _style_code_line(self, cursor: QTextCursor, start: int, *, fence: bool) -> None:
         line = QTextCursor(self.document())
