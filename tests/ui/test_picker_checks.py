@@ -69,5 +69,5 @@ def test_a_random_bytes_gguf_is_refused_before_asking_for_a_draft(  # type: igno
     picker._on_add_local_clicked()
     assert asked == []
     text = picker.message.text()
-    assert text.startswith("Refused noise.gguf") and "not a GGUF file" in text
+    assert text.startswith("Refused: the target noise.gguf cannot be used: not a GGUF file")
     assert "b'" not in text and "\\x" not in text  # no Python bytes value

@@ -130,7 +130,7 @@ def damaged_file(target: Path, draft: Path | None) -> str:
         try:
             validate(path)
         except GGUFError as error:
-            return f"the {role} {path.name} is no usable model — {error}"
+            return f"the {role} {path.name} cannot be used: {error}"
         except OSError as error:
             return f"the {role} {path.name} cannot be read: {error.strerror or error}"
     return ""

@@ -134,8 +134,8 @@ def _parse_header(cur: _Cursor, path: Path) -> tuple[int, int, int]:
     if magic != MAGIC:
         # People read this: name what the file is not, never a bytes value.
         raise GGUFError(
-            "not a GGUF file: it does not start with the GGUF signature "
-            "(another kind of file, or damaged)"
+            "not a GGUF file (it does not start with the GGUF signature: another kind of "
+            "file, or damaged)"
         )
     cur.pos = 4
     version = cur.u32("version")

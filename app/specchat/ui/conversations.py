@@ -25,17 +25,25 @@ from specchat.store.conversations import Conversation, ConversationStore
 UNDO_TIMEOUT_MS = 10_000
 
 
-def when(stamp: float, *, now: float | None = None) -> str:
+def when(stamp: float, *, now: float | None = None, seconds: bool = False) -> str:
     """A conversation's time for the list: "14:05" today, "22 Nov 14:05" before."""
     local, today = time.localtime(stamp), time.localtime(now if now is not None else time.time())
-    same_day = local[:3] == today[:3]
-    return time.strftime("%H:%M" if same_day else "%d %b %H:%M", local).lstrip("0")
+    clock = "%H:%M:%S" if seconds else "%H:%M"
+    return time.strftime(clock if local[:3] == today[:3] else f"%d %b {clock}", local).lstrip("0")
 
 
-def item_text(conversation: Conversation, *, repeated: bool) -> str:
-    """The list's text: the title, with its time when another conversation has that title."""
-    title = conversation.title or "Untitled"
-    return f"{title} · {when(conversation.created)}" if repeated else title
+def item_texts(conversations: list[Conversation]) -> list[str]:
+    """The list's texts: titles, with the start time where titles repeat (to the second
+    where the minute repeats too)."""
+    titles = Counter(c.title or "Untitled" for c in conversations)
+    minutes = Counter((c.title, when(c.created)) for c in conversations)
+    texts = []
+    for c in conversations:
+        title = c.title or "Untitled"
+        if titles[title] > 1:
+            title += f" · {when(c.created, seconds=minutes[(c.title, when(c.created))] > 1)}"
+        texts.append(title)
+    return texts
 
 
 class ConversationList(QWidget):
@@ -112,11 +120,9 @@ class ConversationList(QWidget):
         current = self._open
         self.list.blockSignals(True)
         self.list.clear()
-        conversations = self.store.conversations(self.search.text().strip())
-        titles = Counter(c.title or "Untitled" for c in conversations)
-        for conversation in conversations:
-            repeated = titles[conversation.title or "Untitled"] > 1
-            item = QListWidgetItem(item_text(conversation, repeated=repeated))
+        conversations = list(self.store.conversations(self.search.text().strip()))
+        for conversation, text in zip(conversations, item_texts(conversations), strict=True):
+            item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, conversation.id)
             item.setToolTip(f"{conversation.title}\nstarted {when(conversation.created)}")
             self.list.addItem(item)

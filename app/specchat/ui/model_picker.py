@@ -360,7 +360,7 @@ class ModelPicker(QDialog):
         # Refuse a file that is no usable model before asking anything more about it.
         problem = damaged_file(Path(target), None)
         if problem:
-            self._show_message(f"Refused {Path(target).name}: {problem}", error=True)
+            self._show_message(f"Refused: {problem}", error=True)
             return
         answer = QMessageBox.question(
             self,
