@@ -9,6 +9,7 @@ import sys
 import textwrap
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from specchat.engine.chat_template import FALLBACK_TEMPLATE, ChatMessage, ChatTemplate, render_chat
 from specchat.engine.template_guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
 from specchat.tinymodels import TinySpec, write_tiny_model
-from tests.helpers.chat_templates import PAYLOADS, QWEN25_TEMPLATE, Payload
+from tests.helpers.chat_templates import BUILDERS, PAYLOADS, QWEN25_TEMPLATE, Payload
 
 CONVERSATION = [
     ChatMessage("system", "Be brief."),
@@ -25,10 +26,6 @@ CONVERSATION = [
     ChatMessage("assistant", "Hello!"),
     ChatMessage("user", "2+2?"),
 ]
-
-#: Bound on how long any refusal may take (the render time limit is 1 s).
-REFUSAL_SECONDS = 2.5
-
 
 # --- real templates ------------------------------------------------------------------------
 
@@ -149,14 +146,12 @@ def test_invalid_template_is_a_syntax_error() -> None:
     assert "line 1" in str(caught.value)
 
 
-def test_long_legitimate_conversation_renders_quickly() -> None:
+def test_long_legitimate_conversation_renders() -> None:
     messages = [ChatMessage("system", "S")]
     for i in range(300):
         messages.append(ChatMessage("user", f"question {i} " + "x" * 2000))
         messages.append(ChatMessage("assistant", f"answer {i} " + "y" * 2000))
-    started = time.monotonic()
     prompt = render_chat(QWEN25_TEMPLATE, messages)
-    assert time.monotonic() - started < 0.5
     assert prompt.count("<|im_start|>") == len(messages) + 1
 
 
@@ -226,9 +221,7 @@ def test_hostile_template_is_refused(
     payload: Payload, tmp_path: Path, no_process_started: list[str]
 ) -> None:
     sentinel = tmp_path / "pwned"
-    started = time.monotonic()
     error, at_compile = _refuse(payload, sentinel)
-    elapsed = time.monotonic() - started
     assert error.problem is payload.problem, str(error)
     # Spelled-out escapes are refused before any of the template runs.
     assert at_compile == payload.static
@@ -237,9 +230,23 @@ def test_hostile_template_is_refused(
         assert str(error).endswith("which is not allowed; SpecChat refused to run it")
     if payload.problem is ChatTemplateProblem.LIMIT:
         assert str(error).endswith("SpecChat stopped it")
-    assert elapsed < REFUSAL_SECONDS
     assert not sentinel.exists()
     assert no_process_started == []
+
+
+@pytest.mark.parametrize("payload", BUILDERS, ids=[p.name for p in BUILDERS])
+def test_builders_are_refused_before_they_build(payload: Payload) -> None:
+    # Each payload's inputs (a 3 MB string, a list of twenty references to it) are within
+    # the limits; what it asks for is 18 to 60 MB. Refused after building, it would show.
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChatTemplateError) as caught:
+            ChatTemplate(payload.source).render(CONVERSATION)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.problem is ChatTemplateProblem.LIMIT
+    assert peak < 12_000_000, f"{peak / 1e6:.0f} MB allocated before the refusal"
 
 
 def test_refusal_message_names_the_attribute() -> None:

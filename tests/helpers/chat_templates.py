@@ -202,9 +202,29 @@ PAYLOADS: tuple[Payload, ...] = (
         "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
         LIMIT,
     ),
+    # Builders whose inputs are each under the limits but whose result is not: refused
+    # before anything is built (BUILDERS below lists them for the memory check).
+    *(
+        Payload(name, "{% set x = 'a' * 3000000 %}{% set xs = [x] * 20 %}" + body, LIMIT)
+        for name, body in (
+            ("join-filter-items", "{{ xs | join }}"),
+            ("str-join-items", "{{ ''.join(xs) }}"),
+            ("format-method-fields", "{{ '{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}'.format(x) }}"),
+            ("format-map-fields", "{{ '{a}{a}{a}{a}{a}{a}{a}{a}{a}{a}'.format_map({'a': x}) }}"),
+            ("format-filter-fields", "{{ '%s%s%s%s%s%s%s%s%s%s' | format(x,x,x,x,x,x,x,x,x,x) }}"),
+            ("percent-fields", "{{ '%s%s%s%s%s%s%s%s%s%s' % (x,x,x,x,x,x,x,x,x,x) }}"),
+            ("tojson-items", "{{ xs | tojson }}"),
+            ("tojson-escapes", "{{ ('\x01' * 3000000) | tojson }}"),
+            ("string-filter-items", "{{ xs | string }}"),
+            ("pprint-items", "{{ xs | pprint }}"),
+        )
+    ),
     Payload("include-file", "{% include '/etc/passwd' %}", UNSAFE, True),
     Payload(
         "import-module", "{% from 'os' import system %}{{ system('touch SENTINEL') }}", UNSAFE, True
     ),
     Payload("lipsum-huge", "{{ lipsum(n=10**9) }}", FAILED),
 )
+
+#: The payloads refused for what they would build: each must be refused before building it.
+BUILDERS = tuple(p for p in PAYLOADS if p.source.startswith("{% set x = 'a' * 3000000 %}"))

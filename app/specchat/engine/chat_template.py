@@ -31,6 +31,7 @@ from specchat.engine.template_guards import (
     TemplateRaised,
     check_percent,
     current_budget,
+    format_bound,
     guard_filter,
     is_forbidden,
     limit_error,
@@ -209,6 +210,9 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
                     raise TypeError("format_map() takes exactly one argument")
                 mapping: Mapping[str, Any] = args[0]
                 args, kwargs = (), dict(mapping)
+            budget = current_budget()
+            # Bounded before it is built: '{0}{0}{0}…'.format(big) writes big once per field.
+            budget.allow(format_bound(subject, [*args, *kwargs.values()], budget.limits.max_chars))
             result = type(subject)(formatter.vformat(subject, args, kwargs))
             current_budget().produced(result)
             return result

@@ -182,6 +182,64 @@ def current_budget() -> Budget:
 
 # --- bounds of operations that can multiply their input --------------------------------------
 
+#: Nesting followed when estimating a value's text; deeper values count as too big.
+_TEXT_DEPTH = 16
+#: Characters json.dumps writes for one character needing an escape (\u001f, \ud83d\ude00).
+_JSON_ESCAPE = 12
+_JSON_SPECIAL = {code: None for code in range(32)} | {ord('"'): None, ord("\\"): None}
+
+
+def text_bound(
+    value: Any, limit: int, *, json: bool = False, ascii_only: bool = False, indent: int = 0
+) -> int:
+    """Upper bound of len(str(value)) (or of its JSON), counting what it holds.
+
+    Stops counting once past `limit`: the caller refuses anything above it anyway. Items are
+    counted once per reference, so a list of twenty copies of one string counts it twenty
+    times, as joining it would write it.
+    """
+    total = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _TEXT_DEPTH:
+            return limit + 1
+        if isinstance(item, str):
+            size = len(item)
+            if json:
+                # Every character needing an escape grows, the rest stays as it is.
+                size += 2 + (len(item) - len(item.translate(_JSON_SPECIAL))) * _JSON_ESCAPE
+                if ascii_only and not item.isascii():
+                    size += (len(item) - len(item.encode("ascii", "ignore"))) * _JSON_ESCAPE
+        elif isinstance(item, bytes):
+            size = 4 * len(item) + 3  # repr: b'\xff...'
+        elif isinstance(item, bool) or item is None:
+            size = 5
+        elif isinstance(item, int):
+            size = abs(item).bit_length() // 3 + 2
+        elif isinstance(item, (list, tuple, set, frozenset, dict)):
+            pad = 2 + (indent * (depth + 1) + 1 if indent else 0)
+            size = 2 + pad * len(item)
+            if isinstance(item, dict):
+                size += 2 * len(item)  # ": " after every key
+                stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+            else:
+                stack.extend((part, depth + 1) for part in item)
+        else:
+            size = 32  # floats, undefined values; str() of other objects is checked after
+        total += size
+        if total > limit:
+            return total
+    return total
+
+
+def format_bound(fmt: str, values: Sequence[Any], limit: int) -> int:
+    """Upper bound of a str.format / % result: every field may take the largest value."""
+    fields = fmt.count("{") + fmt.count("%")
+    largest = max((text_bound(v, limit) for v in values), default=0)
+    return len(fmt) + fields * largest
+
+
 _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0\- +]*(\*|\d+)?(?:\.(\*|\d+))?")
 DIGITS = re.compile(r"\d+")
 
@@ -197,11 +255,14 @@ def check_percent(fmt: object, args: object) -> None:
                 star = True
             elif group:
                 budget.allow(int(group), "a formatted field of")
+    values = args if isinstance(args, tuple) else (args,)
+    if isinstance(args, Mapping):
+        values = tuple(args.values())
     if star:
-        values = args if isinstance(args, tuple) else (args,)
         for value in values:
             if isinstance(value, int):
                 budget.allow(abs(value), "a formatted field of")
+    budget.allow(format_bound(fmt, values, budget.limits.max_chars))
 
 
 def _check_int_arg(value: object) -> int:
@@ -240,8 +301,22 @@ def method_bound(
     if name == "join":
         items = _arg(args, kw, 0, "iterable")
         if isinstance(items, (list, tuple, str, dict)):
-            return len(subject) * max(0, len(items) - 1)
+            limit = current_budget().limits.max_chars
+            return len(subject) * max(0, len(items) - 1) + _items_bound(items, limit)
+    if name in ("format", "format_map") and isinstance(subject, str):
+        values = [*args, *kw.values()]
+        if name == "format_map" and args and isinstance(args[0], Mapping):
+            values = list(args[0].values())
+        return format_bound(subject, values, current_budget().limits.max_chars)
     return 0
+
+
+def _items_bound(items: Any, limit: int) -> int:
+    """What joining `items` writes, the separators aside."""
+    if isinstance(items, str):
+        return len(items)
+    values = items.keys() if isinstance(items, dict) else items
+    return text_bound(list(values), limit) - 2 - 2 * len(values)
 
 
 def _filter_bound(name: str, subject: Any, args: Sequence[Any], kw: Mapping[str, Any]) -> int:
@@ -262,12 +337,21 @@ def _filter_bound(name: str, subject: Any, args: Sequence[Any], kw: Mapping[str,
     if name == "wordwrap":
         wrap = _arg(args, kw, 2, "wrapstring")
         return len(text) + (len(text) + 1) * (len(wrap) if isinstance(wrap, str) else 1)
+    limit = current_budget().limits.max_chars
     if name == "join":
         sep = _arg(args, kw, 0, "d")
+        sep = "" if sep is None else sep
         if isinstance(sep, str) and isinstance(subject, (list, tuple, str, dict)):
-            return len(sep) * max(0, len(subject) - 1)
+            return len(sep) * max(0, len(subject) - 1) + _items_bound(subject, limit)
     if name == "format":
         check_percent(subject, tuple(args) or dict(kw))
+    if name in ("string", "list", "pprint"):
+        return text_bound(subject, limit) if name != "list" else value_size(subject)
+    if name == "tojson":
+        indent = _arg(args, kw, 1, "indent")
+        width = len(indent) if isinstance(indent, str) else _check_int_arg(indent)
+        ascii_only = bool(_arg(args, kw, 0, "ensure_ascii"))
+        return text_bound(subject, limit, json=True, ascii_only=ascii_only, indent=width)
     if name in ("batch", "slice"):
         count = _check_int_arg(_arg(args, kw, 0, "linecount" if name == "batch" else "slices"))
         if count > current_budget().limits.max_range:
