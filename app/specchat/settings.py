@@ -24,43 +24,75 @@ class Setting(Generic[T]):
         type: the Python type values are coerced to.
         default: value when nothing is stored or the stored value is unusable.
         description: one line shown in help and docs.
+        choices: the values allowed, for a setting that takes one of a few words.
+        internal: kept by the window itself (geometry, the pairs Models… chose): the
+            Settings dialog leaves it out.
     """
 
     key: str
     type: type
     default: T
     description: str
+    choices: tuple[str, ...] = ()
+    internal: bool = False
 
 
 REGISTRY: dict[str, Setting[Any]] = {}
 
 
-def declare(key: str, type_: type, default: T, description: str) -> Setting[T]:
+def declare(
+    key: str,
+    type_: type,
+    default: T,
+    description: str,
+    *,
+    choices: tuple[str, ...] = (),
+    internal: bool = False,
+) -> Setting[T]:
     if key in REGISTRY:
         raise ValueError(f"setting {key!r} declared twice")
-    setting: Setting[T] = Setting(key, type_, default, description)
+    setting: Setting[T] = Setting(key, type_, default, description, choices, internal)
     REGISTRY[key] = setting
     return setting
 
 
 # --- model and drafting -------------------------------------------------------------------
-PAIR_ID = declare("model.pair", str, "default", "Catalog id of the target/draft pair in use")
-CUSTOM_TARGET = declare("model.custom_target", str, "", "Path of a local target GGUF")
-CUSTOM_DRAFT = declare("model.custom_draft", str, "", "Path of a local draft GGUF")
+PAIR_ID = declare(
+    "model.pair", str, "default", "Catalog id of the target/draft pair in use", internal=True
+)
+CUSTOM_TARGET = declare(
+    "model.custom_target", str, "", "Path of a local target GGUF", internal=True
+)
+CUSTOM_DRAFT = declare("model.custom_draft", str, "", "Path of a local draft GGUF", internal=True)
 TARGET_FILE = declare(
     "model.target_file",
     str,
     "target",
     "Which target file of the pair runs: target (as shipped), cpu (the catalog's CPU format) "
     "or optimised (the Q4_0 copy made here); the shipped file when that one is not on disk",
+    choices=("target", "cpu", "optimised"),
 )
 CUSTOM_PAIRS: Setting[list[Any]] = declare(
-    "model.custom_pairs", list, [], "Local pairs added in Models… ({name, target, draft} each)"
+    "model.custom_pairs",
+    list,
+    [],
+    "Local pairs added in Models… ({name, target, draft} each)",
+    internal=True,
 )
 GOOD_PAIRS: Setting[list[Any]] = declare(
-    "model.good_pairs", list, [], "Pairs that loaded, latest first: the fallback at start"
+    "model.good_pairs",
+    list,
+    [],
+    "Pairs that loaded, latest first: the fallback at start",
+    internal=True,
 )
-MODE = declare("drafting.mode", str, "auto", "auto, draft, lookup, chain or plain")
+MODE = declare(
+    "drafting.mode",
+    str,
+    "auto",
+    "auto, draft, lookup, chain or plain",
+    choices=("auto", "draft", "lookup", "chain", "plain"),
+)
 K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
 TEMPERATURE = declare("sampling.temperature", float, 0.0, "Sampling temperature; 0 is greedy")
 TOP_P = declare("sampling.top_p", float, 1.0, "Nucleus sampling threshold")
@@ -69,22 +101,34 @@ N_CTX = declare("model.n_ctx", int, 4096, "Context window in tokens")
 TARGET_GPU_LAYERS = declare("gpu.target_layers", int, -1, "Target layers offloaded (-1 = all)")
 DRAFT_GPU_LAYERS = declare("gpu.draft_layers", int, -1, "Draft layers offloaded (-1 = all)")
 CONTEXT_OVERFLOW = declare(
-    "chat.context_overflow", str, "drop_oldest", "What to do when a chat outgrows the context"
+    "chat.context_overflow",
+    str,
+    "drop_oldest",
+    "What to do when a chat outgrows the context",
+    choices=("drop_oldest", "refuse"),
 )
 # --- window ---------------------------------------------------------------------------------
 COLOUR_TOKENS = declare("view.colour_tokens", bool, True, "Colour tokens by how they were made")
 SHOW_REJECTED = declare("view.show_rejected", bool, False, "Show rejected drafts as ghost text")
-WINDOW_GEOMETRY = declare("window.geometry", str, "", "Saved main-window geometry (base64)")
-WINDOW_STATE = declare("window.state", str, "", "Saved splitter and panel state (base64)")
-ADVANCED_OPEN = declare("window.advanced_open", bool, False, "Advanced sampling fold is open")
+WINDOW_GEOMETRY = declare(
+    "window.geometry", str, "", "Saved main-window geometry (base64)", internal=True
+)
+WINDOW_STATE = declare(
+    "window.state", str, "", "Saved splitter and panel state (base64)", internal=True
+)
+ADVANCED_OPEN = declare(
+    "window.advanced_open", bool, False, "Advanced sampling fold is open", internal=True
+)
 CONVERSATIONS_VISIBLE = declare(
     "window.conversations_visible", bool, True, "The conversation list is shown"
 )
 SIDE_PANEL_VISIBLE = declare("window.side_panel_visible", bool, True, "The side panel is shown")
 LAST_CONVERSATION = declare(
-    "window.last_conversation", int, 0, "Conversation reopened at start (0 = none)"
+    "window.last_conversation", int, 0, "Conversation reopened at start (0 = none)", internal=True
 )
-THEME = declare("view.theme", str, "system", "system, light or dark")
+THEME = declare(
+    "view.theme", str, "system", "system, light or dark", choices=("system", "light", "dark")
+)
 CALIBRATE_PLAIN = declare(
     "speed.calibrate", bool, True, "Time a few plain tokens after loading, for the speed-up"
 )

@@ -15,6 +15,7 @@ class WindowMenus(QObject):
 
     Attributes:
         new_action, send_action, stop_action, regenerate_action: enabled as the window allows.
+        settings_action: File → Settings…, the dialog over the window (its parent).
         colour_action, ghost_action, list_action, side_action: checkable view toggles.
 
     Signals:
@@ -46,6 +47,9 @@ class WindowMenus(QObject):
         file_menu.addSeparator()
         file_menu.addAction("Export as &Markdown…", lambda: self.export_requested.emit("md"))
         file_menu.addAction("Export as &JSON…", lambda: self.export_requested.emit("json"))
+        file_menu.addSeparator()
+        self.settings_action = file_menu.addAction("Se&ttings…", self._on_settings_triggered)
+        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         file_menu.addSeparator()
         quit_action = file_menu.addAction("&Quit", lambda: self.quit_requested.emit())
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
@@ -89,6 +93,19 @@ class WindowMenus(QObject):
         models.addAction("&Models…", lambda: self.models_requested.emit())
         models.addAction("&Reload pair", lambda: self.reload_requested.emit())
 
+    def set_theme(self, theme: str) -> None:
+        """Check `theme`'s entry and emit theme_chosen, as choosing it in the menu does."""
+        for action in self._theme_group.actions():
+            action.setChecked(action.data() == theme)
+        self.theme_chosen.emit(theme)
+
     @Slot(QAction)
     def _on_theme_triggered(self, action: QAction) -> None:
         self.theme_chosen.emit(str(action.data()))
+
+    @Slot()
+    def _on_settings_triggered(self) -> None:
+        # Imported on demand, as the picker is: the window starts without it.
+        from specchat.ui.settings_dialog import open_settings
+
+        open_settings(self.parent())
