@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -44,7 +45,13 @@ def shown_settings() -> list[Setting[Any]]:
     return [setting for setting in REGISTRY.values() if not setting.internal]
 
 
+#: Labels where the key's own words would be cryptic.
+LABELS = {"model.n_ctx": "Context size", "sampling.top_p": "Top-p"}
+
+
 def _label(setting: Setting[Any]) -> str:
+    if setting.key in LABELS:
+        return LABELS[setting.key]
     name = setting.key.split(".", 1)[-1].replace("_", " ")
     return name[0].upper() + name[1:]
 
@@ -116,7 +123,7 @@ class SettingsDialog(QDialog):
             forms[group].addRow(label, editor)
             hint = QLabel(setting.description)
             hint.setWordWrap(True)
-            hint.setEnabled(False)  # the palette's dimmed text: a note, not a control
+            hint.setForegroundRole(QPalette.ColorRole.PlaceholderText)  # a note, not a control
             forms[group].addRow("", hint)
         body_layout.addStretch(1)
         scroll = QScrollArea()
