@@ -377,6 +377,11 @@ class LlamaModel:
 
     # --- decoding ----------------------------------------------------------------------------
     @property
+    def context(self) -> Any:
+        """The llama.cpp context (for engine.kv_store's state save and load)."""
+        return self._ctx
+
+    @property
     def n_past(self) -> int:
         return len(self.tokens)
 

@@ -1,0 +1,142 @@
+"""Conversations' KV cache kept on disk, so a follow-up after a restart need not re-read the
+conversation: llama.cpp's per-sequence state files, bounded in total size."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from specchat.engine.llama import LlamaModel
+
+log = logging.getLogger(__name__)
+
+#: Total size the store keeps; the least recently used conversations go first.
+DEFAULT_MAX_BYTES = 1 << 30
+#: Shorter caches are re-read faster than a file is written: not kept.
+MIN_TOKENS = 64
+_STATE = ".kv"
+_TOKENS = ".tokens"
+
+
+class KVStore:
+    """Per model file and conversation: the cache's state and the tokens it holds.
+
+    A state is reused only for the part of a new prompt that starts with exactly the tokens
+    it holds: the KV of a position depends on the tokens before it and nothing else, so a
+    state loaded and cut back to the common prefix equals evaluating that prefix again.
+
+    Attributes:
+        directory: where the files live.
+        max_bytes: their total size bound (evicting least recently used).
+    """
+
+    def __init__(self, directory: Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+
+    def _stem(self, model: LlamaModel, conversation: str) -> Path:
+        stat = model.path.stat()
+        # The file's identity and llama.cpp's version: a state belongs to these weights and
+        # to the state format of the library that wrote it.
+        identity = f"{model.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|"
+        identity += str(getattr(llama_cpp, "__version__", ""))
+        key = hashlib.sha256(identity.encode()).hexdigest()[:20]
+        safe = "".join(c if c.isalnum() else "_" for c in conversation)[:64]
+        return self.directory / f"{key}-{safe}"
+
+    def save(self, model: LlamaModel, conversation: str) -> int:
+        """Keep what `model`'s cache holds for `conversation`; returns the bytes written."""
+        tokens = list(model.tokens)
+        if len(tokens) < MIN_TOKENS or model.closed:
+            return 0
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stem = self._stem(model, conversation)
+        state, token_file = stem.with_suffix(_STATE), stem.with_suffix(_TOKENS)
+        partial = stem.with_suffix(".partial")
+        array = (llama_cpp.llama_token * len(tokens))(*tokens)
+        written = int(
+            llama_cpp.llama_state_seq_save_file(
+                model.context, str(partial).encode(), 0, array, len(tokens)
+            )
+        )
+        if not written:
+            partial.unlink(missing_ok=True)
+            log.info("llama.cpp could not save the state of %s", conversation)
+            return 0
+        np.asarray(tokens, dtype=np.int32).tofile(token_file)
+        # Renamed into place last: a crash mid-write leaves no state that looks whole.
+        os.replace(partial, state)
+        self._evict(keep=state)
+        return written + len(tokens) * 4
+
+    def restore(self, model: LlamaModel, conversation: str, prompt: Sequence[int]) -> int:
+        """Load the kept state when it holds more of `prompt` than the cache does now.
+
+        Returns how many leading tokens of `prompt` the cache holds afterwards from the file
+        (0 when nothing was loaded: no file, a shorter match, or a file that would not load).
+        """
+        stem = self._stem(model, conversation)
+        state, token_file = stem.with_suffix(_STATE), stem.with_suffix(_TOKENS)
+        if not state.exists() or not token_file.exists():
+            return 0
+        kept = np.fromfile(token_file, dtype=np.int32).tolist()
+        common = _common_prefix(kept, prompt)
+        if common <= model.cached_prefix(prompt) or common < MIN_TOKENS:
+            return 0
+        model.reset()
+        out = (llama_cpp.llama_token * len(kept))()
+        count = ctypes.c_size_t(0)
+        read = llama_cpp.llama_state_seq_load_file(
+            model.context, str(state).encode(), 0, out, len(kept), ctypes.byref(count)
+        )
+        if not read or list(out[: count.value]) != kept:
+            log.info("the kept state of %s would not load; re-reading instead", conversation)
+            model.reset()
+            self.forget_files(state, token_file)
+            return 0
+        model.tokens[:] = kept
+        model.truncate(common)  # what follows the common prefix belongs to another text
+        os.utime(state)  # recently used: evicted last
+        return common
+
+    def forget(self, model: LlamaModel, conversation: str) -> None:
+        """Drop the kept state of `conversation` (deleted, or no longer wanted)."""
+        stem = self._stem(model, conversation)
+        self.forget_files(stem.with_suffix(_STATE), stem.with_suffix(_TOKENS))
+
+    @staticmethod
+    def forget_files(*files: Path) -> None:
+        for file in files:
+            file.unlink(missing_ok=True)
+
+    def total_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.directory.glob("*") if f.is_file())
+
+    def _evict(self, *, keep: Path) -> None:
+        states = sorted(self.directory.glob(f"*{_STATE}"), key=lambda f: f.stat().st_mtime)
+        total = self.total_bytes()
+        for state in states:
+            if total <= self.max_bytes:
+                break
+            if state == keep:
+                continue
+            token_file = state.with_suffix(_TOKENS)
+            size = state.stat().st_size + (token_file.stat().st_size if token_file.exists() else 0)
+            self.forget_files(state, token_file)
+            total -= size
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
