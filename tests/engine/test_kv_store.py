@@ -107,4 +107,6 @@ def test_prompt_is_read_in_chunks_with_an_estimate(tiny_models: TinyModels) -> N
     assert engine.target.tokens == prompt[:32]
     rest = list(read_prompt(engine.target, prompt, rate=rate, chunk=32))
     assert rest[0].total == len(prompt) - 32 and rest[0].eta_s is not None
+    # Nothing left to read: reported done at once.
+    assert [(r.done, r.total) for r in read_prompt(engine.target, prompt, rate=rate)] == [(0, 0)]
     engine.close()

@@ -62,14 +62,15 @@ def read_prompt(
     chunk: int = PROMPT_CHUNK,
 ) -> Iterator[PromptReading]:
     """Make `model`'s cache hold `tokens`, one chunk per step, yielding progress before the
-    first chunk and after each. The caller may stop between steps (close the iterator):
-    the cache then holds a prefix of `tokens`, which the next answer reuses."""
+    first chunk and after each; a short prompt is read at once and reported done. The caller
+    may stop between steps (close the iterator): the cache then holds a prefix of `tokens`,
+    which the next answer reuses."""
     cached = model.sync(tokens)
     total = len(tokens) - cached
-    if total <= 0:
-        return
     if total < REPORT_FROM:
-        model.decode(tokens[cached:], logits="none")
+        if total > 0:
+            model.decode(tokens[cached:], logits="none")
+        yield PromptReading(total, total, restored, 0.0)
         return
     done = 0
     yield PromptReading(0, total, restored, rate.eta(total))

@@ -21,6 +21,7 @@ from specchat.workers.generation import (
     GenerationService,
     PlainBaseline,
     PromptPrepared,
+    PromptProgress,
     RoundUpdate,
 )
 
@@ -178,12 +179,14 @@ class AnswerController(QObject):
     Signals:
         started(AnswerStarted): an answer was requested.
         prepared(PromptPrepared): the current answer's prompt was rendered.
+        prompt_progress(PromptProgress): the current answer's long prompt is being read.
         round_shown(AnswerRound): a round of the current answer arrived.
         ended(AnswerEnded): the current answer ended (finished, stopped or failed), stored.
     """
 
     started = Signal(AnswerStarted)
     prepared = Signal(PromptPrepared)
+    prompt_progress = Signal(PromptProgress)
     round_shown = Signal(AnswerRound)
     ended = Signal(AnswerEnded)
 
@@ -200,6 +203,7 @@ class AnswerController(QObject):
         self.pair_label = ""
         self._answer: _Answer | None = None
         service.prepared.connect(self._on_prepared)
+        service.prompt_progress.connect(self._on_prompt_progress)
         service.round_ready.connect(self._on_round_ready)
         service.finished.connect(self._on_finished)
         service.failed.connect(self._on_failed)
@@ -243,6 +247,7 @@ class AnswerController(QObject):
             k=controls.k,
             sampling=controls.sampling,
             policy=policy,
+            conversation_id=conversation_id,
         )
         self.started.emit(AnswerStarted(answer.request_id, conversation_id, stored.id))
         self.service.generate(request)
@@ -288,6 +293,11 @@ class AnswerController(QObject):
     def _on_prepared(self, prepared: PromptPrepared) -> None:
         if self._current(prepared.request_id) is not None:
             self.prepared.emit(prepared)
+
+    @Slot(PromptProgress)
+    def _on_prompt_progress(self, progress: PromptProgress) -> None:
+        if self._current(progress.request_id) is not None:
+            self.prompt_progress.emit(progress)
 
     @Slot(RoundUpdate)
     def _on_round_ready(self, update: RoundUpdate) -> None:

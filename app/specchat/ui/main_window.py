@@ -30,6 +30,7 @@ from specchat.ui.answer import (
     AnswerStarted,
     acceptance_totals,
 )
+from specchat.ui.answer_notices import AnswerNotices
 from specchat.ui.chat_pane import ChatPane, set_checked_quietly
 from specchat.ui.controls import ControlState, GpuLayers
 from specchat.ui.conversations import ConversationList
@@ -47,7 +48,6 @@ from specchat.workers.generation import (
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
-    PromptPrepared,
 )
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,8 @@ class MainWindow(QMainWindow):
         line = self.status_line
         self.status_label, self.latency_label = line.status_label, line.latency_label
         self.load_bar, self.cancel_load_button = line.load_bar, line.cancel_load_button
+        self.notices = AnswerNotices(answers=self.answers, banner=self.banner, status_line=line,
+                                     palette=lambda: self.palette_, parent=self)  # fmt: skip
         self.resize(1180, 760)
 
     def _build_menus(self) -> None:
@@ -170,7 +172,6 @@ class MainWindow(QMainWindow):
         self.loader.finished.connect(self._on_loaded)
         self.loader.failed.connect(self._on_load_failed)
         self.answers.started.connect(self._on_answer_started)
-        self.answers.prepared.connect(self._on_prepared)
         self.answers.round_shown.connect(self._on_round_shown)
         self.answers.ended.connect(self._on_answer_ended)
         self.composer.submitted.connect(self._on_send_clicked)
@@ -411,17 +412,6 @@ class MainWindow(QMainWindow):
         self.latency.start()
         self.status_label.setText("Answering…")
         self._refresh_actions()
-
-    @Slot(PromptPrepared)
-    def _on_prepared(self, prepared: PromptPrepared) -> None:
-        if prepared.dropped:
-            n = len(prepared.dropped)
-            self.banner.show_message(
-                f"{n} older message{'s were' if n != 1 else ' was'} left out so the conversation "
-                f"fits the context window ({prepared.prompt_tokens:,} prompt tokens).",
-                kind="info",
-                palette=self.palette_,
-            )
 
     @Slot(AnswerRound)
     def _on_round_shown(self, shown: AnswerRound) -> None:

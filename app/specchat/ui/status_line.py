@@ -68,3 +68,11 @@ class StatusLine:
         """The load ended (loaded, failed or cancelled)."""
         self.load_bar.hide()
         self.cancel_load_button.hide()
+
+    def show_prompt_reading(self, done: int, total: int, eta_s: float | None) -> None:
+        """A long prompt is being read: how far, and about how long is left."""
+        self.load_bar.setValue(round(1000 * done / max(1, total)))
+        self.load_bar.setFormat("prompt %p%")
+        self.load_bar.show()
+        left = "" if eta_s is None else f", about {max(1, round(eta_s))} s left"
+        self.status_label.setText(f"Reading the prompt: {done:,} of {total:,} tokens{left}…")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
+from specchat import paths
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
 from specchat.engine.types import (
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     # so the window opens without it: importing the UI never imports llama_cpp.
     from specchat.engine.decoder import LiveControls
     from specchat.engine.history import StoredHistory
+    from specchat.engine.kv_store import KVStore
+    from specchat.engine.prompt_reading import PromptRate, PromptReading
     from specchat.engine.session import ChatEngine, EngineInfo
     from specchat.models.catalog import ModelPair
     from specchat.store.conversations import ConversationStore
@@ -88,6 +91,8 @@ class GenerateRequest:
         max_tokens: longest answer.
         mode, k, sampling: the controls at the start (later changes come as Controls).
         policy: what to do when the conversation outgrows the context.
+        conversation_id: the stored conversation, whose KV state is kept on disk between
+            answers (and restarts); None keeps nothing.
     """
 
     request_id: int
@@ -97,9 +102,23 @@ class GenerateRequest:
     k: int = 4
     sampling: SamplingParams = field(default_factory=SamplingParams)
     policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
+    conversation_id: int | None = None
 
 
 # --- payloads (worker → UI) ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PromptProgress:
+    """Reading a long prompt, before the answer's first token.
+
+    Attributes:
+        request_id: the GenerateRequest's id.
+        reading: tokens read of those to read, restored from disk, and the time left.
+    """
+
+    request_id: int
+    reading: PromptReading
 
 
 @dataclass(frozen=True)
@@ -298,6 +317,7 @@ class GenerationWorker(QObject):
         load_progress(LoadProgressUpdate): a load advanced.
         loaded(Loaded): a pair is ready.
         prepared(PromptPrepared): an answer's prompt was rendered (maybe with turns dropped).
+        prompt_progress(PromptProgress): a long prompt is being read.
         round_ready(RoundUpdate): one round of an answer.
         finished(GenerationFinished): an answer ended, by any stop reason.
         failed(Failure): a load or an answer failed; the message is for people.
@@ -307,6 +327,7 @@ class GenerationWorker(QObject):
     load_progress = Signal(object)
     loaded = Signal(object)
     prepared = Signal(object)
+    prompt_progress = Signal(object)
     round_ready = Signal(object)
     finished = Signal(object)
     failed = Signal(object)
@@ -329,7 +350,10 @@ class GenerationWorker(QObject):
         self._history: StoredHistory | None = None
         self._baseline = _BaselineMeter()
         self._request: GenerateRequest | None = None
-        self._rounds: Iterator[RoundResult] | None = None
+        self._rounds: Iterator[RoundResult | PromptReading] | None = None
+        # Conversations' KV state on disk, and the prompt rate estimates are made from.
+        self._kv: KVStore | None = None
+        self._prompt_rate: PromptRate | None = None
         self._live: LiveControls | None = None
         self._text: list[str] = []
         self._last_round_at = 0.0
@@ -457,15 +481,7 @@ class GenerationWorker(QObject):
                 PromptPrepared(request.request_id, prepared.plan.dropped, len(prepared.tokens))
             )
             self._live = LiveControls(Controls(request.mode, request.k, request.sampling))
-            self._rounds = self.engine.generate(
-                prepared.tokens,
-                max_tokens=request.max_tokens,
-                sampling=request.sampling,
-                mode=request.mode,
-                k=request.k,
-                cancel=self._cancel,
-                live=self._live,
-            )
+            self._rounds = self._answer_steps(self.engine, request, prepared.tokens)
         except Exception as error:
             log.warning("generation could not start", exc_info=True)
             self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
@@ -489,6 +505,12 @@ class GenerationWorker(QObject):
             log.warning("generation failed", exc_info=True)
             self._rounds = self._request = self._live = None
             self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
+            return
+        if not isinstance(result, RoundResult):
+            # A chunk of the prompt was read: say how far, then queue the next step (a Stop
+            # queued meanwhile is seen first).
+            self.prompt_progress.emit(PromptProgress(request.request_id, result))
+            self._step.emit()
             return
         now = time.perf_counter()
         plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
@@ -588,10 +610,52 @@ class GenerationWorker(QObject):
             len(times),
         )
 
+    def _answer_steps(
+        self, engine: ChatEngine, request: GenerateRequest, prompt: tuple[int, ...]
+    ) -> Iterator[RoundResult | PromptReading]:
+        """The prompt read in chunks (after restoring the conversation's kept state), then
+        the answer's rounds."""
+        from specchat.engine.kv_store import KVStore
+        from specchat.engine.prompt_reading import PromptRate, read_prompt
+
+        if self._kv is None:
+            self._kv = KVStore(paths.cache_dir() / "kv-state")
+            self._prompt_rate = PromptRate()
+        assert self._prompt_rate is not None
+        restored = 0
+        if request.conversation_id is not None:
+            try:
+                restored = self._kv.restore(engine.target, str(request.conversation_id),
+                                            prompt[:-1])  # fmt: skip
+            except OSError:
+                log.info("the kept KV state could not be read", exc_info=True)
+        yield from read_prompt(
+            engine.target, prompt[:-1], rate=self._prompt_rate, restored=restored
+        )
+        yield from engine.generate(
+            prompt,
+            max_tokens=request.max_tokens,
+            sampling=request.sampling,
+            mode=request.mode,
+            k=request.k,
+            cancel=self._cancel,
+            live=self._live,
+        )
+
+    def _keep_state(self, request: GenerateRequest) -> None:
+        """Write the conversation's KV state to disk, for its next answer after a restart."""
+        if request.conversation_id is None or self._kv is None or self.engine is None:
+            return
+        try:
+            self._kv.save(self.engine.target, str(request.conversation_id))
+        except OSError:
+            log.info("the KV state could not be kept", exc_info=True)
+
     def _finish(self, stop: StopReason, stats: Stats | None) -> None:
         request = self._request
         assert request is not None
         self._rounds = self._request = self._live = None
+        self._keep_state(request)
         self.finished.emit(
             GenerationFinished(
                 request.request_id,
@@ -614,6 +678,7 @@ class GenerationWorker(QObject):
         self._finish(reason, None)
 
     def _release_engine(self) -> None:
+        self._kv = self._prompt_rate = None  # the next pair reads prompts at its own rate
         if self._history is not None:
             self._history.close()
             self._history = None
@@ -633,13 +698,15 @@ class GenerationService(QObject):
         load_requested(LoadRequest), generate_requested(GenerateRequest),
         stop_requested(object: request id or None), controls_changed(Controls),
         shutdown_requested(): queued to the worker.
-        load_progress, loaded, prepared, round_ready, finished, failed: the worker's signals
+        load_progress, loaded, prepared, prompt_progress, round_ready, finished, failed: the
+            worker's signals
             of the same names, re-emitted on this object's (the UI's) thread.
     """
 
     load_progress = Signal(object)
     loaded = Signal(object)
     prepared = Signal(object)
+    prompt_progress = Signal(object)
     round_ready = Signal(object)
     finished = Signal(object)
     failed = Signal(object)
@@ -679,7 +746,15 @@ class GenerationService(QObject):
                 (self.controls_changed, worker._on_controls_changed),
                 (self.shutdown_requested, worker._on_shutdown_requested),
             ],
-            relayed=("load_progress", "loaded", "prepared", "round_ready", "finished", "failed"),
+            relayed=(
+                "load_progress",
+                "loaded",
+                "prepared",
+                "prompt_progress",
+                "round_ready",
+                "finished",
+                "failed",
+            ),
         )
         self._started = True
 

@@ -1,0 +1,91 @@
+"""A long prompt shows reading progress with time left and can be stopped while it is read;
+a follow-up after a restart reuses the conversation's KV state kept on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
+
+from specchat import paths
+from specchat import settings as cfg
+from specchat.engine.types import DraftMode, StopReason
+from specchat.tinymodels import TinyModels
+from specchat.workers.generation import PromptProgress, RoundUpdate
+from tests.ui.conftest import load_tiny
+
+Maker = Callable[..., Any]
+LONG = "Please summarise this long pasted report about speculative decoding. " * 40
+
+
+def _window(qtbot: QtBot, make_window: Maker, tiny: TinyModels) -> Any:
+    window = make_window()
+    window.settings.set(cfg.MAX_TOKENS, 12)
+    window.show()
+    load_tiny(qtbot, window, tiny)
+    window.controls.set_mode(DraftMode.PLAIN)
+    return window
+
+
+def test_long_prompt_shows_reading_progress_then_answers(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
+) -> None:
+    window = _window(qtbot, make_window, tiny_models)
+    seen: list[tuple[str, bool]] = []
+    progress: list[PromptProgress] = []
+
+    def on_progress(update: PromptProgress) -> None:
+        progress.append(update)
+        QApplication.processEvents()
+        seen.append((window.status_label.text(), window.load_bar.isVisible()))
+
+    window.answers.prompt_progress.connect(on_progress)
+    with qtbot.waitSignal(window.answer_done, timeout=60_000):
+        assert window.send(LONG)
+    assert len(progress) >= 3
+    last = progress[-1].reading
+    assert last.done == last.total > 0
+    assert all(text.startswith("Reading the prompt:") and bar for text, bar in seen)
+    assert any("s left" in text for text, _bar in seen[1:])
+    assert not window.load_bar.isVisible()
+    assert not window.status_label.text().startswith("Reading")
+
+
+def test_stop_while_the_prompt_is_read(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
+) -> None:
+    window = _window(qtbot, make_window, tiny_models)
+    rounds: list[RoundUpdate] = []
+    window.service.round_ready.connect(rounds.append)
+    window.answers.prompt_progress.connect(lambda _p: window.stop())
+    with qtbot.waitSignal(window.answer_done, timeout=60_000) as done:
+        assert window.send(LONG)
+    assert done.args[0].stop == StopReason.CANCELLED
+    qtbot.waitUntil(lambda: not window.service.worker.busy, timeout=10_000)
+    assert rounds == []  # stopped before a single token
+    assert not window.load_bar.isVisible()
+
+
+def test_follow_up_after_restart_reuses_the_kept_state(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
+) -> None:
+    window = _window(qtbot, make_window, tiny_models)
+    with qtbot.waitSignal(window.answer_done, timeout=60_000) as first:
+        assert window.send(LONG)
+    conversation = first.args[0].conversation_id
+    assert list((paths.cache_dir() / "kv-state").glob("*.kv"))
+    window.close()
+
+    restarted = _window(qtbot, make_window, tiny_models)  # settings reopen the conversation
+    assert restarted._conversation_id == conversation
+    progress: list[PromptProgress] = []
+    restarted.answers.prompt_progress.connect(progress.append)
+    with qtbot.waitSignal(restarted.answer_done, timeout=60_000):
+        assert restarted.send("And in one sentence?")
+    reading = progress[-1].reading
+    # Only the new message (and the template around it) was read: the rest came from disk.
+    assert reading.restored > 300
+    assert 0 < reading.total < 60
+    assert not restarted.load_bar.isVisible()
