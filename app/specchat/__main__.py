@@ -13,12 +13,19 @@ def _run_gui() -> int:
 
 
 def main() -> int:
+    import multiprocessing
+
+    # A bundle re-enters here to start its helper processes (the chat-template host).
+    multiprocessing.freeze_support()
     from specchat.cli import main as cli_main
 
     return cli_main(sys.argv[1:], gui=_run_gui)
 
 
 def gui_main() -> int:
+    import multiprocessing
+
+    multiprocessing.freeze_support()
     return _run_gui()
 
 

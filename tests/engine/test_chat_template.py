@@ -17,8 +17,10 @@ import pytest
 
 from specchat.engine.chat_template import FALLBACK_TEMPLATE, ChatMessage, ChatTemplate, render_chat
 from specchat.engine.template_guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
+from specchat.engine.template_host import TemplateHost
+from specchat.engine.template_sandbox import SandboxTemplate
 from specchat.tinymodels import TinySpec, write_tiny_model
-from tests.helpers.chat_templates import BUILDERS, PAYLOADS, QWEN25_TEMPLATE, Payload
+from tests.helpers.chat_templates import BUILDERS, ONE_CALL, PAYLOADS, QWEN25_TEMPLATE, Payload
 
 CONVERSATION = [
     ChatMessage("system", "Be brief."),
@@ -241,12 +243,33 @@ def test_builders_are_refused_before_they_build(payload: Payload) -> None:
     tracemalloc.start()
     try:
         with pytest.raises(ChatTemplateError) as caught:
-            ChatTemplate(payload.source).render(CONVERSATION)
+            # In this process, where tracemalloc sees it (ChatTemplate renders in the host).
+            SandboxTemplate(payload.source).render(CONVERSATION)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert caught.value.problem is ChatTemplateProblem.LIMIT
     assert peak < 12_000_000, f"{peak / 1e6:.0f} MB allocated before the refusal"
+
+
+@pytest.mark.parametrize("payload", ONE_CALL, ids=[p.name for p in ONE_CALL])
+def test_one_long_call_is_stopped_by_its_process(payload: Payload) -> None:
+    # No hook runs inside one filter call, so only killing the host process stops it. The
+    # calls take seconds; a shorter limit makes each outlast it on a faster machine too
+    # (what leads up to the call takes a fraction of it).
+    host = TemplateHost(grace_s=0.1)
+    try:
+        limits = RenderLimits(time_s=0.4)
+        with pytest.raises(ChatTemplateError) as caught:
+            ChatTemplate(payload.source, limits=limits, host=host).render(CONVERSATION)
+        assert caught.value.problem is ChatTemplateProblem.LIMIT
+        assert "ran longer than 0.4 s" in str(caught.value)
+        assert host.restarts == 1
+        # The host was killed; the next template gets a fresh one and renders.
+        assert ChatTemplate(None, host=host).render(CONVERSATION).endswith("assistant\n")
+        assert host.restarts == 2
+    finally:
+        host.close()
 
 
 def test_refusal_message_names_the_attribute() -> None:
@@ -272,10 +295,14 @@ def test_no_process_or_file_under_audit_hook(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import json, os, sys
-        from specchat.engine.chat_template import ChatMessage, ChatTemplate
+        from specchat.engine.template_sandbox import ChatMessage, SandboxTemplate
         from specchat.engine.template_guards import ChatTemplateError
-        from tests.helpers.chat_templates import PAYLOADS
+        from tests.helpers.chat_templates import ONE_CALL, PAYLOADS
 
+        # The sandbox in this process, so that the hook sees all it does (one-call payloads
+        # aside: only the host process stops those in time).
+        ChatTemplate = SandboxTemplate
+        PAYLOADS = [p for p in PAYLOADS if p not in ONE_CALL]
         sentinel_dir = sys.argv[1]
         ChatTemplate(None).render([ChatMessage("user", "warm-up")])  # imports done before
         events = []
@@ -317,7 +344,7 @@ def test_no_process_or_file_under_audit_hook(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["events"] == []
-    assert report["outcome"] == {p.name: p.problem.name for p in PAYLOADS}
+    assert report["outcome"] == {p.name: p.problem.name for p in PAYLOADS if p not in ONE_CALL}
     assert list(sentinel_dir.iterdir()) == []
 
 

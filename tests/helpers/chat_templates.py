@@ -219,6 +219,12 @@ PAYLOADS: tuple[Payload, ...] = (
             ("pprint-items", "{{ xs | pprint }}"),
         )
     ),
+    # One long call into a filter, which no hook interrupts: the render's own process is
+    # stopped when the time limit passes.
+    Payload(
+        "sort-one-call", "{{ (range(100000) | list * 40) | sort(reverse=true) | first }}", LIMIT
+    ),
+    Payload("urlize-one-call", "{{ ('see www.a.example ' * 200000) | urlize | length }}", LIMIT),
     Payload("include-file", "{% include '/etc/passwd' %}", UNSAFE, True),
     Payload(
         "import-module", "{% from 'os' import system %}{{ system('touch SENTINEL') }}", UNSAFE, True
@@ -228,3 +234,5 @@ PAYLOADS: tuple[Payload, ...] = (
 
 #: The payloads refused for what they would build: each must be refused before building it.
 BUILDERS = tuple(p for p in PAYLOADS if p.source.startswith("{% set x = 'a' * 3000000 %}"))
+#: The payloads only a hard stop ends: one call into a filter that runs for many seconds.
+ONE_CALL = tuple(p for p in PAYLOADS if p.name.endswith("-one-call"))
