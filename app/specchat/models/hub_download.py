@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -41,6 +43,8 @@ from specchat.models.transfer import (
     sha256_file,
     write_stamp,
 )
+
+log = logging.getLogger(__name__)
 
 #: Seconds to wait for the hub to answer the metadata request. The hub is often simply
 #: unreachable (offline, firewalled CI); the mirror fallback must start within seconds.
@@ -117,7 +121,8 @@ def _is_transient(error: BaseException) -> bool:
 
 def _describe(error: BaseException) -> str:
     text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    # "[Errno 104] Connection reset by peer": the number means nothing to people.
+    return re.sub(r"\[Errno -?\d+\]\s*", "", text[0]) if text else type(error).__name__
 
 
 def _hub_metadata(
@@ -139,8 +144,11 @@ def _hub_metadata(
     try:
         return get_hf_file_metadata(url, token=token, timeout=timeout, endpoint=endpoint)
     except (httpx2.ConnectError, httpx2.TimeoutException, OfflineModeIsEnabled) as error:
-        reason = _describe(error)
-        raise HubUnreachable(f"the hub ({endpoint}) cannot be reached: {reason}") from None
+        # People read this: what it means, not the resolver's "[Errno -2] Name or service...".
+        log.info("the hub at %s did not answer: %s", endpoint, error)
+        raise HubUnreachable(
+            f"the hub cannot be reached (no network?): {endpoint} did not answer"
+        ) from None
     except GatedRepoError:
         raise DownloadError(
             f"{model.repo} is gated: accept its licence on the hub and log in "
@@ -234,6 +242,11 @@ def download_from_hub(
                 raise DownloadError(f"downloading {model.filename} failed: {reason}") from None
             last_error = error
         if attempt < attempts:
+            if notify is not None and last_error is not None:
+                notify(
+                    f"{model.filename}: {_describe(last_error)}; trying again "
+                    f"({attempt + 1} of {attempts})…"
+                )
             _wait(cancel, BACKOFF_S * 2 ** (attempt - 1))
     kept = find_partial(model, cache_dir=cache_dir)
     resume = (

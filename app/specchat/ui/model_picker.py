@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +116,11 @@ class ModelPicker(QDialog):
         self.setObjectName("modelPicker")
         self.resize(1200, 640)
         self._settings = settings if settings is not None else getattr(parent, "settings", None)
+        loader = getattr(parent, "loader", None)  # the window's PairLoader, when opened there
+        #: Whether the window has no pair in use (a finished download is then loaded).
+        self._nothing_loaded = (
+            (lambda: loader.loaded is None and not loader.loading) if loader else (lambda: False)
+        )
         self._palette = palette.current()
         self.statuses: dict[str, PairStatus] = {}
         self._locals: dict[str, LocalChecked] = {}
@@ -343,11 +349,23 @@ class ModelPicker(QDialog):
 
     @Slot()
     def _on_cancel_clicked(self) -> None:
-        if self.downloads.fetching is None:
+        pair_id = self.downloads.fetching
+        if pair_id is None:
             return
-        keep_partial = ask_keep_partial(self)
-        if keep_partial is not None:
-            self.cancel_download(keep_partial=keep_partial)
+        # Paused while the question is open: stopped now with the partial kept, so the
+        # answer decides about bytes that are really there (never a file that completed).
+        self.downloads.asking = True
+        self.cancel_download(keep_partial=True)
+        action = self.downloads.after_question(ask_keep_partial(self))
+        paused, self.downloads.paused = self.downloads.paused, None
+        if action == "finished":
+            self._show_message("The download had already finished; nothing was cancelled.")
+        elif action == "resume":
+            self.start_download(pair_id)
+        elif action == "discard" and paused is not None:
+            self._discard(paused)
+        elif action == "kept" and paused is not None:
+            self._say_kept(paused)
 
     @Slot()
     def _on_add_local_clicked(self) -> None:
@@ -434,33 +452,56 @@ class ModelPicker(QDialog):
     @Slot(PairFetched)
     def _on_fetched(self, fetched: PairFetched) -> None:
         self.downloads.fetching = None
+        if self.downloads.asking:  # it completed before the pause took hold
+            self.downloads.finished_while_asking = fetched.pair_id
         self.downloads.checks[fetched.pair_id] = checksum_summary(fetched)
         self.tree.set_status(fetched.pair_id, "Ready")
         self.service.survey((fetched.pair_id,))
         self._survey_targets()
         self._refresh_details()
+        if self._nothing_loaded():
+            # Nothing else is in use: what was just downloaded is what the user wants.
+            self._show_message(f"Downloaded; loading {self.catalog.get(fetched.pair_id).name}.")
+            self.pair_chosen.emit(fetched.pair_id)
 
     @Slot(FetchFailed)
     def _on_failed(self, failure: FetchFailed) -> None:
         self.downloads.fetching = None
-        self.downloads.failed[failure.pair_id] = failure.message
+        tries = self.downloads.tries.get(failure.pair_id, 1)
+        # A retry that fails the same way must still show that it ran.
+        message = f"{failure.message} Attempt {tries} at {time.strftime('%H:%M:%S')}."
+        self.downloads.failed[failure.pair_id] = message
         self.tree.set_status(failure.pair_id, "Failed")
-        self._show_message(failure.message, error=True)
+        self._show_message(message, error=True)
         self.service.survey((failure.pair_id,))
         self._refresh_details()
 
     @Slot(FetchCancelled)
     def _on_cancelled(self, cancelled: FetchCancelled) -> None:
-        self.downloads.fetching = None
-        if self.downloads.discard_after_cancel:
-            self.downloads.discard_after_cancel = False
-            self.tree.set_status(cancelled.pair_id, "deleting partial…")
-            self.service.discard(cancelled.pair_id)
-            self._show_message("Download cancelled; deleting the partial file.")
+        d = self.downloads
+        d.fetching = None
+        if d.asking:  # paused for the question: its answer says what follows
+            d.paused = cancelled
+            self.tree.set_status(cancelled.pair_id, "paused")
+        elif d.resume_after_cancel:
+            d.resume_after_cancel = False
+            self.start_download(cancelled.pair_id)
+        elif d.discard_after_cancel:
+            d.discard_after_cancel = False
+            self._discard(cancelled)
         else:
-            kept = f"; {format_bytes(cancelled.kept)} kept" if cancelled.kept else ""
-            self._show_message(f"Download cancelled{kept}. Resume continues from where it stopped.")
-            self.service.survey((cancelled.pair_id,))
+            self._say_kept(cancelled)
+        self._refresh_details()
+
+    def _discard(self, cancelled: FetchCancelled) -> None:
+        self.tree.set_status(cancelled.pair_id, "deleting partial…")
+        self.service.discard(cancelled.pair_id)
+        self._show_message("Download cancelled; deleting the partial file.")
+
+    def _say_kept(self, cancelled: FetchCancelled) -> None:
+        kept = f"; {format_bytes(cancelled.kept)} kept" if cancelled.kept else ""
+        self._show_message(f"Download cancelled{kept}. Resume continues from where it stopped.")
+        self.service.survey((cancelled.pair_id,))
         self._refresh_details()
 
     @Slot(str)

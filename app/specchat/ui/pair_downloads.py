@@ -7,7 +7,12 @@ from dataclasses import dataclass, field
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from specchat.models.transfer import format_bytes
-from specchat.workers.download_payloads import FileProgress, PairFetched, PairStatus
+from specchat.workers.download_payloads import (
+    FetchCancelled,
+    FileProgress,
+    PairFetched,
+    PairStatus,
+)
 
 
 def describe_status(status: PairStatus, *, failed: bool) -> str:
@@ -96,6 +101,11 @@ class Downloads:
         checks: the checksum summary of each pair fetched in this dialog.
         live: the running fetch's latest progress per role.
         discard_after_cancel: delete the partial file once the cancel arrives.
+        asking: the cancel question is open (the transfer is paused meanwhile).
+        paused: the cancel that arrived while asking, until the answer says what follows.
+        finished_while_asking: a fetch that completed before the pause took hold.
+        resume_after_cancel: "Continue downloading" was answered before the pause arrived.
+        tries: fetches started per pair in this dialog (a retry says which try failed).
     """
 
     fetching: str | None = None
@@ -103,10 +113,36 @@ class Downloads:
     checks: dict[str, str] = field(default_factory=dict)
     live: dict[str, FileProgress] = field(default_factory=dict)
     discard_after_cancel: bool = False
+    asking: bool = False
+    paused: FetchCancelled | None = None
+    finished_while_asking: str | None = None
+    resume_after_cancel: bool = False
+    tries: dict[str, int] = field(default_factory=dict)
+
+    def after_question(self, keep: bool | None) -> str:
+        """What to do once "Keep what has been downloaded?" is answered (the transfer was
+        paused when it opened): "finished" (it completed before the pause took hold: nothing
+        to cancel), "resume", "discard", "kept" (act now: the pause has arrived), or "wait"
+        (the pause is still on its way; the flags set here finish the job when it arrives).
+        """
+        self.asking = False
+        if self.finished_while_asking is not None:
+            self.finished_while_asking = None
+            self.paused = None
+            return "finished"
+        arrived = self.paused is not None
+        if keep is None:
+            self.resume_after_cancel = not arrived
+            return "resume" if arrived else "wait"
+        if keep is False:
+            self.discard_after_cancel = not arrived
+            return "discard" if arrived else "wait"
+        return "kept" if arrived else "wait"
 
     def begin(self, pair_id: str) -> None:
         """A fetch of `pair_id` starts: forget its last failure and checks."""
         self.fetching = pair_id
+        self.tries[pair_id] = self.tries.get(pair_id, 0) + 1
         self.failed.pop(pair_id, None)
         self.checks.pop(pair_id, None)
         self.live = {}

@@ -15,7 +15,7 @@ _ROLE_KEY = Qt.ItemDataRole.UserRole
 _COLUMNS = ("Pair", "Models", "Size", "Status")
 _SIZE, _STATUS = 2, 3
 #: Shown for a size neither the catalog nor (yet) the hub has named.
-_UNKNOWN_SIZE = "—"
+UNKNOWN_SIZE = "size unknown"
 
 
 def catalog_size(model: ModelFile) -> int | None:
@@ -33,7 +33,7 @@ def pair_size(status: PairStatus | None, pair: ModelPair) -> str:
         else [catalog_size(pair.target), catalog_size(pair.draft)]
     )
     if any(size is None for size in sizes):
-        return _UNKNOWN_SIZE
+        return UNKNOWN_SIZE
     return format_bytes(sum(size for size in sizes if size is not None))
 
 
@@ -72,7 +72,7 @@ class PairList(QTreeWidget):
             item = QTreeWidgetItem([pair.name, models, pair_size(None, pair), "checking…"])
             item.setData(0, _ROLE_KEY, pair.id)
             item.setToolTip(0, pair.note or pair.name)
-            item.setToolTip(_SIZE, "target + draft; “—” until the hub names a size")
+            item.setToolTip(_SIZE, "target + draft, as the catalog or the hub names them")
             self.addTopLevelItem(item)
             if pair.id == current:
                 chosen = item
