@@ -482,7 +482,7 @@ class ModelPicker(QDialog):
         d.fetching = None
         if d.asking:  # paused for the question: its answer says what follows
             d.paused = cancelled
-            self.tree.set_status(cancelled.pair_id, "paused")
+            self.service.survey((cancelled.pair_id,))  # the details show what is kept
         elif d.resume_after_cancel:
             d.resume_after_cancel = False
             self.start_download(cancelled.pair_id)
