@@ -65,7 +65,15 @@ def test_a_kept_probe_that_leaves_plain_ahead_backs_off(monkeypatch: pytest.Monk
     assert probe.mode == DraftMode.DRAFT
     policy.observe(probe, batch=2, verify_ms=11.0, draft_ms=4.0, drafted=1, accepted=1,
                    match_len=0)  # fmt: skip
-    assert policy._probe_interval[DraftMode.DRAFT] == 8  # doubled, not reset to 4
+    # The next probe waits twice as long as the first did (8 plain rounds, not 4).
+    gap = 0
+    while (choice := _choose(policy)).mode != DraftMode.DRAFT:
+        policy.observe(choice, batch=1, verify_ms=10.0, draft_ms=0.0, drafted=0, accepted=0,
+                       match_len=0)  # fmt: skip
+        gap += 1
+        assert gap < 100, "never probed again"
+    print(f"next probe after {gap} plain rounds")
+    assert gap >= 8
 
 
 def test_copied_runs_value_long_drafts() -> None:
