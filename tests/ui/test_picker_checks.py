@@ -71,3 +71,31 @@ def test_a_random_bytes_gguf_is_refused_before_asking_for_a_draft(  # type: igno
     text = picker.message.text()
     assert text.startswith("Refused: the target noise.gguf cannot be used: not a GGUF file")
     assert "b'" not in text and "\\x" not in text  # no Python bytes value
+
+
+def test_a_downloaded_pair_whose_file_broke_is_damaged_not_ready(  # type: ignore[no-untyped-def]
+    qtbot: QtBot, make_picker, env: Env
+) -> None:
+    from tests.helpers.tiny_catalog import PAIR_ID
+
+    picker = make_picker()
+    picker.select(PAIR_ID)
+    with qtbot.waitSignal(
+        picker.service.surveyed,
+        timeout=30_000,
+        check_params_cb=lambda s: s.pair_id == PAIR_ID and s.ready,
+    ):
+        picker.start_download()
+    blob = next(p for p in env.cache.rglob(env.tiny.target.name)).resolve()
+    data = blob.read_bytes()
+    blob.write_bytes(data[: len(data) // 2])
+    with qtbot.waitSignal(
+        picker.service.surveyed,
+        timeout=10_000,
+        check_params_cb=lambda s: s.pair_id == PAIR_ID,
+    ) as surveyed:
+        picker.service.survey((PAIR_ID,))
+    status = surveyed.args[0]
+    assert status.damaged and not status.ready and "truncated" in status.reason
+    assert picker.status_text(PAIR_ID) == "Damaged"
+    assert not picker.use_button.isEnabled()
