@@ -18,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--pair", default=None, help="catalog pair id (default: default)")
     source.add_argument("--tiny", action="store_true", help="use built-in tiny models")
     parser.add_argument("--max-tokens", type=int, default=48)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="llama.cpp threads (default: all cores)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write samples as JSON here")
 
 
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UserError(f"run `specchat models fetch {pair_id}` first")
             target, draft = files.target, files.draft
         try:
-            engine = ChatEngine.load(target, draft, n_ctx=2048)
+            engine = ChatEngine.load(target, draft, n_ctx=2048, n_threads=args.threads)
         except ModelLoadError as error:
             raise UserError(str(error)) from None
 
