@@ -624,9 +624,12 @@ class GenerationWorker(QObject):
         assert self._prompt_rate is not None
         restored = 0
         if request.conversation_id is not None:
+            conversation = str(request.conversation_id)
             try:
-                restored = self._kv.restore(engine.target, str(request.conversation_id),
-                                            prompt[:-1])  # fmt: skip
+                restored = self._kv.restore(engine.target, conversation, prompt[:-1])
+                # The draft's too: drafting modes would otherwise read the prompt again.
+                if engine.draft is not None:
+                    self._kv.restore(engine.draft, conversation, prompt[:-1])
             except OSError:
                 log.info("the kept KV state could not be read", exc_info=True)
         yield from read_prompt(
@@ -647,7 +650,9 @@ class GenerationWorker(QObject):
         if request.conversation_id is None or self._kv is None or self.engine is None:
             return
         try:
-            self._kv.save(self.engine.target, str(request.conversation_id))
+            for model in (self.engine.target, self.engine.draft):
+                if model is not None:
+                    self._kv.save(model, str(request.conversation_id))
         except OSError:
             log.info("the KV state could not be kept", exc_info=True)
 
