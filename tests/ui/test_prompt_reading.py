@@ -72,6 +72,7 @@ def test_follow_up_after_restart_reuses_the_kept_state(
     qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
 ) -> None:
     window = _window(qtbot, make_window, tiny_models)
+    window.controls.set_mode(DraftMode.DRAFT)
     with qtbot.waitSignal(window.answer_done, timeout=60_000) as first:
         assert window.send(LONG)
     conversation = first.args[0].conversation_id
