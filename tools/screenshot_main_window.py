@@ -1,7 +1,8 @@
 """Screenshot the main window mid-answer on the real default pair (run under Xvfb).
 
     xvfb-run -s "-screen 0 1400x900x24" .venv/bin/python tools/screenshot_main_window.py \
-        --out resources/screenshots/main-window.png [--theme dark] [--ghosts]
+        --out resources/screenshots/main-window.png [--theme dark] [--ghosts] \
+        [--scenario edit|explain] [--mode auto|draft|lookup|chain] [--after-tokens N]
 
 Uses a throw-away SPECCHAT_HOME; the model files come from the user cache (fetch_pair).
 """
@@ -17,14 +18,44 @@ from pathlib import Path
 from specchat import paths
 
 
+#: A code edit: most of the answer is the input again, which drafting predicts well.
+EDIT_REQUEST = """Add type hints and a one-line docstring to this function. Keep the code \
+otherwise the same and show the whole function:
+
+```python
+def moving_average(values, window):
+    if window <= 0:
+        raise ValueError("window must be positive")
+    averages = []
+    total = 0.0
+    for index, value in enumerate(values):
+        total += value
+        if index >= window:
+            total -= values[index - window]
+        if index >= window - 1:
+            averages.append(total / window)
+    return averages
+```"""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--theme", default="light", choices=("light", "dark", "system"))
     parser.add_argument("--ghosts", action="store_true", help="show rejected drafts")
     parser.add_argument("--mode", default="draft")
-    parser.add_argument("--after-tokens", type=int, default=70)
-    parser.add_argument("--size", default="1360x860")
+    parser.add_argument(
+        "--after-tokens",
+        type=int,
+        default=0,
+        help="shoot this far into the last answer (0: at its end)",
+    )
+    parser.add_argument("--size", default="1366x768")
+    parser.add_argument(
+        "--scenario", default="edit", choices=("edit", "explain"),
+        help="edit: a code-editing request (the answer repeats most of its input); "
+        "explain: a one-line question, then a new function",
+    )  # fmt: skip
     args = parser.parse_args()
     os.environ[paths.HOME_ENV] = tempfile.mkdtemp(prefix="specchat-shot-")
 
@@ -51,11 +82,15 @@ def main() -> int:
     window.move(0, 0)
     window.show()
     files = fetch_pair("default", source="mirror")
-    questions = [
-        "In one sentence: what is speculative decoding?",
-        "Write a short Python function that checks whether a number is prime, "
-        "then explain it in two sentences.",
-    ]
+    questions = (
+        [EDIT_REQUEST]
+        if args.scenario == "edit"
+        else [
+            "In one sentence: what is speculative decoding?",
+            "Write a short Python function that checks whether a number is prime, "
+            "then explain it in two sentences.",
+        ]
+    )
     tokens = [0]
     state = {"shot": False}
 
@@ -69,7 +104,7 @@ def main() -> int:
         QTimer.singleShot(200, window.close)
 
     def on_round(update: object) -> None:
-        if len(questions) or state["shot"]:
+        if len(questions) or state["shot"] or args.after_tokens == 0:
             return
         tokens[0] += len(update.result.events)  # type: ignore[attr-defined]
         if tokens[0] >= args.after_tokens:
@@ -86,7 +121,15 @@ def main() -> int:
         ask_next()
 
     window.model_loaded.connect(on_loaded)
-    window.answer_done.connect(lambda done: ask_next() if not state["shot"] else None)
+
+    def on_done(_done: object) -> None:
+        if questions:
+            ask_next()
+        elif args.after_tokens == 0 and not state["shot"]:
+            state["shot"] = True  # at the answer's end: its final figures
+            QTimer.singleShot(120, shoot)
+
+    window.answer_done.connect(on_done)
     window.service.round_ready.connect(on_round)
     window.load_files(files.target, files.draft, label=get_pair("default").name)
     code = app.exec()
