@@ -49,6 +49,12 @@ class SoakSample:
     answers: int
 
 
+#: Answers the warm-up lasts at least: the soak cycles 5 modes and K from 1 to 8, and each
+#: (mode, K) sizes its own buffers (llama.cpp's batch, the logits rows) the first time.
+WARMUP_ANSWERS = 40
+#: Answers measured after the warm-up, at least.
+MEASURED_ANSWERS = 8
+
 #: Growth per answer after warm-up that fails a soak: 4 KiB an answer is 40 MiB over
 #: 10,000 answers (weeks of use). A leak of a few MB over a soak's few hundred answers is
 #: several times more than this.
@@ -132,10 +138,15 @@ def soak(
 
 
 def summarise(samples: list[SoakSample], *, warmup_fraction: float) -> SoakReport:
-    """Growth after warm-up (the first `warmup_fraction` of the answers)."""
-    if len(samples) < 8:
-        raise ValueError(f"soak too short: {len(samples)} answers, fewer than eight")
-    warm = samples[int(len(samples) * warmup_fraction) :]
+    """Growth after warm-up: the first `warmup_fraction` of the answers, and at least
+    WARMUP_ANSWERS of them."""
+    needed = WARMUP_ANSWERS + MEASURED_ANSWERS
+    if len(samples) < needed:
+        raise ValueError(
+            f"soak too short: {len(samples)} answers, fewer than {needed} (a warm-up of "
+            f"{WARMUP_ANSWERS}, every mode at every K, then {MEASURED_ANSWERS})"
+        )
+    warm = samples[max(WARMUP_ANSWERS, int(len(samples) * warmup_fraction)) :]
     baseline = warm[0].rss
     last_quarter = [s.rss for s in samples[int(len(samples) * 0.75) :]]
     final = int(sum(last_quarter) / len(last_quarter))
