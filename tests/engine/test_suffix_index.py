@@ -309,3 +309,25 @@ def test_a_new_conversation_starts_a_new_chat() -> None:
     index.prepare([9, 20, 21, 22, 23, 24, 1, 2])
     assert index.propose(2) == []
     assert index.said == 8
+
+
+def test_an_idle_index_holds_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    monkeypatch.setattr(suffix_index, "IDLE_S", 0.05)
+
+    def building() -> int:
+        return sum(t.name == "suffix-index" and t.is_alive() for t in threading.enumerate())
+
+    index = SuffixIndex()
+    before = building()
+    index.put(1, [1, 2, 3])
+    assert index.wait_idle(timeout=30)
+    for thread in [t for t in threading.enumerate() if t.name == "suffix-index"]:
+        thread.join(timeout=30)
+    assert building() == before == 0
+    index.put(2, [4, 5, 6])  # work again: a new thread builds it
+    assert index.wait_idle(timeout=30)
+    index.prepare([4, 5])
+    assert index.propose(1)[0].tokens == (6,)
+    index.close()

@@ -19,6 +19,9 @@ TAIL = 64
 #: back across it are still found.
 OVERLAP = 64
 
+#: Seconds the building thread waits for work before it ends.
+IDLE_S = 30.0
+
 #: A state with more continuations than this has no usable favourite; walking them all would
 #: cost more than a draft is worth.
 MAX_FANOUT = 32
@@ -237,8 +240,11 @@ class SuffixIndex:
     def _run(self) -> None:
         while True:
             with self._wake:
-                self._wake.wait_for(lambda: self._dirty or self._closed)
-                if self._closed:
+                woken = self._wake.wait_for(lambda: self._dirty or self._closed, IDLE_S)
+                if self._closed or not woken:
+                    # Idle: end, so an index nobody closes holds no thread; the next put
+                    # starts another.
+                    self._thread = None
                     return
             self._rebuild()
 
