@@ -272,6 +272,28 @@ def test_one_long_call_is_stopped_by_its_process(payload: Payload) -> None:
         host.close()
 
 
+def test_the_host_process_has_a_memory_limit() -> None:
+    # Eight distinct 3 MB strings: within every sandbox limit (48 M characters built of the
+    # 64 M allowed), but not within a 40 MiB address space for the whole process.
+    source = (
+        "{% set ns = namespace(a=[]) %}{% for i in range(8) %}"
+        "{% set ns.a = ns.a + [('a' * 3000000) ~ i] %}{% endfor %}{{ ns.a | length }}"
+    )
+    roomy = TemplateHost()
+    tight = TemplateHost(memory_bytes=40 * 2**20)
+    try:
+        assert ChatTemplate(source, host=roomy).render(CONVERSATION) == "8"
+        with pytest.raises(ChatTemplateError) as caught:
+            ChatTemplate(source, host=tight).render(CONVERSATION)
+        assert caught.value.problem is ChatTemplateProblem.LIMIT
+        assert "memory" in str(caught.value)
+        # The process survives (or is replaced) and renders the next conversation.
+        assert ChatTemplate(None, host=tight).render(CONVERSATION).endswith("assistant\n")
+    finally:
+        roomy.close()
+        tight.close()
+
+
 def test_refusal_message_names_the_attribute() -> None:
     with pytest.raises(ChatTemplateError) as caught:
         ChatTemplate("{{ cycler.__init__.__globals__.os.popen('id').read() }}")

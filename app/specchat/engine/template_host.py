@@ -180,12 +180,11 @@ def _launch(memory_bytes: int) -> tuple[_Child, Any]:
     from_parent, to_child = os.pipe()
     from_child, to_parent = os.pipe()
     code = (
-        "import sys; sys.path[:0] = sys.argv[3:]; "
-        "from multiprocessing.connection import Connection; "
+        "import sys; sys.path[:0] = sys.argv[4:]; "
         "from specchat.engine.template_host import serve_pipes; "
-        "serve_pipes(int(sys.argv[1]), int(sys.argv[2]))"
+        "serve_pipes(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
     )
-    args = [sys.executable, "-I", "-c", code, str(from_parent), str(to_parent)]
+    args = [sys.executable, "-I", "-c", code, str(from_parent), str(to_parent), str(memory_bytes)]
     args += [str(p) for p in sys.path if isinstance(p, str) and p]
     try:
         pid = spawnv_passfds(os.fsencode(sys.executable), args, (from_parent, to_parent))
@@ -235,10 +234,10 @@ class _Duplex:
         self._writer.close()
 
 
-def serve_pipes(read_fd: int, write_fd: int) -> None:
+def serve_pipes(read_fd: int, write_fd: int, memory_bytes: int) -> None:
     """Entry of the host process started by `_launch`."""
     serve(_Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)),
-          MEMORY_BYTES)  # fmt: skip
+          memory_bytes)  # fmt: skip
 
 
 def serve(conn: Any, memory_bytes: int) -> None:
