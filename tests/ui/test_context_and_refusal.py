@@ -63,6 +63,9 @@ def test_a_refused_message_stays_in_the_composer(
     conversation = window._conversation_id
     assert conversation is not None and window.store.messages(conversation) == []
     assert window.banner.isVisible() and window.banner.kind == "error"
-    assert "back in the message box" in window.banner.label.text()
+    assert "message. Your message was not sent: it is back in the message box." in (
+        window.banner.label.text()
+    )
+    assert window.status_label.text() == "Message not sent."
     window.new_conversation()
     assert not window.banner.isVisible()

@@ -35,11 +35,13 @@ def test_long_prompt_shows_reading_progress_then_answers(
     window = _window(qtbot, make_window, tiny_models)
     seen: list[tuple[str, bool]] = []
     progress: list[PromptProgress] = []
+    notes: list[str] = []
 
     def on_progress(update: PromptProgress) -> None:
         progress.append(update)
         QApplication.processEvents()
         seen.append((window.status_label.text(), window.load_bar.isVisible()))
+        notes.append(window.chat_view.reading_note)
 
     window.answers.prompt_progress.connect(on_progress)
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
@@ -51,6 +53,9 @@ def test_long_prompt_shows_reading_progress_then_answers(
     assert any("s left" in text for text, _bar in seen[1:])
     assert not window.load_bar.isVisible()
     assert not window.status_label.text().startswith("Reading")
+    # Under the empty answer too, where the eye is; gone once the answer has text.
+    assert all(note.startswith("Reading the conversation:") for note in notes)
+    assert window.chat_view.reading_note == ""
 
 
 def test_stop_while_the_prompt_is_read(

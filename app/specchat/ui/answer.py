@@ -363,7 +363,8 @@ class AnswerController(QObject):
                     None,
                     None,
                     "",
-                    failure.message + " Your message was not sent: it is back in the message box.",
+                    failure.message.rstrip(".")
+                    + ". Your message was not sent: it is back in the message box.",
                     returned=answer.asked.content,
                 )
             )

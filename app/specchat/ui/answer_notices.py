@@ -9,13 +9,15 @@ from PySide6.QtCore import QObject, Slot
 from specchat.ui import palette as palettes
 from specchat.ui.answer import AnswerController, AnswerRound
 from specchat.ui.chat_pane import Banner
+from specchat.ui.chat_view import ChatView
 from specchat.ui.status_line import StatusLine
 from specchat.workers.generation import PromptPrepared, PromptProgress
 
 
 class AnswerNotices(QObject):
     """Shows the current answer's notices: a banner when old turns were left out, and the
-    prompt's reading progress (with time left) until the first token arrives.
+    prompt's reading progress (with time left) under the transcript and in the status bar
+    until the first token arrives.
 
     Attributes:
         reading: whether prompt progress is showing.
@@ -27,12 +29,14 @@ class AnswerNotices(QObject):
         answers: AnswerController,
         banner: Banner,
         status_line: StatusLine,
+        chat_view: ChatView,
         palette: Callable[[], palettes.Palette],
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
         self._banner = banner
         self._status = status_line
+        self._chat_view = chat_view
         self._palette = palette
         self.reading = False
         answers.prepared.connect(self._on_prepared)
@@ -58,6 +62,10 @@ class AnswerNotices(QObject):
             return  # read at once (short, or restored from disk): nothing to watch
         self.reading = True
         self._status.show_prompt_reading(reading.done, reading.total, reading.eta_s)
+        left = "" if reading.eta_s is None else f", about {max(1, round(reading.eta_s))} s left"
+        self._chat_view.set_reading_note(
+            f"Reading the conversation: {reading.done:,} of {reading.total:,} tokens{left}…"
+        )
 
     @Slot(AnswerRound)
     def _on_round_shown(self, _shown: AnswerRound) -> None:
@@ -71,5 +79,6 @@ class AnswerNotices(QObject):
         if self.reading:
             self.reading = False
             self._status.hide_loading()
+            self._chat_view.set_reading_note("")
             if text is not None:
                 self._status.status_label.setText(text)

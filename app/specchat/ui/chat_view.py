@@ -31,6 +31,7 @@ from specchat.ui.rich_text import (
     GHOST_PROPERTY,
     code_block_format,
     code_text,
+    paint_note,
     paint_wrap_marks,
     style_fence_line,
     style_inline,
@@ -142,6 +143,7 @@ class ChatView(QTextBrowser):
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
         self._flush_timer.timeout.connect(self._on_flush_due)
+        self.reading_note = ""
         self.anchorClicked.connect(self._on_anchor_clicked)
 
     # --- content ---------------------------------------------------------------------------
@@ -314,7 +316,15 @@ class ChatView(QTextBrowser):
             painter, self.document(), first, offset=offset,
             bottom=self.viewport().height(), colour=self.palette_.muted_text,
         )  # fmt: skip
+        if self.reading_note:  # painted under the text, never part of the document
+            paint_note(painter, self.document(), self.reading_note, offset=offset,
+                       colour=self.palette_.muted_text)  # fmt: skip
         painter.end()
+
+    def set_reading_note(self, note: str) -> None:
+        """A line under the last message while its answer has no text yet ("" removes it)."""
+        self.reading_note = note
+        self.viewport().update()
 
     @Slot(QUrl)
     def _on_anchor_clicked(self, url: QUrl) -> None:

@@ -46,7 +46,7 @@ class Fold(QWidget):
         self.summary.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         header = QWidget()
         row = _hbox(header)
-        row.addWidget(self.button)
+        row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignLeft)  # left also when open
         row.addWidget(self.summary, 1)
         layout.addWidget(header)
         layout.addWidget(content)

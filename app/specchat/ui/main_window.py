@@ -143,7 +143,8 @@ class MainWindow(QMainWindow):
         self.status_label, self.latency_label = line.status_label, line.latency_label
         self.load_bar, self.cancel_load_button = line.load_bar, line.cancel_load_button
         self.notices = AnswerNotices(answers=self.answers, banner=self.banner, status_line=line,
-                                     palette=lambda: self.palette_, parent=self)  # fmt: skip
+                                     chat_view=self.chat_view, palette=lambda: self.palette_,
+                                     parent=self)  # fmt: skip
         self.resize(1180, 760)
 
     def _build_menus(self) -> None:
@@ -437,7 +438,8 @@ class MainWindow(QMainWindow):
             self.stats_panel.end_answer(ended.stats)
         worst = self.latency.worst_ms
         self.latency_label.setText(f"UI latency ≤ {worst:.0f} ms")
-        self.status_label.setText(answer_status(ended.stop, ended.stats))
+        status = answer_status(ended.stop, ended.stats)
+        self.status_label.setText("Message not sent." if ended.returned else status)
         self.conversation_list.refresh(select=ended.conversation_id)
         self._refresh_actions()
         done = AnswerDone(ended.conversation_id, ended.message_id, ended.stop, ended.stats, worst)

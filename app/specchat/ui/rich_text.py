@@ -198,3 +198,17 @@ def paint_wrap_marks(
                 drawn += 1
         block = block.next()
     return drawn
+
+
+def paint_note(
+    painter: QPainter, doc: QTextDocument, note: str, *, offset: QPointF, colour: QColor
+) -> None:
+    """`note` in italics just below the document's last line (viewport coordinates)."""
+    last = doc.lastBlock()
+    rect = doc.documentLayout().blockBoundingRect(last).translated(offset)
+    font = QFont(doc.defaultFont())
+    font.setItalic(True)
+    painter.setFont(font)
+    painter.setPen(colour)
+    baseline = rect.bottom() + painter.fontMetrics().ascent() + 2
+    painter.drawText(QPointF(rect.left() + doc.documentMargin() + 2, baseline), note)
