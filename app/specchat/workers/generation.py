@@ -541,6 +541,8 @@ class GenerationWorker(QObject):
 
     @Slot()
     def _on_shutdown_requested(self) -> None:
+        # Closing waits a bounded time: no state written now (each finished answer's is kept).
+        self._kv = None
         self._end_generation(StopReason.CANCELLED)
         self._release_engine()
         self.closed.emit()
