@@ -16,6 +16,8 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from specchat.engine.model_size import sized_description
+
 log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[float], None]
@@ -559,28 +561,6 @@ class LlamaModel:
         common = self.cached_prefix(tokens)
         self.truncate(common)
         return common
-
-
-def format_params(n_params: int) -> str:
-    """A parameter count as model names write it: 494,032,768 -> "0.5B", 268 M -> "268M"."""
-    if n_params >= 1e9:
-        return f"{n_params / 1e9:.1f}".removesuffix(".0") + "B"
-    if n_params >= 1e6:
-        return f"{n_params / 1e6:.0f}M"
-    return f"{max(1, round(n_params / 1e3))}K"
-
-
-def sized_description(desc: str, *, size_label: str, n_params: int) -> str:
-    """llama.cpp's description with the model's own size in place of its size class.
-
-    llama.cpp names a size class from the layer count ("qwen2 1B" for a 0.5B model, "?B" for
-    one it does not know): the file's general.size_label, else the parameter count, is true.
-    """
-    parts = desc.split(" ", 2)
-    if len(parts) < 3:
-        return desc
-    size = size_label.strip() or (format_params(n_params) if n_params > 0 else parts[1])
-    return f"{parts[0]} {size} {parts[2]}"
 
 
 def kv_bytes_per_token(model: object) -> int:
