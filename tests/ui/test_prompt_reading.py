@@ -96,3 +96,22 @@ def test_follow_up_after_restart_reuses_the_kept_state(
     assert reading.restored > 300
     assert 0 < reading.total < 60
     assert not restarted.load_bar.isVisible()
+
+
+def test_deleting_a_conversation_erases_its_kept_state(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
+) -> None:
+    window = _window(qtbot, make_window, tiny_models)
+    window.controls.set_mode(DraftMode.DRAFT)
+    with qtbot.waitSignal(window.answer_done, timeout=60_000) as first:
+        assert window.send(LONG)
+    with qtbot.waitSignal(window.answer_done, timeout=60_000) as second:
+        window.new_conversation()
+        assert window.send(LONG + " Another one.")
+    kept = paths.cache_dir() / "kv-state"
+    assert len(list(kept.glob("*.kv"))) == 4  # two conversations, target and draft each
+    window.store.delete(first.args[0].conversation_id)
+    left = sorted(f.name for f in kept.glob("*"))
+    assert len(left) == 4  # the other conversation's state and tokens files, per model
+    assert all(name.split("-", 1)[1].startswith(f"{second.args[0].conversation_id}.")
+               for name in left)  # fmt: skip

@@ -9,11 +9,12 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import llama_cpp
 import numpy as np
 
-from specchat.engine.llama import LlamaModel
+if TYPE_CHECKING:
+    from specchat.engine.llama import LlamaModel
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +43,20 @@ class KVStore:
         self.max_bytes = max_bytes
 
     def _stem(self, model: LlamaModel, conversation: str) -> Path:
+        import llama_cpp
+
         stat = model.path.stat()
         # The file's identity and llama.cpp's version: a state belongs to these weights and
         # to the state format of the library that wrote it.
         identity = f"{model.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|"
         identity += str(getattr(llama_cpp, "__version__", ""))
         key = hashlib.sha256(identity.encode()).hexdigest()[:20]
-        safe = "".join(c if c.isalnum() else "_" for c in conversation)[:64]
-        return self.directory / f"{key}-{safe}"
+        return self.directory / f"{key}-{_safe(conversation)}"
 
     def save(self, model: LlamaModel, conversation: str) -> int:
         """Keep what `model`'s cache holds for `conversation`; returns the bytes written."""
+        import llama_cpp
+
         tokens = list(model.tokens)
         if len(tokens) < MIN_TOKENS or model.closed:
             return 0
@@ -82,6 +86,8 @@ class KVStore:
         Returns how many leading tokens of `prompt` the cache holds afterwards from the file
         (0 when nothing was loaded: no file, a shorter match, or a file that would not load).
         """
+        import llama_cpp
+
         stem = self._stem(model, conversation)
         state, token_file = stem.with_suffix(_STATE), stem.with_suffix(_TOKENS)
         if not state.exists() or not token_file.exists():
@@ -131,6 +137,23 @@ class KVStore:
             size = state.stat().st_size + (token_file.stat().st_size if token_file.exists() else 0)
             self.forget_files(state, token_file)
             total -= size
+
+
+def forget_conversation(directory: Path, conversation: str) -> int:
+    """Erase every kept state of `conversation` (each model's); returns files removed.
+
+    Needs no model (nor llama.cpp): called when a conversation is deleted, whose text must
+    not stay on disk in any form.
+    """
+    removed = 0
+    for file in directory.glob(f"*-{_safe(conversation)}.*"):
+        file.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _safe(conversation: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in conversation)[:64]
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -25,6 +25,7 @@ from specchat.engine.types import (
     StopReason,
     TokenKind,
 )
+from specchat.store.changes import ChangeKind, StoreChange
 from specchat.workers.lifecycle import start_worker, stop_worker
 
 if TYPE_CHECKING:
@@ -45,6 +46,8 @@ CALIBRATION_TOKENS = 8
 #: Plain tokens generated first and not timed: the first passes after a load fault the
 #: memory-mapped weights in from disk and would make plain look slow (speed-ups inflated).
 CALIBRATION_WARMUP = 3
+#: Where conversations' KV state is kept, under the cache directory.
+KV_DIR = "kv-state"
 #: Plain rounds measured during answers that the running baseline keeps (most recent).
 BASELINE_WINDOW = 64
 
@@ -347,6 +350,8 @@ class GenerationWorker(QObject):
         self._n_threads = n_threads
         # Earlier conversations, fed to the engine's suffix drafting while a pair is loaded.
         self._store = store
+        if store is not None:
+            store.subscribe(self._on_store_change)
         self._history: StoredHistory | None = None
         self._baseline = _BaselineMeter()
         self._request: GenerateRequest | None = None
@@ -543,6 +548,8 @@ class GenerationWorker(QObject):
     def _on_shutdown_requested(self) -> None:
         # Closing waits a bounded time: no state written now (each finished answer's is kept).
         self._kv = None
+        if self._store is not None:
+            self._store.unsubscribe(self._on_store_change)
         self._end_generation(StopReason.CANCELLED)
         self._release_engine()
         self.closed.emit()
@@ -621,7 +628,7 @@ class GenerationWorker(QObject):
         from specchat.engine.prompt_reading import PromptRate, read_prompt
 
         if self._kv is None:
-            self._kv = KVStore(paths.cache_dir() / "kv-state")
+            self._kv = KVStore(paths.cache_dir() / KV_DIR)
             self._prompt_rate = PromptRate()
         assert self._prompt_rate is not None
         restored = 0
@@ -646,6 +653,16 @@ class GenerationWorker(QObject):
             cancel=self._cancel,
             live=self._live,
         )
+
+    def _on_store_change(self, change: StoreChange) -> None:
+        # Called on the thread that changed the store: only files are touched here.
+        if change.kind == ChangeKind.DELETED:
+            from specchat.engine.kv_store import forget_conversation
+
+            try:
+                forget_conversation(paths.cache_dir() / KV_DIR, str(change.conversation_id))
+            except OSError:
+                log.info("a deleted conversation's KV state could not be erased", exc_info=True)
 
     def _keep_state(self, request: GenerateRequest) -> None:
         """Write the conversation's KV state to disk, for its next answer after a restart."""
