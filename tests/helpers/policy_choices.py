@@ -1,0 +1,96 @@
+"""Replays the shipped bench prompts through `auto` with pinned costs, recording each choice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.bench.prompts import load_prompts
+from specchat.engine.chat import ChatMessage
+from specchat.engine.session import ChatEngine
+from specchat.engine.types import DraftMode, GenerationRequest, SamplingParams
+
+#: Answer length per prompt: long enough for lookup matches to build up and probes to fire.
+MAX_TOKENS = 96
+
+
+@dataclass(frozen=True)
+class PinnedCosts:
+    """A fixed cost table standing in for timings, so choices depend on text alone.
+
+    Attributes:
+        name: what the table models.
+        batch_ms: target pass time for n = 1 … 64 tokens.
+        draft_token_ms: draft-model time per token.
+    """
+
+    name: str
+    batch_ms: dict[int, float]
+    draft_token_ms: float
+
+
+def _interpolated(points: dict[int, float]) -> dict[int, float]:
+    sizes = sorted(points)
+    table = {}
+    for n in range(1, 65):
+        lo = max(s for s in sizes if s <= n)
+        hi = min(s for s in sizes if s >= n)
+        share = 0.0 if lo == hi else (n - lo) / (hi - lo)
+        t = points[lo] + (points[hi] - points[lo]) * share
+        table[n] = round(t, 3)
+    return table
+
+
+#: A 2-core CPU (the 1.5B target's measured pass cost ratios, one token ≈ 28 ms): big batches
+#: are dear, so the draft model rarely pays and long lookup copies do.
+CPU = PinnedCosts(
+    "cpu",
+    _interpolated(
+        {1: 28.0, 2: 45.6, 4: 73.1, 8: 127.7, 15: 191.0, 16: 191.0, 32: 257.9, 64: 490.0}
+    ),
+    draft_token_ms=11.0,
+)
+#: A GPU: extra rows nearly free and a cheap draft model, so the draft model pays.
+GPU = PinnedCosts(
+    "gpu", {n: round(10.0 + 0.1 * (n - 1), 3) for n in range(1, 65)}, draft_token_ms=1.5
+)
+TABLES = (CPU, GPU)
+
+
+def pin(engine: ChatEngine, costs: PinnedCosts) -> None:
+    """Replace the auto policy's measured costs with `costs`, and stop it learning costs."""
+    auto = engine.decoder.auto
+    auto.costs.batch_ms = dict(costs.batch_ms)
+    auto.costs.draft_token_ms = costs.draft_token_ms
+    auto.costs.catchup_token_ms = None
+    for method in ("observe_batch", "observe_draft", "observe_catchup"):
+        setattr(auto.costs, method, lambda *args, **kwargs: None)
+    auto.calibrated = True
+
+
+def record(target: Path, draft: Path, costs: PinnedCosts) -> dict[str, list[str]]:
+    """Per prompt id, the rounds' choices as "mode:K" (one decoder across all prompts)."""
+    engine = ChatEngine.load(target, draft, n_ctx=2048)
+    try:
+        pin(engine, costs)
+        out: dict[str, list[str]] = {}
+        for prompt in load_prompts():
+            messages = [ChatMessage(m["role"], m["content"]) for m in prompt.messages()]
+            tokens = engine.prepare(messages, max_tokens=MAX_TOKENS).tokens
+            request = GenerationRequest(
+                prompt_tokens=tokens,
+                max_tokens=MAX_TOKENS,
+                sampling=SamplingParams(temperature=0.0),
+                mode=DraftMode.AUTO,
+            )
+            out[prompt.id] = [
+                f"{r.choice.mode.value}:{r.choice.k}" for r in engine.decoder.generate(request)
+            ]
+        return out
+    finally:
+        engine.close()
+
+
+def record_all(target: Path, draft: Path) -> dict[str, dict[str, list[str]]]:
+    """Choices under every pinned cost table, keyed by the table's name."""
+    return {costs.name: record(target, draft, costs) for costs in TABLES}
