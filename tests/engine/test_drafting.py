@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from specchat.engine.drafting import PromptLookupDrafter
-from specchat.engine.types import DraftMode, SamplingParams
+from specchat.engine.types import SamplingParams
 
 
 def test_longest_match_wins_over_more_recent_shorter_one() -> None:
@@ -27,7 +27,7 @@ def test_no_match_no_draft() -> None:
     lookup = PromptLookupDrafter()
     draft = lookup.propose([1, 2, 3, 4], 5, SamplingParams(), np.random.default_rng(0))
     assert draft.tokens == ()
-    assert draft.source == DraftMode.LOOKUP
+    assert draft.source == "lookup"
     assert draft.probs is None
 
 

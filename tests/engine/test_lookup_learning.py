@@ -1,14 +1,17 @@
-"""Auto learns prompt lookup's acceptance at every position and copies long runs in big passes."""
+"""Lookup learns its acceptance at every position; auto copies long runs in big passes."""
 
 from __future__ import annotations
 
 import pytest
 
-from specchat.engine.schedule import MAX_K, MAX_LOOKUP_K, AutoPolicy, LookupLedger
-from specchat.engine.types import DraftMode
+from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter
+from specchat.engine.drafting.lookup import LookupLedger
+from specchat.engine.schedule import MAX_K, MAX_LOOKUP_K, AutoPolicy
+from specchat.engine.types import PolicyChoice
 
 # Costs shaped like a 2-core CPU: one row 36 ms, then ≈ 20 ms a row at 16 and 13 at 64.
 CPU_COSTS = {1: 36.0, 2: 60.0, 4: 100.0, 8: 220.0, 16: 330.0, 32: 500.0, 64: 830.0}
+NO_DRAFT = Draft((), None, 0.0, "plain")
 
 
 def test_ledger_scores_each_token_once_as_the_text_reaches_it() -> None:
@@ -31,43 +34,57 @@ def test_ledger_closes_a_proposal_kept_to_its_end() -> None:
 
 def _policy() -> AutoPolicy:
     policy = AutoPolicy()
-    policy.costs.seed(CPU_COSTS, None)
+    policy.costs.seed(CPU_COSTS)
     policy.calibrated = True
     return policy
 
 
-def _choose(policy: AutoPolicy, lookup_len: int, match_len: int):  # type: ignore[no-untyped-def]
-    return policy.choose(
-        DraftMode.AUTO, MAX_LOOKUP_K, lookup_len=lookup_len, match_len=match_len,
-        has_draft=False,
-    )  # fmt: skip
+def _choose(
+    policy: AutoPolicy, lookup: PromptLookupDrafter, length: int, match_len: int
+) -> PolicyChoice:
+    return policy.choose([(lookup, lookup.offer_match(min(length, MAX_LOOKUP_K), match_len))])
+
+
+def _settle(lookup: PromptLookupDrafter, text: list[int]) -> None:
+    lookup.observe(Outcome(text, NO_DRAFT, 0))
 
 
 def test_a_refused_bucket_recovers_from_text_it_never_drafted() -> None:
-    policy = _policy()
+    policy, lookup = _policy(), PromptLookupDrafter()
     # Long matches were refused at once a dozen times: auto stops drafting from them.
     for start in range(12):
-        policy.note_lookup(start * 2, (1,) * 8, match_len=20)
-        policy.settle_lookup([0] * (start * 2 + 1))
-    assert _choose(policy, 40, 20).mode == DraftMode.PLAIN
+        lookup.ledger.note(start * 2, (1,) * 8, match_len=20)
+        _settle(lookup, [0] * (start * 2 + 1))
+    assert _choose(policy, lookup, 40, 20).mode == "plain"
     # Then the text goes on copying what lookup proposes while auto decodes plainly.
     text: list[int] = []
     for _ in range(40):
         proposal = tuple(range(len(text), len(text) + 30))
-        policy.note_lookup(len(text), proposal, match_len=20)
+        lookup.ledger.note(len(text), proposal, match_len=20)
         text.append(len(text))
-        policy.settle_lookup(text)
-    choice = _choose(policy, 40, 20)
-    assert choice.mode == DraftMode.LOOKUP and choice.k > MAX_K
+        _settle(lookup, text)
+    choice = _choose(policy, lookup, 40, 20)
+    assert choice.mode == "lookup" and choice.k > MAX_K
+
+
+def test_offers_are_scored_whether_drafted_or_not() -> None:
+    lookup = PromptLookupDrafter()
+    text = [1, 2, 3, 4, 1, 2]
+    offer = lookup.offer(text, 8)
+    assert offer is not None and offer.k_max == 4  # "3 4 1 2" follows the earlier "1 2"
+    assert len(lookup.ledger) == 1
+    before = lookup.survival[lookup.bucket(2)].reached[0]
+    _settle(lookup, [*text, 3])  # auto decoded plainly; the text went on as proposed
+    assert lookup.survival[lookup.bucket(2)].reached[0] > before
 
 
 def test_short_matches_are_not_worth_a_pass_on_a_cpu() -> None:
-    assert _choose(_policy(), 40, 1).mode == DraftMode.PLAIN
+    assert _choose(_policy(), PromptLookupDrafter(), 40, 1).mode == "plain"
 
 
 def test_cost_beyond_the_largest_measured_batch_goes_on_at_its_cost_per_row() -> None:
     policy = AutoPolicy()
-    policy.costs.seed({1: 36.0, 16: 330.0, 32: 500.0}, None)
+    policy.costs.seed({1: 36.0, 16: 330.0, 32: 500.0})
     # 170 ms for the 16 rows above 16, so 10.625 ms a row beyond 32.
     assert policy.costs.target_ms(48) == pytest.approx(500.0 + 16 * 10.625)
 
@@ -76,22 +93,22 @@ def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) 
     # A 4-token match promises about 1.06× plain on these costs: taken without a hurdle,
     # refused with the 10 % one, and the reason says what it would have needed.
     monkeypatch.setattr("specchat.engine.schedule.HURDLE", 0.0)
-    assert _choose(_policy(), 40, 4).mode == DraftMode.LOOKUP
+    assert _choose(_policy(), PromptLookupDrafter(), 40, 4).mode == "lookup"
     monkeypatch.setattr("specchat.engine.schedule.HURDLE", 0.1)
-    choice = _choose(_policy(), 40, 4)
-    assert choice.mode == DraftMode.PLAIN
+    choice = _choose(_policy(), PromptLookupDrafter(), 40, 4)
+    assert choice.mode == "plain"
     assert "needs 1.10×" in choice.reason
 
 
 def test_a_new_answer_starts_from_the_priors() -> None:
-    fresh = _choose(_policy(), 40, 20)
-    policy = _policy()
-    policy.start_text(0)
+    fresh = _choose(_policy(), PromptLookupDrafter(), 40, 20)
+    policy, lookup = _policy(), PromptLookupDrafter()
+    lookup.prepare([], eager=False)
     text: list[int] = []
     for _ in range(40):  # one answer copies on and on
-        policy.note_lookup(len(text), tuple(range(len(text), len(text) + 30)), match_len=20)
+        lookup.ledger.note(len(text), tuple(range(len(text), len(text) + 30)), match_len=20)
         text.append(len(text))
-        policy.settle_lookup(text)
-    assert _choose(policy, 40, 20).k > fresh.k
-    policy.start_text(500)  # the next answer learns afresh
-    assert _choose(policy, 40, 20) == fresh
+        _settle(lookup, text)
+    assert _choose(policy, lookup, 40, 20).k > fresh.k
+    lookup.prepare([0] * 500, eager=False)  # the next answer learns afresh
+    assert _choose(policy, lookup, 40, 20) == fresh

@@ -9,7 +9,7 @@ import pytest
 
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode, TokenKind
+from specchat.engine.types import TokenKind
 from tests.helpers.engine import run
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
@@ -38,9 +38,9 @@ def test_speculative_greedy_equals_plain_or_diverges_at_a_near_tie(
     engine: ChatEngine, question: str
 ) -> None:
     prompt = engine.prepare([ChatMessage("user", question)], max_tokens=40).tokens
-    plain = run(engine.decoder, prompt, mode=DraftMode.PLAIN, max_tokens=40)
+    plain = run(engine.decoder, prompt, mode="plain", max_tokens=40)
     report = []
-    for mode in (DraftMode.DRAFT, DraftMode.LOOKUP, DraftMode.AUTO):
+    for mode in ("draft", "lookup", "auto"):
         spec = run(engine.decoder, prompt, mode=mode, k=4, max_tokens=40)
         if spec.tokens == plain.tokens:
             report.append(f"{mode.value}: identical")
@@ -57,7 +57,7 @@ def test_speculative_greedy_equals_plain_or_diverges_at_a_near_tie(
 
 def test_draft_model_is_accepted_often_on_the_real_pair(engine: ChatEngine) -> None:
     prompt = engine.prepare([ChatMessage("user", QUESTIONS[1])], max_tokens=32).tokens
-    result = run(engine.decoder, prompt, mode=DraftMode.DRAFT, k=4, max_tokens=32)
+    result = run(engine.decoder, prompt, mode="draft", k=4, max_tokens=32)
     stats = result.rounds[-1].stats
     # The 0.5B and 1.5B Coder models agree on most tokens of a code edit.
     assert stats.alpha > 0.5
@@ -83,8 +83,8 @@ def test_auto_copies_a_long_run_in_passes_longer_than_a_fixed_k(engine: ChatEngi
     from specchat.engine.schedule import MAX_K
 
     prompt = engine.prepare([ChatMessage("user", COPY_QUESTION)], max_tokens=160).tokens
-    plain = run(engine.decoder, prompt, mode=DraftMode.PLAIN, max_tokens=160)
-    auto = run(engine.decoder, prompt, mode=DraftMode.AUTO, max_tokens=160)
+    plain = run(engine.decoder, prompt, mode="plain", max_tokens=160)
+    auto = run(engine.decoder, prompt, mode="auto", max_tokens=160)
     assert auto.tokens == plain.tokens
     longest = max(r.drafted for r in auto.rounds)
     kept = max(r.accepted for r in auto.rounds)

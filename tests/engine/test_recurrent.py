@@ -8,7 +8,6 @@ import pytest
 
 from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.llama import LlamaModel
-from specchat.engine.types import DraftMode
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
 from tests.helpers.tiny_recurrent import write_tiny_mamba
@@ -27,15 +26,15 @@ def mamba_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Speculative
         yield SpeculativeDecoder(target, draft)
 
 
-@pytest.mark.parametrize("mode", [DraftMode.DRAFT, DraftMode.LOOKUP, DraftMode.AUTO])
+@pytest.mark.parametrize("mode", ["draft", "lookup", "auto"])
 def test_greedy_output_on_a_recurrent_model_is_plain_output(
-    mamba_pair: SpeculativeDecoder, mode: DraftMode
+    mamba_pair: SpeculativeDecoder, mode: str
 ) -> None:
     for text in CHAT_PROMPTS:
         prompt = mamba_pair.target.tokenize(text)
-        plain = run(mamba_pair, prompt, mode=DraftMode.PLAIN, max_tokens=40)
+        plain = run(mamba_pair, prompt, mode="plain", max_tokens=40)
         spec = run(mamba_pair, prompt, mode=mode, k=3, max_tokens=40)
-        assert spec.tokens == plain.tokens, f"{mode.value} diverged on {text!r}"
+        assert spec.tokens == plain.tokens, f"{mode} diverged on {text!r}"
         # The target's cache holds the whole context after the answer, never a restart.
         assert mamba_pair.target.tokens == [*prompt, *spec.tokens][: mamba_pair.target.n_past]
         assert mamba_pair.target.n_past >= len(prompt)
@@ -52,7 +51,7 @@ def test_a_recurrent_draft_is_left_unused_and_lookup_still_drafts(
         decoder = SpeculativeDecoder(target, mamba_pair.target)
         assert "draft model" in decoder.drafting_refused
         prompt = target.tokenize(CHAT_PROMPTS[1])
-        plain = run(decoder, prompt, mode=DraftMode.PLAIN, max_tokens=60)
-        spec = run(decoder, prompt, mode=DraftMode.DRAFT, k=3, max_tokens=60)
+        plain = run(decoder, prompt, mode="plain", max_tokens=60)
+        spec = run(decoder, prompt, mode="draft", k=3, max_tokens=60)
         assert spec.tokens == plain.tokens
         assert spec.rounds[-1].stats.drafted > 0  # prompt lookup took the draft model's place

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specchat.engine.decoder import SpeculativeDecoder
-from specchat.engine.types import DraftMode, GenerationRequest, RoundResult, SamplingParams
+from specchat.engine.types import GenerationRequest, RoundResult, SamplingParams
 
 CHAT_PROMPTS = (
     "<|im_start|>user\nWrite a function that adds two numbers.<|im_end|>\n<|im_start|>assistant\n",
@@ -45,7 +45,7 @@ def run(
     decoder: SpeculativeDecoder,
     prompt: Sequence[int],
     *,
-    mode: DraftMode = DraftMode.PLAIN,
+    mode: str = "plain",
     k: int = 4,
     max_tokens: int = 64,
     sampling: SamplingParams = SamplingParams(),

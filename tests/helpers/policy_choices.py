@@ -5,10 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.bench.prompts import load_prompts
 from specchat.engine.chat import ChatMessage
+
+from specchat.bench.prompts import load_prompts
+from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode, GenerationRequest, SamplingParams
+from specchat.engine.types import GenerationRequest, SamplingParams
 
 #: Answer length per prompt: long enough for lookup matches to build up and probes to fire.
 MAX_TOKENS = 96
@@ -58,14 +60,18 @@ TABLES = (CPU, GPU)
 
 
 def pin(engine: ChatEngine, costs: PinnedCosts) -> None:
-    """Replace the auto policy's measured costs with `costs`, and stop it learning costs."""
+    """Replace the measured costs with `costs` (the target's in the auto policy, the draft
+    model's in its drafter), and stop both learning costs."""
     auto = engine.decoder.auto
     auto.costs.batch_ms = dict(costs.batch_ms)
-    auto.costs.draft_token_ms = costs.draft_token_ms
-    auto.costs.catchup_token_ms = None
-    for method in ("observe_batch", "observe_draft", "observe_catchup"):
-        setattr(auto.costs, method, lambda *args, **kwargs: None)
+    auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
     auto.calibrated = True
+    drafter = engine.decoder.drafters["draft"]
+    assert isinstance(drafter, DraftModelDrafter)
+    drafter.draft_token_ms = costs.draft_token_ms
+    drafter.catchup_token_ms = None
+    for method in ("observe_draft", "observe_catchup"):
+        setattr(drafter, method, lambda *args, **kwargs: None)
 
 
 def record(target: Path, draft: Path, costs: PinnedCosts) -> dict[str, list[str]]:
@@ -81,10 +87,10 @@ def record(target: Path, draft: Path, costs: PinnedCosts) -> dict[str, list[str]
                 prompt_tokens=tokens,
                 max_tokens=MAX_TOKENS,
                 sampling=SamplingParams(temperature=0.0),
-                mode=DraftMode.AUTO,
+                mode="auto",
             )
             out[prompt.id] = [
-                f"{r.choice.mode.value}:{r.choice.k}" for r in engine.decoder.generate(request)
+                f"{r.choice.mode}:{r.choice.k}" for r in engine.decoder.generate(request)
             ]
         return out
     finally:

@@ -287,7 +287,7 @@ def run_one(
         if result.stop is None or result.events or result.drafted:
             logs.append(
                 RoundLog(
-                    mode=result.choice.mode.value,
+                    mode=result.choice.mode,
                     k=result.choice.k,
                     drafted=result.drafted,
                     accepted=result.accepted,

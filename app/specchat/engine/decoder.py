@@ -10,18 +10,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting import Draft, DraftModelDrafter, PromptLookupDrafter
+from specchat.engine.costs import CALIBRATION_SIZES
+from specchat.engine.drafting import AUTO, PLAIN, Draft, Drafter, Drafters, Offer, Outcome
 from specchat.engine.llama import ContextFullError, LlamaModel
-from specchat.engine.schedule import (
-    CALIBRATION_SIZES,
-    MAX_K,
-    MAX_LOOKUP_K,
-    AutoPolicy,
-    FixedPolicy,
-)
+from specchat.engine.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.types import (
     Controls,
-    DraftMode,
     GenerationRequest,
     PolicyChoice,
     RoundResult,
@@ -61,7 +55,8 @@ class _TextStream:
 
 
 class SpeculativeDecoder:
-    """Generates with a target model, drafting with prompt lookup and/or a draft model.
+    """Generates with a target model; each round the policy picks a drafter and K, the
+    drafter proposes, the target verifies in one pass.
 
     Every mode runs through the same loop: K = 0 is plain decoding. Output is exactly the
     target's: greedy settings give its argmax tokens, sampling gives its distribution.
@@ -69,7 +64,7 @@ class SpeculativeDecoder:
     Attributes:
         target: the model whose output this is.
         draft: the draft model, if any.
-        lookup: the prompt-lookup drafter.
+        drafters: the drafters this pair offers (from the registry).
         auto: the auto policy (kept across generations, so what it learnt carries over).
         drafting_refused: why this pair never drafts, or "" (see `rollback_refusal`).
     """
@@ -79,22 +74,19 @@ class SpeculativeDecoder:
         target: LlamaModel,
         draft: LlamaModel | None = None,
         *,
-        lookup: PromptLookupDrafter | None = None,
+        drafters: Drafters | None = None,
         auto: AutoPolicy | None = None,
-        draft_min_confidence: float = 0.0,
     ) -> None:
         self.target = target
         self.draft = draft
-        self.lookup = lookup or PromptLookupDrafter()
         self.drafting_refused = rollback_refusal(target, draft)
         # A draft model whose cache cannot be rolled back would re-read the whole context
-        # after every proposal: it is not used (lookup still drafts for the target).
-        self.draft_drafter = (
-            DraftModelDrafter(draft, min_confidence=draft_min_confidence)
-            if draft is not None and draft.can_rollback
-            else None
+        # after every proposal: its drafters are not built (lookup still drafts).
+        self.drafters = drafters or Drafters(
+            target, draft if draft is not None and draft.can_rollback else None
         )
         self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
+        self.auto.track(self.drafters)
         self._fixed = FixedPolicy()
 
     # --- one generation ----------------------------------------------------------------------
@@ -125,18 +117,17 @@ class SpeculativeDecoder:
         if cached < len(prompt) - 1:
             target.decode(prompt[cached:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
-        mode = live.get().mode
-        if mode == DraftMode.AUTO and not self.auto.calibrated and target.can_rollback:
+        mode = self.drafters.resolve(live.get().mode)
+        if mode == AUTO and not self.auto.calibrated and target.can_rollback:
             self.calibrate(prompt[-1])
-        # Auto only readies the draft model where it could pay at all (a GPU, typically):
-        # on a CPU its prompt evaluation would be paid for nothing.
-        if self.draft_drafter is not None and (
-            mode in (DraftMode.DRAFT, DraftMode.CHAIN)
-            or (mode == DraftMode.AUTO and self.auto.could_pay(DraftMode.DRAFT))
-        ):
-            self._prefill_draft(prompt)
+        for drafter in self.drafters:
+            # Auto only readies a drafter where it could pay at all: on a CPU the draft
+            # model's prompt evaluation would mostly be paid for nothing.
+            eager = drafter.name == mode or (
+                mode == AUTO and drafter.in_auto and self.auto.could_pay(drafter)
+            )
+            drafter.prepare(prompt, eager=eager)
         stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
-        self.auto.start_text(len(prompt))
 
         context = prompt  # grows with every emitted token
         text = _TextStream(target)
@@ -156,11 +147,14 @@ class SpeculativeDecoder:
                 return
             controls = live.get()
             sampling = controls.sampling
+            mode = self.drafters.resolve(controls.mode)
+            policy = self.auto if mode == AUTO else self._fixed
             # Never draft past the answer's end or the context's. Auto may copy further in
             # one pass than a fixed K goes (see MAX_LOOKUP_K).
-            longest = MAX_LOOKUP_K if controls.mode == DraftMode.AUTO else MAX_K
-            k_cap = min(longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1)
-            draft, choice = self._draft(context, controls, k_cap, rng)
+            k_cap = min(
+                policy.longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1
+            )
+            draft, choice = self._draft(context, mode, controls, k_cap, rng)
 
             verify_began = time.perf_counter()
             last = context[-1]
@@ -199,8 +193,9 @@ class SpeculativeDecoder:
                     )
                 )
             context = context + [e.token for e in events]
-            if controls.mode == DraftMode.AUTO:
-                self.auto.settle_lookup(context)
+            outcome = Outcome(context, draft, j)
+            for drafter in self.drafters:
+                drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
             generated = stats.emitted + stops.held + len(events)
             if stop is None and generated >= request.max_tokens:
@@ -219,17 +214,13 @@ class SpeculativeDecoder:
                 elapsed_s=time.perf_counter() - decode_start,
                 position_kept=j,
             )
-            policy = self.auto if controls.mode == DraftMode.AUTO else self._fixed
             policy.observe(
                 choice,
                 batch=len(draft.tokens) + 1,
                 verify_ms=verify_ms,
-                draft_ms=draft.ms,
                 drafted=len(draft.tokens),
-                catchup=draft.catchup,
-                catchup_ms=draft.catchup_ms,
                 accepted=j,
-                match_len=draft.match_len,
+                drafter=self.drafters.get(draft.source),
             )
             yield RoundResult(
                 index=round_index,
@@ -251,7 +242,7 @@ class SpeculativeDecoder:
                 return
 
     def calibrate(self, token: int) -> None:
-        """Time target passes of 1–32 tokens and one draft token, to seed the auto policy.
+        """Time target passes of 1–32 tokens, and each drafter's own costs, to seed `auto`.
 
         About a hundred single-token times once per loaded pair (≈ 3 s on a laptop CPU): without
         it, auto would learn that batches are dear on a CPU by losing its first rounds.
@@ -270,80 +261,41 @@ class SpeculativeDecoder:
             elapsed = _ms_since(began)
             batch_ms[n] = min(batch_ms.get(n, elapsed), elapsed)
             target.truncate(keep)
-        draft_ms = None
-        if self.draft is not None and self.draft_drafter is not None and self.draft.room() > 1:
-            draft_keep = self.draft.n_past
-            times = []
-            for _ in range(3):
-                began = time.perf_counter()
-                self.draft.decode([token], logits="last")
-                times.append(_ms_since(began))
-                self.draft.truncate(draft_keep)
-            draft_ms = sorted(times)[1]
-        self.auto.costs.seed(batch_ms, draft_ms)
+        for drafter in self.drafters:
+            drafter.calibrate(token)
+        self.auto.costs.seed(batch_ms)
         self.auto.calibrated = True
 
     # --- helpers -----------------------------------------------------------------------------
     def _draft(
-        self, context: Sequence[int], controls: Controls, k_cap: int, rng: np.random.Generator
+        self,
+        context: Sequence[int],
+        mode: str,
+        controls: Controls,
+        k_cap: int,
+        rng: np.random.Generator,
     ) -> tuple[Draft, PolicyChoice]:
-        mode = controls.mode
+        """The policy picks (drafter, K); the drafter proposes."""
         if not self.target.can_rollback:
             # Rejected drafts could only be dropped by re-reading the whole context.
-            return _NO_DRAFT, PolicyChoice(DraftMode.PLAIN, 0, f"plain: {self.drafting_refused}")
-        has_draft = self.draft_drafter is not None
-        if mode in (DraftMode.DRAFT, DraftMode.CHAIN) and not has_draft:
-            mode = DraftMode.LOOKUP  # no draft model loaded: lookup is what remains
+            return _NO_DRAFT, PolicyChoice(PLAIN, 0, f"plain: {self.drafting_refused}")
         if k_cap <= 0:
-            return _NO_DRAFT, PolicyChoice(DraftMode.PLAIN, 0, "plain: last token")
-        looked_up: tuple[int, ...] = ()
-        match_len = 0
-        lookup_ms = 0.0
-        if mode in (DraftMode.LOOKUP, DraftMode.CHAIN, DraftMode.AUTO):
-            began = time.perf_counter()
-            looked_up, match_len = self.lookup.find(context, k_cap)
-            lookup_ms = _ms_since(began)
-        if mode == DraftMode.AUTO:
-            self.auto.note_lookup(len(context), looked_up, match_len)
-            lag = 0
-            if self.draft is not None and self.draft_drafter is not None:
-                lag = len(context) - self.draft.cached_prefix(context)
-            choice = self.auto.choose(
-                mode,
-                k_cap,
-                lookup_len=len(looked_up),
-                match_len=match_len,
-                has_draft=has_draft,
-                draft_lag=lag,
-            )
+            return _NO_DRAFT, PolicyChoice(PLAIN, 0, "plain: last token")
+        if mode == AUTO:
+            offers: list[tuple[Drafter, Offer]] = []
+            for drafter in self.drafters:
+                if drafter.in_auto:
+                    offer = drafter.offer(context, k_cap)
+                    if offer is not None:
+                        offers.append((drafter, offer))
+            choice = self.auto.choose(offers)
         else:
-            choice = self._fixed.choose(
-                mode,
-                min(controls.k, k_cap),
-                lookup_len=len(looked_up),
-                match_len=match_len,
-                has_draft=has_draft,
-            )
+            choice = self._fixed.choose(mode, min(controls.k, k_cap))
         k = min(choice.k, k_cap)
-        if choice.mode == DraftMode.PLAIN or k <= 0:
+        if choice.mode == PLAIN or k <= 0:
             return _NO_DRAFT, choice
-        use_lookup = choice.mode == DraftMode.LOOKUP or (
-            choice.mode == DraftMode.CHAIN and looked_up
-        )
-        if use_lookup:
-            tokens = looked_up[:k]
-            return Draft(tokens, None, lookup_ms, DraftMode.LOOKUP, match_len), choice
-        assert self.draft_drafter is not None
-        draft = self.draft_drafter.propose(context, k, controls.sampling, rng)
-        if choice.mode == DraftMode.CHAIN:
-            draft = replace(draft, ms=draft.ms + lookup_ms)
+        draft = self.drafters[choice.mode].propose(context, k, controls.sampling, rng)
         return draft, choice
-
-    def _prefill_draft(self, prompt: Sequence[int]) -> None:
-        assert self.draft is not None
-        cached = self.draft.sync(prompt[:-1])
-        if cached < len(prompt) - 1:
-            self.draft.decode(prompt[cached:-1], logits="none")
 
     def _text_of(self, tokens: Sequence[int]) -> str:
         return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", errors="replace")
@@ -372,7 +324,7 @@ class SpeculativeDecoder:
             accepted=0,
             draft_ms=0.0,
             verify_ms=0.0,
-            choice=PolicyChoice(DraftMode.PLAIN, 0, stop.value),
+            choice=PolicyChoice(PLAIN, 0, stop.value),
             temperature=0.0,
             stats=stats,
             stop=stop,
@@ -380,7 +332,7 @@ class SpeculativeDecoder:
         )
 
 
-_NO_DRAFT = Draft((), None, 0.0, DraftMode.PLAIN)
+_NO_DRAFT = Draft((), None, 0.0, PLAIN)
 
 
 def _ms_since(start: float) -> float:

@@ -240,7 +240,7 @@ class ChatEngine:
         *,
         max_tokens: int = 512,
         sampling: SamplingParams = SamplingParams(),
-        mode: DraftMode = DraftMode.AUTO,
+        mode: str | DraftMode = "auto",
         k: int = 4,
         stop_strings: Sequence[str] = (),
         cancel: threading.Event | None = None,
@@ -254,7 +254,7 @@ class ChatEngine:
             k=k,
             stop_strings=tuple(stop_strings) + self.stop_texts,
         )
-        live = live or LiveControls(Controls(mode, k, sampling))
+        live = live or LiveControls(Controls(request.mode, k, sampling))
         return self.decoder.generate(request, cancel=cancel, live=live)
 
     def chat(
@@ -263,7 +263,7 @@ class ChatEngine:
         *,
         max_tokens: int = 512,
         sampling: SamplingParams = SamplingParams(),
-        mode: DraftMode = DraftMode.AUTO,
+        mode: str | DraftMode = "auto",
         k: int = 4,
         stop_strings: Sequence[str] = (),
         cancel: threading.Event | None = None,

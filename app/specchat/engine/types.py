@@ -16,7 +16,11 @@ class TokenKind(enum.Enum):
 
 
 class DraftMode(enum.Enum):
-    """Which drafter proposes tokens; AUTO lets the policy choose per round."""
+    """The built-in modes as an enum, for callers not yet on mode names.
+
+    A mode is a name: "auto", "plain" or a registered drafter's name (engine/drafting);
+    everything that takes a mode accepts a member of this enum too and reads its value.
+    """
 
     PLAIN = "plain"  #: no drafting (K = 0)
     LOOKUP = "lookup"  #: prompt lookup (n-gram match over the text so far)
@@ -98,12 +102,12 @@ class PolicyChoice:
     """What drafted this round and why.
 
     Attributes:
-        mode: the drafter actually used (never AUTO).
+        mode: the drafter actually used (its name, or "plain"; never "auto").
         k: the draft length asked of it.
-        reason: one line for people ("lookup, K = 6: long match").
+        reason: one line for people ("prompt lookup, K = 6: long match").
     """
 
-    mode: DraftMode
+    mode: str
     k: int
     reason: str
 
@@ -200,14 +204,17 @@ class Controls:
     """Settings that may change between rounds of one generation.
 
     Attributes:
-        mode: drafting mode.
+        mode: drafting mode: "auto", "plain" or a drafter's name.
         k: draft length for fixed modes.
         sampling: sampling settings (temperature, top-p, ...).
     """
 
-    mode: DraftMode
+    mode: str | DraftMode
     k: int
     sampling: SamplingParams
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", _mode_name(self.mode))
 
 
 @dataclass(frozen=True)
@@ -218,14 +225,21 @@ class GenerationRequest:
         prompt_tokens: the full prompt (cached prefixes are reused automatically).
         max_tokens: longest answer.
         sampling: sampling settings.
-        mode: drafting mode.
-        k: draft length for fixed modes (ignored by AUTO).
+        mode: drafting mode: "auto", "plain" or a drafter's name.
+        k: draft length for fixed modes (ignored by auto).
         stop_strings: the answer ends before any of these.
     """
 
     prompt_tokens: tuple[int, ...]
     max_tokens: int = 512
     sampling: SamplingParams = SamplingParams()
-    mode: DraftMode = DraftMode.AUTO
+    mode: str | DraftMode = "auto"
     k: int = 4
     stop_strings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", _mode_name(self.mode))
+
+
+def _mode_name(mode: object) -> str:
+    return str(mode.value) if isinstance(mode, enum.Enum) else str(mode)

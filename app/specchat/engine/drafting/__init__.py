@@ -1,0 +1,63 @@
+"""Drafters: propose the next tokens cheaply, for the target to check in one pass.
+
+One module per drafter; each registers itself (`@register`), and importing this package
+registers the built-in ones (their `priority` orders them: lookup, the draft model, chain).
+"""
+
+from specchat.engine.drafting.base import (
+    MAX_K,
+    MAX_LOOKUP_K,
+    Acceptance,
+    Draft,
+    Drafter,
+    LoadedPair,
+    Offer,
+    Outcome,
+    expected_tokens,
+)
+from specchat.engine.drafting.chain import ChainDrafter
+from specchat.engine.drafting.lookup import LookupLedger, LookupSurvival, PromptLookupDrafter
+from specchat.engine.drafting.model import DraftModelDrafter
+from specchat.engine.drafting.registry import (
+    AUTO,
+    PLAIN,
+    Drafters,
+    ModeInfo,
+    mode_info,
+    mode_name,
+    mode_names,
+    modes,
+    needs_model,
+    parse_mode,
+    register,
+    unregister,
+)
+
+__all__ = [
+    "AUTO",
+    "MAX_K",
+    "MAX_LOOKUP_K",
+    "PLAIN",
+    "Acceptance",
+    "ChainDrafter",
+    "Draft",
+    "DraftModelDrafter",
+    "Drafter",
+    "Drafters",
+    "LoadedPair",
+    "LookupLedger",
+    "LookupSurvival",
+    "ModeInfo",
+    "Offer",
+    "Outcome",
+    "PromptLookupDrafter",
+    "expected_tokens",
+    "mode_info",
+    "mode_name",
+    "mode_names",
+    "modes",
+    "needs_model",
+    "parse_mode",
+    "register",
+    "unregister",
+]

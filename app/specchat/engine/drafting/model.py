@@ -1,0 +1,182 @@
+"""The draft model: a small model sharing the target's vocabulary drafts token by token."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from specchat.engine.costs import smoothed
+from specchat.engine.drafting.base import (
+    MAX_K,
+    Acceptance,
+    Draft,
+    Drafter,
+    LoadedPair,
+    Offer,
+    Outcome,
+)
+from specchat.engine.drafting.registry import register
+from specchat.engine.sampling import probabilities, sample
+from specchat.engine.types import SamplingParams
+
+if TYPE_CHECKING:
+    from specchat.engine.llama import LlamaModel
+
+
+@register
+class DraftModelDrafter(Drafter):
+    """Draft with a small model sharing the target's vocabulary.
+
+    Its KV cache is kept in step with the accepted text: each proposal first syncs the cache
+    to the context (reusing the common prefix, so only the last round's correction is new),
+    then decodes one token at a time. Greedy settings draft the argmax; otherwise tokens are
+    sampled from q, the draft's distribution under the same sampling settings, and q is
+    returned for rejection sampling. It times itself: per drafted token, and per token of a
+    catch-up (text written while it was not used, evaluated in one batch).
+
+    Attributes:
+        model: the draft model.
+        min_confidence: stop drafting once the draft's top probability falls below this
+            (0 disables); low confidence predicts rejection, and each extra token costs.
+        acceptance: its acceptance estimate (learnt from the rounds it drafted).
+        draft_token_ms: smoothed milliseconds per drafted token (None before measuring).
+        catchup_token_ms: smoothed milliseconds per token of a catch-up.
+        smoothing: weight of each new timing.
+    """
+
+    name = "draft"
+    label = "Draft model"
+    priority = 20
+    needs_model = True
+    probed = True
+
+    def __init__(self, model: LlamaModel, *, min_confidence: float = 0.0) -> None:
+        super().__init__()
+        self.model = model
+        self.min_confidence = min_confidence
+        # A same-family draft model usually agrees more often than not.
+        self.acceptance = Acceptance.prior(0.6, 0.6)
+        self.draft_token_ms: float | None = None
+        self.catchup_token_ms: float | None = None
+        self.smoothing = 0.2
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        return cls(pair.draft) if pair.draft is not None else None
+
+    # --- the protocol --------------------------------------------------------------------
+    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
+        """Evaluate the prompt now (only when likely to draft: on a CPU `auto` rarely uses
+        the draft model, and its prompt evaluation would be paid for nothing)."""
+        if not eager:
+            return
+        cached = self.model.sync(prompt[:-1])
+        if cached < len(prompt) - 1:
+            self.model.decode(prompt[cached:-1], logits="none")
+
+    def calibrate(self, token: int) -> None:
+        """Time one draft token (the median of three), leaving the cache as it was."""
+        model = self.model
+        if model.room() <= 1:
+            return
+        keep = model.n_past
+        times = []
+        for _ in range(3):
+            began = time.perf_counter()
+            model.decode([token], logits="last")
+            times.append((time.perf_counter() - began) * 1000.0)
+            model.truncate(keep)
+        self.draft_token_ms = sorted(times)[1]
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        began = time.perf_counter()
+        model = self.model
+        if k <= 0:
+            return Draft((), None if sampling.greedy else (), 0.0, self.name)
+        k = min(k, model.n_ctx - len(context))
+        if k <= 0:
+            return Draft((), None if sampling.greedy else (), 0.0, self.name)
+        cached = model.sync(context)
+        if cached == len(context):
+            # The whole context is cached but its last logits are gone: re-evaluate it.
+            model.truncate(cached - 1)
+            cached -= 1
+        catchup = len(context) - cached
+        logits = model.decode(context[cached:], logits="last")[0]
+        catchup_ms = (time.perf_counter() - began) * 1000.0
+        tokens: list[int] = []
+        qs: list[np.ndarray] = []
+        for i in range(k):
+            if sampling.greedy:
+                token = int(np.argmax(logits))
+                if self.min_confidence > 0 and i > 0:
+                    q = probabilities(logits, SamplingParams(temperature=1.0))
+                    if q[token] < self.min_confidence:
+                        break
+            else:
+                q = probabilities(logits, sampling)
+                token = sample(q, rng)
+                if self.min_confidence > 0 and i > 0 and q.max() < self.min_confidence:
+                    break
+                qs.append(q)
+            tokens.append(token)
+            if i + 1 < k:
+                logits = model.decode([token], logits="last")[0]
+        ms = (time.perf_counter() - began) * 1000.0
+        probs = None if sampling.greedy else tuple(qs)
+        return Draft(tuple(tokens), probs, ms, self.name, catchup=catchup, catchup_ms=catchup_ms)
+
+    def observe(self, outcome: Outcome) -> None:
+        draft = outcome.draft
+        drafted = len(draft.tokens)
+        if draft.source != self.name or not drafted:
+            return
+        self.acceptance.update(drafted, outcome.accepted)
+        # The first decode of a round evaluates one or two tokens as well as drafting the
+        # first token: only a longer catch-up is priced on its own.
+        if draft.catchup > 2:
+            self.observe_catchup(draft.catchup, draft.catchup_ms)
+            self.observe_draft(drafted, draft.ms - draft.catchup_ms)
+        else:
+            self.observe_draft(drafted, draft.ms)
+
+    def token_ms(self, plain_ms: float) -> float:
+        # Before any measurement, a draft model is typically a third of the target's cost.
+        return plain_ms / 3.0 if self.draft_token_ms is None else self.draft_token_ms
+
+    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
+        """Drafts of up to MAX_K, paying first for the text it has not seen: a long-idle
+        draft model must earn its catch-up back."""
+        lag = len(context) - self.model.cached_prefix(context)
+        detail = f"α ≈ {self.acceptance.alpha:.2f}"
+        return Offer(MAX_K, self.expected_tokens_curve(MAX_K), self.catchup_ms(lag), detail)
+
+    # --- timing --------------------------------------------------------------------------
+    def observe_draft(self, tokens: int, ms: float) -> None:
+        if tokens > 0:
+            self.draft_token_ms = smoothed(self.draft_token_ms, ms / tokens, self.smoothing)
+
+    def observe_catchup(self, tokens: int, ms: float) -> None:
+        if tokens > 0:
+            self.catchup_token_ms = smoothed(
+                self.catchup_token_ms, ms / tokens, self.smoothing, damp=False
+            )
+
+    def catchup_ms(self, tokens: int) -> float:
+        """Estimated time to evaluate `tokens` of text it has not seen."""
+        if tokens <= 2:
+            return 0.0  # the usual one or two: part of every draft round's cost
+        per_token = self.catchup_token_ms
+        if per_token is None:
+            # Before measuring: a batched catch-up costs a fraction of decoding token by token.
+            per_token = 0.3 * (self.draft_token_ms or 0.0)
+        return per_token * tokens

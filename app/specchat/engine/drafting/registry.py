@@ -1,0 +1,137 @@
+"""The drafter registry: every drafter class by name, and the set a loaded pair offers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from specchat.engine.drafting.base import Drafter, LoadedPair
+
+if TYPE_CHECKING:
+    from specchat.engine.llama import LlamaModel
+
+#: The modes that are not drafters: the policy chooses per round, or no drafting at all.
+AUTO = "auto"
+PLAIN = "plain"
+#: What a fixed mode whose drafter the pair cannot serve falls back to (it needs no model).
+FALLBACK = "lookup"
+
+_classes: dict[str, type[Drafter]] = {}
+
+D = TypeVar("D", bound=type[Drafter])
+
+
+def register(cls: D) -> D:
+    """Class decorator: make a drafter a mode everywhere (engine, window, CLI, bench)."""
+    name = getattr(cls, "name", "")
+    if not name or not name.isidentifier() or name != name.lower():
+        raise ValueError(f"a drafter's name must be a lower-case identifier, not {name!r}")
+    if name in (AUTO, PLAIN) or (name in _classes and _classes[name] is not cls):
+        raise ValueError(f"a mode named {name!r} exists already")
+    _classes[name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    """Forget a drafter (tests register toy drafters and remove them again)."""
+    _classes.pop(name, None)
+
+
+def drafter_classes() -> tuple[type[Drafter], ...]:
+    """Every registered drafter by priority (auto's order of preference on ties)."""
+    return tuple(sorted(_classes.values(), key=lambda c: c.priority))
+
+
+@dataclass(frozen=True)
+class ModeInfo:
+    """One entry of the mode list.
+
+    Attributes:
+        name: the mode's name ("auto", "plain" or a drafter's name).
+        label: what people see.
+        needs_model: whether it needs the pair's draft model.
+    """
+
+    name: str
+    label: str
+    needs_model: bool
+
+
+def modes() -> tuple[ModeInfo, ...]:
+    """Auto, every registered drafter, then plain: the window's list, the CLI's choices."""
+    return (
+        ModeInfo(AUTO, "Auto", False),
+        *(ModeInfo(c.name, c.label, c.needs_model) for c in drafter_classes()),
+        ModeInfo(PLAIN, "Off (plain decoding)", False),
+    )
+
+
+def mode_names() -> tuple[str, ...]:
+    return tuple(m.name for m in modes())
+
+
+def mode_info(name: str) -> ModeInfo:
+    for info in modes():
+        if info.name == name:
+            return info
+    raise KeyError(name)
+
+
+def needs_model(mode: str) -> bool:
+    """Whether `mode` needs a draft model (unknown names: no)."""
+    cls = _classes.get(mode)
+    return bool(cls and cls.needs_model)
+
+
+def parse_mode(text: str) -> str:
+    """A mode name from user input, or ValueError naming the choices."""
+    name = str(getattr(text, "value", text)).strip().lower()
+    if name not in mode_names():
+        raise ValueError(f"unknown drafting mode {text!r}; choose one of {', '.join(mode_names())}")
+    return name
+
+
+def mode_name(mode: object) -> str:
+    """The name of a mode given as a name or as a legacy enum member."""
+    return str(getattr(mode, "value", mode))
+
+
+class Drafters:
+    """The drafters a loaded pair offers, built from the registry in its order.
+
+    Attributes:
+        pair: the models they were built on.
+    """
+
+    def __init__(self, target: LlamaModel, draft: LlamaModel | None) -> None:
+        self.pair = LoadedPair(target, draft)
+        self._built: dict[str, Drafter] = {}
+        for cls in drafter_classes():
+            if cls.needs_model and draft is None:
+                continue
+            drafter = cls.create(self.pair, dict(self._built))
+            if drafter is not None:
+                self._built[cls.name] = drafter
+
+    def __iter__(self) -> Iterator[Drafter]:
+        return iter(tuple(self._built.values()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._built
+
+    def __getitem__(self, name: str) -> Drafter:
+        return self._built[name]
+
+    def get(self, name: str) -> Drafter | None:
+        return self._built.get(name)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._built)
+
+    def resolve(self, mode: object) -> str:
+        """The mode that will run: auto, plain or an available drafter (else the fallback)."""
+        name = mode_name(mode)
+        if name in (AUTO, PLAIN) or name in self._built:
+            return name
+        return FALLBACK if FALLBACK in self._built else PLAIN
