@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.engine.chat import ChatMessage
-
 from specchat.bench.prompts import load_prompts
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import GenerationRequest, SamplingParams

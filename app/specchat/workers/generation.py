@@ -101,7 +101,7 @@ class GenerateRequest:
     request_id: int
     messages: tuple[ChatMessage, ...]
     max_tokens: int = 1024
-    mode: DraftMode = DraftMode.AUTO
+    mode: str | DraftMode = "auto"
     k: int = 4
     sampling: SamplingParams = field(default_factory=SamplingParams)
     policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
