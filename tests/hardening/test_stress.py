@@ -308,7 +308,7 @@ def test_random_walk_keeps_the_worker_exact_and_leaves_no_thread(
                 update = Controls(rng.choice(MODES), rng.randint(1, 8), sampling)
                 for request in log.requests.values():
                     if not request.ended:
-                        request.how.append(f"then {update.mode.value} K={update.k}")
+                        request.how.append(f"then {update.mode} K={update.k}")
                 svc.update_controls(update)
             elif action == "switch":
                 load(rng.choice(drafts), calibrate=rng.random() < 0.3)
