@@ -17,7 +17,6 @@ from pathlib import Path
 
 from specchat import paths
 
-
 #: A code edit: most of the answer is the input again, which drafting predicts well.
 EDIT_REQUEST = """Add type hints and a one-line docstring to this function. Keep the code \
 otherwise the same and show the whole function:
@@ -62,7 +61,7 @@ def main() -> int:
     from PySide6.QtCore import QTimer
 
     from specchat import settings as cfg
-    from specchat.engine.types import DraftMode
+    from specchat.engine.drafting import parse_mode
     from specchat.models.catalog import get_pair
     from specchat.models.download import fetch_pair
     from specchat.store.conversations import ConversationStore
@@ -116,7 +115,7 @@ def main() -> int:
             window.send(questions.pop(0))
 
     def on_loaded(_loaded: object) -> None:
-        window.controls.set_mode(DraftMode.parse(args.mode))
+        window.controls.set_mode(parse_mode(args.mode))
         window.controls.k_slider.setValue(4)
         ask_next()
 

@@ -6,6 +6,7 @@ import copy
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -24,7 +25,8 @@ class Setting(Generic[T]):
         type: the Python type values are coerced to.
         default: value when nothing is stored or the stored value is unusable.
         description: one line shown in help and docs.
-        choices: the values allowed, for a setting that takes one of a few words.
+        choices: the values allowed, for a setting that takes one of a few words (or a
+            function returning them, for a list known only at run time: see `allowed`).
         internal: kept by the window itself (geometry, the pairs Models… chose): the
             Settings dialog leaves it out.
     """
@@ -33,8 +35,20 @@ class Setting(Generic[T]):
     type: type
     default: T
     description: str
-    choices: tuple[str, ...] = ()
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     internal: bool = False
+
+    def allowed(self) -> tuple[str, ...]:
+        """The values allowed (empty: any value of the type)."""
+        return self.choices() if callable(self.choices) else self.choices
+
+
+def _mode_names() -> tuple[str, ...]:
+    # The drafting modes are whatever drafters are registered (engine/drafting), read when
+    # asked: a drafter registered after this module loaded is listed too.
+    from specchat.engine.drafting.registry import mode_names
+
+    return mode_names()
 
 
 REGISTRY: dict[str, Setting[Any]] = {}
@@ -46,7 +60,7 @@ def declare(
     default: T,
     description: str,
     *,
-    choices: tuple[str, ...] = (),
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = (),
     internal: bool = False,
 ) -> Setting[T]:
     if key in REGISTRY:
@@ -90,8 +104,8 @@ MODE = declare(
     "drafting.mode",
     str,
     "auto",
-    "auto, draft, lookup, chain or plain",
-    choices=("auto", "draft", "lookup", "chain", "plain"),
+    "auto, plain or a drafter's name",
+    choices=lambda: _mode_names(),
 )
 K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
 TEMPERATURE = declare("sampling.temperature", float, 0.0, "Sampling temperature; 0 is greedy")

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from itertools import cycle
 
 from specchat.engine.chat_template import ChatMessage
+from specchat.engine.drafting.registry import FALLBACK, mode_names, needs_model
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode, SamplingParams
+from specchat.engine.types import Controls, SamplingParams
 
 QUESTIONS = (
     "Write a Python function that merges two sorted lists.",
@@ -101,9 +102,7 @@ def soak(
     Conversations grow for a few turns (exercising cache reuse), then start over; modes,
     temperatures and K rotate so every path allocates and frees its buffers.
     """
-    modes = cycle(
-        [DraftMode.AUTO, DraftMode.DRAFT, DraftMode.LOOKUP, DraftMode.CHAIN, DraftMode.PLAIN]
-    )
+    modes = cycle(mode_names())  # auto, every registered drafter, plain
     temperatures = cycle([0.0, 0.8])
     questions = cycle(QUESTIONS)
     began = time.perf_counter()
@@ -116,15 +115,15 @@ def soak(
             messages = []
         messages.append(ChatMessage("user", next(questions)))
         mode = next(modes)
-        if not has_draft and mode in (DraftMode.DRAFT, DraftMode.CHAIN):
-            mode = DraftMode.LOOKUP
+        if not has_draft and needs_model(mode):
+            mode = FALLBACK
         answer = []
         for result in engine.chat(
             messages,
             max_tokens=max_tokens,
-            sampling=SamplingParams(temperature=next(temperatures), seed=done),
-            mode=mode,
-            k=1 + done % 8,
+            controls=Controls(
+                mode, 1 + done % 8, SamplingParams(temperature=next(temperatures), seed=done)
+            ),
         ):
             answer.append(result.text)
             tokens += len(result.events)

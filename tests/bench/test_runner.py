@@ -18,8 +18,8 @@ from specchat.bench.runner import (
     plan_runs,
     run_bench,
 )
+from specchat.engine.drafting import mode_names
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode
 from specchat.tinymodels import TinyModels
 
 PROMPTS = (
@@ -28,10 +28,10 @@ PROMPTS = (
 )
 
 CONFIG = BenchConfig(
-    modes=tuple(DraftMode),
+    modes=mode_names(),
     ks=(2, 4),
     temperatures=(0.0, 0.8),
-    sampled_modes=(DraftMode.PLAIN, DraftMode.AUTO, DraftMode.DRAFT),
+    sampled_modes=("plain", "auto", "draft"),
     max_tokens=16,
 )
 
@@ -58,7 +58,7 @@ def report(engine: ChatEngine, tmp_path_factory: pytest.TempPathFactory) -> tupl
 
 
 def test_plan_alternates_and_always_includes_plain() -> None:
-    config = BenchConfig(modes=(DraftMode.LOOKUP,), ks=(3,), temperatures=(0.0, 0.5))
+    config = BenchConfig(modes=("lookup",), ks=(3,), temperatures=(0.0, 0.5))
     plan = plan_runs(PROMPTS, config, has_draft=False)
     greedy = [v.label for _, p, t, v, _ in plan if p.id == "copy" and t == 0]
     assert sorted(greedy) == sorted(["plain", FLOOR, "lookup K=3"])
@@ -227,7 +227,7 @@ SESSION = BenchPrompt(
 
 def test_a_session_runs_turn_by_turn_after_plains_answers(engine: ChatEngine) -> None:
     config = BenchConfig(
-        modes=(DraftMode.PLAIN, DraftMode.LOOKUP, DraftMode.AUTO),
+        modes=("plain", "lookup", "auto"),
         ks=(3,),
         temperatures=(0.0,),
         max_tokens=12,

@@ -11,7 +11,7 @@ from specchat.bench.trace import AnswerTrace, record_trace
 from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter
 from specchat.engine.llama import LlamaModel
-from specchat.engine.types import DraftMode, SamplingParams
+from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import run
 
@@ -30,7 +30,7 @@ def test_trace_matches_drafting_live_at_every_position(
 ) -> None:
     target, draft = pair
     prompt = target.tokenize("the cat sat on the mat, the cat sat on the hat, the cat")
-    answer = run(SpeculativeDecoder(target, None), prompt, mode=DraftMode.PLAIN, max_tokens=40)
+    answer = run(SpeculativeDecoder(target, None), prompt, mode="plain", max_tokens=40)
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
     lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft)

@@ -32,7 +32,7 @@ def test_greedy_speculation_is_token_for_token_plain(
         prompt = decoder.target.tokenize(text)
         plain = run(decoder, prompt, mode="plain", max_tokens=120)
         spec = run(decoder, prompt, mode=mode, k=k, max_tokens=120)
-        assert spec.tokens == plain.tokens, f"{mode.value} K={k} diverged on {text!r}"
+        assert spec.tokens == plain.tokens, f"{mode} K={k} diverged on {text!r}"
         assert spec.text == plain.text
 
 
@@ -109,7 +109,7 @@ def test_cancel_then_generate_again_matches_a_fresh_run(decoder: SpeculativeDeco
     prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
     fresh = run(decoder, prompt, mode="draft", k=3, max_tokens=80)
     cancel = threading.Event()
-    request = GenerationRequest(tuple(prompt), max_tokens=80, mode="draft", k=3)
+    request = GenerationRequest(tuple(prompt), 80, Controls("draft", 3))
     rounds = []
     for result in decoder.generate(request, cancel=cancel):
         rounds.append(result)
@@ -123,12 +123,12 @@ def test_cancel_then_generate_again_matches_a_fresh_run(decoder: SpeculativeDeco
 def test_k_and_temperature_change_between_rounds(decoder: SpeculativeDecoder) -> None:
     prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
     live = LiveControls(Controls("draft", 2, SamplingParams(temperature=0.0)))
-    request = GenerationRequest(tuple(prompt), max_tokens=60, mode="draft", k=2)
+    request = GenerationRequest(tuple(prompt), 60, live.get())
     seen = []
     for result in decoder.generate(request, live=live):
         seen.append((result.choice.k, result.temperature))
         if result.index == 3:
-            live.update(k=5, sampling=SamplingParams(temperature=0.7, seed=1))
+            live.set(Controls("draft", 5, SamplingParams(temperature=0.7, seed=1)))
     assert seen[0] == (2, 0.0)
     assert seen[4][1] == 0.7
     assert all(k <= 5 for k, _ in seen[4:]) and any(k == 5 for k, _ in seen[4:])

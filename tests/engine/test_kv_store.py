@@ -8,7 +8,7 @@ from pathlib import Path
 from specchat.engine.kv_store import KVStore
 from specchat.engine.prompt_reading import PromptRate, read_prompt
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode
+from specchat.engine.types import Controls, GenerationRequest
 from specchat.tinymodels import TinyModels
 
 
@@ -20,7 +20,7 @@ def _answer(engine: ChatEngine, prompt: list[int], n: int = 16) -> tuple[list[in
     """Greedy token ids, and how many prompt tokens had to be evaluated."""
     ids: list[int] = []
     evaluated = -1
-    for result in engine.generate(prompt, max_tokens=n, mode=DraftMode.PLAIN, k=0):
+    for result in engine.generate(GenerationRequest(tuple(prompt), n, Controls("plain", 0))):
         ids += [e.token for e in result.events]
         evaluated = result.stats.prompt_tokens
     return ids, evaluated

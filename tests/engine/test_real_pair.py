@@ -43,13 +43,13 @@ def test_speculative_greedy_equals_plain_or_diverges_at_a_near_tie(
     for mode in ("draft", "lookup", "auto"):
         spec = run(engine.decoder, prompt, mode=mode, k=4, max_tokens=40)
         if spec.tokens == plain.tokens:
-            report.append(f"{mode.value}: identical")
+            report.append(f"{mode}: identical")
             continue
         at = next(
             i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens, strict=False)) if a != b
         )
         margin = plain.events[at].margin
-        report.append(f"{mode.value}: diverged at token {at}, plain margin {margin:.3f}")
+        report.append(f"{mode}: diverged at token {at}, plain margin {margin:.3f}")
         assert margin < NEAR_TIE, "; ".join(report)
     print("; ".join(report))
     assert plain.text.strip()

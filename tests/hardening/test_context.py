@@ -13,7 +13,7 @@ from specchat import paths
 from specchat import settings as cfg
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import DraftMode, StopReason
+from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
@@ -111,7 +111,7 @@ def test_growing_conversation_drops_oldest_turns_through_the_worker(
             service.new_id(),
             tuple(messages),
             max_tokens=MAX_TOKENS,
-            mode=DraftMode.AUTO,
+            controls=Controls("auto"),
             policy=OverflowPolicy.DROP_OLDEST,
         )
         answer = _Answer(qtbot, service, request)

@@ -33,7 +33,7 @@ _RUNNER = textwrap.dedent(
     import json, sys
     from specchat.engine.chat_template import ChatMessage
     from specchat.engine.session import ChatEngine
-    from specchat.engine.types import DraftMode
+    from specchat.engine.types import Controls
 
     for index, path in enumerate(json.loads(sys.stdin.read())):
         print("START", index, flush=True)
@@ -41,7 +41,7 @@ _RUNNER = textwrap.dedent(
             engine = ChatEngine.load(path, n_ctx=128, target_gpu_layers=0, n_threads=1)
             try:
                 rounds = list(engine.chat([ChatMessage("user", "hi")], max_tokens=8,
-                                          mode=DraftMode.LOOKUP))
+                                          controls=Controls("lookup")))
             finally:
                 engine.close()
             print("RAN", index, rounds[-1].stop.name, flush=True)

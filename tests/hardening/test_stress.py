@@ -17,8 +17,9 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.chat_template import ChatMessage
+from specchat.engine.drafting import mode_names
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenEvent
+from specchat.engine.types import SamplingParams, StopReason, TokenEvent
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (
     Controls,
@@ -37,7 +38,7 @@ DEFAULT_STEPS = 400
 N_CTX = 2048
 #: Answer lengths: short ones end by themselves, long ones are there to be interrupted.
 MAX_TOKENS = (8, 40, 160, 600)
-MODES = tuple(DraftMode)
+MODES = mode_names()
 #: The fixed prompt of the final identity check.
 FIXED = (ChatMessage("user", "Tell me about speculative decoding."),)
 BASE_CONVERSATIONS: tuple[tuple[ChatMessage, ...], ...] = (
@@ -188,7 +189,7 @@ def _sampling(rng: random.Random) -> SamplingParams:
 def _plain_greedy(
     engine: ChatEngine, messages: tuple[ChatMessage, ...], max_tokens: int
 ) -> list[TokenEvent]:
-    rounds = engine.chat(messages, max_tokens=max_tokens, mode=DraftMode.PLAIN, k=0)
+    rounds = engine.chat(messages, max_tokens=max_tokens, controls=Controls("plain", 0))
     return [e for r in rounds for e in r.events]
 
 
@@ -245,17 +246,17 @@ def test_random_walk_keeps_the_worker_exact_and_leaves_no_thread(
         messages: tuple[ChatMessage, ...],
         *,
         max_tokens: int,
-        mode: DraftMode,
+        mode: str,
         k: int,
         sampling: SamplingParams,
     ) -> int:
         request_id = svc.new_id()
         log.requests[request_id] = _Request(
-            messages, max_tokens, sampling.greedy, [f"{mode.value} K={k} on {pair[0]}"]
+            messages, max_tokens, sampling.greedy, [f"{mode} K={k} on {pair[0]}"]
         )
         svc.generate(
             GenerateRequest(
-                request_id, messages, max_tokens=max_tokens, mode=mode, k=k, sampling=sampling
+                request_id, messages, max_tokens=max_tokens, controls=Controls(mode, k, sampling)
             )
         )
         return request_id
@@ -346,11 +347,11 @@ def test_random_walk_keeps_the_worker_exact_and_leaves_no_thread(
             reference.close()
         assert expected
         for draft, mode, k in (
-            (tiny_models.draft_close, DraftMode.DRAFT, 4),
-            (tiny_models.draft_close, DraftMode.AUTO, 4),
-            (tiny_models.draft_far, DraftMode.CHAIN, 3),
-            (None, DraftMode.LOOKUP, 5),
-            (None, DraftMode.PLAIN, 0),
+            (tiny_models.draft_close, "draft", 4),
+            (tiny_models.draft_close, "auto", 4),
+            (tiny_models.draft_far, "chain", 3),
+            (None, "lookup", 5),
+            (None, "plain", 0),
         ):
             load_id = load(draft)
             qtbot.waitUntil(lambda lid=load_id: log.loads[lid] is not None, timeout=30_000)
@@ -360,7 +361,7 @@ def test_random_walk_keeps_the_worker_exact_and_leaves_no_thread(
             finished = log.requests[request_id].finished
             assert finished is not None and finished.stop == StopReason.MAX_TOKENS, where
             verdict = _compare(log.requests[request_id].tokens, expected)
-            assert verdict != "diverged", f"{where}: {mode.value} after the walk != plain"
+            assert verdict != "diverged", f"{where}: {mode} after the walk != plain"
             log.count(f"final:{verdict}")
         assert not log.problems, f"{where}: {log.problems[:10]}"
         print(f"stress: {dict(sorted(log.counts.items()))}")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specchat.engine.decoder import SpeculativeDecoder
-from specchat.engine.types import GenerationRequest, RoundResult, SamplingParams
+from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 
 CHAT_PROMPTS = (
     "<|im_start|>user\nWrite a function that adds two numbers.<|im_end|>\n<|im_start|>assistant\n",
@@ -54,9 +54,7 @@ def run(
     request = GenerationRequest(
         prompt_tokens=tuple(prompt),
         max_tokens=max_tokens,
-        sampling=sampling,
-        mode=mode,
-        k=k,
+        controls=Controls(mode, k, sampling),
         stop_strings=tuple(stop_strings),
     )
     return Run(tuple(decoder.generate(request)))

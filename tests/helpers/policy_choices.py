@@ -9,7 +9,7 @@ from specchat.bench.prompts import load_prompts
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import GenerationRequest, SamplingParams
+from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 #: Answer length per prompt: long enough for lookup matches to build up and probes to fire.
 MAX_TOKENS = 96
@@ -85,8 +85,7 @@ def record(target: Path, draft: Path, costs: PinnedCosts) -> dict[str, list[str]
             request = GenerationRequest(
                 prompt_tokens=tokens,
                 max_tokens=MAX_TOKENS,
-                sampling=SamplingParams(temperature=0.0),
-                mode="auto",
+                controls=Controls("auto", 4, SamplingParams(temperature=0.0)),
             )
             out[prompt.id] = [
                 f"{r.choice.mode}:{r.choice.k}" for r in engine.decoder.generate(request)

@@ -11,13 +11,13 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import Controls, DraftMode, SamplingParams, StopReason
+from specchat.engine.types import Controls, SamplingParams, StopReason
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
 from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
 from specchat.workers.generation import GenerationService, LoadRequest
 
-DRAFT_K3 = Controls(DraftMode.DRAFT, 3, SamplingParams())
+DRAFT_K3 = Controls("draft", 3, SamplingParams())
 
 
 @pytest.fixture

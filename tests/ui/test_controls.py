@@ -8,18 +8,18 @@ from typing import Any
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode
+from specchat.engine.types import Controls
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
-from specchat.ui.controls import ControlsPanel, ControlState
+from specchat.ui.controls import ControlsPanel
 from specchat.ui.window_state import save_controls
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]
 
 
-def _panel(qtbot: QtBot, mode: DraftMode = DraftMode.DRAFT, k: int = 6) -> ControlsPanel:
-    panel = ControlsPanel(state=ControlState(mode, k, 0.0, 1.0))
+def _panel(qtbot: QtBot, mode: str = "draft", k: int = 6) -> ControlsPanel:
+    panel = ControlsPanel(state=Controls(mode, k))
     qtbot.addWidget(panel)
     return panel
 
@@ -28,7 +28,7 @@ def test_auto_choice_is_shown_beside_the_slider_never_written_into_it(
     qtbot: QtBot, home: object
 ) -> None:
     panel = _panel(qtbot)
-    panel.set_mode(DraftMode.AUTO)
+    panel.set_mode("auto")
     panel.show_policy_k(1, "lookup, K = 1: short match")
     assert panel.k_slider.value() == 6
     assert panel.k_auto.text() == "auto: 1"
@@ -36,7 +36,7 @@ def test_auto_choice_is_shown_beside_the_slider_never_written_into_it(
     panel.show_policy_k(0, "plain: nothing pays")
     assert panel.k_auto.text() == "auto: plain"
     assert panel.k_slider.value() == 6
-    panel.set_mode(DraftMode.DRAFT)
+    panel.set_mode("draft")
     assert panel.state().k == 6
     assert panel.k_auto.isHidden()
     settings = Settings()
@@ -46,13 +46,13 @@ def test_auto_choice_is_shown_beside_the_slider_never_written_into_it(
 
 def test_slider_and_value_are_disabled_where_k_does_nothing(qtbot: QtBot) -> None:
     panel = _panel(qtbot)
-    for mode in (DraftMode.PLAIN, DraftMode.AUTO):
+    for mode in ("plain", "auto"):
         panel.set_mode(mode)
         assert not panel.k_slider.isEnabled()
         assert not panel.k_value.isEnabled()
         # The label agrees with the handle: never "0" beside a handle at 6.
         assert panel.k_value.text() == str(panel.k_slider.value()) == "6"
-    panel.set_mode(DraftMode.LOOKUP)
+    panel.set_mode("lookup")
     assert panel.k_slider.isEnabled() and panel.k_value.isEnabled()
     assert panel.k_value.text() == "6"
 
@@ -64,11 +64,11 @@ def test_policy_line_shows_only_in_auto(
     window.settings.set(cfg.MAX_TOKENS, 40)
     window.show()
     load_tiny(qtbot, window, tiny_models)
-    window.controls.set_mode(DraftMode.AUTO)
+    window.controls.set_mode("auto")
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
         assert window.send("Hello there")
     assert window.stats_panel.policy.text().startswith("Auto policy: ")
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     assert window.stats_panel.policy.text() == ""
     # The K the user chose survives the auto answer.
     assert window.controls.state().k == 4

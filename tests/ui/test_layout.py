@@ -10,7 +10,6 @@ from PySide6.QtWidgets import QApplication, QWidget
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode
 from specchat.tinymodels import TinyModels
 from tests.ui.conftest import load_tiny
 
@@ -36,7 +35,7 @@ def test_side_panel_fits_1366x768_and_lines_keep_their_height(
     charts_before = _y(window, stats.by_position)
     note_height = stats.speed_note.height()
     load_tiny(qtbot, window, tiny_models)
-    window.controls.set_mode(DraftMode.AUTO)
+    window.controls.set_mode("auto")
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
         assert window.send("Hello there")
     QApplication.processEvents()

@@ -14,7 +14,7 @@ from PySide6.QtGui import QGuiApplication
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode, StopReason, TokenKind
+from specchat.engine.types import StopReason, TokenKind
 from specchat.tinymodels import TinyModels
 from specchat.ui.answer import AnswerDone
 from specchat.ui.chat_view import GHOST_PROPERTY, TOKEN_PROPERTY
@@ -56,7 +56,7 @@ def test_spans_match_token_events_and_gauge_equals_alpha(
     qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
 ) -> None:
     window = _ready(qtbot, make_window, tiny_models, max_tokens=120)
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     rounds = _rounds(window)
     done = _answer(qtbot, window)
     assert done.stop in (StopReason.MAX_TOKENS, StopReason.EOS)
@@ -79,7 +79,7 @@ def test_tooltips_colours_and_ghosts(
     qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
 ) -> None:
     window = _ready(qtbot, make_window, tiny_models, max_tokens=80)
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     rounds = _rounds(window)
     _answer(qtbot, window)
     view = window.chat_view
@@ -139,7 +139,7 @@ def test_sliders_mid_answer_change_following_rounds(
 ) -> None:
     window = _ready(qtbot, make_window, tiny_models, max_tokens=4000)
     controls = window.controls
-    controls.set_mode(DraftMode.DRAFT)
+    controls.set_mode("draft")
     controls.k_slider.setValue(2)
     controls.temperature_slider.setValue(0)
     rounds = _rounds(window)
@@ -164,7 +164,7 @@ def test_auto_mode_disables_k_and_shows_the_policy_choice(
     qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
 ) -> None:
     window = _ready(qtbot, make_window, tiny_models, max_tokens=80)
-    window.controls.set_mode(DraftMode.AUTO)
+    window.controls.set_mode("auto")
     assert not window.controls.k_slider.isEnabled()
     assert "Auto chooses K" in window.controls.k_reason.text()
     rounds = _rounds(window)
@@ -176,7 +176,7 @@ def test_auto_mode_disables_k_and_shows_the_policy_choice(
     # The speed-up says what it is relative to: a plain rate measured here.
     assert window.stats_panel.label_text("speedup").endswith("×")
     assert "plain" in window.stats_panel.speed_note.text()
-    window.controls.set_mode(DraftMode.LOOKUP)
+    window.controls.set_mode("lookup")
     assert window.controls.k_slider.isEnabled()
 
 
@@ -299,7 +299,7 @@ def test_event_loop_stays_responsive_during_a_long_answer(
 ) -> None:
     # The identical draft makes every round K + 1 tokens: the fastest stream there is.
     window = _ready(qtbot, make_window, tiny_models, max_tokens=1500, draft=tiny_models.draft_same)
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     window.controls.k_slider.setValue(16)
     flushes: list[int] = []
     window.chat_view.flushed.connect(flushes.append)
@@ -404,7 +404,7 @@ def test_settings_and_conversations_survive_a_restart(
 ) -> None:
     window = _ready(qtbot, make_window, tiny_models, max_tokens=12)
     controls = window.controls
-    controls.set_mode(DraftMode.LOOKUP)
+    controls.set_mode("lookup")
     controls.k_slider.setValue(7)
     controls.temperature_slider.setValue(55)
     controls.advanced_button.setChecked(True)
@@ -424,7 +424,8 @@ def test_settings_and_conversations_survive_a_restart(
 
     again: MainWindow = make_window()
     state = again.controls.state()
-    assert (state.mode, state.k, state.temperature, state.top_p) == (DraftMode.LOOKUP, 7, 0.55, 0.9)
+    assert (state.mode, state.k) == ("lookup", 7)
+    assert (state.sampling.temperature, state.sampling.top_p) == (0.55, 0.9)
     assert again.controls.advanced_button.isChecked()
     assert again.controls.gpu_layers().target == 0
     assert again.chat_view.show_rejected and not again.side_action.isChecked()

@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 
 from specchat import paths
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode, StopReason
+from specchat.engine.types import StopReason
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import PromptProgress, RoundUpdate
 from tests.ui.conftest import load_tiny
@@ -25,7 +25,7 @@ def _window(qtbot: QtBot, make_window: Maker, tiny: TinyModels) -> Any:
     window.settings.set(cfg.MAX_TOKENS, 12)
     window.show()
     load_tiny(qtbot, window, tiny)
-    window.controls.set_mode(DraftMode.PLAIN)
+    window.controls.set_mode("plain")
     return window
 
 
@@ -77,7 +77,7 @@ def test_follow_up_after_restart_reuses_the_kept_state(
     qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
 ) -> None:
     window = _window(qtbot, make_window, tiny_models)
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     with qtbot.waitSignal(window.answer_done, timeout=60_000) as first:
         assert window.send(LONG)
     conversation = first.args[0].conversation_id

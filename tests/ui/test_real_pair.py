@@ -9,7 +9,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode, StopReason, TokenKind
+from specchat.engine.types import StopReason, TokenKind
 from specchat.ui.answer import AnswerDone
 from specchat.ui.figures import MIN_SPEEDUP_TOKENS
 from specchat.ui.main_window import MainWindow
@@ -29,7 +29,7 @@ def test_real_pair_answers_in_colour(
     loaded = blocker.args[0]
     assert loaded.info.draft is not None
     assert loaded.baseline is not None and loaded.baseline.tokens_per_s > 0
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     window.controls.k_slider.setValue(4)
     rounds: list[Any] = []
     window.service.round_ready.connect(rounds.append)

@@ -91,7 +91,7 @@ def test_regenerating_at_temperature_0_says_why_and_offers_a_warmer_try(
     load_tiny(qtbot, window, tiny_models)
     with qtbot.waitSignal(window.answer_done, timeout=30_000):
         window.send("hi")
-    assert window.controls.state().temperature == 0
+    assert window.controls.state().sampling.temperature == 0
     with qtbot.waitSignal(window.answer_done, timeout=30_000):
         assert window.regenerate()
     banner = window.banner
@@ -100,5 +100,5 @@ def test_regenerating_at_temperature_0_says_why_and_offers_a_warmer_try(
     assert banner.action_button.text() == f"Regenerate with temperature {WARMER}"
     with qtbot.waitSignal(window.answer_done, timeout=30_000):
         banner.action_button.click()
-    assert window.controls.state().temperature == WARMER
+    assert window.controls.state().sampling.temperature == WARMER
     assert not banner.isVisible()  # a warm regenerate needs no note

@@ -52,7 +52,9 @@ def test_ok_saves_the_changes_and_the_window_shows_them(
     assert stored.get(cfg.MAX_TOKENS) == 77
     assert stored.get(cfg.CALIBRATE_PLAIN) is False
     assert stored.get(cfg.THEME) == "dark"
-    assert window.controls.state().temperature == 0.5  # not overwritten by the slider at close
+    assert (
+        window.controls.state().sampling.temperature == 0.5
+    )  # not overwritten by the slider at close
     window.save_settings()
     assert Settings().get(cfg.TEMPERATURE) == 0.5
     window.menus.set_theme("light")

@@ -9,7 +9,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode, Stats
+from specchat.engine.types import Stats
 from specchat.tinymodels import TinyModels
 from specchat.ui.figures import MIN_SPEEDUP_TOKENS, SpeedFigures
 from specchat.ui.gauge import StatsPanel
@@ -45,7 +45,7 @@ def test_plain_mode_answer_shows_no_speedup(
     window.settings.set(cfg.MAX_TOKENS, 40)
     window.show()
     load_tiny(qtbot, window, tiny_models)
-    window.controls.set_mode(DraftMode.PLAIN)
+    window.controls.set_mode("plain")
     with qtbot.waitSignal(window.answer_done, timeout=60_000) as done:
         assert window.send("Hello there")
     assert done.args[0].stats.emitted >= MIN_SPEEDUP_TOKENS

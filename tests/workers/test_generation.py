@@ -11,7 +11,7 @@ from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.types import DraftMode, SamplingParams, StopReason, TokenKind
+from specchat.engine.types import SamplingParams, StopReason, TokenKind
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (
     Controls,
@@ -71,7 +71,7 @@ def test_worker_directly_loads_and_answers(qtbot: QtBot, tiny_models: TinyModels
     worker.round_ready.connect(rounds.append)
     with qtbot.waitSignal(worker.finished, timeout=30_000) as blocker:
         worker._on_generate_requested(
-            GenerateRequest(7, QUESTION, max_tokens=40, mode=DraftMode.DRAFT, k=3)
+            GenerateRequest(7, QUESTION, max_tokens=40, controls=Controls("draft", 3))
         )
     finished: GenerationFinished = blocker.args[0]
     assert finished.request_id == 7 and finished.stop in (StopReason.MAX_TOKENS, StopReason.EOS)
@@ -126,11 +126,11 @@ def test_controls_change_mid_answer_applies_to_following_rounds(
     service.round_ready.connect(rounds.append)
     request_id = service.new_id()
     service.generate(
-        GenerateRequest(request_id, QUESTION, max_tokens=3000, mode=DraftMode.DRAFT, k=2)
+        GenerateRequest(request_id, QUESTION, max_tokens=3000, controls=Controls("draft", 2))
     )
     qtbot.waitUntil(lambda: len(rounds) >= 5, timeout=30_000)
     changed_at = len(rounds)
-    service.update_controls(Controls(DraftMode.DRAFT, 5, SamplingParams(temperature=0.7, seed=3)))
+    service.update_controls(Controls("draft", 5, SamplingParams(temperature=0.7, seed=3)))
     qtbot.waitUntil(lambda: len(rounds) >= changed_at + 20, timeout=30_000)
     with qtbot.waitSignal(service.finished, timeout=10_000):
         service.stop()
@@ -150,7 +150,9 @@ def test_stop_is_immediate_and_rounds_stop(
     rounds: list[RoundUpdate] = []
     service.round_ready.connect(rounds.append)
     request_id = service.new_id()
-    service.generate(GenerateRequest(request_id, QUESTION, max_tokens=5000, mode=DraftMode.AUTO))
+    service.generate(
+        GenerateRequest(request_id, QUESTION, max_tokens=5000, controls=Controls("auto"))
+    )
     qtbot.waitUntil(lambda: len(rounds) >= 3, timeout=30_000)
     with qtbot.waitSignal(service.finished, timeout=30_000) as blocker:
         service.stop()
@@ -251,7 +253,7 @@ def test_the_first_round_does_not_count_as_plain_decoding(
     long_question = (ChatMessage("user", "Tell me about speculative decoding. " * 40),)
     with qtbot.waitSignal(worker.finished, timeout=30_000):
         worker._on_generate_requested(
-            GenerateRequest(3, long_question, max_tokens=12, mode=DraftMode.PLAIN, k=0)
+            GenerateRequest(3, long_question, max_tokens=12, controls=Controls("plain", 0))
         )
     plain_rounds = sum(1 for r in rounds if r.result.events)
     assert plain_rounds >= 6

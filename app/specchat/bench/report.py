@@ -184,10 +184,10 @@ def build_report(outcome: BenchOutcome) -> dict:
     return {
         "info": outcome.info,
         "config": {
-            "modes": [m.value for m in config.modes],
+            "modes": list(config.modes),
             "ks": list(config.ks),
             "temperatures": list(config.temperatures),
-            "sampled_modes": [m.value for m in config.sampled_modes],
+            "sampled_modes": list(config.sampled_modes),
             "max_tokens": config.max_tokens,
             "repeat": config.repeat,
         },

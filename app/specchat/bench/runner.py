@@ -16,8 +16,9 @@ from specchat.bench.prompts import BenchPrompt
 from specchat.bench.sessions import Sessions, kept_by_source
 from specchat.bench.trace import AnswerTrace, record_trace
 from specchat.engine.chat_template import ChatMessage
+from specchat.engine.drafting.registry import AUTO, PLAIN, needs_model
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import DraftMode, SamplingParams
+from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 #: A divergence from plain at temperature 0 where plain's top-1 − top-2 logit was below this
 #: is float noise between batch sizes, not a verification bug.
@@ -43,15 +44,10 @@ class BenchConfig:
         seed: base seed of sampled runs (each prompt and repeat derives its own).
     """
 
-    modes: tuple[DraftMode, ...] = (
-        DraftMode.PLAIN,
-        DraftMode.LOOKUP,
-        DraftMode.DRAFT,
-        DraftMode.AUTO,
-    )
+    modes: tuple[str, ...] = (PLAIN, "lookup", "draft", AUTO)
     ks: tuple[int, ...] = (4,)
     temperatures: tuple[float, ...] = (0.0, 0.8)
-    sampled_modes: tuple[DraftMode, ...] = (DraftMode.PLAIN, DraftMode.AUTO)
+    sampled_modes: tuple[str, ...] = (PLAIN, AUTO)
     max_tokens: int = 128
     repeat: int = 1
     floor: bool = True
@@ -195,18 +191,18 @@ class BenchOutcome:
 
 def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:
     """The runs of one prompt at one temperature, plain first (rotation happens later)."""
-    modes = [DraftMode.PLAIN, *[m for m in config.modes if m != DraftMode.PLAIN]]
+    modes = [PLAIN, *[m for m in config.modes if m != PLAIN]]
     if temperature > 0:
-        modes = [m for m in modes if m == DraftMode.PLAIN or m in config.sampled_modes]
+        modes = [m for m in modes if m == PLAIN or m in config.sampled_modes]
     if not has_draft:
-        modes = [m for m in modes if m not in (DraftMode.DRAFT, DraftMode.CHAIN)]
+        modes = [m for m in modes if not needs_model(m)]
     out: list[Variant] = []
     for mode in modes:
-        if mode in (DraftMode.LOOKUP, DraftMode.DRAFT, DraftMode.CHAIN):
-            out.extend(Variant(mode.value, k) for k in config.ks)
+        if mode not in (AUTO, PLAIN):  # a drafter: one run per K
+            out.extend(Variant(mode, k) for k in config.ks)
         else:
-            out.append(Variant(mode.value, None))
-        if mode == DraftMode.PLAIN and temperature == 0 and config.floor:
+            out.append(Variant(mode, None))
+        if mode == PLAIN and temperature == 0 and config.floor:
             out.append(Variant(FLOOR, None))
     return out
 
@@ -264,21 +260,15 @@ def run_one(
 ) -> RunRecord:
     """Generate once and collect tokens, margins, timings and what each round did."""
     _prime(engine, tokens)
-    mode = DraftMode.parse(variant.mode)
     sampling = SamplingParams(temperature=temperature, seed=_seed(config, prompt, repeat))
+    controls = Controls(variant.mode, variant.k or 0, sampling)
     out_tokens: list[int] = []
     margins: list[float] = []
     text: list[str] = []
     logs: list[RoundLog] = []
     last = None
     previous = time.perf_counter()
-    for result in engine.generate(
-        tokens,
-        max_tokens=config.max_tokens,
-        sampling=sampling,
-        mode=mode,
-        k=variant.k or 0,
-    ):
+    for result in engine.generate(GenerationRequest(tuple(tokens), config.max_tokens, controls)):
         now = time.perf_counter()
         for event in result.events:
             out_tokens.append(event.token)
@@ -424,7 +414,7 @@ def run_bench(
     traces: dict[str, AnswerTrace] = {}
     for record in records:
         if (
-            record.variant.mode == DraftMode.PLAIN.value
+            record.variant.mode == PLAIN
             and record.temperature == 0
             and record.repeat == 0
             and record.turn == 0
@@ -478,7 +468,7 @@ def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
     plain = {
         (r.prompt, r.turn, r.temperature, r.repeat): r
         for r in outcome.records
-        if r.variant.mode == DraftMode.PLAIN.value
+        if r.variant.mode == PLAIN
     }
     noise = outcome.physical.max_logit_noise if outcome.physical else None
     results = []
@@ -545,7 +535,7 @@ def floor_rows(outcome: BenchOutcome) -> list[dict[str, object]]:
     plain = {
         (r.prompt, r.repeat): r
         for r in outcome.records
-        if r.variant.mode == DraftMode.PLAIN.value and r.temperature == 0 and r.turn == 0
+        if r.variant.mode == PLAIN and r.temperature == 0 and r.turn == 0
     }
     rows = []
     for (prompt, repeat), run in outcome.floors.items():

@@ -16,6 +16,8 @@ DEFAULT_SAMPLED_MODES = "plain,auto"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from specchat.engine.drafting.registry import mode_names
+
     models = parser.add_mutually_exclusive_group(required=True)
     models.add_argument("--pair", metavar="ID", help="a catalog pair (fetched if needed)")
     models.add_argument("--target", type=Path, metavar="FILE", help="a target GGUF file")
@@ -34,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--modes",
         default="plain,lookup,draft,auto",
-        help="comma-separated: plain, lookup, draft, chain, auto",
+        help=f"comma-separated, or 'all': {', '.join(mode_names())}",
     )
     parser.add_argument(
         "--k",
@@ -85,13 +87,14 @@ def _split(text: str, what: str, parse: type) -> tuple:
     return items
 
 
-def _modes(text: str, what: str) -> tuple:
-    from specchat.engine.types import DraftMode
+def _modes(text: str, what: str) -> tuple[str, ...]:
+    """Mode names from a comma list ("all": auto, every registered drafter and plain)."""
+    from specchat.engine.drafting.registry import mode_names, parse_mode
 
     if text.strip().lower() == "all":
-        return tuple(DraftMode)
+        return mode_names()
     try:
-        return tuple(dict.fromkeys(DraftMode.parse(p) for p in text.split(",") if p.strip()))
+        return tuple(dict.fromkeys(parse_mode(p) for p in text.split(",") if p.strip()))
     except ValueError as error:
         raise UserError(f"{what}: {error}") from None
 
@@ -133,9 +136,9 @@ def run(args: argparse.Namespace) -> int:
     from specchat.bench.prompts import PromptFileError, load_prompts
     from specchat.bench.report import write_report
     from specchat.bench.runner import BenchConfig, run_bench
+    from specchat.engine.drafting.registry import needs_model
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
-    from specchat.engine.types import DraftMode
 
     try:
         prompts = load_prompts(args.prompts)
@@ -180,8 +183,9 @@ def run(args: argparse.Namespace) -> int:
         floor=not args.no_floor,
         physical=not args.no_physical,
     )
-    if draft is None and any(m in (DraftMode.DRAFT, DraftMode.CHAIN) for m in config.modes):
-        print("specchat bench: no draft model; skipping draft and chain", file=sys.stderr)
+    skipped = [m for m in config.modes if needs_model(m)]
+    if draft is None and skipped:
+        print(f"specchat bench: no draft model; skipping {', '.join(skipped)}", file=sys.stderr)
     if args.targets:
         return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
     try:

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TextIO
 
 from specchat.commands.errors import UserError
-from specchat.engine.types import DraftMode, RoundResult, SamplingParams, Stats, TokenKind
+from specchat.engine.drafting.registry import mode_names, needs_model
+from specchat.engine.types import Controls, RoundResult, SamplingParams, Stats, TokenKind
 from specchat.tokenstyle import ANSI_RESET, TOKEN_MEANINGS, ansi
 
 
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mode",
         default="auto",
-        choices=[m.value for m in DraftMode],
+        choices=mode_names(),  # auto, plain and every registered drafter
         help="drafting mode (default: auto)",
     )
     parser.add_argument("--k", type=int, default=4, help="draft length for fixed modes")
@@ -48,21 +49,9 @@ def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
         return args.target, args.draft
     if args.draft is not None:
         raise UserError("--draft needs --target (or use --pair)")
-    from specchat.models.catalog import CatalogError, load_catalog
-    from specchat.models.download import resolve_pair_files
+    from specchat.commands.pairs import pair_on_disk
 
-    pair_id = args.pair or "default"
-    try:
-        pair = load_catalog().get(pair_id)
-    except (CatalogError, KeyError) as error:
-        raise UserError(str(error)) from None
-    files = resolve_pair_files(pair)
-    if files is None:
-        raise UserError(
-            f"the files of pair {pair_id!r} are not downloaded yet: "
-            f"run `specchat models fetch {pair_id}`"
-        )
-    return files.target, files.draft
+    return pair_on_disk(args.pair or "default")
 
 
 def _print_legend(out: TextIO, colour: bool) -> None:
@@ -110,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.k <= 16:
         raise UserError("--k must be between 0 and 16")
     target, draft = _resolve_files(args)
-    mode = DraftMode(args.mode)
-    if mode in (DraftMode.DRAFT, DraftMode.CHAIN) and draft is None:
-        raise UserError(f"--mode {mode.value} needs a draft model (--draft or a --pair)")
+    mode = args.mode
+    if needs_model(mode) and draft is None:
+        raise UserError(f"--mode {mode} needs a draft model (--draft or a --pair)")
     colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
     err = sys.stderr
     err.write(f"loading {target.name}" + (f" + {draft.name}" if draft else "") + " …\n")
@@ -144,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
         messages.append(ChatMessage("system", args.system))
     messages.append(ChatMessage("user", args.prompt))
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+    controls = Controls(mode, args.k, sampling)
     cancel = threading.Event()
     out = sys.stdout
     _print_legend(out, colour)
@@ -152,9 +142,7 @@ def run(args: argparse.Namespace) -> int:
         for result in engine.chat(
             messages,
             max_tokens=args.max_tokens,
-            sampling=sampling,
-            mode=mode,
-            k=args.k,
+            controls=controls,
             stop_strings=args.stop,
             cancel=cancel,
         ):

@@ -33,17 +33,10 @@ def find_pair(pair_id: str) -> ModelPair:
 
 def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
     """The pair's target and draft files; missing ones are a UserError saying how to fetch them."""
-    from specchat.models.download import locate_file
+    from specchat.models.catalog import CatalogError
+    from specchat.models.targets import pair_files
 
-    pair = find_pair(pair_id)
-    found = {role: locate_file(model) for role, model in pair.files()}
-    missing = [role for role, located in found.items() if located is None]
-    if missing:
-        raise UserError(
-            f"pair {pair.id!r}: {' and '.join(missing)} not on disk; "
-            f"run `specchat models fetch {pair.id}`"
-        )
-    draft = found.get("draft")
-    target = found["target"]
-    assert target is not None
-    return target.path, None if draft is None else draft.path
+    try:
+        return pair_files(pair_id)
+    except CatalogError as error:
+        raise UserError(str(error)) from None

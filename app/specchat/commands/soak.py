@@ -34,16 +34,12 @@ def run(args: argparse.Namespace) -> int:
             from specchat.tinymodels import build_tiny_set
 
             tiny = build_tiny_set(Path(scratch))
-            target, draft = tiny.target, tiny.draft_close
+            target: Path = tiny.target
+            draft: Path | None = tiny.draft_close
         else:
-            from specchat.models.catalog import load_catalog
-            from specchat.models.download import resolve_pair_files
+            from specchat.commands.pairs import pair_on_disk
 
-            pair_id = args.pair or "default"
-            files = resolve_pair_files(load_catalog().get(pair_id))
-            if files is None:
-                raise UserError(f"run `specchat models fetch {pair_id}` first")
-            target, draft = files.target, files.draft
+            target, draft = pair_on_disk(args.pair or "default")
         try:
             engine = ChatEngine.load(target, draft, n_ctx=2048, n_threads=args.threads)
         except ModelLoadError as error:

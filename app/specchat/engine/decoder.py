@@ -28,7 +28,8 @@ from specchat.engine.verify import verify
 
 
 class LiveControls:
-    """Thread-safe holder the UI updates while the engine reads it at each round's start."""
+    """The controls of a generation in progress: set from any thread, read by the decoder at
+    each round's start (so a change applies from the next round, never mid-round)."""
 
     def __init__(self, controls: Controls) -> None:
         self._lock = threading.Lock()
@@ -38,9 +39,9 @@ class LiveControls:
         with self._lock:
             return self._controls
 
-    def update(self, **changes: object) -> None:
+    def set(self, controls: Controls) -> None:
         with self._lock:
-            self._controls = replace(self._controls, **changes)  # type: ignore[arg-type]
+            self._controls = controls
 
 
 class _TextStream:
@@ -107,8 +108,8 @@ class SpeculativeDecoder:
                 f"the prompt ({len(prompt)} tokens) does not fit the context window "
                 f"({target.n_ctx} tokens)"
             )
-        live = live or LiveControls(Controls(request.mode, request.k, request.sampling))
-        rng = np.random.default_rng(request.sampling.seed)
+        live = live or LiveControls(request.controls)
+        rng = np.random.default_rng(request.controls.sampling.seed)
 
         began = time.perf_counter()
         # The target's cache always holds the context minus its last token: each round then

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specchat.engine.chat_template import ChatMessage, ChatTemplate
@@ -14,10 +14,8 @@ from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.template_family import TemplateChoice, choose_template
 from specchat.engine.types import (
     Controls,
-    DraftMode,
     GenerationRequest,
     RoundResult,
-    SamplingParams,
 )
 
 
@@ -236,25 +234,17 @@ class ChatEngine:
     # --- generation --------------------------------------------------------------------------
     def generate(
         self,
-        prompt_tokens: Sequence[int],
+        request: GenerationRequest,
         *,
-        max_tokens: int = 512,
-        sampling: SamplingParams = SamplingParams(),
-        mode: str | DraftMode = "auto",
-        k: int = 4,
-        stop_strings: Sequence[str] = (),
         cancel: threading.Event | None = None,
         live: LiveControls | None = None,
     ) -> Iterator[RoundResult]:
-        request = GenerationRequest(
-            prompt_tokens=tuple(prompt_tokens),
-            max_tokens=max_tokens,
-            sampling=sampling,
-            mode=mode,
-            k=k,
-            stop_strings=tuple(stop_strings) + self.stop_texts,
-        )
-        live = live or LiveControls(Controls(request.mode, k, sampling))
+        """Stream the rounds of `request`; the model's own end-of-turn texts stop it too.
+
+        `live`, when given, is read at each round's start for the controls (the window moves
+        them while an answer streams); otherwise `request.controls` hold throughout.
+        """
+        request = replace(request, stop_strings=(*request.stop_strings, *self.stop_texts))
         return self.decoder.generate(request, cancel=cancel, live=live)
 
     def chat(
@@ -262,9 +252,7 @@ class ChatEngine:
         messages: Sequence[ChatMessage],
         *,
         max_tokens: int = 512,
-        sampling: SamplingParams = SamplingParams(),
-        mode: str | DraftMode = "auto",
-        k: int = 4,
+        controls: Controls = Controls(),
         stop_strings: Sequence[str] = (),
         cancel: threading.Event | None = None,
         live: LiveControls | None = None,
@@ -272,13 +260,5 @@ class ChatEngine:
     ) -> Iterator[RoundResult]:
         """Answer the last message; earlier turns' KV cache is reused automatically."""
         prepared = self.prepare(messages, max_tokens=max_tokens, policy=policy)
-        return self.generate(
-            prepared.tokens,
-            max_tokens=max_tokens,
-            sampling=sampling,
-            mode=mode,
-            k=k,
-            stop_strings=stop_strings,
-            cancel=cancel,
-            live=live,
-        )
+        request = GenerationRequest(prepared.tokens, max_tokens, controls, tuple(stop_strings))
+        return self.generate(request, cancel=cancel, live=live)

@@ -15,28 +15,6 @@ class TokenKind(enum.Enum):
     PLAIN = enum.auto()  #: no draft that round: one ordinary target step
 
 
-class DraftMode(enum.Enum):
-    """The built-in modes as an enum, for callers not yet on mode names.
-
-    A mode is a name: "auto", "plain" or a registered drafter's name (engine/drafting);
-    everything that takes a mode accepts a member of this enum too and reads its value.
-    """
-
-    PLAIN = "plain"  #: no drafting (K = 0)
-    LOOKUP = "lookup"  #: prompt lookup (n-gram match over the text so far)
-    DRAFT = "draft"  #: the draft model
-    CHAIN = "chain"  #: prompt lookup, falling back to the draft model
-    AUTO = "auto"  #: the cost model picks plain, lookup or draft and K each round
-
-    @classmethod
-    def parse(cls, text: str) -> DraftMode:
-        try:
-            return cls(text.strip().lower())
-        except ValueError:
-            names = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown drafting mode {text!r}; choose one of {names}") from None
-
-
 class StopReason(enum.Enum):
     """Why a generation ended."""
 
@@ -201,20 +179,18 @@ class RoundResult:
 
 @dataclass(frozen=True)
 class Controls:
-    """Settings that may change between rounds of one generation.
+    """The drafting and sampling controls: one value from the window's panel (or the CLI's
+    options) to the decoder, which reads it again at each round's start.
 
     Attributes:
-        mode: drafting mode: "auto", "plain" or a drafter's name.
-        k: draft length for fixed modes.
+        mode: "auto", "plain" or a registered drafter's name (engine/drafting).
+        k: draft length for fixed modes (auto chooses its own).
         sampling: sampling settings (temperature, top-p, ...).
     """
 
-    mode: str | DraftMode
-    k: int
-    sampling: SamplingParams
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", _mode_name(self.mode))
+    mode: str = "auto"
+    k: int = 4
+    sampling: SamplingParams = SamplingParams()
 
 
 @dataclass(frozen=True)
@@ -224,22 +200,11 @@ class GenerationRequest:
     Attributes:
         prompt_tokens: the full prompt (cached prefixes are reused automatically).
         max_tokens: longest answer.
-        sampling: sampling settings.
-        mode: drafting mode: "auto", "plain" or a drafter's name.
-        k: draft length for fixed modes (ignored by auto).
+        controls: mode, K and sampling at the start (they may change between rounds).
         stop_strings: the answer ends before any of these.
     """
 
     prompt_tokens: tuple[int, ...]
     max_tokens: int = 512
-    sampling: SamplingParams = SamplingParams()
-    mode: str | DraftMode = "auto"
-    k: int = 4
+    controls: Controls = Controls()
     stop_strings: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", _mode_name(self.mode))
-
-
-def _mode_name(mode: object) -> str:
-    return str(mode.value) if isinstance(mode, enum.Enum) else str(mode)

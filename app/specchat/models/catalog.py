@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
+from specchat.engine.drafting.registry import mode_names
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -17,8 +18,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 DEFAULT_PAIR_ID = "default"
-#: Drafting modes a pair may recommend (settings' "drafting.mode").
-MODES = ("auto", "draft", "lookup", "chain", "plain")
 SCHEMA = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -92,7 +91,7 @@ class ModelPair:
         name: display name.
         target: the model whose output is kept.
         draft: the small model that proposes tokens.
-        mode: recommended drafting mode (one of MODES).
+        mode: recommended drafting mode (auto, plain or a registered drafter's name).
         k: recommended draft length.
         note: one line for the model picker.
         source: the catalog file that defined this pair.
@@ -431,9 +430,11 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
         mode = check.get(
             table, "mode", str, pair=index, section=(), label=label, required=False, default="auto"
         )
-        if mode not in MODES:
+        if mode not in mode_names():
             raise check.fail(
-                f"{label}: mode {mode!r} must be one of {', '.join(MODES)}", pair=index, key="mode"
+                f"{label}: mode {mode!r} must be one of {', '.join(mode_names())}",
+                pair=index,
+                key="mode",
             )
         k = check.get(
             table, "k", int, pair=index, section=(), label=label, required=False, default=4

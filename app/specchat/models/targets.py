@@ -6,8 +6,8 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.models.catalog import ModelPair
-from specchat.models.download import locate_file
+from specchat.models.catalog import CatalogError, ModelPair, get_pair
+from specchat.models.download import locate_file, resolve_pair_files
 from specchat.models.optimise import derived_path
 
 
@@ -101,3 +101,34 @@ def parse_target_spec(spec: str) -> tuple[str, TargetVariant]:
             return pair_id, variant
     names = ", ".join(v.value for v in TargetVariant)
     raise ValueError(f"{spec!r}: the part after ':' must be one of {names}")
+
+
+class PairNotDownloaded(CatalogError):
+    """A catalog pair whose files are not on disk yet; the message says how to get them."""
+
+
+def variant_file(pair: ModelPair, name: str) -> Path | None:
+    """The pair's target file of variant `name` ("target", "cpu", "optimised") if it is on
+    disk, else None."""
+    try:
+        variant = TargetVariant(name)
+    except ValueError:
+        return None
+    return resolve_target(pair, variant)
+
+
+def pair_files(pair_id: str, *, variant: str = "target") -> tuple[Path, Path | None]:
+    """The files to load for catalog pair `pair_id`: its target (of `variant` where that one
+    is on disk, else the shipped one) and its draft.
+
+    The one place a pair id becomes files, for the window's loads and the CLI alike. Raises
+    CatalogError for an unknown id and PairNotDownloaded when the files are missing.
+    """
+    pair = get_pair(pair_id)
+    files = resolve_pair_files(pair)
+    if files is None:
+        raise PairNotDownloaded(
+            f"“{pair.name}” is not downloaded yet: open Models… to download it, or run "
+            f"`specchat models fetch {pair.id}`."
+        )
+    return variant_file(pair, variant) or files.target, files.draft

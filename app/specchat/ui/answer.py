@@ -11,7 +11,8 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import Controls, DraftMode, RoundResult, Stats, StopReason
+from specchat.engine.drafting.registry import AUTO
+from specchat.engine.types import Controls, RoundResult, Stats, StopReason
 from specchat.store.conversations import ConversationStore, StoredMessage
 from specchat.ui.figures import SpeedFigures
 from specchat.workers.generation import (
@@ -235,7 +236,7 @@ class AnswerController(QObject):
             request_id=self.service.new_id(),
             conversation_id=conversation_id,
             message_id=stored.id,
-            auto=controls.mode == DraftMode.AUTO,
+            auto=controls.mode == AUTO,
             asked=asked if asked is not None and asked.role == "user" else None,
         )
         self._answer = answer
@@ -243,9 +244,7 @@ class AnswerController(QObject):
             answer.request_id,
             tuple(history),
             max_tokens=max_tokens,
-            mode=controls.mode,
-            k=controls.k,
-            sampling=controls.sampling,
+            controls=controls,
             policy=policy,
             conversation_id=conversation_id,
         )

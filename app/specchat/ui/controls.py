@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
@@ -18,46 +16,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specchat.engine.types import DraftMode, SamplingParams
+from specchat.engine.drafting.registry import AUTO, PLAIN, modes
+from specchat.engine.types import Controls, SamplingParams
 from specchat.ui.fixed_label import FixedLinesLabel
 from specchat.ui.fold import Fold
 from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
 
-__all__ = ["K_MAX", "MODE_LABELS", "ControlState", "ControlsPanel", "GpuLayers"]
+__all__ = ["K_MAX", "ControlsPanel", "GpuLayers"]
 
 #: Longest draft the K slider offers (the engine's MAX_K is larger; beyond 16 rarely pays).
 K_MAX = 16
 #: The temperature slider's steps per unit: 0.00–2.00 in steps of 0.01.
 _TEMP_STEPS = 100
 _TOP_P_STEPS = 100
-
-MODE_LABELS: dict[DraftMode, str] = {
-    DraftMode.AUTO: "Auto",
-    DraftMode.DRAFT: "Draft model",
-    DraftMode.LOOKUP: "Prompt lookup",
-    DraftMode.CHAIN: "Chain (lookup, then draft)",
-    DraftMode.PLAIN: "Off (plain decoding)",
-}
-
-
-@dataclass(frozen=True)
-class ControlState:
-    """What the drafting and sampling controls say.
-
-    Attributes:
-        mode: drafting mode.
-        k: draft length for fixed modes.
-        temperature: 0 = greedy.
-        top_p: nucleus threshold.
-    """
-
-    mode: DraftMode
-    k: int
-    temperature: float
-    top_p: float
-
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_p=self.top_p)
 
 
 class ControlsPanel(QWidget):
@@ -68,7 +39,7 @@ class ControlsPanel(QWidget):
         target_layers, draft_layers: GPU layer spin boxes.
 
     Signals:
-        controls_changed(ControlState): mode, K, temperature or top-p moved.
+        controls_changed(Controls): mode, K, temperature or top-p moved.
         gpu_layers_changed(GpuLayers): a GPU layer count changed (applies on reload).
         context_changed(int): a context size was chosen (applies on reload).
         models_requested(): the "Models…" button.
@@ -87,13 +58,13 @@ class ControlsPanel(QWidget):
         self,
         parent: QWidget | None = None,
         *,
-        state: ControlState | None = None,
+        state: Controls | None = None,
         gpu: GpuLayers = ALL_LAYERS,
         advanced_open: bool = False,
         n_ctx: int = 4096,
     ) -> None:
         super().__init__(parent)
-        state = state or ControlState(DraftMode.AUTO, 4, 0.0, 1.0)
+        state = state or Controls()
         self._policy_k: int | None = None
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -124,8 +95,9 @@ class ControlsPanel(QWidget):
         form = QFormLayout(box)
         self.mode_box = QComboBox()
         self.mode_box.setObjectName("mode")
-        for mode, label in MODE_LABELS.items():
-            self.mode_box.addItem(label, mode)
+        # The registry's modes: a drafter registered anywhere is listed (engine/drafting).
+        for mode in modes():
+            self.mode_box.addItem(mode.label, mode.name)
         self.mode_box.setCurrentIndex(self.mode_box.findData(state.mode))
         self.mode_box.currentIndexChanged.connect(self._on_mode_changed)
         form.addRow("Drafting", self.mode_box)
@@ -153,7 +125,7 @@ class ControlsPanel(QWidget):
         self.temperature_slider.setObjectName("temperature")
         self.temperature_slider.setRange(0, 2 * _TEMP_STEPS)
         self.temperature_slider.setPageStep(10)
-        self.temperature_slider.setValue(round(state.temperature * _TEMP_STEPS))
+        self.temperature_slider.setValue(round(state.sampling.temperature * _TEMP_STEPS))
         self.temperature_value = QLabel()
         self.temperature_value.setMinimumWidth(34)
         self.temperature_slider.valueChanged.connect(self._on_temperature_changed)
@@ -172,7 +144,7 @@ class ControlsPanel(QWidget):
         self.top_p_slider = QSlider(Qt.Orientation.Horizontal)
         self.top_p_slider.setObjectName("top_p")
         self.top_p_slider.setRange(5, _TOP_P_STEPS)
-        self.top_p_slider.setValue(round(state.top_p * _TOP_P_STEPS))
+        self.top_p_slider.setValue(round(state.sampling.top_p * _TOP_P_STEPS))
         self.top_p_value = QLabel()
         self.top_p_value.setMinimumWidth(34)
         self.top_p_slider.valueChanged.connect(self._on_top_p_changed)
@@ -194,18 +166,17 @@ class ControlsPanel(QWidget):
         self.memory_fold.set_summary(self.memory.summary())
 
     # --- state ---------------------------------------------------------------------------
-    def state(self) -> ControlState:
-        return ControlState(
-            mode=self.mode_box.currentData(),
-            k=self.k_slider.value(),
+    def state(self) -> Controls:
+        sampling = SamplingParams(
             temperature=self.temperature_slider.value() / _TEMP_STEPS,
             top_p=self.top_p_slider.value() / _TOP_P_STEPS,
         )
+        return Controls(str(self.mode_box.currentData()), self.k_slider.value(), sampling)
 
     def gpu_layers(self) -> GpuLayers:
         return self.memory.gpu_layers()
 
-    def set_mode(self, mode: DraftMode) -> None:
+    def set_mode(self, mode: str) -> None:
         self.mode_box.setCurrentIndex(self.mode_box.findData(mode))
 
     def set_pair(self, title: str, detail: str = "") -> None:
@@ -238,7 +209,7 @@ class ControlsPanel(QWidget):
     @Slot(int)
     def _on_k_changed(self, _value: int) -> None:
         self._refresh_labels()
-        if self.state().mode != DraftMode.AUTO:
+        if self.state().mode != AUTO:
             self.controls_changed.emit(self.state())
 
     @Slot(int)
@@ -274,8 +245,8 @@ class ControlsPanel(QWidget):
 
     def _refresh_labels(self) -> None:
         state = self.state()
-        auto = state.mode == DraftMode.AUTO
-        plain = state.mode == DraftMode.PLAIN
+        auto = state.mode == AUTO
+        plain = state.mode == PLAIN
         # The slider and its value stay at the user's K, greyed where K does nothing.
         fixed = not auto and not plain
         self.k_slider.setEnabled(fixed)
@@ -295,12 +266,12 @@ class ControlsPanel(QWidget):
         else:
             self.k_reason.setText("Tokens drafted per round: longer pays while most are kept.")
         self.k_slider.setToolTip(self.k_reason.text())
-        temp = state.temperature
+        temp = state.sampling.temperature
         self.temperature_value.setText(f"{temp:.2f}")
         self.temperature_slider.setToolTip(
             "0 = greedy (always the most likely token)" if temp == 0 else "Higher = more varied"
         )
-        self.top_p_value.setText(f"{state.top_p:.2f}")
+        self.top_p_value.setText(f"{state.sampling.top_p:.2f}")
 
 
 def _row(slider: QSlider, label: QLabel, *extra: QLabel) -> QWidget:

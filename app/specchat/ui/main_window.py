@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
 
 from specchat import settings as cfg
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import Controls, DraftMode, StopReason
+from specchat.engine.drafting.registry import AUTO
+from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
 from specchat.ui import palette as palettes
@@ -32,7 +33,7 @@ from specchat.ui.answer import (
 )
 from specchat.ui.answer_notices import AnswerNotices
 from specchat.ui.chat_pane import ChatPane, set_checked_quietly
-from specchat.ui.controls import ControlState, GpuLayers
+from specchat.ui.controls import GpuLayers
 from specchat.ui.conversations import ConversationList
 from specchat.ui.export import ask_export_path, write_export
 from specchat.ui.latency import LatencyProbe
@@ -400,7 +401,7 @@ class MainWindow(QMainWindow):
             policy = OverflowPolicy.DROP_OLDEST
         self.answers.start(
             self._conversation_id,
-            controls=Controls(state.mode, state.k, state.sampling()),
+            controls=state,
             max_tokens=max(1, self.settings.get(cfg.MAX_TOKENS)),
             policy=policy,
             give_back=give_back,
@@ -452,11 +453,11 @@ class MainWindow(QMainWindow):
 
     # --- controls ----------------------------------------------------------------------------
     @Slot(object)
-    def _on_controls_changed(self, state: ControlState) -> None:
+    def _on_controls_changed(self, state: Controls) -> None:
         # Sent at once: the worker applies it from the next round of the current answer.
-        self.service.update_controls(Controls(state.mode, state.k, state.sampling()))
-        self.answers.set_auto(state.mode == DraftMode.AUTO)
-        self.stats_panel.show_auto(state.mode == DraftMode.AUTO)
+        self.service.update_controls(state)
+        self.answers.set_auto(state.mode == AUTO)
+        self.stats_panel.show_auto(state.mode == AUTO)
         self._save_timer.start()
 
     @Slot(object)

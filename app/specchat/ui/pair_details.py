@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat.engine.drafting.registry import mode_info
 from specchat.models.catalog import ModelFile, ModelPair
 from specchat.models.transfer import format_bytes
 from specchat.ui import palette
@@ -196,7 +197,10 @@ class PairDetails(QWidget):
         for role, model in pair.files():
             file_status = getattr(status, role) if status is not None else None
             self.file_labels[role].setText(describe_file(model, file_status))
-        mode = {"draft": "draft model", "lookup": "prompt lookup"}.get(pair.mode, pair.mode)
+        try:
+            mode = mode_info(pair.mode).label.lower()
+        except KeyError:  # a mode whose drafter is not registered in this build
+            mode = pair.mode
         self.recommended.setText(f"{mode} mode, K = {pair.k}")
         if status is None:
             self.verdict.setText("checking…")

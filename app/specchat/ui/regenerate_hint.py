@@ -15,7 +15,7 @@ def offer_warmer(window: Any) -> bool:
     answer: without this note a regenerate looks like it did nothing.
     """
     controls = window.controls
-    if controls.state().temperature > 0:
+    if controls.state().sampling.temperature > 0:
         return False
 
     def warmer() -> None:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode
+from specchat.engine.drafting.registry import parse_mode
 from specchat.settings import REGISTRY, Setting, Settings
 
 Editor = QCheckBox | QComboBox | QSpinBox | QDoubleSpinBox | QLineEdit
@@ -62,9 +62,9 @@ def make_editor(setting: Setting[Any], value: Any) -> Editor:
     if setting.type is bool:
         editor = QCheckBox()
         editor.setChecked(bool(value))
-    elif setting.choices:
+    elif setting.allowed():
         editor = QComboBox()
-        editor.addItems(list(setting.choices))
+        editor.addItems(list(setting.allowed()))
         editor.setCurrentIndex(max(0, editor.findText(str(value))))
     elif setting.type is int:
         editor = QSpinBox()
@@ -189,7 +189,7 @@ def apply_to_window(window: Any, changed: dict[str, Any]) -> None:
         cfg.SHOW_REJECTED.key: lambda v: window.ghost_action.setChecked(v),
         cfg.CONVERSATIONS_VISIBLE.key: lambda v: window.list_action.setChecked(v),
         cfg.SIDE_PANEL_VISIBLE.key: lambda v: window.side_action.setChecked(v),
-        cfg.MODE.key: lambda v: controls.set_mode(DraftMode.parse(v)),
+        cfg.MODE.key: lambda v: controls.set_mode(parse_mode(v)),
         cfg.K.key: lambda v: controls.k_slider.setValue(v),
         cfg.TEMPERATURE.key: lambda v: controls.temperature_slider.setValue(round(v * 100)),
         cfg.TOP_P.key: lambda v: controls.top_p_slider.setValue(

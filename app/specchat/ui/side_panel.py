@@ -6,24 +6,24 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from specchat import settings as cfg
-from specchat.engine.types import DraftMode
+from specchat.engine.drafting.registry import AUTO, mode_names
+from specchat.engine.types import Controls, SamplingParams
 from specchat.settings import Settings
 from specchat.ui import palette as palettes
-from specchat.ui.controls import ControlsPanel, ControlState, GpuLayers
+from specchat.ui.controls import ControlsPanel, GpuLayers
 from specchat.ui.gauge import StatsPanel
 
 
-def control_state(settings: Settings) -> ControlState:
-    """The controls as last saved, brought back into their ranges."""
+def control_state(settings: Settings) -> Controls:
+    """The controls as last saved, brought back into their ranges (a mode no longer
+    registered becomes auto)."""
     s = settings
-    return ControlState(
-        DraftMode.parse(s.get(cfg.MODE))
-        if s.get(cfg.MODE) in {m.value for m in DraftMode}
-        else DraftMode.AUTO,
-        s.get(cfg.K),
-        min(2.0, max(0.0, s.get(cfg.TEMPERATURE))),
-        min(1.0, max(0.05, s.get(cfg.TOP_P))),
+    mode = str(s.get(cfg.MODE)).strip().lower()
+    sampling = SamplingParams(
+        temperature=min(2.0, max(0.0, s.get(cfg.TEMPERATURE))),
+        top_p=min(1.0, max(0.05, s.get(cfg.TOP_P))),
     )
+    return Controls(mode if mode in mode_names() else AUTO, s.get(cfg.K), sampling)
 
 
 class SidePanel(QScrollArea):

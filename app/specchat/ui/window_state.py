@@ -23,10 +23,10 @@ def save_controls(settings: Settings, controls: ControlsPanel) -> None:
     """Remember mode, K, sampling, context, GPU layers and whether the advanced part is open."""
     state = controls.state()
     gpu = controls.gpu_layers()
-    settings.set(cfg.MODE, state.mode.value)
+    settings.set(cfg.MODE, state.mode)
     settings.set(cfg.K, state.k)
-    settings.set(cfg.TEMPERATURE, state.temperature)
-    settings.set(cfg.TOP_P, state.top_p)
+    settings.set(cfg.TEMPERATURE, state.sampling.temperature)
+    settings.set(cfg.TOP_P, state.sampling.top_p)
     settings.set(cfg.TARGET_GPU_LAYERS, gpu.target)
     settings.set(cfg.DRAFT_GPU_LAYERS, gpu.draft)
     settings.set(cfg.ADVANCED_OPEN, controls.advanced_button.isChecked())

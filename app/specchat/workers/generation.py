@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
-import statistics
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,17 +13,31 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from specchat import paths
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.context import OverflowPolicy
+from specchat.engine.drafting.registry import PLAIN
 from specchat.engine.types import (
     Controls,
-    DraftMode,
+    GenerationRequest,
     RoundResult,
-    SamplingParams,
     Stats,
     StopReason,
     TokenKind,
 )
 from specchat.store.changes import ChangeKind, StoreChange
+from specchat.workers.baseline import BaselineMeter as _BaselineMeter
+from specchat.workers.baseline import robust_rate
+from specchat.workers.generation_payloads import (
+    Failure,
+    GenerateRequest,
+    GenerationFinished,
+    Loaded,
+    LoadProgressUpdate,
+    LoadRequest,
+    PlainBaseline,
+    PromptPrepared,
+    PromptProgress,
+    RoundUpdate,
+    describe_error,
+)
 from specchat.workers.lifecycle import start_worker, stop_worker
 
 if TYPE_CHECKING:
@@ -35,9 +47,25 @@ if TYPE_CHECKING:
     from specchat.engine.history import StoredHistory
     from specchat.engine.kv_store import KVStore
     from specchat.engine.prompt_reading import PromptRate, PromptReading
-    from specchat.engine.session import ChatEngine, EngineInfo
+    from specchat.engine.session import ChatEngine
     from specchat.models.catalog import ModelPair
     from specchat.store.conversations import ConversationStore
+
+__all__ = [
+    "Failure",
+    "GenerateRequest",
+    "GenerationFinished",
+    "GenerationService",
+    "GenerationWorker",
+    "LoadProgressUpdate",
+    "LoadRequest",
+    "Loaded",
+    "PlainBaseline",
+    "PromptPrepared",
+    "PromptProgress",
+    "RoundUpdate",
+    "describe_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -48,260 +76,6 @@ CALIBRATION_TOKENS = 8
 CALIBRATION_WARMUP = 3
 #: Where conversations' KV state is kept, under the cache directory.
 KV_DIR = "kv-state"
-#: Plain rounds measured during answers that the running baseline keeps (most recent).
-BASELINE_WINDOW = 64
-
-
-# --- requests (UI → worker) ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoadRequest:
-    """Which pair to load and how.
-
-    Attributes:
-        load_id: chosen by the sender; echoed in progress, loaded and failure payloads.
-        target: the target GGUF, or None to resolve `pair_id` from the catalog.
-        draft: the draft GGUF, or None (lookup-only speculation).
-        pair_id: catalog id used when `target` is None.
-        label: what the window calls this pair.
-        n_ctx: context window.
-        target_gpu_layers, draft_gpu_layers: layers to offload (-1 = all).
-        calibrate: measure the plain rate right after loading.
-        target_variant: which of the pair's target files runs ("target", "cpu" or
-            "optimised"; see models/targets.py); the shipped one when it is not on disk.
-    """
-
-    load_id: int
-    target: Path | None = None
-    draft: Path | None = None
-    pair_id: str | None = None
-    label: str = ""
-    n_ctx: int = 4096
-    target_gpu_layers: int = -1
-    draft_gpu_layers: int = -1
-    calibrate: bool = True
-    target_variant: str = "target"
-
-
-@dataclass(frozen=True)
-class GenerateRequest:
-    """One answer to produce.
-
-    Attributes:
-        request_id: chosen by the sender; every payload of this answer carries it.
-        messages: the conversation, ending with the user's message.
-        max_tokens: longest answer.
-        mode, k, sampling: the controls at the start (later changes come as Controls).
-        policy: what to do when the conversation outgrows the context.
-        conversation_id: the stored conversation, whose KV state is kept on disk between
-            answers (and restarts); None keeps nothing.
-    """
-
-    request_id: int
-    messages: tuple[ChatMessage, ...]
-    max_tokens: int = 1024
-    mode: str | DraftMode = "auto"
-    k: int = 4
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
-    conversation_id: int | None = None
-
-
-# --- payloads (worker → UI) ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PromptProgress:
-    """Reading a long prompt, before the answer's first token.
-
-    Attributes:
-        request_id: the GenerateRequest's id.
-        reading: tokens read of those to read, restored from disk, and the time left.
-    """
-
-    request_id: int
-    reading: PromptReading
-
-
-@dataclass(frozen=True)
-class LoadProgressUpdate:
-    """How far a load has come.
-
-    Attributes:
-        load_id: the LoadRequest's id.
-        stage: 'resolving', 'checking', 'target', 'draft' or 'calibrating'.
-        overall: 0..1 across the whole load.
-    """
-
-    load_id: int
-    stage: str
-    overall: float
-
-
-@dataclass(frozen=True)
-class PlainBaseline:
-    """The measured plain-decoding rate that speed-ups are relative to.
-
-    Attributes:
-        tokens_per_s: plain tokens per second on this machine with this target.
-        source: how it was measured, for people ("8 plain tokens after loading").
-        samples: plain tokens the figure rests on.
-    """
-
-    tokens_per_s: float
-    source: str
-    samples: int
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """A pair is loaded and ready.
-
-    Attributes:
-        load_id: the LoadRequest's id.
-        info: what the engine loaded (backend, GPU layers, vocabulary check).
-        label: the request's label.
-        baseline: the plain rate measured after loading, or None.
-    """
-
-    load_id: int
-    info: EngineInfo
-    label: str
-    baseline: PlainBaseline | None
-
-
-@dataclass(frozen=True)
-class PromptPrepared:
-    """The prompt was rendered; old turns may have been dropped to fit the context.
-
-    Attributes:
-        request_id: the GenerateRequest's id.
-        dropped: indices of the request's messages left out of the prompt.
-        prompt_tokens: prompt length in tokens.
-    """
-
-    request_id: int
-    dropped: tuple[int, ...]
-    prompt_tokens: int
-
-
-@dataclass(frozen=True)
-class RoundUpdate:
-    """One round of an answer.
-
-    Attributes:
-        request_id: the GenerateRequest's id (the UI ignores ids it cancelled).
-        result: the engine's round.
-        baseline: the current plain baseline, or None while nothing is measured.
-    """
-
-    request_id: int
-    result: RoundResult
-    baseline: PlainBaseline | None
-
-
-@dataclass(frozen=True)
-class GenerationFinished:
-    """An answer ended (also when stopped).
-
-    Attributes:
-        request_id: the GenerateRequest's id.
-        stop: why it ended.
-        stats: the answer's totals.
-        text: the whole answer.
-        baseline: the plain baseline at the end, or None.
-    """
-
-    request_id: int
-    stop: StopReason
-    stats: Stats
-    text: str
-    baseline: PlainBaseline | None
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Something went wrong; `message` is meant for people, never a traceback.
-
-    Attributes:
-        message: what happened and, where known, what to do.
-        request_id: the answer that failed, or None.
-        load_id: the load that failed, or None.
-        cancelled: the user cancelled (a load), rather than an error.
-        kept: a load failed and the pair loaded before it is still in use.
-    """
-
-    message: str
-    request_id: int | None = None
-    load_id: int | None = None
-    cancelled: bool = False
-    kept: bool = False
-
-
-# --- the plain baseline ----------------------------------------------------------------------
-
-
-@dataclass
-class _BaselineMeter:
-    """Measures plain decoding: after a load, then from PLAIN rounds the policy runs."""
-
-    calibrated: PlainBaseline | None = None
-    recent: list[float] = field(default_factory=list)  # seconds per plain token
-
-    def observe(self, seconds: float) -> None:
-        self.recent.append(seconds)
-        del self.recent[:-BASELINE_WINDOW]
-
-    def current(self) -> PlainBaseline | None:
-        # A handful of plain rounds inside answers is closer to what drafting competes with
-        # (same context lengths) than the calibration; before that, the calibration stands.
-        if len(self.recent) >= 4:
-            rate = robust_rate(self.recent)
-            return PlainBaseline(
-                rate, f"median of {len(self.recent)} plain rounds during answers", len(self.recent)
-            )
-        return self.calibrated
-
-
-def robust_rate(seconds: list[float]) -> float:
-    """Tokens per second from per-token times: the median, so one slow pass (another
-    process, a page fault) does not move the baseline every speed-up is divided by."""
-    return 1.0 / statistics.median(seconds)
-
-
-def describe_error(error: BaseException) -> str:
-    """A one-paragraph message for people; never a traceback."""
-    from specchat.engine.context import ContextOverflowError
-    from specchat.engine.llama import (
-        ContextFullError,
-        DecodeError,
-        LoadCancelled,
-        ModelLoadError,
-    )
-    from specchat.engine.session import IncompatibleDraftError
-    from specchat.engine.template_guards import ChatTemplateError
-
-    if isinstance(error, IncompatibleDraftError):
-        return f"Incompatible draft model: {error}"
-    if isinstance(error, LoadCancelled):
-        return "Loading was cancelled."
-    if isinstance(error, ModelLoadError):
-        return f"The model could not be loaded: {error}"
-    if isinstance(error, ContextOverflowError):
-        return f"The conversation does not fit the context window: {error}"
-    if isinstance(error, ContextFullError):
-        return f"The context window is full: {error}. Start a new conversation."
-    if isinstance(error, ChatTemplateError):
-        return f"The model's chat template cannot be used: {error}"
-    if isinstance(error, MemoryError):
-        return "Out of memory. Try a smaller model pair or fewer GPU layers."
-    if isinstance(error, DecodeError):
-        return f"The model failed while generating: {error}"
-    if isinstance(error, FileNotFoundError):
-        return f"A model file is missing: {error}"
-    text = str(error) or type(error).__name__
-    return f"Unexpected error ({type(error).__name__}): {text}"
 
 
 # --- the worker --------------------------------------------------------------------------------
@@ -485,7 +259,7 @@ class GenerationWorker(QObject):
             self.prepared.emit(
                 PromptPrepared(request.request_id, prepared.plan.dropped, len(prepared.tokens))
             )
-            self._live = LiveControls(Controls(request.mode, request.k, request.sampling))
+            self._live = LiveControls(request.controls)
             self._rounds = self._answer_steps(self.engine, request, prepared.tokens)
         except Exception as error:
             log.warning("generation could not start", exc_info=True)
@@ -542,7 +316,7 @@ class GenerationWorker(QObject):
     @Slot(object)
     def _on_controls_changed(self, update: Controls) -> None:
         if self._live is not None:
-            self._live.update(mode=update.mode, k=update.k, sampling=update.sampling)
+            self._live.set(update)
 
     @Slot()
     def _on_shutdown_requested(self) -> None:
@@ -563,43 +337,31 @@ class GenerationWorker(QObject):
         if not request.pair_id:
             raise ModelLoadError("no model pair chosen")
         self.load_progress.emit(LoadProgressUpdate(request.load_id, "resolving", 0.0))
-        from specchat.models.catalog import CatalogError, get_pair
-        from specchat.models.download import resolve_pair_files
+        from specchat.models.catalog import CatalogError
+        from specchat.models.targets import pair_files
 
         try:
-            pair = get_pair(request.pair_id)
+            return pair_files(request.pair_id, variant=request.target_variant)
         except CatalogError as error:
             raise ModelLoadError(str(error)) from None
-        files = resolve_pair_files(pair)
-        if files is None:
-            raise ModelLoadError(
-                f"“{pair.name}” is not downloaded yet. Open Models… to download it, or run "
-                f"`specchat models fetch {pair.id}`."
-            )
-        return self._variant(pair, request.target_variant) or files.target, files.draft
 
     @staticmethod
     def _variant(pair: ModelPair, name: str) -> Path | None:
         """The pair's target file of variant `name` if it is on disk, else None."""
-        from specchat.models.targets import TargetVariant, resolve_target
+        from specchat.models.targets import variant_file
 
-        try:
-            variant = TargetVariant(name)
-        except ValueError:
-            return None
-        return resolve_target(pair, variant)
+        return variant_file(pair, name)
 
     def _calibrate(self, engine: ChatEngine) -> PlainBaseline | None:
         """Time a few plain tokens, so the first answer's speed-up is already a measurement."""
         try:
             prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
-            rounds = engine.generate(
-                prompt,
+            request = GenerationRequest(
+                tuple(prompt),
                 max_tokens=CALIBRATION_WARMUP + CALIBRATION_TOKENS + 1,
-                mode=DraftMode.PLAIN,
-                k=0,
-                cancel=self._load_cancel,
+                controls=Controls(PLAIN, 0),
             )
+            rounds = engine.generate(request, cancel=self._load_cancel)
             times: list[float] = []
             previous = time.perf_counter()
             for index, result in enumerate(rounds):
@@ -645,11 +407,7 @@ class GenerationWorker(QObject):
             engine.target, prompt[:-1], rate=self._prompt_rate, restored=restored
         )
         yield from engine.generate(
-            prompt,
-            max_tokens=request.max_tokens,
-            sampling=request.sampling,
-            mode=request.mode,
-            k=request.k,
+            GenerationRequest(prompt, request.max_tokens, request.controls),
             cancel=self._cancel,
             live=self._live,
         )
