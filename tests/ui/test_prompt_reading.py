@@ -102,7 +102,7 @@ def test_deleting_a_conversation_erases_its_kept_state(
     qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
 ) -> None:
     window = _window(qtbot, make_window, tiny_models)
-    window.controls.set_mode(DraftMode.DRAFT)
+    window.controls.set_mode("draft")
     with qtbot.waitSignal(window.answer_done, timeout=60_000) as first:
         assert window.send(LONG)
     with qtbot.waitSignal(window.answer_done, timeout=60_000) as second:
