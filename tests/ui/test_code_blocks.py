@@ -97,3 +97,13 @@ def test_inline_markdown_is_styled_over_token_colours(qtbot: QtBot) -> None:
     item = next(b for b in _blocks(view) if "item" in b.text())
     assert item.text().startswith("•")
     assert "".join(t for t, _k, _e in view.painted_spans()) == "".join(pieces)
+
+
+def test_a_users_code_block_is_shown_like_an_answers(qtbot: QtBot) -> None:
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.add_user("Fix this:\n```python\nx = 1\n```\nThanks **a lot**")
+    header = next(b for b in _blocks(view) if b.text().startswith("```python"))
+    assert header.blockFormat().property(CODE_PROPERTY) == "open"
+    assert _format_at(view, "a lot").fontWeight() == QFont.Weight.Bold
+    assert view.painted_spans() == []  # no answer, and the user's text is no token

@@ -37,8 +37,6 @@ from specchat.ui.rich_text import (
     style_inline,
 )
 
-__all__ = ["GHOST_PROPERTY", "TOKEN_PROPERTY", "ChatView", "Span", "spans_from_store"]
-
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1
 #: How long rounds wait to be painted together: a fast stream becomes ~25 paints a second.
@@ -421,11 +419,13 @@ class ChatView(QTextBrowser):
         body.setLeftMargin(2)
         cursor.insertBlock(body, QTextCharFormat())
         self._line = _LineState(line_start=cursor.position())
-        if message.role == "user":
-            for piece_index, piece in enumerate(message.text.split("\n")):
-                if piece_index:
-                    cursor.insertBlock(body, QTextCharFormat())
-                cursor.insertText(piece, QTextCharFormat())
+        if message.role == "user":  # Markdown as in answers, without token formats
+            for n, piece in enumerate(message.text.split("\n")):
+                if n:
+                    self._end_line(cursor, QTextCharFormat())
+                if piece:
+                    self._insert_piece(cursor, piece, QTextCharFormat())
+            self._finish_line(cursor)
             return
         for i, span in enumerate(message.spans):
             if self.show_rejected and i in message.ghosts:
