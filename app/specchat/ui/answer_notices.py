@@ -7,7 +7,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Slot
 
 from specchat.ui import palette as palettes
-from specchat.ui.answer import AnswerController, AnswerRound
+from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound
 from specchat.ui.chat_pane import Banner
 from specchat.ui.chat_view import ChatView
 from specchat.ui.status_line import StatusLine
@@ -71,8 +71,8 @@ class AnswerNotices(QObject):
     def _on_round_shown(self, _shown: AnswerRound) -> None:
         self._end_reading("Answering…")
 
-    @Slot(object)
-    def _on_ended(self, _ended: object) -> None:
+    @Slot(AnswerEnded)
+    def _on_ended(self, _ended: AnswerEnded) -> None:
         self._end_reading(None)
 
     def _end_reading(self, text: str | None) -> None:

@@ -47,8 +47,8 @@ class ControlsPanel(QWidget):
         advanced_toggled(bool): the Advanced fold opened or closed.
     """
 
-    controls_changed = Signal(object)
-    gpu_layers_changed = Signal(object)
+    controls_changed = Signal(Controls)
+    gpu_layers_changed = Signal(GpuLayers)
     context_changed = Signal(int)
     models_requested = Signal()
     reload_requested = Signal()

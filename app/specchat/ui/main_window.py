@@ -452,7 +452,7 @@ class MainWindow(QMainWindow):
         self.stats_panel.set_conversation_totals(*acceptance_totals(messages))
 
     # --- controls ----------------------------------------------------------------------------
-    @Slot(object)
+    @Slot(Controls)
     def _on_controls_changed(self, state: Controls) -> None:
         # Sent at once: the worker applies it from the next round of the current answer.
         self.service.update_controls(state)

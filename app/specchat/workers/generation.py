@@ -101,13 +101,13 @@ class GenerationWorker(QObject):
         closed(): the engine is released; the thread may quit.
     """
 
-    load_progress = Signal(object)
-    loaded = Signal(object)
-    prepared = Signal(object)
-    prompt_progress = Signal(object)
-    round_ready = Signal(object)
-    finished = Signal(object)
-    failed = Signal(object)
+    load_progress = Signal(LoadProgressUpdate)
+    loaded = Signal(Loaded)
+    prepared = Signal(PromptPrepared)
+    prompt_progress = Signal(PromptProgress)
+    round_ready = Signal(RoundUpdate)
+    finished = Signal(GenerationFinished)
+    failed = Signal(Failure)
     closed = Signal()
     #: Internal: schedules the next round behind whatever the event queue already holds.
     _step = Signal()
@@ -171,7 +171,7 @@ class GenerationWorker(QObject):
         return self._rounds is not None
 
     # --- slots ---------------------------------------------------------------------------
-    @Slot(object)
+    @Slot(LoadRequest)
     def _on_load_requested(self, request: LoadRequest) -> None:
         """Load the new pair beside the one in use, and only then release the old one: a pair
         that fails to load never costs the user the pair that works (briefly both are held)."""
@@ -238,7 +238,7 @@ class GenerationWorker(QObject):
             Loaded(request.load_id, self.engine.info, request.label, self._baseline.current())
         )
 
-    @Slot(object)
+    @Slot(GenerateRequest)
     def _on_generate_requested(self, request: GenerateRequest) -> None:
         self._end_generation(StopReason.CANCELLED)
         if self.engine is None:
@@ -313,7 +313,7 @@ class GenerationWorker(QObject):
             self._cancel.set()
             self._end_generation(StopReason.CANCELLED)
 
-    @Slot(object)
+    @Slot(Controls)
     def _on_controls_changed(self, update: Controls) -> None:
         if self._live is not None:
             self._live.set(update)
@@ -485,17 +485,17 @@ class GenerationService(QObject):
             of the same names, re-emitted on this object's (the UI's) thread.
     """
 
-    load_progress = Signal(object)
-    loaded = Signal(object)
-    prepared = Signal(object)
-    prompt_progress = Signal(object)
-    round_ready = Signal(object)
-    finished = Signal(object)
-    failed = Signal(object)
-    load_requested = Signal(object)
-    generate_requested = Signal(object)
-    stop_requested = Signal(object)
-    controls_changed = Signal(object)
+    load_progress = Signal(LoadProgressUpdate)
+    loaded = Signal(Loaded)
+    prepared = Signal(PromptPrepared)
+    prompt_progress = Signal(PromptProgress)
+    round_ready = Signal(RoundUpdate)
+    finished = Signal(GenerationFinished)
+    failed = Signal(Failure)
+    load_requested = Signal(LoadRequest)
+    generate_requested = Signal(GenerateRequest)
+    stop_requested = Signal(object)  # a request id, or None for whatever runs
+    controls_changed = Signal(Controls)
     shutdown_requested = Signal()
 
     def __init__(
