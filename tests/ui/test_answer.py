@@ -176,3 +176,31 @@ def test_an_empty_answer_keeps_the_roles_alternating(
     ended: AnswerEnded = blocker.args[0]
     assert ended.error == ""
     assert ended.stop in (StopReason.MAX_TOKENS, StopReason.EOS)
+
+
+def test_an_answer_that_cannot_be_saved_ends_with_a_message(
+    qtbot: QtBot, service: GenerationService, tmp_path: Path, tiny_models: TinyModels
+) -> None:
+    import sqlite3
+
+    _load(qtbot, service, tiny_models)
+    with ConversationStore(tmp_path / "locked.db", busy_timeout_s=0.2) as store:
+        answers = AnswerController(service=service, store=store)
+        conversation_id = _conversation(store)
+        other = sqlite3.connect(tmp_path / "locked.db", isolation_level=None)
+        try:
+            with qtbot.waitSignal(answers.ended, timeout=60_000) as blocker:
+                _start(answers, conversation_id, max_tokens=40)
+                other.execute("BEGIN EXCLUSIVE")  # another process holds the file from here
+            ended: AnswerEnded = blocker.args[0]
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert ended.error.startswith("The answer could not be saved:")
+        assert "database is locked" in ended.error
+        # Once the file is free again, the next answer is saved.
+        store.add_message(conversation_id, "user", "again")
+        with qtbot.waitSignal(answers.ended, timeout=60_000) as blocker:
+            _start(answers, conversation_id, max_tokens=8)
+        assert blocker.args[0].error == ""
+        assert store.messages(conversation_id)[-1].finished

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
 from specchat.engine.drafting.registry import AUTO
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason
-from specchat.store.conversations import ConversationStore, StoredMessage
+from specchat.store.conversations import ConversationStore, StoredMessage, StoreError
 from specchat.ui.figures import SpeedFigures
 from specchat.workers.generation import (
     Failure,
@@ -126,6 +127,10 @@ class _Answer:
     baseline: PlainBaseline | None = None
     last_save: float = 0.0
     asked: StoredMessage | None = None  # the message to give back if it is refused
+
+
+def _not_saved(failure: StoreError) -> str:
+    return f"The answer could not be saved: {failure}."
 
 
 def acceptance_totals(messages: Iterable[StoredMessage]) -> tuple[int, int]:
@@ -269,7 +274,10 @@ class AnswerController(QObject):
             return
         self._answer = None
         text = "".join(answer.text)
-        self.store.update_partial(answer.message_id, text, token_kinds=answer.spans)
+        try:
+            self.store.update_partial(answer.message_id, text, token_kinds=answer.spans)
+        except StoreError as failure:
+            error = " ".join(filter(None, (error, _not_saved(failure))))
         self.ended.emit(
             AnswerEnded(
                 answer.conversation_id,
@@ -314,9 +322,12 @@ class AnswerController(QObject):
         now = time.monotonic()
         if now - answer.last_save >= PARTIAL_SAVE_S:
             answer.last_save = now
-            self.store.update_partial(
-                answer.message_id, "".join(answer.text), token_kinds=answer.spans
-            )
+            # A partial save that fails (a full disk, a locked file) is not the answer's end:
+            # the next one, or the final save, tries again and reports.
+            with contextlib.suppress(StoreError):
+                self.store.update_partial(
+                    answer.message_id, "".join(answer.text), token_kinds=answer.spans
+                )
 
     @Slot(GenerationFinished)
     def _on_finished(self, finished: GenerationFinished) -> None:
@@ -326,12 +337,16 @@ class AnswerController(QObject):
         stats = finished.stats if finished.stats.rounds else (answer.stats or finished.stats)
         self._answer = None
         speed = _speed(stats, finished.baseline)
-        self.store.finish_message(
-            answer.message_id,
-            "".join(answer.text),
-            stats=self.stats_record(stats, finished.stop, speed),
-            token_kinds=answer.spans,
-        )
+        error = ""
+        try:
+            self.store.finish_message(
+                answer.message_id,
+                "".join(answer.text),
+                stats=self.stats_record(stats, finished.stop, speed),
+                token_kinds=answer.spans,
+            )
+        except StoreError as failure:
+            error = _not_saved(failure)
         self.ended.emit(
             AnswerEnded(
                 answer.conversation_id,
@@ -340,6 +355,7 @@ class AnswerController(QObject):
                 stats,
                 speed,
                 STOP_NOTES.get(finished.stop, ""),
+                error,
             )
         )
 
