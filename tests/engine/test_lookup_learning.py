@@ -35,7 +35,6 @@ def test_ledger_closes_a_proposal_kept_to_its_end() -> None:
 def _policy() -> AutoPolicy:
     policy = AutoPolicy()
     policy.costs.seed(CPU_COSTS)
-    policy.calibrated = True
     return policy
 
 
@@ -80,13 +79,6 @@ def test_offers_are_scored_whether_drafted_or_not() -> None:
 
 def test_short_matches_are_not_worth_a_pass_on_a_cpu() -> None:
     assert _choose(_policy(), PromptLookupDrafter(), 40, 1).mode == "plain"
-
-
-def test_cost_beyond_the_largest_measured_batch_goes_on_at_its_cost_per_row() -> None:
-    policy = AutoPolicy()
-    policy.costs.seed({1: 36.0, 16: 330.0, 32: 500.0})
-    # 170 ms for the 16 rows above 16, so 10.625 ms a row beyond 32.
-    assert policy.costs.target_ms(48) == pytest.approx(500.0 + 16 * 10.625)
 
 
 def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,6 @@ import pytest
 from specchat.engine.drafting import Drafter, DraftModelDrafter, Offer, PromptLookupDrafter
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.types import PolicyChoice
-from specchat.tinymodels import TinyModels
 
 PLAIN = PolicyChoice("plain", 0, "")
 
@@ -103,24 +102,6 @@ def test_copied_runs_value_long_drafts() -> None:
     assert runs.alpha == pytest.approx(0.5, abs=0.05)
     assert runs.continued > 0.95
     assert runs.expected(8) > expected_tokens(0.5, 8) + 2.5
-
-
-def test_calibration_seeds_the_cost_model(tiny_models: TinyModels) -> None:
-    from specchat.engine.decoder import SpeculativeDecoder
-    from specchat.engine.llama import LlamaModel
-
-    with (
-        LlamaModel(tiny_models.target, n_ctx=256) as target,
-        LlamaModel(tiny_models.draft_close, n_ctx=256) as draft,
-    ):
-        target.decode([5, 6, 7], logits="none")
-        decoder = SpeculativeDecoder(target, draft)
-        decoder.calibrate(8)
-        assert target.tokens == [5, 6, 7] and draft.tokens == []
-        assert decoder.auto.calibrated
-        assert set(decoder.auto.costs.batch_ms) == {1, 2, 4, 8, 16, 32}
-        drafter = decoder.drafters["draft"]
-        assert isinstance(drafter, DraftModelDrafter) and drafter.draft_token_ms is not None
 
 
 def test_a_stall_does_not_poison_the_cost_model() -> None:

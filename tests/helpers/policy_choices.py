@@ -64,7 +64,6 @@ def pin(engine: ChatEngine, costs: PinnedCosts) -> None:
     auto = engine.decoder.auto
     auto.costs.batch_ms = dict(costs.batch_ms)
     auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    auto.calibrated = True
     drafter = engine.decoder.drafters["draft"]
     assert isinstance(drafter, DraftModelDrafter)
     drafter.draft_token_ms = costs.draft_token_ms

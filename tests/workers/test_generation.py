@@ -261,3 +261,29 @@ def test_the_first_round_does_not_count_as_plain_decoding(
     assert baseline is not None and baseline.samples == plain_rounds - 1
     assert baseline.source == f"median of {plain_rounds - 1} plain rounds during answers"
     worker._on_shutdown_requested()
+
+
+def test_cost_table_is_measured_between_answers_never_during_one(
+    qtbot: QtBot,
+    service: GenerationService,
+    tiny_models: TinyModels,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    _loaded(qtbot, service, tiny_models)
+    engine = service.worker.engine
+    assert engine is not None
+    samples = engine.costs.target.samples
+    # An answer asked for right after the load is served while the table is still partial.
+    at_first_round: list[int] = []
+    service.round_ready.connect(
+        lambda update: at_first_round.append(sum(samples.values())) if not at_first_round else None
+    )
+    with qtbot.waitSignal(service.finished, timeout=60_000):
+        service.generate(GenerateRequest(1, QUESTION, max_tokens=48, controls=Controls("auto", 4)))
+    assert at_first_round and sum(samples.values()) == at_first_round[0]
+    # Between answers it goes on, a pass at a time, and is stored for the next load.
+    qtbot.waitUntil(lambda: engine.profiler.done, timeout=120_000)
+    assert engine.costs.target.complete
+    assert len(list((tmp_path / "cache" / "costs").glob("*.json"))) == 2

@@ -338,6 +338,9 @@ def run_bench(
         if progress:
             progress(BenchProgress(done, total, "physical costs"))
         physical = measure_physical(engine.target, engine.draft, prepared[prompts[0].id])
+        # The cost table `auto` prices passes with, measured here as the window measures it
+        # between answers (stored: a later run reuses it).
+        engine.profiler.run()
         done += 1
         if progress:
             progress(BenchProgress(done, total, "physical costs", finished=True))

@@ -9,9 +9,13 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specchat.engine.llama import LlamaModel
+from specchat.engine.costs import STALL_FACTOR
+
+if TYPE_CHECKING:
+    # Only for annotations: the policy imports this module, and pricing needs no llama.cpp.
+    from specchat.engine.llama import LlamaModel
 
 #: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
 MAX_ROWS = 64
@@ -39,10 +43,6 @@ SPIKE = 1.4
 #: pass of n with logits for every row costs 1.6× (n = 2) to 17× (n = 64) one token; on a
 #: GPU extra rows are nearly free until the GPU is compute-bound.
 PRIOR_ROW_SLOPE = {"cpu": 0.6, "gpu": 0.05}
-
-#: A measurement this many times the current estimate is mostly a stall: it moves the
-#: estimate as if it were this many times, no more.
-STALL_FACTOR = 3.0
 
 #: Weight of a new round's time in the running estimate.
 SMOOTHING = 0.2
@@ -380,6 +380,23 @@ class MachineCosts:
             # Before measuring: a batched catch-up costs a fraction of decoding token by token.
             per_token = 0.3 * (self.draft_token_ms or 0.0)
         return per_token * tokens
+
+    @property
+    def batch_ms(self) -> dict[int, float]:
+        """The target's pass times by size (the table itself: updating it pins costs)."""
+        return self.target.pass_ms
+
+    @batch_ms.setter
+    def batch_ms(self, pass_ms: Mapping[int, float]) -> None:
+        self.target.pass_ms = {int(n): float(ms) for n, ms in pass_ms.items()}
+
+    def seed(self, batch_ms: Mapping[int, float], draft_token_ms: float | None = None) -> None:
+        """Pin target pass times (and a draft token's) as if measured: for tests and tools."""
+        self.target.pass_ms.update({int(n): float(ms) for n, ms in batch_ms.items()})
+        if draft_token_ms is not None:
+            if self.draft is None:
+                self.draft = CostTable(sizes=(1,), gpu=self.target.gpu)
+            self.draft.pass_ms[1] = float(draft_token_ms)
 
     def observe_batch(self, n: int, ms: float) -> None:
         self.target.observe(n, ms)

@@ -10,8 +10,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.costs import CALIBRATION_SIZES
-from specchat.engine.drafting import AUTO, PLAIN, Draft, Drafter, Drafters, Offer, Outcome
+from specchat.engine.drafting import (
+    AUTO,
+    PLAIN,
+    Draft,
+    Drafter,
+    Drafters,
+    Offer,
+    Outcome,
+    PromptLookupDrafter,
+)
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.types import (
@@ -119,8 +127,8 @@ class SpeculativeDecoder:
             target.decode(prompt[cached:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
         mode = self.drafters.resolve(live.get().mode)
-        if mode == AUTO and not self.auto.calibrated and target.can_rollback:
-            self.calibrate(prompt[-1])
+        # `auto` prices passes from the machine's cost table, measured outside answers (see
+        # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
         for drafter in self.drafters:
             # Auto only readies a drafter where it could pay at all: on a CPU the draft
             # model's prompt evaluation would mostly be paid for nothing.
@@ -155,7 +163,9 @@ class SpeculativeDecoder:
             k_cap = min(
                 policy.longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1
             )
-            draft, choice = self._draft(context, mode, controls, k_cap, rng)
+            made, choice = self._draft(context, mode, controls, k_cap, rng)
+            # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
+            draft = self._fill(context, made, k_cap) if mode == AUTO else made
 
             verify_began = time.perf_counter()
             last = context[-1]
@@ -194,7 +204,8 @@ class SpeculativeDecoder:
                     )
                 )
             context = context + [e.token for e in events]
-            outcome = Outcome(context, draft, j)
+            # Drafters learn from their own tokens only, not from the rows filled for them.
+            outcome = Outcome(context, made, min(j, len(made.tokens)))
             for drafter in self.drafters:
                 drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
@@ -219,9 +230,9 @@ class SpeculativeDecoder:
                 choice,
                 batch=len(draft.tokens) + 1,
                 verify_ms=verify_ms,
-                drafted=len(draft.tokens),
-                accepted=j,
-                drafter=self.drafters.get(draft.source),
+                drafted=len(made.tokens),
+                accepted=min(j, len(made.tokens)),
+                drafter=self.drafters.get(made.source),
             )
             yield RoundResult(
                 index=round_index,
@@ -241,31 +252,6 @@ class SpeculativeDecoder:
             round_index += 1
             if stop is not None:
                 return
-
-    def calibrate(self, token: int) -> None:
-        """Time target passes of 1–32 tokens, and each drafter's own costs, to seed `auto`.
-
-        About a hundred single-token times once per loaded pair (≈ 3 s on a laptop CPU): without
-        it, auto would learn that batches are dear on a CPU by losing its first rounds.
-        The caches are left exactly as they were.
-        """
-        target = self.target
-        if target.room() <= max(CALIBRATION_SIZES) + 1:
-            return
-        keep = target.n_past
-        batch_ms: dict[int, float] = {}
-        # A first pass warms caches up; then the best of two per size, since a stall (another
-        # process, a page fault) only ever makes a pass slower.
-        for n in (1, *CALIBRATION_SIZES, *CALIBRATION_SIZES):
-            began = time.perf_counter()
-            target.decode([token] * n, logits="all")
-            elapsed = _ms_since(began)
-            batch_ms[n] = min(batch_ms.get(n, elapsed), elapsed)
-            target.truncate(keep)
-        for drafter in self.drafters:
-            drafter.calibrate(token)
-        self.auto.costs.seed(batch_ms)
-        self.auto.calibrated = True
 
     # --- helpers -----------------------------------------------------------------------------
     def _draft(
@@ -297,6 +283,37 @@ class SpeculativeDecoder:
             return _NO_DRAFT, choice
         draft = self.drafters[choice.mode].propose(context, k, controls.sampling, rng)
         return draft, choice
+
+    def _fill(self, context: Sequence[int], draft: Draft, k_cap: int) -> Draft:
+        """The draft grown to the cheapest pass at or above its size (see pass_size).
+
+        A pass of 16 can cost less than one of 15 on a CPU (kernels work on rows in groups):
+        the extra rows carry more of lookup's copy, a lookup continuation of the draft
+        model's tokens, or else a repeat of the last token. Any token in a row is checked
+        exactly like the others, so output is unchanged; more rows can only keep more.
+        """
+        if not draft.tokens:
+            return draft  # plain chose not to draft
+        rows = min(self.auto.costs.pass_size(len(draft.tokens) + 1), k_cap + 1)
+        extra = rows - 1 - len(draft.tokens)
+        if extra <= 0:
+            return draft
+        lookup = self.drafters.get("lookup")
+        more: list[int] = []
+        if isinstance(lookup, PromptLookupDrafter):
+            if draft.source == lookup.name:
+                longer = lookup.find(context, rows - 1)[0]
+                if longer[: len(draft.tokens)] == draft.tokens:
+                    more = list(longer[len(draft.tokens) :])
+            if len(more) < extra:
+                # Copy on from the draft's own end (a repeating stretch goes on repeating).
+                more += lookup.find([*context, *draft.tokens, *more], extra - len(more))[0]
+        more += [draft.tokens[-1]] * (extra - len(more))
+        probs = draft.probs
+        if probs is not None:
+            # A filled row is a deterministic proposal: q is one-hot at its token.
+            probs = (*probs, *(_one_hot(token, self.target.n_vocab) for token in more))
+        return replace(draft, tokens=(*draft.tokens, *more), probs=probs)
 
     def _text_of(self, tokens: Sequence[int]) -> str:
         return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", errors="replace")
@@ -334,6 +351,12 @@ class SpeculativeDecoder:
 
 
 _NO_DRAFT = Draft((), None, 0.0, PLAIN)
+
+
+def _one_hot(token: int, n_vocab: int) -> np.ndarray:
+    q = np.zeros(n_vocab, dtype=np.float64)
+    q[token] = 1.0
+    return q
 
 
 def _ms_since(start: float) -> float:

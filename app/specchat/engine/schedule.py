@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from specchat.engine.costs import PRIOR_BATCH_SLOPE, CostModel
+from specchat.engine.cost_table import CostTable, MachineCosts
 from specchat.engine.drafting.base import MAX_K, MAX_LOOKUP_K, Drafter, Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
 from specchat.engine.types import PolicyChoice
@@ -52,25 +52,26 @@ class AutoPolicy:
     """Chooses plain or a drafter and K each round to maximise tokens per second.
 
     Prices each drafter's offer as expected tokens ÷ expected time: the target pass's cost
-    (`costs.target_ms(n)`, the only cost it reads of the target), the drafter's cost per
-    token and one-off cost, and the drafter's own acceptance curve. A drafter that does not
-    pay is not used. A drafter marked `probed` (its acceptance is learnt only from rounds
-    that use it) is tried with K = 1 now and then, at intervals that double while probes
-    fail, so a stretch where it starts to pay is found without paying much where it never
-    does.
+    (`costs.target_ms(n)`: the machine's measured table, the cheapest pass holding n rows),
+    the drafter's cost per token and one-off cost, and the drafter's own acceptance curve.
+    A drafter that does not pay is not used. A drafter marked `probed` (its acceptance is
+    learnt only from rounds that use it) is tried with K = 1 now and then, at intervals that
+    double while probes fail, so a stretch where it starts to pay is found without paying
+    much where it never does.
 
     Attributes:
-        costs: the target's cost model.
-        calibrated: whether the costs were measured for this pair.
+        costs: the machine's cost table (measured outside answers, refreshed by rounds).
         longest: the longest draft it may ask for.
         base_probe_interval: rounds between probes after one that succeeded.
     """
 
     longest = MAX_LOOKUP_K
 
-    def __init__(self, *, gpu: bool = False, probe_interval: int = 32) -> None:
-        self.costs = CostModel(PRIOR_BATCH_SLOPE["gpu" if gpu else "cpu"])
-        self.calibrated = False
+    def __init__(
+        self, *, gpu: bool = False, costs: MachineCosts | None = None, probe_interval: int = 32
+    ) -> None:
+        # Without a stored table: priors until rounds (and the background measurement) teach.
+        self.costs = costs or MachineCosts(CostTable(gpu=gpu))
         self.base_probe_interval = probe_interval
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}

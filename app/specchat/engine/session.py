@@ -9,8 +9,12 @@ from pathlib import Path
 
 from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
+from specchat.engine.cost_table import CostStore
 from specchat.engine.decoder import LiveControls, SpeculativeDecoder
+from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.profiling import PairProfiler, load_costs
+from specchat.engine.schedule import AutoPolicy
 from specchat.engine.template_family import TemplateChoice, choose_template
 from specchat.engine.types import (
     Controls,
@@ -105,6 +109,8 @@ class ChatEngine:
         target: the target model.
         draft: the draft model, or None.
         decoder: the speculative decoder over them.
+        costs: the machine's cost tables for this pair, which `auto` prices passes with.
+        profiler: measures those tables a pass at a time, between answers.
         template: the target's chat template, compiled in the sandbox.
         template_choice: which template that is (the file's own or its family's) and why.
         stop_texts: end-of-turn texts that are not one token here: the answer stops at them.
@@ -116,7 +122,16 @@ class ChatEngine:
     ) -> None:
         self.target = target
         self.draft = draft
-        self.decoder = SpeculativeDecoder(target, draft)
+        # The machine's stored cost tables (empty ones the first time): `auto` prices passes
+        # from them, and the profiler fills them between answers (see engine/profiling.py).
+        store = CostStore()
+        self.costs = load_costs(target, draft, store=store)
+        auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
+        self.decoder = SpeculativeDecoder(target, draft, auto=auto)
+        drafter = self.decoder.drafters.get(DraftModelDrafter.name)
+        if isinstance(drafter, DraftModelDrafter) and self.costs.draft is not None:
+            drafter.table = self.costs.draft
+        self.profiler = PairProfiler(self.costs, target, draft, store=store)
         self.template_choice = choose_template(
             target.chat_template(),
             architecture=target.metadata("general.architecture") or "",

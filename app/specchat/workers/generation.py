@@ -111,6 +111,8 @@ class GenerationWorker(QObject):
     closed = Signal()
     #: Internal: schedules the next round behind whatever the event queue already holds.
     _step = Signal()
+    #: Internal: one timed pass of the cost table's measurement, likewise queued.
+    _measure = Signal()
 
     def __init__(
         self,
@@ -149,6 +151,7 @@ class GenerationWorker(QObject):
         self._started_loads = 0
         self._cancelled_loads = 0
         self._step.connect(self._on_step, Qt.ConnectionType.QueuedConnection)
+        self._measure.connect(self._on_measure, Qt.ConnectionType.QueuedConnection)
 
     # --- thread-safe entry points ---------------------------------------------------------
     def cancel_generation(self) -> None:
@@ -237,6 +240,7 @@ class GenerationWorker(QObject):
         self.loaded.emit(
             Loaded(request.load_id, self.engine.info, request.label, self._baseline.current())
         )
+        self._measure.emit()
 
     @Slot(GenerateRequest)
     def _on_generate_requested(self, request: GenerateRequest) -> None:
@@ -268,6 +272,7 @@ class GenerationWorker(QObject):
         self._request = request
         self._text = []
         self._last_round_at = 0.0
+        self.engine.profiler.pause()
         self._step.emit()
 
     @Slot()
@@ -306,6 +311,20 @@ class GenerationWorker(QObject):
             self._finish(result.stop, result.stats)
         else:
             self._step.emit()
+
+    @Slot()
+    def _on_measure(self) -> None:
+        # One pass per event-loop turn, only between answers: a request queued meanwhile
+        # runs first, and an answer pauses the measurement until it ends (see _finish).
+        engine = self.engine
+        if engine is None or self._rounds is not None or engine.profiler.done:
+            return
+        try:
+            engine.profiler.step()
+        except Exception:
+            log.info("measuring the cost table failed", exc_info=True)
+            return
+        self._measure.emit()
 
     @Slot(object)
     def _on_stop_requested(self, request_id: int | None = None) -> None:
@@ -438,6 +457,9 @@ class GenerationWorker(QObject):
         assert request is not None
         self._rounds = self._request = self._live = None
         self._keep_state(request)
+        if self.engine is not None:
+            self.engine.profiler.save()  # what the answer's rounds taught
+            self._measure.emit()
         self.finished.emit(
             GenerationFinished(
                 request.request_id,

@@ -204,9 +204,6 @@ class Drafter(abc.ABC):
         """A new answer starts after `prompt`; `eager`: it is likely to be used, so ready
         whatever costs time (the draft model's prompt evaluation)."""
 
-    def calibrate(self, token: int) -> None:  # noqa: B027
-        """Measure what drafting costs, leaving every cache as it was (once per pair)."""
-
     @abc.abstractmethod
     def propose(
         self,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specchat.engine.cost_table import CostTable
 from specchat.engine.costs import smoothed
 from specchat.engine.drafting.base import (
     MAX_K,
@@ -42,7 +43,8 @@ class DraftModelDrafter(Drafter):
         min_confidence: stop drafting once the draft's top probability falls below this
             (0 disables); low confidence predicts rejection, and each extra token costs.
         acceptance: its acceptance estimate (learnt from the rounds it drafted).
-        draft_token_ms: smoothed milliseconds per drafted token (None before measuring).
+        table: its cost table (one size: a drafted token), measured outside answers.
+        draft_token_ms: milliseconds per drafted token (None before any measurement).
         catchup_token_ms: smoothed milliseconds per token of a catch-up.
         smoothing: weight of each new timing.
     """
@@ -59,7 +61,9 @@ class DraftModelDrafter(Drafter):
         self.min_confidence = min_confidence
         # A same-family draft model usually agrees more often than not.
         self.acceptance = Acceptance.prior(0.6, 0.6)
-        self.draft_token_ms: float | None = None
+        # Its time per token: the machine's stored table when the engine shares it (see
+        # ChatEngine), refreshed by every round it drafts.
+        self.table = CostTable(sizes=(1,))
         self.catchup_token_ms: float | None = None
         self.smoothing = 0.2
 
@@ -76,20 +80,6 @@ class DraftModelDrafter(Drafter):
         cached = self.model.sync(prompt[:-1])
         if cached < len(prompt) - 1:
             self.model.decode(prompt[cached:-1], logits="none")
-
-    def calibrate(self, token: int) -> None:
-        """Time one draft token (the median of three), leaving the cache as it was."""
-        model = self.model
-        if model.room() <= 1:
-            return
-        keep = model.n_past
-        times = []
-        for _ in range(3):
-            began = time.perf_counter()
-            model.decode([token], logits="last")
-            times.append((time.perf_counter() - began) * 1000.0)
-            model.truncate(keep)
-        self.draft_token_ms = sorted(times)[1]
 
     def propose(
         self,
@@ -161,9 +151,20 @@ class DraftModelDrafter(Drafter):
         return Offer(MAX_K, self.expected_tokens_curve(MAX_K), self.catchup_ms(lag), detail)
 
     # --- timing --------------------------------------------------------------------------
+    @property
+    def draft_token_ms(self) -> float | None:
+        return self.table.pass_ms.get(1)
+
+    @draft_token_ms.setter
+    def draft_token_ms(self, ms: float | None) -> None:
+        if ms is None:
+            self.table.pass_ms.pop(1, None)
+        else:
+            self.table.pass_ms[1] = ms
+
     def observe_draft(self, tokens: int, ms: float) -> None:
         if tokens > 0:
-            self.draft_token_ms = smoothed(self.draft_token_ms, ms / tokens, self.smoothing)
+            self.table.observe(1, ms / tokens)
 
     def observe_catchup(self, tokens: int, ms: float) -> None:
         if tokens > 0:
