@@ -49,6 +49,23 @@ def test_bench_end_to_end(
     }  # fmt: skip
     assert (out / "report.md").exists() and (out / "report.png").exists()
 
+    # rounds.jsonl carries each prompt's trace, so the run can be re-priced on other costs.
+    rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    traces = [row for row in rows if row["record"] == "trace"]
+    assert {row["prompt"] for row in traces} == {"edit", "chat"}
+    assert all(len(row["draft"]) == len(row["answer"]) for row in traces)
+    capsys.readouterr()
+    replay_out = tmp_path / "replay"
+    argv = ["bench", "--replay", str(out / "rounds.jsonl"), "--costs", "gpu",
+            "--out", str(replay_out)]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "edit" in printed and "ceiling" in printed and "geometric mean" in printed
+    report = json.loads((replay_out / "replay.json").read_text(encoding="utf-8"))
+    assert {p["prompt"] for p in report["prompts"]} == {"edit", "chat"}
+    assert main(["bench", "--replay", str(out / "rounds.jsonl")]) == 2
+    assert "--costs" in capsys.readouterr().err
+
 
 def test_bad_prompt_file_is_a_user_error(
     tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ DEFAULT_SAMPLED_MODES = "plain,auto"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from specchat.engine.drafting.registry import mode_names
 
-    models = parser.add_mutually_exclusive_group(required=True)
+    models = parser.add_mutually_exclusive_group()
     models.add_argument("--pair", metavar="ID", help="a catalog pair (fetched if needed)")
     models.add_argument("--target", type=Path, metavar="FILE", help="a target GGUF file")
     from specchat.commands.bench_targets import HELP as TARGETS_HELP
@@ -71,9 +72,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out",
         type=Path,
-        required=True,
         metavar="DIR",
-        help="folder for report.json, report.md, report.png, rounds.jsonl",
+        help="folder for report.json, report.md, report.png, rounds.jsonl (replay: replay.json)",
+    )
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        metavar="ROUNDS",
+        help="re-price a bench's rounds.jsonl under --costs instead of running models",
+    )
+    parser.add_argument(
+        "--costs",
+        metavar="TABLE",
+        help="with --replay: a cost file (`specchat models profile --out`), or a shipped "
+        "one: 'cpu' (2-core laptop) or 'gpu' (memory-bound GPU, published llama.cpp figures)",
     )
 
 
@@ -132,7 +144,37 @@ class BenchBar:
         self.stream.flush()
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from specchat.bench.replay import ReplayError, read_costs, read_traces, replay, summary_lines
+
+    if not args.costs:
+        raise UserError("--replay needs --costs TABLE (a cost file, or 'cpu' or 'gpu')")
+    try:
+        costs = read_costs(args.costs)
+        results = replay(read_traces(args.replay), costs)
+    except ReplayError as error:
+        raise UserError(str(error)) from None
+    print("\n".join(summary_lines(results, costs)))
+    if args.out is not None:
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            report = {"costs": costs.to_json(), "prompts": [r.to_json() for r in results]}
+            (args.out / "replay.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+        except OSError as error:
+            raise UserError(f"cannot write {args.out}: {error.strerror or error}") from None
+        print(f"report: {args.out / 'replay.json'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.replay is not None:
+        return _replay(args)
+    if args.pair is None and args.target is None and not args.targets:
+        raise UserError(
+            "give --pair ID, --target FILE or --targets A,B (or --replay ROUNDS --costs TABLE)"
+        )
+    if args.out is None:
+        raise UserError("--out DIR is required")
     from specchat.bench.prompts import PromptFileError, load_prompts
     from specchat.bench.report import write_report
     from specchat.bench.runner import BenchConfig, run_bench

@@ -1,0 +1,98 @@
+"""Replay: auto and the ceiling on recorded answers, priced under other machines' cost tables.
+
+The traces are the default pair's plain temperature-0 answers to six of the shipped bench
+prompts (64 tokens each), recorded by tools/record_replay_traces.py in `specchat bench`'s
+rounds.jsonl form (tests/bench/data/default-pair-rounds.jsonl): at temperature 0 the answer
+and every drafter's proposals are the same on any machine, so only the costs change between
+replays.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specchat.bench.replay import (
+    ReplayError,
+    ceiling_ms,
+    read_costs,
+    read_traces,
+    replay,
+)
+from specchat.bench.trace import AnswerTrace
+from specchat.engine.cost_table import CostTable, MachineCosts
+
+ROUNDS = Path(__file__).parent / "data" / "default-pair-rounds.jsonl"
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[AnswerTrace]:
+    return read_traces(ROUNDS)
+
+
+def test_the_recorded_traces_are_whole(traces: list[AnswerTrace]) -> None:
+    assert len(traces) == 6
+    for trace in traces:
+        assert trace.draft is not None and len(trace.answer) >= 32
+        assert any(trace.draft_kept(i) > 2 for i in range(len(trace.answer)))
+        if trace.prompt.startswith("edit"):  # an edit copies its input: lookup keeps runs
+            assert any(trace.lookup_kept(i) > 4 for i in range(len(trace.answer)))
+
+
+def test_under_a_gpu_table_auto_drafts_with_the_model_and_nears_the_best_setting(
+    traces: list[AnswerTrace],
+) -> None:
+    results = replay(traces, read_costs("gpu"))
+    for r in results:
+        # Nothing beats choosing every round knowing the answer, nor the best fixed setting
+        # (one of the rounds' sequences the ceiling considers).
+        assert r.ceiling_ms <= r.fixed_ms * 1.0001 and r.ceiling_ms <= r.auto_ms * 1.0001
+        # A short answer can lose a few guesses (34 tokens of haiku), never more.
+        assert r.speedup > 0.95
+    assert sum(r.plain_ms for r in results) / sum(r.auto_ms for r in results) > 1.5
+    drafted = sum(r.kept.get("draft", 0) for r in results)
+    looked_up = sum(r.kept.get("lookup", 0) for r in results)
+    assert drafted > looked_up
+    assert sum(r.main_drafter == "draft" for r in results) >= len(results) // 2
+    # Auto must guess each round; the best single mode and K, picked knowing each answer,
+    # is what tuning by hand would reach at best. Auto comes within 10 % of it overall.
+    total_auto = sum(r.auto_ms for r in results)
+    total_fixed = sum(r.fixed_ms for r in results)
+    assert total_fixed / total_auto >= 0.9
+
+
+def test_under_this_cpus_table_auto_uses_lookup_or_plain(traces: list[AnswerTrace]) -> None:
+    results = replay(traces, read_costs("cpu"))
+    for r in results:
+        assert r.ceiling_ms <= r.auto_ms * 1.0001
+        assert set(r.rounds) <= {"plain", "lookup"}, r.rounds
+    assert any(r.rounds.get("lookup", 0) for r in results)
+
+
+def test_the_ceiling_is_plain_when_nothing_is_kept() -> None:
+    trace = AnswerTrace(
+        "x", (1, 2, 3), (4, 5, 6, 7), lookup=((9,),) * 4, lookup_len=(1,) * 4,
+        match_len=(1,) * 4, draft=((9,),) * 4,
+    )  # fmt: skip
+    costs = MachineCosts(
+        CostTable(sizes=(1, 2), pass_ms={1: 10.0, 2: 11.0}),
+        CostTable(sizes=(1,), pass_ms={1: 1.0}),
+    )
+    assert ceiling_ms(trace, costs) == pytest.approx(40.0)
+    [result] = replay([trace], costs)
+    assert result.speedup <= 1.0
+
+
+def test_unusable_files_are_clear_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "rounds.jsonl"
+    empty.write_text(json.dumps({"record": "round", "mode": "plain"}) + "\n")
+    with pytest.raises(ReplayError, match="no answer traces"):
+        read_traces(empty)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"record": "trace", "prompt": "x"}\n')
+    with pytest.raises(ReplayError, match="line 1"):
+        read_traces(broken)
+    with pytest.raises(ReplayError, match="cannot read"):
+        read_costs(str(tmp_path / "none.json"))
