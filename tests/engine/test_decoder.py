@@ -20,7 +20,7 @@ from specchat.engine.types import (
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
 
-SPECULATIVE_MODES = ["lookup", "draft", "chain", "auto"]
+SPECULATIVE_MODES = ["lookup", "draft", "chain", "suffix", "auto"]
 
 
 @pytest.mark.parametrize("k", [1, 3, 8])

@@ -27,12 +27,13 @@ from specchat.engine.types import (
     GenerationRequest,
     PolicyChoice,
     RoundResult,
+    SamplingParams,
     Stats,
     StopReason,
     TokenEvent,
     TokenKind,
 )
-from specchat.engine.verify import verify
+from specchat.engine.verify import Verdict, verify
 
 
 class LiveControls:
@@ -170,8 +171,15 @@ class SpeculativeDecoder:
             verify_began = time.perf_counter()
             last = context[-1]
             n_before = target.n_past
-            logits = target.decode([last, *draft.tokens], logits="all")
-            verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
+            rows = len(draft.tokens) + 1
+            # A tree where the draft was not already grown to fill its pass: the branches
+            # ride in rows the policy paid for (see SuffixDrafter.propose).
+            tree = draft.branches and len(draft.tokens) == len(made.tokens)
+            if tree and sampling.greedy and target.max_branches > 1:
+                draft, verdict, rows = self._verify_tree(draft, last, sampling, rng)
+            else:
+                logits = target.decode([last, *draft.tokens], logits="all")
+                verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
             j = verdict.n_accepted
             target.truncate(n_before + 1 + j)
             verify_ms = _ms_since(verify_began)
@@ -201,6 +209,7 @@ class SpeculativeDecoder:
                         round_index=round_index,
                         position=i,
                         margin=verdict.margins[i],
+                        origin=draft.origin if i < j else "",
                     )
                 )
             context = context + [e.token for e in events]
@@ -228,7 +237,7 @@ class SpeculativeDecoder:
             )
             policy.observe(
                 choice,
-                batch=len(draft.tokens) + 1,
+                batch=rows,
                 verify_ms=verify_ms,
                 drafted=len(made.tokens),
                 accepted=min(j, len(made.tokens)),
@@ -314,6 +323,27 @@ class SpeculativeDecoder:
             # A filled row is a deterministic proposal: q is one-hot at its token.
             probs = (*probs, *(_one_hot(token, self.target.n_vocab) for token in more))
         return replace(draft, tokens=(*draft.tokens, *more), probs=probs)
+
+    def _verify_tree(
+        self, draft: Draft, last: int, sampling: SamplingParams, rng: np.random.Generator
+    ) -> tuple[Draft, Verdict, int]:
+        """Check the draft and its branches in one pass (greedy only) and keep the path that
+        goes furthest; returns it as the round's draft, its verdict, and the pass's rows.
+
+        Each path is verified exactly as a lone draft would be, so the kept tokens and the
+        next one are the target's argmax: the output is plain decoding's.
+        """
+        target = self.target
+        paths = [draft.tokens, *draft.branches][: target.max_branches]
+        logits = target.decode_tree([[last, *path] for path in paths])
+        verdicts = [
+            verify(path, None, rows, sampling, rng)
+            for path, rows in zip(paths, logits, strict=True)
+        ]
+        best = max(range(len(paths)), key=lambda b: (verdicts[b].n_accepted, -b))
+        target.keep_path(best, 1 + verdicts[best].n_accepted)
+        n_rows = 1 + len({path[:i] for path in paths for i in range(1, len(path) + 1)})
+        return replace(draft, tokens=paths[best], branches=()), verdicts[best], n_rows
 
     def _text_of(self, tokens: Sequence[int]) -> str:
         return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", errors="replace")

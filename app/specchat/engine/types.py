@@ -63,6 +63,8 @@ class TokenEvent:
         round_index: the round that emitted it.
         position: 0-based index within the round's draft (the bonus token has index K).
         margin: the target's top-1 minus top-2 logit at this position (how close a tie it was).
+        origin: for a kept draft token of a drafter that copies, where it was found ("this
+            chat", "an earlier chat", "an attachment"); "" otherwise.
     """
 
     kind: TokenKind
@@ -73,6 +75,7 @@ class TokenEvent:
     round_index: int
     position: int
     margin: float
+    origin: str = ""
 
 
 @dataclass(frozen=True)

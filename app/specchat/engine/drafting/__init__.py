@@ -32,6 +32,7 @@ from specchat.engine.drafting.registry import (
     register,
     unregister,
 )
+from specchat.engine.drafting.suffix import SuffixDrafter
 
 __all__ = [
     "AUTO",
@@ -51,6 +52,7 @@ __all__ = [
     "Offer",
     "Outcome",
     "PromptLookupDrafter",
+    "SuffixDrafter",
     "expected_tokens",
     "mode_info",
     "mode_name",

@@ -106,6 +106,11 @@ class Draft:
         catchup: for the draft model, context tokens it had to evaluate before drafting
             (1–2 normally; the whole prompt the first time).
         catchup_ms: the part of `ms` spent on that catch-up.
+        origin: where a drafter that copies found it, for people ("this chat", "an earlier
+            chat", "an attachment"); "" otherwise.
+        branches: other proposals to check in the same pass, each a whole path from the
+            first draft token (a tree: they share their common prefix with `tokens`);
+            deterministic drafts at temperature 0 only.
     """
 
     tokens: tuple[int, ...]
@@ -115,6 +120,8 @@ class Draft:
     match_len: int = 0
     catchup: int = 0
     catchup_ms: float = 0.0
+    origin: str = ""
+    branches: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,148 @@
+"""The suffix drafter: what followed the text's ending anywhere already said — this chat
+(regenerated answers included), earlier chats, attachments — chosen by how often it followed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
+from specchat.engine.drafting.lookup import (
+    LOOKUP_PRIOR_CONTINUED,
+    LOOKUP_PRIOR_FIRST,
+    LookupLedger,
+    LookupSurvival,
+    PromptLookupDrafter,
+)
+from specchat.engine.drafting.registry import register
+from specchat.engine.suffix_index import Continuation, SuffixIndex
+from specchat.engine.types import SamplingParams
+
+#: Proposals one tree pass checks at temperature 0 (the main path included).
+TREE_BRANCHES = 3
+#: A continuation that followed less than this share of the time ends the main path (the
+#: remaining budget goes to the runners-up, as branches).
+MIN_SHARE = 0.3
+
+
+@register
+class SuffixDrafter(Drafter):
+    """Draft from a suffix index over everything already said.
+
+    Like prompt lookup it costs no model, but it remembers more: every answer of this chat
+    (a regenerated one too), the user's earlier chats and attached files; and where the text
+    went on differently in different places, it proposes what followed most often, with the
+    runners-up as branches of a tree checked in the same pass. Its acceptance estimate is
+    lookup's (per match-length bucket, learnt at every position from the text that
+    follows), scaled by how often each proposed token followed.
+
+    Attributes:
+        index: the suffix index (the stored history feeds it from another thread).
+        survival: acceptance estimate per match-length bucket.
+        ledger: proposals not yet settled by the text.
+    """
+
+    name = "suffix"
+    label = "Suffix index (everything said)"
+    priority = 5
+
+    def __init__(self, index: SuffixIndex | None = None) -> None:
+        super().__init__()
+        self.index = index or SuffixIndex()
+        self.survival = [
+            LookupSurvival(first, continued)
+            for first, continued in zip(LOOKUP_PRIOR_FIRST, LOOKUP_PRIOR_CONTINUED, strict=True)
+        ]
+        self.ledger = LookupLedger()
+        self._text_len = 0
+        # The last offer's (position, continuations, ms): the round's draft, if chosen.
+        self._offered: tuple[int, list[Continuation], float] | None = None
+
+    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
+        self.index.prepare(prompt)
+        self.ledger.clear()
+        self._offered = None
+        self._text_len = len(prompt)
+        for survival in self.survival:
+            survival.forget()
+
+    def _find(self, context: Sequence[int], k: int) -> tuple[list[Continuation], float]:
+        began = time.perf_counter()
+        self.index.sync(context)
+        found = self.index.propose(k, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        return found, (time.perf_counter() - began) * 1000.0
+
+    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
+        found, ms = self._find(context, min(k_cap, MAX_LOOKUP_K))
+        self._offered = (len(context), found, ms)
+        if not found:
+            return None
+        main = found[0]
+        self.ledger.note(len(context), main.tokens, main.match_len)
+        survival = self.survival[PromptLookupDrafter.bucket(main.match_len)]
+        base = survival.expected_curve(len(main.tokens))
+        # Each proposed token also had to be the one that follows here: its share of what
+        # followed before (1.0 where the text went on one way only).
+        curve = [1.0]
+        reach = 1.0
+        for position, share in enumerate(main.shares, start=1):
+            reach *= share
+            curve.append(curve[-1] + (base[position] - base[position - 1]) * reach)
+        detail = f"{main.match_len}-token match in {main.source.value}, α ≈ {survival.alpha:.2f}"
+        return Offer(len(curve) - 1, curve, detail=detail)
+
+    def expected_tokens_curve(self, k_max: int) -> list[float]:
+        return self.survival[0].expected_curve(k_max)
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        offered = self._offered
+        if offered is not None and offered[0] == len(context):
+            _, found, ms = offered
+        else:
+            found, ms = self._find(context, k)
+        if not found:
+            return Draft((), None, ms, self.name)
+        main = found[0]
+        tokens = main.tokens[:k]
+        branches: list[tuple[int, ...]] = []
+        if sampling.greedy:
+            # The runners-up ride in the same pass within the same budget of k draft rows:
+            # a branch costs only the rows it does not share with the paths before it.
+            rows = {tokens[:i] for i in range(1, len(tokens) + 1)}
+            for other in found[1:]:
+                path = other.tokens[:k]
+                new = {path[:i] for i in range(1, len(path) + 1)} - rows
+                if len(rows) + len(new) > k:
+                    continue
+                rows |= new
+                branches.append(path)
+        return Draft(
+            tokens,
+            None,
+            ms,
+            self.name,
+            main.match_len,
+            origin=main.source.value,
+            branches=tuple(branches),
+        )
+
+    def observe(self, outcome: Outcome) -> None:
+        """Index the kept text, and learn from every proposal the text has now decided."""
+        self._offered = None
+        text = outcome.context
+        self.index.sync(text)
+        grown = len(text) - self._text_len if len(text) > self._text_len else 0
+        self._text_len = len(text)
+        if grown:
+            for survival in self.survival:
+                survival.age(grown)
+        for match_len, before, kept, refused in self.ledger.settle(text):
+            self.survival[PromptLookupDrafter.bucket(match_len)].score(before, kept, refused)
