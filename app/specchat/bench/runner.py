@@ -285,6 +285,7 @@ def run_one(
                     verify_ms=result.verify_ms,
                     wall_ms=(now - previous) * 1000.0,
                     reason=result.choice.reason,
+                    origin=next((e.origin for e in result.events if e.origin), ""),
                 )
             )
         previous = now

@@ -578,9 +578,10 @@ def _tooltip(span: Span) -> str:
     if event is None:
         return f"{name} {text}"
     p_draft = "—" if event.p_draft is None else f"{event.p_draft:.3f}"
+    found = f"\ndrafted from {event.origin}" if event.origin else ""
     return (
         f"{name} {text}\nround {event.round_index}, position {event.position}\n"
-        f"p_target {event.p_target:.3f}, p_draft {p_draft}"
+        f"p_target {event.p_target:.3f}, p_draft {p_draft}{found}"
     )
 
 

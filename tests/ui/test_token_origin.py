@@ -1,0 +1,17 @@
+"""A kept draft token's tooltip says where the draft was found."""
+
+from __future__ import annotations
+
+from specchat.engine.types import TokenEvent, TokenKind
+from specchat.ui.chat_view import Span, _tooltip
+
+
+def event(origin: str) -> TokenEvent:
+    return TokenEvent(TokenKind.ACCEPTED, 7, "x", 0.9, 1.0, 3, 1, 2.5, origin=origin)
+
+
+def test_the_tooltip_names_the_drafts_origin() -> None:
+    assert _tooltip(Span("x", TokenKind.ACCEPTED, event("an earlier chat"))).endswith(
+        "drafted from an earlier chat"
+    )
+    assert "drafted from" not in _tooltip(Span("x", TokenKind.ACCEPTED, event("")))
