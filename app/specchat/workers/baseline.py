@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import statistics
+import threading
+import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.drafting.registry import PLAIN
+from specchat.engine.types import Controls, GenerationRequest
 from specchat.workers.generation_payloads import PlainBaseline
+
+if TYPE_CHECKING:
+    from specchat.engine.session import ChatEngine
+
+log = logging.getLogger(__name__)
 
 #: Plain rounds measured during answers that the running baseline keeps (most recent).
 BASELINE_WINDOW = 64
+#: Plain tokens timed right after a load to measure the plain rate speed-ups refer to.
+CALIBRATION_TOKENS = 8
+#: Plain tokens generated first and not timed: the first passes after a load fault the
+#: memory-mapped weights in from disk and would make plain look slow (speed-ups inflated).
+CALIBRATION_WARMUP = 3
 
 
 @dataclass
@@ -37,3 +54,33 @@ def robust_rate(seconds: list[float]) -> float:
     """Tokens per second from per-token times: the median, so one slow pass (another
     process, a page fault) does not move the baseline every speed-up is divided by."""
     return 1.0 / statistics.median(seconds)
+
+
+def calibrate(engine: ChatEngine, *, cancel: threading.Event) -> PlainBaseline | None:
+    """Time a few plain tokens, so the first answer's speed-up is already a measurement."""
+    try:
+        prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
+        request = GenerationRequest(
+            tuple(prompt),
+            max_tokens=CALIBRATION_WARMUP + CALIBRATION_TOKENS + 1,
+            controls=Controls(PLAIN, 0),
+        )
+        rounds = engine.generate(request, cancel=cancel)
+        times: list[float] = []
+        previous = time.perf_counter()
+        for index, result in enumerate(rounds):
+            now = time.perf_counter()
+            # Round 0 also evaluates the prompt, and the first rounds warm up: untimed.
+            if index > CALIBRATION_WARMUP and result.events:
+                times.append(now - previous)
+            previous = now
+    except Exception:
+        log.info("plain calibration failed", exc_info=True)
+        return None
+    if not times:
+        return None
+    return PlainBaseline(
+        robust_rate(times),
+        f"median of {len(times)} plain tokens timed after loading",
+        len(times),
+    )

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from specchat import paths
-from specchat.engine.chat_template import ChatMessage
-from specchat.engine.drafting.registry import PLAIN
 from specchat.engine.types import (
     Controls,
     GenerationRequest,
@@ -24,7 +22,7 @@ from specchat.engine.types import (
 )
 from specchat.store.changes import ChangeKind, StoreChange
 from specchat.workers.baseline import BaselineMeter as _BaselineMeter
-from specchat.workers.baseline import robust_rate
+from specchat.workers.baseline import calibrate
 from specchat.workers.generation_payloads import (
     Failure,
     GenerateRequest,
@@ -69,11 +67,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Plain tokens timed right after a load to measure the plain rate speed-ups refer to.
-CALIBRATION_TOKENS = 8
-#: Plain tokens generated first and not timed: the first passes after a load fault the
-#: memory-mapped weights in from disk and would make plain look slow (speed-ups inflated).
-CALIBRATION_WARMUP = 3
 #: Where conversations' KV state is kept, under the cache directory.
 KV_DIR = "kv-state"
 
@@ -216,7 +209,7 @@ class GenerationWorker(QObject):
             baseline = _BaselineMeter()
             if request.calibrate:
                 self.load_progress.emit(LoadProgressUpdate(request.load_id, "calibrating", 0.96))
-                baseline.calibrated = self._calibrate(engine)
+                baseline.calibrated = calibrate(engine, cancel=self._load_cancel)
         except Exception as error:
             if engine is not None:
                 engine.close()
@@ -370,35 +363,6 @@ class GenerationWorker(QObject):
         from specchat.models.targets import variant_file
 
         return variant_file(pair, name)
-
-    def _calibrate(self, engine: ChatEngine) -> PlainBaseline | None:
-        """Time a few plain tokens, so the first answer's speed-up is already a measurement."""
-        try:
-            prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
-            request = GenerationRequest(
-                tuple(prompt),
-                max_tokens=CALIBRATION_WARMUP + CALIBRATION_TOKENS + 1,
-                controls=Controls(PLAIN, 0),
-            )
-            rounds = engine.generate(request, cancel=self._load_cancel)
-            times: list[float] = []
-            previous = time.perf_counter()
-            for index, result in enumerate(rounds):
-                now = time.perf_counter()
-                # Round 0 also evaluates the prompt, and the first rounds warm up: untimed.
-                if index > CALIBRATION_WARMUP and result.events:
-                    times.append(now - previous)
-                previous = now
-        except Exception:
-            log.info("plain calibration failed", exc_info=True)
-            return None
-        if not times:
-            return None
-        return PlainBaseline(
-            robust_rate(times),
-            f"median of {len(times)} plain tokens timed after loading",
-            len(times),
-        )
 
     def _answer_steps(
         self, engine: ChatEngine, request: GenerateRequest, prompt: tuple[int, ...]
