@@ -18,8 +18,8 @@ from pathlib import Path
 from specchat import paths
 
 #: A code edit: most of the answer is the input again, which drafting predicts well.
-EDIT_REQUEST = """Add type hints and a one-line docstring to this function. Keep the code \
-otherwise the same and show the whole function:
+EDIT_REQUEST = """Add type hints to this function. Keep everything else the same and show \
+the whole function:
 
 ```python
 def moving_average(values, window):
