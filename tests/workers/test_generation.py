@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.chat_template import ChatMessage
@@ -149,6 +149,10 @@ def test_stop_is_immediate_and_rounds_stop(
     _loaded(qtbot, service, tiny_models)
     rounds: list[RoundUpdate] = []
     service.round_ready.connect(rounds.append)
+    # Counted on the worker's thread as each round is sent: rounds already sent but still
+    # queued for this thread when Stop is pressed are not the engine's doing.
+    sent: list[RoundUpdate] = []
+    service.worker.round_ready.connect(sent.append, Qt.ConnectionType.DirectConnection)
     request_id = service.new_id()
     service.generate(
         GenerateRequest(request_id, QUESTION, max_tokens=5000, controls=Controls("auto"))
@@ -156,11 +160,12 @@ def test_stop_is_immediate_and_rounds_stop(
     qtbot.waitUntil(lambda: len(rounds) >= 3, timeout=30_000)
     with qtbot.waitSignal(service.finished, timeout=30_000) as blocker:
         service.stop()
-        at_stop = len(rounds)
+        passes_at_stop = sent[-1].result.stats.rounds
     assert blocker.args[0].stop == StopReason.CANCELLED
     assert not service.is_current(request_id)
-    # Stopped at the next round: at most the round in flight arrives after the stop...
-    assert len(rounds) <= at_stop + 1
+    # Stopped at the next round: at most the target pass in flight completes after the stop
+    # (the closing round that carries the stop reason makes no pass).
+    assert sent[-1].result.stats.rounds <= passes_at_stop + 1
     # ... and none once it has finished: a whole later answer, whose signals queue behind
     # anything the stopped one could still send, brings only its own rounds.
     stopped = len(rounds)
