@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from specchat import paths
 from specchat.tinymodels import TinyModels, build_tiny_set
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """SPECCHAT_HOME in a temporary folder for the whole run (subprocesses inherit it).
+
+    Settings, conversations, kept KV state and cost tables of a test run must never land in
+    (or be read from) the user's own folders: a cost table measured by a test on a busy
+    machine would price the user's next answers. Models stay in the shared cache.
+    """
+    home = tmp_path_factory.mktemp("specchat-home")
+    patch = pytest.MonkeyPatch()
+    patch.setenv(paths.HOME_ENV, str(home))
+    yield home
+    patch.undo()
 
 
 @pytest.fixture(scope="session")
