@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from specchat.store.conversations import Conversation, ConversationStore
+from specchat.store.conversations import Conversation, ConversationStore, StoreError
 
 #: How long the "Deleted … Undo" bar stays.
 UNDO_TIMEOUT_MS = 10_000
@@ -58,11 +58,13 @@ class ConversationList(QWidget):
         selected(int): the user picked a conversation.
         new_requested(): the "New chat" button.
         deleted(int): a conversation went to the bin.
+        failed(str): a rename, delete or undo could not be written (the message to show).
     """
 
     selected = Signal(int)
     new_requested = Signal()
     deleted = Signal(int)
+    failed = Signal(str)
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -142,13 +144,20 @@ class ConversationList(QWidget):
     def rename(self, conversation_id: int, title: str) -> None:
         title = title.strip()
         if title:
-            self.store.rename(conversation_id, title)
+            try:
+                self.store.rename(conversation_id, title)
+            except StoreError as failure:
+                self.failed.emit(f"The conversation was not renamed: {failure}.")
             self.refresh()
 
     def delete(self, conversation_id: int) -> None:
         """Move to the bin, offering Undo for a while."""
         title = self.store.get(conversation_id).title
-        self.store.delete(conversation_id)
+        try:
+            self.store.delete(conversation_id)
+        except StoreError as failure:
+            self.failed.emit(f"“{title}” was not deleted: {failure}.")
+            return
         self._undo_id = conversation_id
         self.undo_label.setText(f"Deleted “{title}”.")
         self.undo_bar.show()
@@ -159,7 +168,12 @@ class ConversationList(QWidget):
     def undo_delete(self) -> int | None:
         restored = self._undo_id
         if restored is not None:
-            self.store.restore(restored)
+            try:
+                self.store.restore(restored)
+            except StoreError as failure:
+                # The Undo bar stays, so the user can try again once the file is free.
+                self.failed.emit(f"The conversation was not restored: {failure}.")
+                return None
             self._undo_id = None
             self.undo_bar.hide()
             self.refresh(select=restored)

@@ -17,11 +17,10 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
-from specchat.engine.context import OverflowPolicy
 from specchat.engine.drafting.registry import AUTO
 from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
-from specchat.store.conversations import ConversationStore
+from specchat.store.conversations import ConversationStore, StoreError
 from specchat.ui import palette as palettes
 from specchat.ui.answer import (
     AnswerController,
@@ -42,7 +41,7 @@ from specchat.ui.regenerate_hint import offer_warmer
 from specchat.ui.side_panel import SidePanel
 from specchat.ui.status_line import StatusLine, answer_status
 from specchat.ui.window_menus import WindowMenus
-from specchat.ui.window_state import decode, encode, save_controls
+from specchat.ui.window_state import decode, encode, overflow_policy, save_controls
 from specchat.workers.generation import (
     Failure,
     GenerationService,
@@ -189,6 +188,7 @@ class MainWindow(QMainWindow):
         self.conversation_list.selected.connect(self._on_conversation_selected)
         self.conversation_list.new_requested.connect(self._on_new_requested)
         self.conversation_list.deleted.connect(self._on_conversation_deleted)
+        self.conversation_list.failed.connect(self._show_error)
         self.colour_action.toggled.connect(self._on_colouring_toggled)
         self.colour_check.toggled.connect(self._on_colouring_toggled)
         self.ghost_action.toggled.connect(self._on_ghosts_toggled)
@@ -356,17 +356,20 @@ class MainWindow(QMainWindow):
                 else "The model is still loading; send again when it is ready."
             )
             return False
-        if self._conversation_id is None:
-            title = message.splitlines()[0][:48].strip() or "New chat"
-            conversation = self.store.create(title)
-            self._conversation_id = conversation.id
-            self.settings.set(cfg.LAST_CONVERSATION, conversation.id)
-            self.conversation_list.refresh(select=conversation.id)
-        self.store.add_message(self._conversation_id, "user", message)
+        try:  # the composer keeps the text until it is saved: a refused write loses nothing
+            if self._conversation_id is None:
+                title = message.splitlines()[0][:48].strip() or "New chat"
+                conversation = self.store.create(title)
+                self._conversation_id = conversation.id
+                self.settings.set(cfg.LAST_CONVERSATION, conversation.id)
+                self.conversation_list.refresh(select=conversation.id)
+            self.store.add_message(self._conversation_id, "user", message)
+        except StoreError as failure:
+            self._show_error(f"Your message was not sent, it could not be saved: {failure}.")
+            return False
         self.chat_view.add_user(message)
         self.composer.clear()
-        self._start_answer(give_back=True)
-        return True
+        return self._start_answer(give_back=True)
 
     def regenerate(self) -> bool:
         """Ctrl+R: replace the last answer with a new one."""
@@ -378,13 +381,17 @@ class MainWindow(QMainWindow):
         if not messages:
             return False
         if messages[-1].role == "assistant":
-            last = messages[-1]
-            self.store.delete_message(last.id)
+            try:
+                self.store.delete_message(messages[-1].id)
+            except StoreError as failure:
+                self._show_error(f"The answer was kept, it could not be replaced: {failure}.")
+                return False
             self.chat_view.remove_last_answer()
             self._recount_conversation()
         if not any(m.role == "user" for m in self.store.messages(self._conversation_id)):
             return False
-        self._start_answer()
+        if not self._start_answer():
+            return False
         offer_warmer(self)
         return True
 
@@ -392,20 +399,20 @@ class MainWindow(QMainWindow):
         """Esc: stop the answer now; what was written so far is kept (marked unfinished)."""
         self.answers.stop()
 
-    def _start_answer(self, *, give_back: bool = False) -> None:
+    def _start_answer(self, *, give_back: bool = False) -> bool:
         assert self._conversation_id is not None
-        state = self.controls.state()
         try:
-            policy = OverflowPolicy.from_setting(self.settings.get(cfg.CONTEXT_OVERFLOW))
-        except ValueError:
-            policy = OverflowPolicy.DROP_OLDEST
-        self.answers.start(
-            self._conversation_id,
-            controls=state,
-            max_tokens=max(1, self.settings.get(cfg.MAX_TOKENS)),
-            policy=policy,
-            give_back=give_back,
-        )
+            self.answers.start(
+                self._conversation_id,
+                controls=self.controls.state(),
+                max_tokens=max(1, self.settings.get(cfg.MAX_TOKENS)),
+                policy=overflow_policy(self.settings),
+                give_back=give_back,
+            )
+        except StoreError as failure:  # the question is kept in the transcript: Ctrl+R retries
+            self._show_error(f"No answer was started, it could not be saved: {failure}.")
+            return False
+        return True
 
     @Slot(AnswerStarted)
     def _on_answer_started(self, _started: AnswerStarted) -> None:

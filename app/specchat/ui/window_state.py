@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QByteArray
 
 from specchat import settings as cfg
+from specchat.engine.context import OverflowPolicy
 from specchat.settings import Settings
 from specchat.ui.controls import ControlsPanel
 
@@ -31,3 +32,11 @@ def save_controls(settings: Settings, controls: ControlsPanel) -> None:
     settings.set(cfg.DRAFT_GPU_LAYERS, gpu.draft)
     settings.set(cfg.ADVANCED_OPEN, controls.advanced_button.isChecked())
     settings.set(cfg.N_CTX, controls.memory.n_ctx())
+
+
+def overflow_policy(settings: Settings) -> OverflowPolicy:
+    """The context overflow policy the settings name; an unknown name drops the oldest."""
+    try:
+        return OverflowPolicy.from_setting(settings.get(cfg.CONTEXT_OVERFLOW))
+    except ValueError:
+        return OverflowPolicy.DROP_OLDEST
