@@ -7,7 +7,13 @@ from typing import Any
 
 from specchat.engine.template_guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
 from specchat.engine.template_host import TemplateHost, TemplateSpec, shared_host
-from specchat.engine.template_sandbox import FALLBACK_TEMPLATE, ChatMessage, SandboxTemplate
+from specchat.engine.template_sandbox import (
+    FALLBACK_TEMPLATE,
+    ChatMessage,
+    SandboxTemplate,
+    as_mapping,
+    template_source,
+)
 
 __all__ = [
     "FALLBACK_TEMPLATE",
@@ -19,12 +25,6 @@ __all__ = [
     "SandboxTemplate",
     "render_chat",
 ]
-
-
-def _as_mapping(message: ChatMessage | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(message, ChatMessage):
-        return {"role": message.role, "content": message.content}
-    return dict(message)
 
 
 class ChatTemplate:
@@ -50,8 +50,7 @@ class ChatTemplate:
         limits: RenderLimits = RenderLimits(),
         host: TemplateHost | None = None,
     ) -> None:
-        self.is_fallback = not (source and source.strip())
-        self.source = FALLBACK_TEMPLATE if self.is_fallback else str(source)
+        self.source, self.is_fallback = template_source(source)
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.limits = limits
@@ -70,7 +69,7 @@ class ChatTemplate:
         """The prompt text for `messages`; raises ChatTemplateError with a readable message."""
         return self._host.render(
             self._spec,
-            messages=[_as_mapping(m) for m in messages],
+            messages=[as_mapping(m) for m in messages],
             add_generation_prompt=add_generation_prompt,
             tools=None if tools is None else [dict(t) for t in tools],
             extra=None if extra is None else dict(extra),

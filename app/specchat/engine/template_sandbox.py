@@ -264,7 +264,16 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
         return result
 
 
-def _as_mapping(message: ChatMessage | Mapping[str, Any]) -> dict[str, Any]:
+def template_source(source: str | None) -> tuple[str, bool]:
+    """The Jinja source to use for a model's `source`, and whether it is the fallback (the
+    model had no usable template: none, or only white space)."""
+    if source and source.strip():
+        return str(source), False
+    return FALLBACK_TEMPLATE, True
+
+
+def as_mapping(message: ChatMessage | Mapping[str, Any]) -> dict[str, Any]:
+    """A message as the template sees it: a plain dict with its role and content."""
     if isinstance(message, ChatMessage):
         return {"role": message.role, "content": message.content}
     return dict(message)
@@ -294,8 +303,7 @@ class SandboxTemplate:
         eos_token: str = "",
         limits: RenderLimits = RenderLimits(),
     ) -> None:
-        self.is_fallback = not (source and source.strip())
-        self.source = FALLBACK_TEMPLATE if self.is_fallback else str(source)
+        self.source, self.is_fallback = template_source(source)
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.limits = limits
@@ -331,7 +339,7 @@ class SandboxTemplate:
         """The prompt text for `messages`; raises ChatTemplateError with a readable message."""
         context: dict[str, Any] = dict(extra or {})
         context.update(
-            messages=[_as_mapping(m) for m in messages],
+            messages=[as_mapping(m) for m in messages],
             add_generation_prompt=add_generation_prompt,
             bos_token=self.bos_token,
             eos_token=self.eos_token,
