@@ -143,6 +143,40 @@ class LookupLedger:
         self._pending.clear()
 
 
+def match_bucket(match_len: int) -> int:
+    """The LOOKUP_EXTENTS bucket a `match_len`-token match falls in."""
+    return max(0, bisect.bisect_right(LOOKUP_EXTENTS, match_len) - 1)
+
+
+def prior_survival() -> list[LookupSurvival]:
+    """One acceptance estimate per match-length bucket, at the priors."""
+    return [
+        LookupSurvival(first, continued)
+        for first, continued in zip(LOOKUP_PRIOR_FIRST, LOOKUP_PRIOR_CONTINUED, strict=True)
+    ]
+
+
+def restart_learning(survival: Sequence[LookupSurvival], ledger: LookupLedger) -> None:
+    """Pending proposals are void, and acceptance starts again from the priors."""
+    ledger.clear()
+    for estimate in survival:
+        estimate.forget()
+
+
+def learn_from_text(
+    survival: Sequence[LookupSurvival], ledger: LookupLedger, text: Sequence[int], text_len: int
+) -> int:
+    """Age the estimates by the text written since it was `text_len` tokens long, and score
+    every proposal `text` now decides; returns the new text length."""
+    grown = len(text) - text_len if len(text) > text_len else 0
+    if grown:
+        for estimate in survival:
+            estimate.age(grown)
+    for match_len, before, kept, refused in ledger.settle(text):
+        survival[match_bucket(match_len)].score(before, kept, refused)
+    return len(text)
+
+
 @register
 class PromptLookupDrafter(Drafter):
     """Draft by copying: find where the text's ending occurred before and propose what followed.
@@ -170,10 +204,7 @@ class PromptLookupDrafter(Drafter):
             raise ValueError("need 1 <= min_extent <= max_extent")
         self.max_extent = max_extent
         self.min_extent = min_extent
-        self.survival = [
-            LookupSurvival(first, continued)
-            for first, continued in zip(LOOKUP_PRIOR_FIRST, LOOKUP_PRIOR_CONTINUED, strict=True)
-        ]
+        self.survival = prior_survival()
         self.ledger = LookupLedger()
         self._text_len = 0
         # The last offer's (position, proposal, match length, ms): the round's draft, if chosen.
@@ -214,7 +245,7 @@ class PromptLookupDrafter(Drafter):
 
     @staticmethod
     def bucket(match_len: int) -> int:
-        return max(0, bisect.bisect_right(LOOKUP_EXTENTS, match_len) - 1)
+        return match_bucket(match_len)
 
     def propose(
         self,
@@ -237,11 +268,9 @@ class PromptLookupDrafter(Drafter):
         """Pending proposals are void, and acceptance starts again from the priors: how
         copies fared in another answer (a code edit before an explanation) predicts little
         for this one, and the ledger relearns within a few dozen tokens."""
-        self.ledger.clear()
+        restart_learning(self.survival, self.ledger)
         self._offered = None
         self._text_len = len(prompt)
-        for survival in self.survival:
-            survival.forget()
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         began = time.perf_counter()
@@ -270,11 +299,6 @@ class PromptLookupDrafter(Drafter):
         proposals made at neighbouring positions overlap and are scored many times over.
         """
         self._offered = None
-        text = outcome.context
-        grown = len(text) - self._text_len if len(text) > self._text_len else 0
-        self._text_len = len(text)
-        if grown:
-            for survival in self.survival:
-                survival.age(grown)
-        for match_len, before, kept, refused in self.ledger.settle(text):
-            self.survival[self.bucket(match_len)].score(before, kept, refused)
+        self._text_len = learn_from_text(
+            self.survival, self.ledger, outcome.context, self._text_len
+        )

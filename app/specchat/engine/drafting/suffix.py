@@ -10,11 +10,11 @@ import numpy as np
 
 from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
 from specchat.engine.drafting.lookup import (
-    LOOKUP_PRIOR_CONTINUED,
-    LOOKUP_PRIOR_FIRST,
     LookupLedger,
-    LookupSurvival,
-    PromptLookupDrafter,
+    learn_from_text,
+    match_bucket,
+    prior_survival,
+    restart_learning,
 )
 from specchat.engine.drafting.registry import register
 from specchat.engine.suffix_index import Continuation, SuffixIndex
@@ -51,10 +51,7 @@ class SuffixDrafter(Drafter):
     def __init__(self, index: SuffixIndex | None = None) -> None:
         super().__init__()
         self.index = index or SuffixIndex()
-        self.survival = [
-            LookupSurvival(first, continued)
-            for first, continued in zip(LOOKUP_PRIOR_FIRST, LOOKUP_PRIOR_CONTINUED, strict=True)
-        ]
+        self.survival = prior_survival()
         self.ledger = LookupLedger()
         self._text_len = 0
         # The last offer's (position, continuations, ms): the round's draft, if chosen.
@@ -62,11 +59,9 @@ class SuffixDrafter(Drafter):
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.index.prepare(prompt)
-        self.ledger.clear()
+        restart_learning(self.survival, self.ledger)
         self._offered = None
         self._text_len = len(prompt)
-        for survival in self.survival:
-            survival.forget()
 
     def _find(self, context: Sequence[int], k: int) -> tuple[list[Continuation], float]:
         began = time.perf_counter()
@@ -81,7 +76,7 @@ class SuffixDrafter(Drafter):
             return None
         main = found[0]
         self.ledger.note(len(context), main.tokens, main.match_len)
-        survival = self.survival[PromptLookupDrafter.bucket(main.match_len)]
+        survival = self.survival[match_bucket(main.match_len)]
         base = survival.expected_curve(len(main.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
@@ -137,12 +132,7 @@ class SuffixDrafter(Drafter):
     def observe(self, outcome: Outcome) -> None:
         """Index the kept text, and learn from every proposal the text has now decided."""
         self._offered = None
-        text = outcome.context
-        self.index.sync(text)
-        grown = len(text) - self._text_len if len(text) > self._text_len else 0
-        self._text_len = len(text)
-        if grown:
-            for survival in self.survival:
-                survival.age(grown)
-        for match_len, before, kept, refused in self.ledger.settle(text):
-            self.survival[PromptLookupDrafter.bucket(match_len)].score(before, kept, refused)
+        self.index.sync(outcome.context)
+        self._text_len = learn_from_text(
+            self.survival, self.ledger, outcome.context, self._text_len
+        )
