@@ -80,6 +80,26 @@ class ContextOverflowError(Exception):
         self.budget = budget
 
 
+def _conversation_too_long(needed: int, budget: int) -> ContextOverflowError:
+    """Refused: the whole conversation does not fit (dropping turns was not allowed)."""
+    return ContextOverflowError(
+        f"this conversation needs {needed:,} tokens but the context holds {budget:,}; "
+        "start a new conversation or allow dropping old turns",
+        needed=needed,
+        budget=budget,
+    )
+
+
+def _essentials_too_long(needed: int, budget: int) -> ContextOverflowError:
+    """Even the system prompt and the latest user turn alone do not fit."""
+    return ContextOverflowError(
+        f"the system prompt and the latest message alone need {needed:,} tokens but the "
+        f"context holds {budget:,}; shorten the message",
+        needed=needed,
+        budget=budget,
+    )
+
+
 @dataclass(frozen=True)
 class ContextPlan:
     """Which messages go into the prompt.
@@ -133,12 +153,7 @@ def plan_context(
     if total <= budget:
         return ContextPlan(kept=everything, dropped=(), tokens=total)
     if policy is OverflowPolicy.REFUSE:
-        raise ContextOverflowError(
-            f"this conversation needs {total:,} tokens but the context holds {budget:,}; "
-            "start a new conversation or allow dropping old turns",
-            needed=total,
-            budget=budget,
-        )
+        raise _conversation_too_long(total, budget)
     _head, turns, _tail = _turns(roles)
     dropped: list[int] = []
     for turn in turns:
@@ -147,12 +162,7 @@ def plan_context(
         dropped.extend(turn)
         total -= sum(token_counts[i] for i in turn)
     if total > budget:
-        raise ContextOverflowError(
-            f"the system prompt and the latest message alone need {total:,} tokens but the "
-            f"context holds {budget:,}; shorten the message",
-            needed=total,
-            budget=budget,
-        )
+        raise _essentials_too_long(total, budget)
     gone = set(dropped)
     kept = tuple(i for i in everything if i not in gone)
     return ContextPlan(kept=kept, dropped=tuple(dropped), tokens=total)
@@ -184,20 +194,10 @@ def fit_messages(
     if total <= budget:
         return list(messages), ContextPlan(tuple(range(len(messages))), (), total)
     if policy is OverflowPolicy.REFUSE:
-        raise ContextOverflowError(
-            f"this conversation needs {total:,} tokens but the context holds {budget:,}; "
-            "start a new conversation or allow dropping old turns",
-            needed=total,
-            budget=budget,
-        )
+        raise _conversation_too_long(total, budget)
     minimal = cost(keep_after(len(turns)))
     if minimal > budget:
-        raise ContextOverflowError(
-            f"the system prompt and the latest message alone need {minimal:,} tokens but the "
-            f"context holds {budget:,}; shorten the message",
-            needed=minimal,
-            budget=budget,
-        )
+        raise _essentials_too_long(minimal, budget)
     low, high = 1, len(turns)  # invariant: dropping `high` turns fits, dropping low-1 does not
     while low < high:
         middle = (low + high) // 2
