@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import gguf
 
 #: Chat template of the tiny models: ChatML, like the Qwen models of the default pair.
 CHATML_TEMPLATE = (
@@ -130,6 +134,35 @@ def _weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
     return tensors
 
 
+def finish_gguf(
+    writer: gguf.GGUFWriter,
+    vocab: tuple[list[str], list[int], list[str]],
+    *,
+    eos_id: int,
+    chat_template: str | None,
+    tensors: dict[str, np.ndarray],
+) -> None:
+    """Add the tiny vocabulary's tokenizer (from `vocabulary()`), the chat template and the
+    tensors to `writer`, and write the file: the part every tiny architecture shares."""
+    tokens, types, merges = vocab
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("qwen2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(0)
+    writer.add_eos_token_id(eos_id)
+    writer.add_add_bos_token(False)
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
+    for name, value in tensors.items():
+        writer.add_tensor(name, value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
 def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     """Write one tiny llama-architecture GGUF to `path` and return it."""
     import gguf  # imported here: only tests and the self-test need the writer
@@ -151,22 +184,13 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(spec.eos_id)
-    writer.add_add_bos_token(False)
-    if spec.chat_template is not None:
-        writer.add_chat_template(spec.chat_template)
-    for name, value in _weights(spec, len(tokens)).items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(
+        writer,
+        (tokens, types, merges),
+        eos_id=spec.eos_id,
+        chat_template=spec.chat_template,
+        tensors=_weights(spec, len(tokens)),
+    )
     return path
 
 

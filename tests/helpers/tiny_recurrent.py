@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.tinymodels import CHATML_TEMPLATE, vocabulary
+from specchat.tinymodels import CHATML_TEMPLATE, finish_gguf, vocabulary
 
 
 def write_tiny_mamba(path: Path, *, seed: int = 1, n_embd: int = 32, n_layer: int = 2) -> Path:
@@ -60,19 +60,7 @@ def write_tiny_mamba(path: Path, *, seed: int = 1, n_embd: int = 32, n_layer: in
     writer.add_ssm_time_step_rank(dt_rank)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(2)
-    writer.add_add_bos_token(False)
-    writer.add_chat_template(CHATML_TEMPLATE)
-    for name, value in tensors.items():
-        writer.add_tensor(name, value)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    finish_gguf(
+        writer, (tokens, types, merges), eos_id=2, chat_template=CHATML_TEMPLATE, tensors=tensors
+    )
     return path
