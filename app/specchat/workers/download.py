@@ -6,7 +6,7 @@ import logging
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat.models.catalog import Catalog, ModelFile, ModelPair, load_catalog
 from specchat.models.transfer import (
@@ -30,7 +30,7 @@ from specchat.workers.download_payloads import (
     PairFetched,
     PairStatus,
 )
-from specchat.workers.lifecycle import start_worker, stop_worker
+from specchat.workers.lifecycle import WorkerLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -367,19 +367,16 @@ class DownloadService(QObject):
             endpoint=endpoint,
             ask_hub_sizes=ask_hub_sizes,
         )
-        self.worker_thread = QThread()
-        self.worker_thread.setObjectName("specchat-download")
+        self._lifecycle = WorkerLifecycle("specchat-download")
+        self.worker_thread = self._lifecycle.thread
         self.busy = False
-        self._started = False
-        self._stopped = False
 
     def start(self) -> None:
         """Wire the whole lifecycle in one place and start the thread."""
         worker = self.worker
-        start_worker(
+        self._lifecycle.start(
             self,
             worker,
-            self.worker_thread,
             requests=[
                 (self.survey_requested, worker._on_survey_requested),
                 (self.fetch_requested, worker._on_fetch_requested),
@@ -400,7 +397,6 @@ class DownloadService(QObject):
         )
         for name in ("finished", "failed", "cancelled"):
             getattr(self, name).connect(self._on_fetch_ended)
-        self._started = True
 
     # --- requests ------------------------------------------------------------------------
     def survey(self, pair_ids: tuple[str, ...] | None = None) -> None:
@@ -423,16 +419,12 @@ class DownloadService(QObject):
 
     def shutdown(self, *, timeout_s: float = 3.0) -> bool:
         """Cancel a fetch (its partial is kept), stop the thread and wait at most `timeout_s`."""
-        if not self._started or self._stopped:
-            return True
-        self._stopped = True
 
         def cancel() -> None:
             self.worker.cancel()
             self.worker.interrupt_survey()
 
-        return stop_worker(
-            self.worker_thread,
+        return self._lifecycle.stop(
             cancel=cancel,
             request_shutdown=self.shutdown_requested.emit,
             timeout_s=timeout_s,

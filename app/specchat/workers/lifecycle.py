@@ -52,3 +52,44 @@ def stop_worker(
     if not done:
         log.warning("thread %s did not stop within %.1f s", thread.objectName(), timeout_s)
     return done
+
+
+class WorkerLifecycle:
+    """A service's worker thread, started once and shut down at most once.
+
+    Attributes:
+        thread: the worker's thread (named, for logs and debuggers).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.thread = QThread()
+        self.thread.setObjectName(name)
+        self._started = False
+        self._stopped = False
+
+    def start(
+        self,
+        service: QObject,
+        worker: QObject,
+        *,
+        requests: Iterable[tuple[SignalInstance, Callable[..., object]]],
+        relayed: Iterable[str],
+    ) -> None:
+        """`start_worker` on this thread."""
+        start_worker(service, worker, self.thread, requests=requests, relayed=relayed)
+        self._started = True
+
+    def stop(
+        self,
+        *,
+        cancel: Callable[[], None],
+        request_shutdown: Callable[[], None],
+        timeout_s: float,
+    ) -> bool:
+        """`stop_worker` the first time; True at once if never started or already stopped."""
+        if not self._started or self._stopped:
+            return True
+        self._stopped = True
+        return stop_worker(
+            self.thread, cancel=cancel, request_shutdown=request_shutdown, timeout_s=timeout_s
+        )

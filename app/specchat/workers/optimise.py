@@ -6,10 +6,10 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat.models.transfer import DownloadProgress, FreeSpace
-from specchat.workers.lifecycle import start_worker, stop_worker
+from specchat.workers.lifecycle import WorkerLifecycle
 
 
 @dataclass(frozen=True)
@@ -269,18 +269,15 @@ class OptimiseService(QObject):
         self.worker = OptimiseWorker(
             cache_dir=cache_dir, models_dir=models_dir, free_space=free_space
         )
-        self.worker_thread = QThread()
-        self.worker_thread.setObjectName("specchat-optimise")
+        self._lifecycle = WorkerLifecycle("specchat-optimise")
+        self.worker_thread = self._lifecycle.thread
         self.busy = False
-        self._started = False
-        self._stopped = False
 
     def start(self) -> None:
         worker = self.worker
-        start_worker(
+        self._lifecycle.start(
             self,
             worker,
-            self.worker_thread,
             requests=[
                 (self.survey_requested, worker._on_survey_requested),
                 (self.optimise_requested, worker._on_optimise_requested),
@@ -289,7 +286,6 @@ class OptimiseService(QObject):
             relayed=("surveyed", "progress", "ended"),
         )
         self.ended.connect(self._on_ended)
-        self._started = True
 
     def survey(self, pair_id: str) -> None:
         self.survey_requested.emit(pair_id)
@@ -304,11 +300,7 @@ class OptimiseService(QObject):
 
     def shutdown(self, *, timeout_s: float = 3.0) -> bool:
         """Cancel a conversion (nothing is kept), stop the thread, wait at most `timeout_s`."""
-        if not self._started or self._stopped:
-            return True
-        self._stopped = True
-        return stop_worker(
-            self.worker_thread,
+        return self._lifecycle.stop(
             cancel=self.worker.cancel,
             request_shutdown=self.shutdown_requested.emit,
             timeout_s=timeout_s,
