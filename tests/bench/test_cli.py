@@ -9,16 +9,7 @@ import pytest
 
 from specchat.cli import main
 from specchat.tinymodels import TinyModels
-
-
-def _prompts(tmp_path: Path) -> Path:
-    path = tmp_path / "prompts.jsonl"
-    lines = [
-        {"id": "edit", "user": "one two one two one two", "category": "code-editing"},
-        {"id": "chat", "user": "hello", "category": "creative"},
-    ]
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    return path
+from tests.helpers.bench_prompts import write_prompts
 
 
 def test_bench_end_to_end(
@@ -29,7 +20,7 @@ def test_bench_end_to_end(
         "bench",
         "--target", str(tiny_models.target),
         "--draft", str(tiny_models.draft_close),
-        "--prompts", str(_prompts(tmp_path)),
+        "--prompts", str(write_prompts(tmp_path)),
         "--modes", "plain,lookup,draft,auto",
         "--k", "3",
         "--temperature", "0,0.8",

@@ -11,16 +11,7 @@ from specchat.bench.targets import compare_targets, render_comparison
 from specchat.cli import main
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinyModels
-
-
-def _prompts(tmp_path: Path) -> Path:
-    path = tmp_path / "prompts.jsonl"
-    lines = [
-        {"id": "edit", "user": "one two one two one two", "category": "code-editing"},
-        {"id": "chat", "user": "hello", "category": "creative"},
-    ]
-    path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-    return path
+from tests.helpers.bench_prompts import write_prompts
 
 
 def test_two_targets_side_by_side(
@@ -32,7 +23,7 @@ def test_two_targets_side_by_side(
         "bench",
         "--targets", f"{tiny_models.target},{q4}",
         "--draft", str(tiny_models.draft_close),
-        "--prompts", str(_prompts(tmp_path)),
+        "--prompts", str(write_prompts(tmp_path)),
         "--modes", "plain,auto",
         "--temperature", "0",
         "--max-tokens", "10",
@@ -63,7 +54,7 @@ def test_two_targets_side_by_side(
 def test_unknown_or_missing_targets_are_user_errors(
     tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    base = ["bench", "--out", str(tmp_path / "o"), "--prompts", str(_prompts(tmp_path))]
+    base = ["bench", "--out", str(tmp_path / "o"), "--prompts", str(write_prompts(tmp_path))]
     assert main([*base, "--targets", str(tmp_path / "nope.gguf")]) == 2
     assert "no such file" in capsys.readouterr().err
     assert main([*base, "--targets", "default:fast"]) == 2

@@ -2,32 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import pytest
 
 from specchat import paths
-from specchat.commands import models as models_command
-from specchat.commands.errors import UserError
 from specchat.models.catalog import load_catalog
 from specchat.models.optimise import optimise
 from specchat.models.targets import TargetVariant, resolve_target
 from specchat.tinymodels import TinyModels
 from tests.helpers import fake_hub
+from tests.helpers.models_cli import run_cli
 
 REPO = "specchat-tests/tiny-GGUF"
-
-
-def run_cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="specchat models")
-    models_command.add_arguments(parser)
-    try:
-        return models_command.run(parser.parse_args(list(argv)))
-    except UserError as error:
-        print(f"specchat: {error}", file=sys.stderr)
-        return 2
 
 
 def test_fetch_with_the_cpu_target(

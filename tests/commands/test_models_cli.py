@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import os
 import subprocess
@@ -12,24 +11,12 @@ from pathlib import Path
 import pytest
 
 from specchat import paths
-from specchat.commands import models as models_command
-from specchat.commands.errors import UserError
 from specchat.commands.progress import TerminalProgress
 from specchat.models.transfer import DownloadProgress
 from specchat.tinymodels import TinyModels
 from tests.helpers import fake_hub
 from tests.helpers.chunk_wheels import build_chunk_wheels
-
-
-def run_cli(*argv: str) -> int:
-    """Run `specchat models ARGV` the way specchat.cli.main does (UserError -> exit 2)."""
-    parser = argparse.ArgumentParser(prog="specchat models")
-    models_command.add_arguments(parser)
-    try:
-        return models_command.run(parser.parse_args(list(argv)))
-    except UserError as error:
-        print(f"specchat: {error}", file=sys.stderr)
-        return 2
+from tests.helpers.models_cli import run_cli
 
 
 @pytest.fixture
