@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from specchat import paths
 from specchat.tinymodels import TinyModels, build_tiny_set
+
+if TYPE_CHECKING:
+    from pytestqt.qtbot import QtBot
+
+    from specchat.workers.generation import GenerationService
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -43,3 +49,15 @@ def real_pair() -> tuple[Path, Path]:
 
     files = fetch_pair("default", source="mirror")
     return files.target, files.draft
+
+
+@pytest.fixture
+def service(qtbot: QtBot) -> Iterator[GenerationService]:
+    """A started one-thread GenerationService, shut down (and checked to stop) after the test."""
+    # Imported here: most tests never need Qt.
+    from specchat.workers.generation import GenerationService
+
+    svc = GenerationService(n_threads=1)
+    svc.start()
+    yield svc
+    assert svc.shutdown(timeout_s=5.0)

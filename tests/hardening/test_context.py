@@ -35,14 +35,6 @@ MAX_TOKENS = 32
 SYSTEM = ChatMessage("system", "You are terse.")
 
 
-@pytest.fixture
-def service(qtbot: QtBot) -> Iterator[GenerationService]:
-    svc = GenerationService(n_threads=1)
-    svc.start()
-    yield svc
-    assert svc.shutdown(timeout_s=5.0)
-
-
 def _load(qtbot: QtBot, svc: GenerationService, tiny: TinyModels) -> Loaded:
     with qtbot.waitSignal(svc.loaded, timeout=30_000) as blocker:
         svc.load(

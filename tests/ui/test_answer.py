@@ -26,14 +26,6 @@ def store(tmp_path: Path) -> Iterator[ConversationStore]:
         yield opened
 
 
-@pytest.fixture
-def service(qtbot: QtBot) -> Iterator[GenerationService]:
-    svc = GenerationService(n_threads=1)
-    svc.start()
-    yield svc
-    assert svc.shutdown(timeout_s=5.0)
-
-
 def _load(qtbot: QtBot, service: GenerationService, tiny: TinyModels) -> None:
     request = LoadRequest(
         service.new_id(),

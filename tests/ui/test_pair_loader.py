@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,14 +19,6 @@ from specchat.workers.generation import (
     LoadProgressUpdate,
     LoadRequest,
 )
-
-
-@pytest.fixture
-def service(qtbot: QtBot) -> Iterator[GenerationService]:
-    svc = GenerationService(n_threads=1)
-    svc.start()
-    yield svc
-    assert svc.shutdown(timeout_s=5.0)
 
 
 @pytest.fixture
