@@ -147,7 +147,8 @@ def _fetch(pair_id: str, source: str, *, cpu_target: bool = False) -> int:
 def _verify(pair_id: str) -> int:
     from specchat.models.compat import check_compatible
     from specchat.models.download import locate_file, verify_located
-    from specchat.models.gguf_reader import GGUFError, validate
+    from specchat.models.gguf_format import GGUFError
+    from specchat.models.gguf_reader import validate
 
     pair = find_pair(pair_id)
     ok = True

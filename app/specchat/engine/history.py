@@ -6,8 +6,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from specchat.engine.chat_template import ChatMessage, ChatTemplate, ChatTemplateError
+from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.template_guards import ChatTemplateError
 from specchat.store.changes import ChangeKind, StoreChange
 from specchat.store.conversations import ConversationStore, StoredMessage
 

@@ -48,7 +48,7 @@ _recent_log: deque[str] = deque(maxlen=40)
 _GGML_LOG_LEVEL_ERROR = 4
 
 
-@llama_cpp.llama_log_callback
+@llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE
 def _on_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     # An exception raised here would be printed by ctypes for every log line: never raise.
     try:
@@ -85,7 +85,8 @@ def _last_error_line() -> str:
 
 def system_info() -> str:
     _ensure_backend()
-    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
+    info: bytes = llama_cpp.llama_print_system_info()
+    return info.decode("utf-8", errors="replace")
 
 
 def gpu_backend_name() -> str | None:
@@ -170,7 +171,8 @@ class LlamaModel:
             raise ModelLoadError(f"model file not found: {self.path}")
         # llama.cpp's own parser has had overflows on crafted files, and aborts the process
         # on some malformed ones: check the header with SpecChat's bounded reader first.
-        from specchat.models.gguf_reader import GGUFError, validate
+        from specchat.models.gguf_format import GGUFError
+        from specchat.models.gguf_reader import validate
 
         try:
             validate(self.path)

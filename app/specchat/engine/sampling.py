@@ -60,7 +60,8 @@ def probabilities(logits: np.ndarray, params: SamplingParams) -> np.ndarray:
         probs = np.zeros_like(probs)
         probs[int(np.argmax(logits))] = 1.0
         return probs
-    return probs / total
+    normalised: np.ndarray = probs / total
+    return normalised
 
 
 def _apply_top_p(probs: np.ndarray, top_p: float) -> np.ndarray:
@@ -90,4 +91,5 @@ def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
     cumulative = np.cumsum(probs)
     u = rng.random() * cumulative[-1]
     index = int(np.searchsorted(cumulative, u, side="right"))
-    return min(index, probs.shape[0] - 1)
+    last: int = probs.shape[0] - 1
+    return min(index, last)

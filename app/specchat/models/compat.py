@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specchat.models.gguf_reader import GGUFError, GGUFMetadata, read_metadata, validate
+from specchat.models.gguf_format import GGUFError
+from specchat.models.gguf_reader import GGUFMetadata, read_metadata, validate
 
 #: llama.cpp's speculative-decoding rule (common/speculative.cpp): vocabulary sizes may
 #: differ by padding up to this many tokens, and texts are compared from this id on

@@ -298,7 +298,7 @@ def _download_once(
     storage = root / folder
     blob = storage / "blobs" / etag
     partial = blob.with_name(f"{etag}.incomplete")
-    pointer = storage / "snapshots" / commit / model.filename
+    pointer: Path = storage / "snapshots" / commit / model.filename
     lock = root / ".locks" / folder / f"{etag}.lock"
     blob.parent.mkdir(parents=True, exist_ok=True)
     lock.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from specchat import paths
-from specchat.models.gguf_reader import GGUFError, GGUFInfo, validate
+from specchat.models.gguf_format import GGUFError
+from specchat.models.gguf_reader import GGUFInfo, validate
 from specchat.models.transfer import (
     DISK_MARGIN,
     FreeSpace,
@@ -159,7 +160,7 @@ def _child(source: str, output: str, ftype: int, threads: int, conn: Connection)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lines: deque[str] = deque(maxlen=60)
 
-    @llama_cpp.llama_log_callback
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE
     def on_log(_level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         with contextlib.suppress(Exception):
             lines.append(text.decode("utf-8", errors="replace").rstrip())

@@ -206,7 +206,8 @@ class DownloadWorker(QObject):
     @Slot(LocalCheckRequest)
     def _on_local_check_requested(self, request: LocalCheckRequest) -> None:
         from specchat.models.compat import check_compatible, damaged_file
-        from specchat.models.gguf_reader import GGUFError, read_metadata
+        from specchat.models.gguf_format import GGUFError
+        from specchat.models.gguf_reader import read_metadata
 
         problem = damaged_file(request.target, request.draft)
         try:
