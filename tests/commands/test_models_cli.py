@@ -62,6 +62,16 @@ def test_list_shows_every_pair_and_its_state(tiny_pair: str, capsys) -> None:  #
     for pair_id in ("default", "qwen2.5-7b", "llama-3.1-8b", "gemma-2-9b", "tiny"):
         assert pair_id in out
     assert "tiny" in out and "[not fetched]" in out
+    lines = out.splitlines()
+
+    def line_of(filename: str) -> str:
+        return next(line for line in lines if f"/{filename} " in line)
+
+    # Exact where the bytes are known; the publisher's rounded figure, marked, where not.
+    assert line_of("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").endswith("(Q4_K_M, 1.12 GB)")
+    assert line_of("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf").endswith("(Q4_K_M, ≈ 4.92 GB)")
+    assert line_of("Llama-3.2-1B-Instruct-Q4_K_M.gguf").endswith("(Q4_K_M, ≈ 808 MB)")
+    assert "size known at download" not in out
 
 
 def test_path_before_fetch_and_unknown_pairs(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]

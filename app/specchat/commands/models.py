@@ -71,6 +71,8 @@ def _list() -> int:
                 size = f"{model.size / 1e9:.2f} GB"
             elif model.mirror:
                 size = f"{model.mirror.size / 1e9:.2f} GB from the mirror"
+            elif model.approx_size:
+                size = f"≈ {model.approx_size}"  # the publisher's rounded figure
             else:
                 size = "size known at download"
             print(f"  {role:<6} {model.repo}/{model.filename} ({model.quantisation}, {size})")

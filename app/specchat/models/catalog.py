@@ -69,6 +69,8 @@ class ModelFile:
         params: parameter count as published ("1.5B").
         licence: licence identifier.
         mirror: another source of this model (its own size and sha256), or None.
+        approx_size: the size as its publisher rounds it ("4.68 GB"), for display only: never
+            used to check a download, which needs `size` to the byte.
     """
 
     repo: str
@@ -80,6 +82,15 @@ class ModelFile:
     params: str
     licence: str
     mirror: MirrorSource | None = None
+    approx_size: str | None = None
+
+    @property
+    def approx_bytes(self) -> int | None:
+        """`approx_size` in bytes (decimal units, as the hub shows them), or None."""
+        if self.approx_size is None:
+            return None
+        number, unit = self.approx_size.split()
+        return round(float(number) * _APPROX_UNITS[unit.upper()])
 
 
 @dataclass(frozen=True)
@@ -280,7 +291,11 @@ _FILE_KEYS = {
     "params",
     "licence",
     "mirror",
+    "approx_size",
 }
+#: A publisher's rounded size: a number and a decimal unit, e.g. "4.68 GB" or "808 MB".
+_APPROX_SIZE = re.compile(r"\d+(\.\d+)? (KB|MB|GB|TB)", re.IGNORECASE)
+_APPROX_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
 _MIRROR_KEYS = {"packages", "version", "parts", "slice", "size", "sha256"}
 
 
@@ -370,6 +385,14 @@ def _parse_file(
                 section=section,
                 key="sha256",
             )
+    approx_size = get("approx_size", str, required=False)
+    if approx_size is not None and not _APPROX_SIZE.fullmatch(approx_size.strip()):
+        raise check.fail(
+            f"{label}: 'approx_size' must be a number and a unit, like \"4.7 GB\"",
+            pair=pair,
+            section=section,
+            key="approx_size",
+        )
     mirror_table = check.table(table, "mirror", pair=pair, section=section)
     mirror = None
     if mirror_table is not None:
@@ -386,6 +409,7 @@ def _parse_file(
         params=get("params", str, required=False, default=""),
         licence=get("licence", str, required=False, default=""),
         mirror=mirror,
+        approx_size=approx_size.strip() if approx_size is not None else None,
     )
 
 

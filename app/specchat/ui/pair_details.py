@@ -19,7 +19,7 @@ from specchat.engine.drafting.registry import mode_info
 from specchat.models.catalog import ModelFile, ModelPair
 from specchat.models.transfer import format_bytes
 from specchat.ui import palette
-from specchat.ui.pair_list import catalog_size
+from specchat.ui.pair_list import catalog_size, file_size
 from specchat.workers.download_payloads import FileProgress, FileStatus, LocalChecked, PairStatus
 
 #: Progress bars count in thousandths: smooth for gigabyte files, exact at 100 %.
@@ -68,7 +68,7 @@ def describe_file(model: ModelFile, status: FileStatus | None) -> str:
     """Repository, file, facts and state on disk of one model file (rich text)."""
     size = status.size if status is not None else catalog_size(model)
     facts = [model.params, model.quantisation, model.licence]
-    facts.append(format_bytes(size) if size is not None else "size unknown")
+    facts.append(file_size(size, model))
     if status is None:
         state = "checking…"
     elif status.present:

@@ -25,16 +25,31 @@ def catalog_size(model: ModelFile) -> int | None:
     return model.mirror.size if model.mirror is not None else None
 
 
+def file_size(size: int | None, model: ModelFile) -> str:
+    """One file's size: exact when known, else the publisher's rounded figure marked "≈"."""
+    if size is not None:
+        return format_bytes(size)
+    return f"≈ {model.approx_size}" if model.approx_size is not None else UNKNOWN_SIZE
+
+
 def pair_size(status: PairStatus | None, pair: ModelPair) -> str:
-    """Target plus draft, from the files' status once surveyed, else from the catalog."""
-    sizes = (
+    """Target plus draft, from the files' status once surveyed, else from the catalog.
+
+    A file known only by its publisher's rounded figure makes the total approximate ("≈").
+    """
+    exact = (
         [status.target.size, status.draft.size]
         if status is not None
         else [catalog_size(pair.target), catalog_size(pair.draft)]
     )
+    sizes = [
+        size if size is not None else model.approx_bytes
+        for size, model in zip(exact, (pair.target, pair.draft), strict=True)
+    ]
     if any(size is None for size in sizes):
         return UNKNOWN_SIZE
-    return format_bytes(sum(size for size in sizes if size is not None))
+    total = format_bytes(sum(size for size in sizes if size is not None))
+    return total if None not in exact else f"≈ {total}"
 
 
 def local_key(checked: LocalChecked) -> str:
