@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
+from pytestqt.exceptions import TimeoutError
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.chat_template import ChatMessage
@@ -292,3 +294,72 @@ def test_cost_table_is_measured_between_answers_never_during_one(
     qtbot.waitUntil(lambda: engine.profiler.done, timeout=120_000)
     assert engine.costs.target.complete
     assert len(list((tmp_path / "cache" / "costs").glob("*.json"))) == 2
+
+
+def test_a_follow_up_after_restart_reads_only_its_new_turn_in_every_mode(
+    qtbot: QtBot, tiny_models: TinyModels, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first answer is plain: the draft model never read the conversation, so its state
+    # is kept only once it has caught up between answers.
+    monkeypatch.setenv("SPECCHAT_HOME", str(tmp_path))
+    question = ChatMessage("user", "Explain speculative decoding step by step. " * 30)
+    first = GenerationService(n_threads=1)
+    first.start()
+    try:
+        _loaded(qtbot, first, tiny_models)
+        read: list[int] = []
+        first.prepared.connect(lambda prepared: read.append(prepared.prompt_tokens))
+        with qtbot.waitSignal(first.finished, timeout=60_000) as done:
+            first.generate(
+                GenerateRequest(
+                    1, (question,), max_tokens=8, controls=Controls("plain", 0), conversation_id=3
+                )
+            )
+        kept = tmp_path / "cache" / "kv-state"
+        # Both models' states, once the draft model has read the rest between answers (the
+        # follow-ups below fail, re-reading the question, when it never does).
+        with contextlib.suppress(TimeoutError):
+            qtbot.waitUntil(lambda: len(list(kept.glob("*.kv"))) == 2, timeout=30_000)
+    finally:
+        assert first.shutdown(timeout_s=5.0)
+    answer = done.args[0].text
+    follow_up = (question, ChatMessage("assistant", answer), ChatMessage("user", "Why?"))
+    for mode in ("plain", "draft", "auto"):
+        restarted = GenerationService(n_threads=1)  # a new process: nothing cached
+        restarted.start()
+        try:
+            _loaded(qtbot, restarted, tiny_models)
+            restarted.prepared.connect(lambda prepared: read.append(prepared.prompt_tokens))
+            engine = restarted.worker.engine
+            assert engine is not None and engine.draft is not None
+            evaluated: dict[str, list[int]] = {"target": [], "draft": []}
+            worker = restarted.worker
+            for name, model in (("target", engine.target), ("draft", engine.draft)):
+                decode = model.decode
+
+                def counted(  # type: ignore[no-untyped-def]
+                    tokens, *, logits="last", _decode=decode, _seen=evaluated[name], _w=worker
+                ):
+                    # The answer's evaluations only (not the cost table's between answers).
+                    if _w.busy:
+                        _seen.append(len(tokens))
+                    return _decode(tokens, logits=logits)
+
+                model.decode = counted  # type: ignore[method-assign]
+            with qtbot.waitSignal(restarted.finished, timeout=60_000) as again:
+                restarted.generate(
+                    GenerateRequest(
+                        2, follow_up, max_tokens=4, controls=Controls(mode, 4), conversation_id=3
+                    )
+                )
+        finally:
+            assert restarted.shutdown(timeout_s=5.0)
+        # Only what follows the first prompt (the answer and the new turn) is read, by either
+        # model: nothing of the long question is evaluated again.
+        new = read[-1] - read[0]
+        assert new < read[0] // 4
+        assert again.args[0].stats.prompt_tokens <= new, mode
+        assert max(evaluated["target"]) <= new, (mode, evaluated)
+        assert max(evaluated["draft"], default=0) <= new, (mode, evaluated)
+        if mode == "draft":
+            assert evaluated["draft"], "the draft model drafted"

@@ -106,6 +106,8 @@ class GenerationWorker(QObject):
     _step = Signal()
     #: Internal: one timed pass of the cost table's measurement, likewise queued.
     _measure = Signal()
+    #: Internal: one chunk of the draft model's catch-up with a kept conversation, likewise.
+    _catch_up = Signal()
 
     def __init__(
         self,
@@ -128,6 +130,9 @@ class GenerationWorker(QObject):
         # Conversations' KV state on disk, and the prompt rate estimates are made from.
         self._kv: KVStore | None = None
         self._prompt_rate: PromptRate | None = None
+        # The conversation (and its tokens) the draft model reads between answers, to keep
+        # its state too: after a restart a drafting follow-up then re-reads nothing.
+        self._draft_lag: tuple[str, list[int]] | None = None
         self._live: LiveControls | None = None
         self._text: list[str] = []
         self._last_round_at = 0.0
@@ -145,6 +150,7 @@ class GenerationWorker(QObject):
         self._cancelled_loads = 0
         self._step.connect(self._on_step, Qt.ConnectionType.QueuedConnection)
         self._measure.connect(self._on_measure, Qt.ConnectionType.QueuedConnection)
+        self._catch_up.connect(self._on_catch_up, Qt.ConnectionType.QueuedConnection)
 
     # --- thread-safe entry points ---------------------------------------------------------
     def cancel_generation(self) -> None:
@@ -319,6 +325,20 @@ class GenerationWorker(QObject):
             return
         self._measure.emit()
 
+    @Slot()
+    def _on_catch_up(self) -> None:
+        # A chunk per turn, between answers (as the measurement): a plain or auto answer
+        # leaves the draft model behind, and a state it never read could not be kept.
+        engine, lag, kv = self.engine, self._draft_lag, self._kv
+        if engine is None or engine.draft is None or not lag or not kv or self._rounds:
+            return
+        from specchat.workers.kept_state import catch_up
+
+        if catch_up(kv, engine.draft, *lag):
+            self._catch_up.emit()
+        else:
+            self._draft_lag = None
+
     @Slot(object)
     def _on_stop_requested(self, request_id: int | None = None) -> None:
         if self._request is not None and request_id in (None, self._request.request_id):
@@ -371,6 +391,7 @@ class GenerationWorker(QObject):
         the answer's rounds."""
         from specchat.engine.kv_store import KVStore
         from specchat.engine.prompt_reading import PromptRate, read_prompt
+        from specchat.workers.kept_state import restore_state
 
         if self._kv is None:
             self._kv = KVStore(paths.cache_dir() / KV_DIR)
@@ -379,13 +400,7 @@ class GenerationWorker(QObject):
         restored = 0
         if request.conversation_id is not None:
             conversation = str(request.conversation_id)
-            try:
-                restored = self._kv.restore(engine.target, conversation, prompt[:-1])
-                # The draft's too: drafting modes would otherwise read the prompt again.
-                if engine.draft is not None:
-                    self._kv.restore(engine.draft, conversation, prompt[:-1])
-            except OSError:
-                log.info("the kept KV state could not be read", exc_info=True)
+            restored = restore_state(self._kv, engine, conversation, list(prompt[:-1]))
         yield from read_prompt(
             engine.target, prompt[:-1], rate=self._prompt_rate, restored=restored
         )
@@ -406,15 +421,18 @@ class GenerationWorker(QObject):
                 log.info("a deleted conversation's KV state could not be erased", exc_info=True)
 
     def _keep_state(self, request: GenerateRequest) -> None:
-        """Write the conversation's KV state to disk, for its next answer after a restart."""
+        """Write the conversation's KV state to disk, for its next answer after a restart;
+        a draft model that did not read it all reads the rest between answers first."""
+        from specchat.workers.kept_state import keep_state
+
+        self._draft_lag = None
         if request.conversation_id is None or self._kv is None or self.engine is None:
             return
-        try:
-            for model in (self.engine.target, self.engine.draft):
-                if model is not None:
-                    self._kv.save(model, str(request.conversation_id))
-        except OSError:
-            log.info("the KV state could not be kept", exc_info=True)
+        conversation = str(request.conversation_id)
+        lag = keep_state(self._kv, self.engine, conversation)
+        if lag is not None:
+            self._draft_lag = (conversation, lag)
+            self._catch_up.emit()
 
     def _finish(self, stop: StopReason, stats: Stats | None) -> None:
         request = self._request
@@ -446,6 +464,7 @@ class GenerationWorker(QObject):
         self._finish(reason, None)
 
     def _release_engine(self) -> None:
+        self._draft_lag = None
         self._kv = self._prompt_rate = None  # the next pair reads prompts at its own rate
         if self._history is not None:
             self._history.close()
