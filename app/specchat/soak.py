@@ -12,7 +12,7 @@ from itertools import cycle
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import FALLBACK, mode_names, needs_model
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import Controls, SamplingParams
+from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 QUESTIONS = (
     "Write a Python function that merges two sorted lists.",
@@ -118,13 +118,11 @@ def soak(
         if not has_draft and needs_model(mode):
             mode = FALLBACK
         answer = []
-        for result in engine.chat(
-            messages,
-            max_tokens=max_tokens,
-            controls=Controls(
-                mode, 1 + done % 8, SamplingParams(temperature=next(temperatures), seed=done)
-            ),
-        ):
+        controls = Controls(
+            mode, 1 + done % 8, SamplingParams(temperature=next(temperatures), seed=done)
+        )
+        prepared = engine.prepare(messages, max_tokens=max_tokens)
+        for result in engine.generate(GenerationRequest(prepared.tokens, max_tokens, controls)):
             answer.append(result.text)
             tokens += len(result.events)
         messages.append(ChatMessage("assistant", "".join(answer)))

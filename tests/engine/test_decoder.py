@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from specchat.engine.decoder import LiveControls, SpeculativeDecoder
+from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,
@@ -122,13 +122,14 @@ def test_cancel_then_generate_again_matches_a_fresh_run(decoder: SpeculativeDeco
 
 def test_k_and_temperature_change_between_rounds(decoder: SpeculativeDecoder) -> None:
     prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
-    live = LiveControls(Controls("draft", 2, SamplingParams(temperature=0.0)))
-    request = GenerationRequest(tuple(prompt), 60, live.get())
+    request = GenerationRequest(tuple(prompt), 60, Controls("draft", 2, SamplingParams(temperature=0.0)))
+    generation = decoder.generate(request)
     seen = []
-    for result in decoder.generate(request, live=live):
+    for result in generation:
         seen.append((result.choice.k, result.temperature))
         if result.index == 3:
-            live.set(Controls("draft", 5, SamplingParams(temperature=0.7, seed=1)))
+            generation.steer(Controls("draft", 5, SamplingParams(temperature=0.7, seed=1)))
+            assert generation.controls.k == 5 and generation.request.controls.k == 2
     assert seen[0] == (2, 0.0)
     assert seen[4][1] == 0.7
     assert all(k <= 5 for k, _ in seen[4:]) and any(k == 5 for k, _ in seen[4:])

@@ -14,6 +14,7 @@ from specchat.engine.session import ChatEngine, IncompatibleDraftError, LoadProg
 from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import Controls, StopReason
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
+from tests.helpers.engine import answer
 from tests.helpers.tiny_recurrent import write_tiny_mamba
 
 
@@ -31,14 +32,14 @@ def test_load_reports_progress_then_chats_across_turns(tiny_models: TinyModels) 
             ChatMessage("system", "you are a tiny model " * 5),
             ChatMessage("user", "hello there"),
         ]
-        first = list(engine.chat(messages, max_tokens=20, controls=Controls("draft", 3)))
+        first = answer(engine, messages, max_tokens=20, controls=Controls("draft", 3))
         assert first[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
         first_prompt = len(engine.prepare(messages, max_tokens=20).tokens)
         assert first[-1].stats.prompt_tokens == first_prompt - 1
         # (A random model's answer does not survive a round trip through text, so the
         # follow-up carries a readable one.)
         messages += [ChatMessage("assistant", "fine, thanks"), ChatMessage("user", "again")]
-        second = list(engine.chat(messages, max_tokens=20, controls=Controls("draft", 3)))
+        second = answer(engine, messages, max_tokens=20, controls=Controls("draft", 3))
         full_prompt = len(engine.prepare(messages, max_tokens=20).tokens)
         # Only the new turn is evaluated: the first turn's KV cache was kept.
         assert 0 < second[-1].stats.prompt_tokens <= full_prompt - first_prompt + 2
@@ -82,8 +83,8 @@ def test_a_recurrent_target_reports_why_it_does_not_draft(tmp_path: Path) -> Non
     engine = ChatEngine.load(write_tiny_mamba(tmp_path / "mamba.gguf"), n_ctx=256)
     try:
         assert "cannot drop rejected drafts" in engine.info.drafting_refused
-        rounds = list(
-            engine.chat([ChatMessage("user", "hello")], max_tokens=8, controls=Controls("auto"))
+        rounds = answer(
+            engine, [ChatMessage("user", "hello")], max_tokens=8, controls=Controls("auto")
         )
         assert rounds[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
         assert sum(r.drafted for r in rounds) == 0
@@ -117,7 +118,7 @@ def test_long_conversation_drops_oldest_turns(tiny_models: TinyModels) -> None:
         prepared = engine.prepare(messages, max_tokens=64)
         assert prepared.plan.dropped and 0 not in prepared.plan.dropped
         assert len(prepared.tokens) <= engine.target.n_ctx - 64
-        rounds = list(engine.chat(messages, max_tokens=64, controls=Controls("lookup")))
+        rounds = answer(engine, messages, max_tokens=64, controls=Controls("lookup"))
         assert rounds[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
         with pytest.raises(ContextOverflowError):
             engine.prepare([ChatMessage("user", "word " * 2000)], max_tokens=64)

@@ -33,15 +33,15 @@ _RUNNER = textwrap.dedent(
     import json, sys
     from specchat.engine.chat_template import ChatMessage
     from specchat.engine.session import ChatEngine
-    from specchat.engine.types import Controls
+    from specchat.engine.types import Controls, GenerationRequest
 
     for index, path in enumerate(json.loads(sys.stdin.read())):
         print("START", index, flush=True)
         try:
             engine = ChatEngine.load(path, n_ctx=128, target_gpu_layers=0, n_threads=1)
             try:
-                rounds = list(engine.chat([ChatMessage("user", "hi")], max_tokens=8,
-                                          controls=Controls("lookup")))
+                prompt = engine.prepare([ChatMessage("user", "hi")], max_tokens=8).tokens
+                rounds = list(engine.generate(GenerationRequest(prompt, 8, Controls("lookup"))))
             finally:
                 engine.close()
             print("RAN", index, rounds[-1].stop.name, flush=True)

@@ -31,6 +31,7 @@ from specchat.workers.generation import (
     LoadRequest,
     RoundUpdate,
 )
+from tests.helpers.engine import answer
 
 #: The walk CI runs; any other seed must pass too.
 DEFAULT_SEED = 20250606
@@ -189,7 +190,7 @@ def _sampling(rng: random.Random) -> SamplingParams:
 def _plain_greedy(
     engine: ChatEngine, messages: tuple[ChatMessage, ...], max_tokens: int
 ) -> list[TokenEvent]:
-    rounds = engine.chat(messages, max_tokens=max_tokens, controls=Controls("plain", 0))
+    rounds = answer(engine, messages, max_tokens=max_tokens, controls=Controls("plain", 0))
     return [e for r in rounds for e in r.events]
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specchat.engine.chat_template import ChatMessage
 from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 
 CHAT_PROMPTS = (
@@ -58,3 +60,15 @@ def run(
         stop_strings=tuple(stop_strings),
     )
     return Run(tuple(decoder.generate(request)))
+
+
+def answer(
+    engine: ChatEngine,
+    messages: Sequence[ChatMessage],
+    *,
+    max_tokens: int,
+    controls: Controls = Controls(),
+) -> list[RoundResult]:
+    """The rounds of the engine's answer to the last message (as the window and CLI ask)."""
+    prepared = engine.prepare(messages, max_tokens=max_tokens)
+    return list(engine.generate(GenerationRequest(prepared.tokens, max_tokens, controls)))

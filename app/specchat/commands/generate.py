@@ -10,7 +10,14 @@ from typing import TextIO
 
 from specchat.commands.errors import UserError
 from specchat.engine.drafting.registry import mode_names, needs_model
-from specchat.engine.types import Controls, RoundResult, SamplingParams, Stats, TokenKind
+from specchat.engine.types import (
+    Controls,
+    GenerationRequest,
+    RoundResult,
+    SamplingParams,
+    Stats,
+    TokenKind,
+)
 from specchat.tokenstyle import ANSI_RESET, TOKEN_MEANINGS, ansi
 
 
@@ -139,13 +146,9 @@ def run(args: argparse.Namespace) -> int:
     _print_legend(out, colour)
     last: RoundResult | None = None
     try:
-        for result in engine.chat(
-            messages,
-            max_tokens=args.max_tokens,
-            controls=controls,
-            stop_strings=args.stop,
-            cancel=cancel,
-        ):
+        prepared = engine.prepare(messages, max_tokens=args.max_tokens)
+        request = GenerationRequest(prepared.tokens, args.max_tokens, controls, tuple(args.stop))
+        for result in engine.generate(request, cancel=cancel):
             _print_round(out, result, colour)
             last = result
     except KeyboardInterrupt:

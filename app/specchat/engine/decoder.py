@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -51,6 +51,41 @@ class LiveControls:
     def set(self, controls: Controls) -> None:
         with self._lock:
             self._controls = controls
+
+
+class Generation(Iterator[RoundResult]):
+    """One generation in progress: iterate it for one RoundResult per target pass (nothing
+    runs before the first `next`); `steer` moves its controls from any thread.
+
+    Attributes:
+        request: what was asked (its `controls` are those at the start).
+    """
+
+    def __init__(
+        self, request: GenerationRequest, rounds: Callable[[LiveControls], Iterator[RoundResult]]
+    ) -> None:
+        self.request = request
+        # The one place a generation's live controls are made: the window steers through
+        # `steer`, the decoder reads them at each round's start.
+        self._live = LiveControls(request.controls)
+        self._rounds = rounds(self._live)
+
+    @property
+    def controls(self) -> Controls:
+        return self._live.get()
+
+    def steer(self, controls: Controls) -> None:
+        """Use `controls` from the next round on (never mid-round)."""
+        self._live.set(controls)
+
+    def __next__(self) -> RoundResult:
+        return next(self._rounds)
+
+    def close(self) -> None:
+        """End the generation where it stands (its cache stays as the last round left it)."""
+        close = getattr(self._rounds, "close", None)
+        if close is not None:
+            close()
 
 
 class _TextStream:
@@ -101,13 +136,14 @@ class SpeculativeDecoder:
 
     # --- one generation ----------------------------------------------------------------------
     def generate(
-        self,
-        request: GenerationRequest,
-        *,
-        cancel: threading.Event | None = None,
-        live: LiveControls | None = None,
+        self, request: GenerationRequest, *, cancel: threading.Event | None = None
+    ) -> Generation:
+        """The rounds of `request` until a stop (the last one carries `stop`)."""
+        return Generation(request, lambda live: self._rounds(request, live, cancel))
+
+    def _rounds(
+        self, request: GenerationRequest, live: LiveControls, cancel: threading.Event | None
     ) -> Iterator[RoundResult]:
-        """Yield one RoundResult per target pass until a stop; the last one carries `stop`."""
         prompt = list(request.prompt_tokens)
         if not prompt:
             raise ValueError("empty prompt")
@@ -117,7 +153,6 @@ class SpeculativeDecoder:
                 f"the prompt ({len(prompt)} tokens) does not fit the context window "
                 f"({target.n_ctx} tokens)"
             )
-        live = live or LiveControls(request.controls)
         rng = np.random.default_rng(request.controls.sampling.seed)
 
         began = time.perf_counter()

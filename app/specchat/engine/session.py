@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
 from specchat.engine.cost_table import CostStore
-from specchat.engine.decoder import LiveControls, SpeculativeDecoder
+from specchat.engine.decoder import Generation, SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.profiling import PairProfiler, load_costs
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.template_family import TemplateChoice, choose_template
 from specchat.engine.types import (
-    Controls,
     GenerationRequest,
-    RoundResult,
 )
 
 
@@ -248,32 +246,11 @@ class ChatEngine:
 
     # --- generation --------------------------------------------------------------------------
     def generate(
-        self,
-        request: GenerationRequest,
-        *,
-        cancel: threading.Event | None = None,
-        live: LiveControls | None = None,
-    ) -> Iterator[RoundResult]:
-        """Stream the rounds of `request`; the model's own end-of-turn texts stop it too.
-
-        `live`, when given, is read at each round's start for the controls (the window moves
-        them while an answer streams); otherwise `request.controls` hold throughout.
+        self, request: GenerationRequest, *, cancel: threading.Event | None = None
+    ) -> Generation:
+        """The one way to generate: stream the rounds of `request` (the model's own
+        end-of-turn texts stop it too). The returned Generation is iterated for its rounds and
+        steered (`Generation.steer`) while it streams; `prepare` turns a chat into the tokens.
         """
         request = replace(request, stop_strings=(*request.stop_strings, *self.stop_texts))
-        return self.decoder.generate(request, cancel=cancel, live=live)
-
-    def chat(
-        self,
-        messages: Sequence[ChatMessage],
-        *,
-        max_tokens: int = 512,
-        controls: Controls = Controls(),
-        stop_strings: Sequence[str] = (),
-        cancel: threading.Event | None = None,
-        live: LiveControls | None = None,
-        policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
-    ) -> Iterator[RoundResult]:
-        """Answer the last message; earlier turns' KV cache is reused automatically."""
-        prepared = self.prepare(messages, max_tokens=max_tokens, policy=policy)
-        request = GenerationRequest(prepared.tokens, max_tokens, controls, tuple(stop_strings))
-        return self.generate(request, cancel=cancel, live=live)
+        return self.decoder.generate(request, cancel=cancel)

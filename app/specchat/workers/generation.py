@@ -41,7 +41,7 @@ from specchat.workers.lifecycle import start_worker, stop_worker
 if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
     # so the window opens without it: importing the UI never imports llama_cpp.
-    from specchat.engine.decoder import LiveControls
+    from specchat.engine.decoder import Generation
     from specchat.engine.history import StoredHistory
     from specchat.engine.kv_store import KVStore
     from specchat.engine.prompt_reading import PromptRate, PromptReading
@@ -133,7 +133,7 @@ class GenerationWorker(QObject):
         # The conversation (and its tokens) the draft model reads between answers, to keep
         # its state too: after a restart a drafting follow-up then re-reads nothing.
         self._draft_lag: tuple[str, list[int]] | None = None
-        self._live: LiveControls | None = None
+        self._generation: Generation | None = None  # the answer in progress, steered
         self._text: list[str] = []
         self._last_round_at = 0.0
         # Both events are set directly from the UI thread too, so a stop or a cancelled
@@ -252,8 +252,6 @@ class GenerationWorker(QObject):
                 )
             )
             return
-        from specchat.engine.decoder import LiveControls
-
         self._cancel.clear()
         try:
             prepared = self.engine.prepare(
@@ -262,8 +260,13 @@ class GenerationWorker(QObject):
             self.prepared.emit(
                 PromptPrepared(request.request_id, prepared.plan.dropped, len(prepared.tokens))
             )
-            self._live = LiveControls(request.controls)
-            self._rounds = self._answer_steps(self.engine, request, prepared.tokens)
+            # Made now (it runs nothing yet) so controls moved while the prompt is read apply
+            # from the answer's first round.
+            self._generation = self.engine.generate(
+                GenerationRequest(prepared.tokens, request.max_tokens, request.controls),
+                cancel=self._cancel,
+            )
+            self._rounds = self._answer_steps(self.engine, request, self._generation)
         except Exception as error:
             log.warning("generation could not start", exc_info=True)
             self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
@@ -286,7 +289,7 @@ class GenerationWorker(QObject):
             return
         except Exception as error:
             log.warning("generation failed", exc_info=True)
-            self._rounds = self._request = self._live = None
+            self._rounds = self._request = self._generation = None
             self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
             return
         if not isinstance(result, RoundResult):
@@ -347,8 +350,8 @@ class GenerationWorker(QObject):
 
     @Slot(Controls)
     def _on_controls_changed(self, update: Controls) -> None:
-        if self._live is not None:
-            self._live.set(update)
+        if self._generation is not None:
+            self._generation.steer(update)
 
     @Slot()
     def _on_shutdown_requested(self) -> None:
@@ -385,7 +388,7 @@ class GenerationWorker(QObject):
         return variant_file(pair, name)
 
     def _answer_steps(
-        self, engine: ChatEngine, request: GenerateRequest, prompt: tuple[int, ...]
+        self, engine: ChatEngine, request: GenerateRequest, generation: Generation
     ) -> Iterator[RoundResult | PromptReading]:
         """The prompt read in chunks (after restoring the conversation's kept state), then
         the answer's rounds."""
@@ -393,6 +396,7 @@ class GenerationWorker(QObject):
         from specchat.engine.prompt_reading import PromptRate, read_prompt
         from specchat.workers.kept_state import restore_state
 
+        prompt = generation.request.prompt_tokens
         if self._kv is None:
             self._kv = KVStore(paths.cache_dir() / KV_DIR)
             self._prompt_rate = PromptRate()
@@ -404,11 +408,7 @@ class GenerationWorker(QObject):
         yield from read_prompt(
             engine.target, prompt[:-1], rate=self._prompt_rate, restored=restored
         )
-        yield from engine.generate(
-            GenerationRequest(prompt, request.max_tokens, request.controls),
-            cancel=self._cancel,
-            live=self._live,
-        )
+        yield from generation
 
     def _on_store_change(self, change: StoreChange) -> None:
         # Called on the thread that changed the store: only files are touched here.
@@ -437,7 +437,7 @@ class GenerationWorker(QObject):
     def _finish(self, stop: StopReason, stats: Stats | None) -> None:
         request = self._request
         assert request is not None
-        self._rounds = self._request = self._live = None
+        self._rounds = self._request = self._generation = None
         self._keep_state(request)
         if self.engine is not None:
             self.engine.profiler.save()  # what the answer's rounds taught
