@@ -122,7 +122,9 @@ def test_cancel_then_generate_again_matches_a_fresh_run(decoder: SpeculativeDeco
 
 def test_k_and_temperature_change_between_rounds(decoder: SpeculativeDecoder) -> None:
     prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
-    request = GenerationRequest(tuple(prompt), 60, Controls("draft", 2, SamplingParams(temperature=0.0)))
+    request = GenerationRequest(
+        tuple(prompt), 60, Controls("draft", 2, SamplingParams(temperature=0.0))
+    )
     generation = decoder.generate(request)
     seen = []
     for result in generation:
