@@ -83,3 +83,15 @@ def test_cancel_keeps_nothing(qtbot: QtBot, picker: ModelPicker) -> None:
     assert ended.args[0].cancelled and not ended.args[0].ok
     assert not list(paths.models_dir().glob("*derived*"))
     assert "no partial file was kept" in picker.message.text()
+
+
+def test_another_pair_never_shows_the_previous_pairs_files(
+    qtbot: QtBot, picker: ModelPicker
+) -> None:
+    with qtbot.waitSignal(picker.optimiser.surveyed, timeout=20_000, check_params_cb=_for(PAIR_ID)):
+        picker.select(PAIR_ID)
+    assert picker.targets.isVisibleTo(picker)
+    other = next(key for key in picker.statuses if key != PAIR_ID)
+    picker.select(other)
+    # Until the other pair's own survey arrives, nothing of the first pair is on show.
+    assert not picker.targets.isVisibleTo(picker) or picker.targets.shown_pair() == other

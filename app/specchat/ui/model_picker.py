@@ -312,6 +312,10 @@ class ModelPicker(QDialog):
         if key is None or key.startswith(LOCAL_PREFIX):
             self.targets.hide()
             return
+        # Hidden until this pair's survey arrives: the previous pair's files must never be
+        # shown under this one (the survey waits behind file checks on the worker).
+        if self.targets.shown_pair() != key:
+            self.targets.hide()
         self.optimiser.survey(key)
 
     # --- slots: user actions -------------------------------------------------------------------

@@ -89,6 +89,10 @@ class TargetChooser(QGroupBox):
         layout.addLayout(actions)
         self.set_busy(False)
 
+    def shown_pair(self) -> str | None:
+        """The pair whose files are shown (None before any)."""
+        return self._choices.pair_id if self._choices is not None else None
+
     def show_choices(self, choices: TargetChoices, *, current: str, busy: bool) -> None:
         """Show a pair's target files with `current` checked (the shipped file if absent)."""
         self._choices = choices
