@@ -8,6 +8,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,28 @@ DOMINATED = 1.15
 #: A first sample this many times both its neighbours' is taken for a stall and sampled again.
 SPIKE = 1.4
 
-#: Relative cost of one more row in a pass before anything is measured. On a 2-core CPU a
-#: pass of n with logits for every row costs 1.6× (n = 2) to 17× (n = 64) one token; on a
-#: GPU extra rows are nearly free until the GPU is compute-bound.
-PRIOR_ROW_SLOPE = {"cpu": 0.6, "gpu": 0.05}
+#: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows
+#: are nearly free until the GPU is compute-bound.
+PRIOR_GPU_ROW_SLOPE = 0.05
+
+#: A CPU pass over n tokens (logits for every row) as a multiple of one token, before this
+#: machine's sizes are measured: the powers of two measured for the 1.5B Q4_K_M target on a
+#: 2-core CPU (resources/costs/cpu-2core-qwen1.5b-q4_k_m.json), linear in between. A row
+#: costs less the bigger the pass, so a straight line through n = 2 would price a long copy
+#: at twice its cost and keep `auto` from trying one until the table is measured.
+PRIOR_CPU_SHAPE = ((1, 1.0), (2, 1.63), (4, 2.61), (8, 4.56), (16, 5.16), (32, 9.21), (64, 17.5))
+
+
+def prior_shape(n: int, *, gpu: bool) -> float:
+    """Prior cost of a pass over n tokens relative to one token (see the two priors above)."""
+    if gpu:
+        return 1.0 + PRIOR_GPU_ROW_SLOPE * (n - 1)
+    for (lo, lo_cost), (hi, hi_cost) in pairwise(PRIOR_CPU_SHAPE):
+        if n <= hi:
+            return lo_cost + (hi_cost - lo_cost) * (max(n, lo) - lo) / (hi - lo)
+    last, last_cost = PRIOR_CPU_SHAPE[-1]
+    return last_cost * n / last  # beyond the table: the largest pass's cost per row
+
 
 #: Weight of a new round's time in the running estimate.
 SMOOTHING = 0.2
@@ -158,7 +177,7 @@ class CostTable:
         return self.cost_ms(self.pass_size(n))
 
     def _shape(self, n: int) -> float:
-        return 1.0 + PRIOR_ROW_SLOPE["gpu" if self.gpu else "cpu"] * (n - 1)
+        return prior_shape(n, gpu=self.gpu)
 
     # --- learning -----------------------------------------------------------------------------
     def record(self, n: int, ms: float) -> None:
