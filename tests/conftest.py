@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ import pytest
 
 from specchat import paths
 from specchat.tinymodels import TinyModels, build_tiny_set
+from specchat.ui.gc_guard import collect_due
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
@@ -30,6 +32,25 @@ def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     patch.setenv(paths.HOME_ENV, str(home))
     yield home
     patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def gui_thread_gc() -> Iterator[tuple[int, ...]]:
+    """Cyclic garbage collection on the main thread only, as the app does (ui/gc_guard.py).
+
+    Tests leave Qt objects in reference cycles; an automatic collection on a worker thread
+    (a download's HTTP call) would destroy them there and crash the run.
+    """
+    thresholds = gc.get_threshold()
+    gc.disable()
+    yield thresholds
+    gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def collect_between_tests(gui_thread_gc: tuple[int, ...]) -> Iterator[None]:
+    yield
+    collect_due(gui_thread_gc)
 
 
 @pytest.fixture(scope="session")

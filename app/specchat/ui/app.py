@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from specchat import paths
 from specchat import settings as cfg
+from specchat.ui.gc_guard import GuiThreadCollector
 from specchat.ui.palette import apply_theme
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,14 @@ def _icon() -> QIcon | None:
 
 def create_application(argv: Sequence[str]) -> QApplication:
     existing = QApplication.instance()
-    if isinstance(existing, QApplication):
-        return existing
+    app = existing if isinstance(existing, QApplication) else _new_application(argv)
+    if not app.findChildren(GuiThreadCollector):
+        # Parented to the application, so it lives exactly as long as Qt objects can exist.
+        GuiThreadCollector(app)
+    return app
+
+
+def _new_application(argv: Sequence[str]) -> QApplication:
     app = QApplication(list(argv))
     app.setApplicationName("SpecChat")
     app.setOrganizationName("SpecChat")
