@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from specchat.commands.errors import UserError
+from specchat.commands.pairs import load_engine
 
 #: Modes run at temperatures above 0 unless --sampled-modes says otherwise: the greedy runs
 #: already show what each fixed mode does, and sampled runs double the bench's length.
@@ -179,8 +180,6 @@ def run(args: argparse.Namespace) -> int:
     from specchat.bench.report import write_report
     from specchat.bench.runner import BenchConfig, run_bench
     from specchat.engine.drafting.registry import needs_model
-    from specchat.engine.llama import ModelLoadError
-    from specchat.engine.session import ChatEngine
 
     try:
         prompts = load_prompts(args.prompts)
@@ -230,17 +229,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"specchat bench: no draft model; skipping {', '.join(skipped)}", file=sys.stderr)
     if args.targets:
         return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
-    try:
-        engine = ChatEngine.load(
-            target,
-            draft,
-            n_ctx=args.ctx,
-            n_threads=args.threads,
-            target_gpu_layers=args.gpu_layers,
-            draft_gpu_layers=args.gpu_layers,
-        )
-    except ModelLoadError as error:
-        raise UserError(str(error)) from None
+    engine = load_engine(target, draft, args)
     try:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
     finally:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.commands.errors import UserError
+from specchat.commands.pairs import load_engine
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -88,24 +89,12 @@ def run_all(
     from specchat.bench.report import write_report
     from specchat.bench.runner import run_bench
     from specchat.bench.targets import summary_lines, write_comparison
-    from specchat.engine.llama import ModelLoadError
-    from specchat.engine.session import ChatEngine
 
     reports: list[tuple[str, dict]] = []
     failed = False
     for label, target in targets:
         print(f"target {label}: {target}", flush=True)
-        try:
-            engine = ChatEngine.load(
-                target,
-                draft,
-                n_ctx=args.ctx,
-                n_threads=args.threads,
-                target_gpu_layers=args.gpu_layers,
-                draft_gpu_layers=args.gpu_layers,
-            )
-        except ModelLoadError as error:
-            raise UserError(f"{label}: {error}") from None
+        engine = load_engine(target, draft, args, label=label)
         try:
             outcome = run_bench(engine, prompts, config, progress=progress())
         finally:

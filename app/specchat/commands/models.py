@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
-from specchat.commands.pairs import find_pair, load_pairs, pair_on_disk
+from specchat.commands.pairs import find_pair, load_engine, load_pairs, pair_on_disk
 from specchat.commands.progress import TerminalProgress
 
 if TYPE_CHECKING:
@@ -208,22 +208,10 @@ def _path(pair_id: str) -> int:
 
 def _profile(args: argparse.Namespace) -> int:
     from specchat.engine.cost_table import CostStore, new_table, sizes_text
-    from specchat.engine.llama import ModelLoadError
     from specchat.engine.profiling import PairProfiler, load_costs
-    from specchat.engine.session import ChatEngine
 
     target, draft = pair_on_disk(args.pair_id)
-    try:
-        engine = ChatEngine.load(
-            target,
-            draft,
-            n_ctx=args.ctx,
-            n_threads=args.threads,
-            target_gpu_layers=args.gpu_layers,
-            draft_gpu_layers=args.gpu_layers,
-        )
-    except ModelLoadError as error:
-        raise UserError(str(error)) from None
+    engine = load_engine(target, draft, args)
     try:
         store = CostStore()
         costs = load_costs(engine.target, engine.draft, store=store)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.commands.errors import UserError
 
 if TYPE_CHECKING:
+    from specchat.engine.session import ChatEngine
     from specchat.models.catalog import Catalog, ModelPair
 
 
@@ -40,3 +42,24 @@ def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
         return pair_files(pair_id)
     except CatalogError as error:
         raise UserError(str(error)) from None
+
+
+def load_engine(
+    target: Path, draft: Path | None, args: argparse.Namespace, *, label: str = ""
+) -> ChatEngine:
+    """The pair loaded with the command's --ctx, --threads and --gpu-layers; a file that
+    will not load is a UserError (named by `label` where several are loaded)."""
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.session import ChatEngine
+
+    try:
+        return ChatEngine.load(
+            target,
+            draft,
+            n_ctx=args.ctx,
+            n_threads=args.threads,
+            target_gpu_layers=args.gpu_layers,
+            draft_gpu_layers=args.gpu_layers,
+        )
+    except ModelLoadError as error:
+        raise UserError(f"{label}: {error}" if label else str(error)) from None
