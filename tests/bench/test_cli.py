@@ -39,6 +39,14 @@ def test_bench_end_to_end(
         ("edit", "plain"), ("edit", "lookup"), ("edit", "draft"), ("chat", "auto"),
     }  # fmt: skip
     assert (out / "report.md").exists() and (out / "report.png").exists()
+    # The first answer after a fresh load, plain and auto (--repeat 1: one load each).
+    first = data["first_answer"]
+    assert [(a["mode"], a["repeat"]) for a in first["answers"]] == [("plain", 0), ("auto", 0)]
+    assert all(a["stored_tables"] == 0 and a["measured_sizes"] == 0 for a in first["answers"])
+    assert set(first["median_ttft_ms"]) == {"plain", "auto"} and first["auto_over_plain"] > 0
+    assert any("first answer after a load" in g["name"] for g in data["goals"])
+    assert "first answer after a load" in captured.out and "goal ≤ 1.10×" in captured.out
+    assert "## First answer after a load" in (out / "report.md").read_text(encoding="utf-8")
 
     # rounds.jsonl carries each prompt's trace, so the run can be re-priced on other costs.
     rows = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
@@ -56,6 +64,41 @@ def test_bench_end_to_end(
     assert {p["prompt"] for p in report["prompts"]} == {"edit", "chat"}
     assert main(["bench", "--replay", str(out / "rounds.jsonl")]) == 2
     assert "--costs" in capsys.readouterr().err
+
+
+def test_the_first_answer_can_be_skipped(
+    tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    argv = [
+        "bench",
+        "--target", str(tiny_models.target),
+        "--draft", str(tiny_models.draft_close),
+        "--prompts", str(write_prompts(tmp_path)),
+        "--modes", "plain,auto",
+        "--temperature", "0",
+        "--max-tokens", "4",
+        "--repeat", "2",
+        "--threads", "1",
+        "--ctx", "512",
+        "--no-floor",
+        "--no-physical",
+        "--no-first-answer",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert main(argv) in (0, 1)
+    captured = capsys.readouterr()
+    assert "first answer" not in captured.out + captured.err
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert data["first_answer"] is None and data["config"]["first_answer"] is False
+    assert not any("first answer" in g["name"] for g in data["goals"])
+    assert "first token, auto" in captured.out  # every run's own time to first token stays
+    assert all(r["ttft_ms"] > 0 for r in data["results"])
+    # Without the flag, --repeat 2 loads each mode twice.
+    assert main([*argv[:-3], "--out", str(tmp_path / "with")]) in (0, 1)
+    data = json.loads((tmp_path / "with" / "report.json").read_text(encoding="utf-8"))
+    modes = [(a["mode"], a["repeat"]) for a in data["first_answer"]["answers"]]
+    assert modes == [("plain", 0), ("auto", 0), ("auto", 1), ("plain", 1)]
 
 
 def test_bad_prompt_file_is_a_user_error(

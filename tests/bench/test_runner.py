@@ -7,17 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from specchat.bench.compare import compare, divergence
 from specchat.bench.physical import BATCH_SIZES, best_speedups, cpp_floor
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.report import write_report
-from specchat.bench.runner import (
-    FLOOR,
-    BenchConfig,
-    compare,
-    divergence,
-    plan_runs,
-    run_bench,
-)
+from specchat.bench.runner import FLOOR, BenchConfig, plan_runs, run_bench
 from specchat.engine.drafting import mode_names
 from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels
@@ -197,7 +191,8 @@ def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
 
 
 def test_in_run_speedup_prices_rounds_at_the_runs_own_plain_rounds() -> None:
-    from specchat.bench.runner import RoundLog, RunRecord, Variant, in_run_speedup
+    from specchat.bench.compare import in_run_speedup
+    from specchat.bench.runner import RoundLog, RunRecord, Variant
 
     def log(drafted: int, accepted: int, wall_ms: float) -> RoundLog:
         return RoundLog("lookup" if drafted else "plain", drafted, drafted, accepted, 0.0,
@@ -286,3 +281,46 @@ def test_the_index_cost_is_measured_and_reported(report: tuple[dict, Path]) -> N
     assert cost["stored_messages"] == 1000 and cost["stored_tokens"] > 0
     assert cost["build_s"] > 0 and cost["per_token_ms"] > 0 and cost["memory_mb"] > 0
     assert "## Suffix index cost" in (out / "report.md").read_text(encoding="utf-8")
+
+
+def test_every_run_times_its_first_token(report: tuple[dict, Path]) -> None:
+    data, out = report
+    results = data["results"]
+    for row in results:
+        # From the request to the first token: the prompt stage is inside it, the whole
+        # answer around it.
+        assert 0 < row["ttft_ms"] <= row["total_ms"], row
+        assert row["ttft_ms"] >= row["prompt_ms"], row
+        assert row["ttft_over_plain"] is not None
+    assert all(r["ttft_over_plain"] == 1.0 for r in results if r["mode"] == "plain")
+    modes = {(r["mode"], r["temperature"]) for r in data["ttft"]}
+    assert modes == {(r["mode"] if r["k"] is None else f"{r['mode']} K={r['k']}",
+                      r["temperature"]) for r in results}  # fmt: skip
+    for row in data["ttft"]:
+        assert row["median_ttft_ms"] > 0 and row["ttft_over_plain"] > 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "## Time to first token" in md and "| auto | 0 |" in md
+    # The bench's own pair: no fresh loads here (the command times the first answer).
+    assert data["first_answer"] is None
+
+
+def test_ttft_ratios_pair_each_run_with_plains() -> None:
+    from specchat.bench.runner import BenchOutcome, RunRecord, Variant
+    from specchat.bench.ttft_report import ttft_rows
+
+    def record(prompt: str, mode: str, ttft_ms: float) -> RunRecord:
+        return RunRecord(prompt, "c", Variant(mode, None), 0.0, 0, (1,), (1.0,), "", 1.0,
+                         ttft_ms=ttft_ms, total_ms=2 * ttft_ms)  # fmt: skip
+
+    outcome = BenchOutcome(
+        (
+            record("a", "plain", 100.0), record("a", "auto", 200.0),
+            record("b", "plain", 10.0), record("b", "auto", 5.0),
+        ),
+        {}, None, CONFIG, {},
+    )  # fmt: skip
+    rows = {r["mode"]: r for r in ttft_rows(compare(outcome))}
+    # 2× and 0.5× paired per prompt: 1× (the medians alone would say 1.87×).
+    assert rows["auto"]["ttft_over_plain"] == pytest.approx(1.0)
+    assert rows["auto"]["median_ttft_ms"] == pytest.approx(102.5)
+    assert rows["plain"]["ttft_over_plain"] == 1.0

@@ -9,15 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat.bench.compare import compare, floor_rows, round_table
+from specchat.bench.first_answer import goal_line, summary
 from specchat.bench.index_cost import render_index_cost
-from specchat.bench.runner import (
-    BenchOutcome,
-    compare,
-    floor_rows,
-    geomean,
-    round_table,
-)
+from specchat.bench.runner import BenchOutcome, geomean
 from specchat.bench.session_report import render_sessions, session_goals, session_rows
+from specchat.bench.ttft_report import render_first_answer, render_ttft, ttft_rows
 
 #: The goals of issue 4, as ratios measured in one run.
 FLOOR_GOAL = 0.97
@@ -180,6 +177,9 @@ def build_report(outcome: BenchOutcome) -> dict:
     sessions = session_rows(results)
     if sessions:
         goals += [Goal(*goal) for goal in session_goals(sessions)]
+    first = summary(outcome.first_answer)
+    if first is not None:
+        goals.append(Goal(*goal_line(first)))
     config = outcome.config
     return {
         "info": outcome.info,
@@ -190,6 +190,7 @@ def build_report(outcome: BenchOutcome) -> dict:
             "sampled_modes": list(config.sampled_modes),
             "max_tokens": config.max_tokens,
             "repeat": config.repeat,
+            "first_answer": config.first_answer,
         },
         "physical": outcome.physical.to_json() if outcome.physical else None,
         "floor": floors,
@@ -200,6 +201,8 @@ def build_report(outcome: BenchOutcome) -> dict:
         "lookup_ceiling": {p: round(v, 3) for p, v in outcome.ceilings.items()},
         "goals": [{"name": g.name, "result": g.verdict, "detail": g.detail} for g in goals],
         "sessions": sessions,
+        "ttft": ttft_rows(results),
+        "first_answer": first,
         "results": results,
     }
 
@@ -387,6 +390,8 @@ def render_markdown(report: dict) -> str:
                 row.append(f"**{geomean(vals):.2f}×**" if vals else "–")
             pivot[-1].append(f"**{geomean(list(ceilings.values())):.2f}×**")
         lines += _table(header, pivot)
+    lines += render_ttft(report.get("ttft", []), results)
+    lines += render_first_answer(report.get("first_answer"))
     lines += render_sessions(report.get("sessions", []))
     lines += render_index_cost(info.get("index_cost") or {})
     lines += ["", "## Every run", ""]

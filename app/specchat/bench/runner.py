@@ -5,24 +5,20 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from specchat.bench.ceiling import lookup_ceiling
+from specchat.bench.first_answer import FirstAnswer
 from specchat.bench.index_cost import measure_index_cost
 from specchat.bench.physical import FloorRun, PhysicalCosts, cpp_floor, measure_physical
 from specchat.bench.prompts import BenchPrompt
-from specchat.bench.sessions import Sessions, kept_by_source
+from specchat.bench.sessions import Sessions
 from specchat.bench.trace import AnswerTrace, record_trace
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import AUTO, PLAIN, needs_model
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
-
-#: A divergence from plain at temperature 0 where plain's top-1 − top-2 logit was below this
-#: is float noise between batch sizes, not a verification bug.
-NEAR_TIE_MARGIN = 0.1
 
 #: The pseudo-mode of llama.cpp's own decode loop in the run order.
 FLOOR = "floor"
@@ -42,6 +38,8 @@ class BenchConfig:
         floor: also run llama.cpp's own decode loop (temperature 0) per prompt.
         physical: measure batch and draft costs first.
         seed: base seed of sampled runs (each prompt and repeat derives its own).
+        first_answer: also time the first answer after a fresh load, plain against auto
+            (see bench/first_answer.py; run by the command, which can load pairs).
     """
 
     modes: tuple[str, ...] = (PLAIN, "lookup", "draft", AUTO)
@@ -53,6 +51,7 @@ class BenchConfig:
     floor: bool = True
     physical: bool = True
     seed: int = 1234
+    first_answer: bool = True
 
 
 @dataclass(frozen=True)
@@ -107,6 +106,9 @@ class RunRecord:
         margins: the target's top-1 − top-2 logit at each emitted token.
         text: the answer.
         elapsed_s: decode wall time (prompt evaluation excluded).
+        ttft_ms: wall time from the generation request to its first token (prompt
+            evaluation, the drafters' preparation and the first round).
+        total_ms: wall time from the request to the last round.
         rounds, drafted, accepted: totals.
         draft_ms, verify_ms, prompt_ms: summed timings.
         position_drafted, position_accepted: per draft position counts.
@@ -126,6 +128,8 @@ class RunRecord:
     margins: tuple[float, ...]
     text: str
     elapsed_s: float
+    ttft_ms: float = 0.0
+    total_ms: float = 0.0
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
@@ -178,6 +182,7 @@ class BenchOutcome:
             T = 0 answer with the measured pass costs (see bench/ceiling.py).
         traces: per prompt, every drafter's proposal at every position of plain's T = 0
             answer, so any policy can be replayed on other costs (see bench/replay.py).
+        first_answer: the first answers after a fresh load (empty when not measured).
     """
 
     records: tuple[RunRecord, ...]
@@ -187,6 +192,7 @@ class BenchOutcome:
     info: dict[str, object]
     ceilings: dict[str, float] = field(default_factory=dict)
     traces: dict[str, AnswerTrace] = field(default_factory=dict)
+    first_answer: tuple[FirstAnswer, ...] = ()
 
 
 def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:
@@ -267,9 +273,13 @@ def run_one(
     text: list[str] = []
     logs: list[RoundLog] = []
     last = None
-    previous = time.perf_counter()
+    first_token: float | None = None
+    began = previous = time.perf_counter()
     for result in engine.generate(GenerationRequest(tuple(tokens), config.max_tokens, controls)):
         now = time.perf_counter()
+        # Timed from outside the engine: what a user waits for, whatever the engine counts.
+        if first_token is None and result.events:
+            first_token = now
         for event in result.events:
             out_tokens.append(event.token)
             margins.append(event.margin)
@@ -292,6 +302,8 @@ def run_one(
         last = result
     assert last is not None
     stats = last.stats
+    # An answer that ends before any token (an immediate end of turn) is done at its end.
+    first_token = previous if first_token is None else first_token
     return RunRecord(
         prompt=prompt.id,
         category=prompt.category,
@@ -302,6 +314,8 @@ def run_one(
         margins=tuple(margins),
         text="".join(text),
         elapsed_s=stats.elapsed_s,
+        ttft_ms=(first_token - began) * 1000.0,
+        total_ms=(previous - began) * 1000.0,
         rounds=stats.rounds,
         drafted=stats.drafted,
         accepted=stats.accepted,
@@ -433,163 +447,6 @@ def run_bench(
     return BenchOutcome(tuple(records), floors, physical, config, info, ceilings, traces)
 
 
-# --- comparison with plain ---------------------------------------------------------------------
-def divergence(plain: Sequence[int], other: Sequence[int]) -> int | None:
-    """First position where the two token streams differ (None when identical)."""
-    for i, (a, b) in enumerate(zip(plain, other, strict=False)):
-        if a != b:
-            return i
-    if len(plain) != len(other):
-        return min(len(plain), len(other))
-    return None
-
-
-def in_run_speedup(record: RunRecord) -> float | None:
-    """Speed-up of a run over its own plain rounds: immune to drift between runs.
-
-    Prices every round's tokens at the mean wall time of the run's plain rounds and divides
-    by the time the rounds really took. Plain rounds cancel out, so the figure is what the
-    drafted rounds saved or lost; exactly 1 for a run that never drafted, and None for one
-    with no plain round to price against. Side-by-side runs a few seconds apart differ by
-    ±10 % on a busy laptop; this figure does not see that.
-    """
-    plain = [log.wall_ms for log in record.round_logs if log.drafted == 0]
-    if not plain:
-        return None
-    per_token = sum(plain) / len(plain)
-    spent = sum(log.wall_ms for log in record.round_logs)
-    produced = sum(log.accepted + 1 for log in record.round_logs)
-    return per_token * produced / spent if spent > 0 else None
-
-
-def choice_counts(record: RunRecord) -> dict[str, int]:
-    """Rounds per drafter actually used (what auto chose)."""
-    return dict(Counter(log.mode for log in record.round_logs))
-
-
-def compare(outcome: BenchOutcome) -> list[dict[str, object]]:
-    """One result object per run, with speed-up and T = 0 identity against plain's run."""
-    plain = {
-        (r.prompt, r.turn, r.temperature, r.repeat): r
-        for r in outcome.records
-        if r.variant.mode == PLAIN
-    }
-    noise = outcome.physical.max_logit_noise if outcome.physical else None
-    results = []
-    for r in outcome.records:
-        base = plain.get((r.prompt, r.turn, r.temperature, r.repeat))
-        speedup = None
-        if base is not None and base.tok_s > 0:
-            # Plain's own row is 1.0 exactly, not a ratio of two equal floats.
-            speedup = 1.0 if base is r else r.tok_s / base.tok_s
-        overhead_ms = r.elapsed_s * 1000.0 - r.draft_ms - r.verify_ms
-        row: dict[str, object] = {
-            "prompt": r.prompt,
-            "turn": r.turn,
-            "category": r.category,
-            "mode": r.variant.mode,
-            "k": r.variant.k,
-            "temperature": r.temperature,
-            "repeat": r.repeat,
-            "tokens": len(r.tokens),
-            "tok_s": round(r.tok_s, 3),
-            "elapsed_s": round(r.elapsed_s, 4),
-            "speedup": None if speedup is None else round(speedup, 4),
-            "in_run_speedup": None if (v := in_run_speedup(r)) is None else round(v, 4),
-            "alpha": round(r.accepted / r.drafted, 4) if r.drafted else 0.0,
-            "tau": round(len(r.tokens) / r.rounds, 4) if r.rounds else 0.0,
-            "rounds": r.rounds,
-            "drafted": r.drafted,
-            "accepted": r.accepted,
-            "draft_ms": round(r.draft_ms, 2),
-            "verify_ms": round(r.verify_ms, 2),
-            "overhead_ms": round(overhead_ms, 2),
-            "prompt_ms": round(r.prompt_ms, 2),
-            "prompt_tokens": r.prompt_tokens,
-            "prompt_evaluated": r.prompt_evaluated,
-            "position_drafted": list(r.position_drafted),
-            "position_accepted": list(r.position_accepted),
-            "choices": choice_counts(r),
-            "kept_by_source": kept_by_source(r),
-            "stop": r.stop,
-            "text": r.text,
-        }
-        if r.temperature == 0 and base is not None:
-            pos = divergence(base.tokens, r.tokens)
-            row["identical_to_plain"] = pos is None
-            row["divergence"] = pos
-            margin = base.margins[pos] if pos is not None and pos < len(base.margins) else None
-            row["divergence_margin"] = None if margin is None else round(margin, 4)
-            row["divergence_near_tie"] = (
-                None if pos is None else (margin is not None and margin < NEAR_TIE_MARGIN)
-            )
-            # A flip needs the top two logits to move apart by more than the margin, and
-            # each moves by at most the measured batch noise.
-            row["divergence_within_noise"] = (
-                None
-                if pos is None or noise is None
-                else (margin is not None and margin < 2 * noise)
-            )
-        results.append(row)
-    return results
-
-
-def floor_rows(outcome: BenchOutcome) -> list[dict[str, object]]:
-    """Per prompt: llama.cpp's loop against plain mode at temperature 0."""
-    plain = {
-        (r.prompt, r.repeat): r
-        for r in outcome.records
-        if r.variant.mode == PLAIN and r.temperature == 0 and r.turn == 0
-    }
-    rows = []
-    for (prompt, repeat), run in outcome.floors.items():
-        base = plain.get((prompt, repeat))
-        rows.append(
-            {
-                "prompt": prompt,
-                "repeat": repeat,
-                "tokens": len(run.tokens),
-                "tok_s": round(run.tokens_per_s, 3),
-                "plain_tok_s": None if base is None else round(base.tok_s, 3),
-                "plain_over_floor": (
-                    None
-                    if base is None or run.tokens_per_s <= 0
-                    else round(base.tok_s / run.tokens_per_s, 4)
-                ),
-                "identical_to_plain": None if base is None else tuple(base.tokens) == run.tokens,
-            }
-        )
-    return rows
-
-
 def geomean(values: Sequence[float]) -> float:
     values = [v for v in values if v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 0.0
-
-
-def round_table(outcome: BenchOutcome) -> list[dict[str, object]]:
-    """Per-round logs flattened, for rounds.jsonl (verify cost by batch, auto's choices),
-    then one trace per prompt (every drafter's proposals, for `bench --replay`)."""
-    rows: list[dict[str, object]] = []
-    for r in outcome.records:
-        for i, log in enumerate(r.round_logs):
-            rows.append(
-                {
-                    "record": "round",
-                    "prompt": r.prompt,
-                    "run": r.variant.label,
-                    "temperature": r.temperature,
-                    "repeat": r.repeat,
-                    "round": i,
-                    "mode": log.mode,
-                    "k": log.k,
-                    "drafted": log.drafted,
-                    "accepted": log.accepted,
-                    "draft_ms": round(log.draft_ms, 3),
-                    "verify_ms": round(log.verify_ms, 3),
-                    "wall_ms": round(log.wall_ms, 3),
-                    "reason": log.reason,
-                }
-            )
-    rows.extend(trace.to_json() for trace in outcome.traces.values())
-    return rows

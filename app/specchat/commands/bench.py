@@ -6,11 +6,16 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
 from specchat.commands.pairs import load_engine
+
+if TYPE_CHECKING:
+    from specchat.bench.first_answer import FirstAnswer
+    from specchat.bench.prompts import BenchPrompt
 
 #: Modes run at temperatures above 0 unless --sampled-modes says otherwise: the greedy runs
 #: already show what each fixed mode does, and sampled runs double the bench's length.
@@ -69,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-floor", action="store_true", help="skip llama.cpp's own decode loop")
     parser.add_argument(
         "--no-physical", action="store_true", help="skip the batch-cost measurement"
+    )
+    parser.add_argument(
+        "--no-first-answer",
+        action="store_true",
+        help="skip timing the first answer after a fresh load (plain and auto, --repeat "
+        "loads each)",
     )
     parser.add_argument(
         "--out",
@@ -179,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat.bench.prompts import PromptFileError, load_prompts
     from specchat.bench.report import write_report
     from specchat.bench.runner import BenchConfig, run_bench
-    from specchat.engine.drafting.registry import needs_model
+    from specchat.engine.drafting.registry import AUTO, needs_model
 
     try:
         prompts = load_prompts(args.prompts)
@@ -223,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         floor=not args.no_floor,
         physical=not args.no_physical,
+        first_answer=not args.no_first_answer,
     )
     skipped = [m for m in config.modes if needs_model(m)]
     if draft is None and skipped:
@@ -234,10 +246,30 @@ def run(args: argparse.Namespace) -> int:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
     finally:
         engine.close()
+    if config.first_answer and AUTO in config.modes:
+        # After the bench's pair is closed: one pair in memory at a time, and its files
+        # already read once, so no load pays for the disk and another not.
+        outcome = replace(outcome, first_answer=_first_answers(target, draft, prompts[0], args))
     report = write_report(outcome, args.out)
     _print_summary(report, args.out)
     failed = [g for g in report["goals"] if g["result"] == "FAIL"]
     return 1 if failed else 0
+
+
+def _first_answers(
+    target: Path, draft: Path | None, prompt: BenchPrompt, args: argparse.Namespace
+) -> tuple[FirstAnswer, ...]:
+    """Plain's and auto's first answers, each on a pair loaded fresh (bench/first_answer.py)."""
+    from specchat.bench.first_answer import measure
+    from specchat.bench.runner import BenchProgress
+
+    bar = BenchBar()
+    return measure(
+        lambda store: load_engine(target, draft, args, cost_store=store),
+        prompt,
+        repeat=args.repeat,
+        progress=lambda done, total, label: bar(BenchProgress(done, total, label, finished=True)),
+    )
 
 
 def _print_summary(report: dict, out: Path) -> None:
@@ -263,6 +295,22 @@ def _print_summary(report: dict, out: Path) -> None:
                 f"(K = {physical['best_draft']['k']})"
             )
         print(line)
+    for row in report["ttft"]:
+        ratio = row["ttft_over_plain"]
+        print(
+            f"first token, {row['mode']} T={row['temperature']:g}: median "
+            f"{row['median_ttft_ms']:.0f} ms" + (f" ({ratio:.2f}× plain)" if ratio else "")
+        )
+    first = report["first_answer"]
+    if first:
+        medians = ", ".join(f"{m} {ms:.0f} ms" for m, ms in first["median_ttft_ms"].items())
+        ratio = first["auto_over_plain"]
+        loads = len(first["answers"]) // max(1, len(first["median_ttft_ms"]))
+        print(
+            f"first answer after a load (first token, median of {loads} loads each): "
+            f"{medians}"
+            + (f"; auto ÷ plain {ratio:.3f}× (goal ≤ {first['goal']:.2f}×)" if ratio else "")
+        )
     for goal in report["goals"]:
         print(f"{goal['result']:<4}  {goal['name']}: {goal['detail']}")
     print(f"report: {out / 'report.md'}")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from specchat.commands.errors import UserError
 
 if TYPE_CHECKING:
+    from specchat.engine.cost_table import CostStore
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import Catalog, ModelPair
 
@@ -45,10 +46,16 @@ def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
 
 
 def load_engine(
-    target: Path, draft: Path | None, args: argparse.Namespace, *, label: str = ""
+    target: Path,
+    draft: Path | None,
+    args: argparse.Namespace,
+    *,
+    label: str = "",
+    cost_store: CostStore | None = None,
 ) -> ChatEngine:
     """The pair loaded with the command's --ctx, --threads and --gpu-layers; a file that
-    will not load is a UserError (named by `label` where several are loaded)."""
+    will not load is a UserError (named by `label` where several are loaded). `cost_store`:
+    where its cost tables are kept (by default the user's cache)."""
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
 
@@ -60,6 +67,7 @@ def load_engine(
             n_threads=args.threads,
             target_gpu_layers=args.gpu_layers,
             draft_gpu_layers=args.gpu_layers,
+            cost_store=cost_store,
         )
     except ModelLoadError as error:
         raise UserError(f"{label}: {error}" if label else str(error)) from None

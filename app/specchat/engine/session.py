@@ -116,13 +116,19 @@ class ChatEngine:
     """
 
     def __init__(
-        self, target: LlamaModel, draft: LlamaModel | None, *, compat_reason: str = ""
+        self,
+        target: LlamaModel,
+        draft: LlamaModel | None,
+        *,
+        compat_reason: str = "",
+        cost_store: CostStore | None = None,
     ) -> None:
         self.target = target
         self.draft = draft
         # The machine's stored cost tables (empty ones the first time): `auto` prices passes
         # from them, and the profiler fills them between answers (see engine/profiling.py).
-        store = CostStore()
+        # The bench gives a first answer after a load an empty store of its own.
+        store = cost_store or CostStore()
         self.costs = load_costs(target, draft, store=store)
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
         self.decoder = SpeculativeDecoder(target, draft, auto=auto)
@@ -162,8 +168,10 @@ class ChatEngine:
         n_threads: int | None = None,
         progress: Callable[[LoadProgress], None] | None = None,
         cancel: threading.Event | None = None,
+        cost_store: CostStore | None = None,
     ) -> ChatEngine:
-        """Load a pair, checking the draft's vocabulary before any weights are read."""
+        """Load a pair, checking the draft's vocabulary before any weights are read
+        (`cost_store`: where its cost tables are kept, by default the user's cache)."""
         target = Path(target)
         compat_reason = ""
         if draft is not None:
@@ -205,7 +213,9 @@ class ChatEngine:
                 target_model.close()
                 raise
         try:
-            return cls(target_model, draft_model, compat_reason=compat_reason)
+            return cls(
+                target_model, draft_model, compat_reason=compat_reason, cost_store=cost_store
+            )
         except BaseException:
             # A refused chat template must not leave both models' memory held until the GC.
             target_model.close()
