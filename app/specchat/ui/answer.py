@@ -13,6 +13,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
 from specchat.engine.drafting.registry import AUTO
+from specchat.engine.kept_sources import KeptSource, KeptSources
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason
 from specchat.store.conversations import ConversationStore, StoredMessage, StoreError
 from specchat.ui.figures import SpeedFigures
@@ -60,11 +61,13 @@ class AnswerRound:
         result: the engine's round.
         speed: the answer's rate so far next to the plain baseline.
         auto: whether the auto policy is choosing the drafting (to show its choice).
+        kept: the answer's kept draft tokens so far by source, most first.
     """
 
     result: RoundResult
     speed: SpeedFigures
     auto: bool
+    kept: tuple[KeptSource, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class _Answer:
     baseline: PlainBaseline | None = None
     last_save: float = 0.0
     asked: StoredMessage | None = None  # the message to give back if it is refused
+    kept: KeptSources = field(default_factory=KeptSources)
 
 
 def _not_saved(failure: StoreError) -> str:
@@ -317,8 +321,9 @@ class AnswerController(QObject):
         for event in result.events:
             answer.spans.append((event.text, event.kind.name))
         answer.text.append(result.text)
+        answer.kept.add(result)
         speed = _speed(result.stats, update.baseline)
-        self.round_shown.emit(AnswerRound(result, speed, answer.auto))
+        self.round_shown.emit(AnswerRound(result, speed, answer.auto, answer.kept.counts()))
         now = time.monotonic()
         if now - answer.last_save >= PARTIAL_SAVE_S:
             answer.last_save = now

@@ -9,6 +9,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QPainter, QPainterPath, QPaintEvent, QPen, QPolygonF
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from specchat.engine.kept_sources import KeptSource, kept_summary
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
 from specchat.ui.figures import SpeedFigures
@@ -267,6 +268,7 @@ class StatsPanel(QWidget):
         gauge: the acceptance gauge.
         over_time: acceptance over time.
         by_position: acceptance per draft position.
+        kept_sources: where the answer's kept drafts came from ("Kept drafts: this chat 41 · …").
     """
 
     def __init__(
@@ -305,6 +307,9 @@ class StatsPanel(QWidget):
         top.addLayout(form, 1)
         layout.addLayout(top)
         # Fixed heights: a note appearing or going never moves the charts below.
+        self.kept_sources = FixedLinesLabel(lines=2)
+        self.kept_sources.setObjectName("kept_sources")
+        layout.addWidget(self.kept_sources)
         self.speed_note = FixedLinesLabel(lines=2)
         self.speed_note.setObjectName("speed_note")
         layout.addWidget(self.speed_note)
@@ -336,11 +341,21 @@ class StatsPanel(QWidget):
         self.gauge.set_values(None, accepted / drafted if drafted else None)
         for label in self._labels.values():
             label.setText("—")
+        self.kept_sources.setText("")
         self.speed_note.setText("")
         self.policy.setText("")
 
-    def show_round(self, result: RoundResult, speed: SpeedFigures, *, auto: bool) -> None:
+    def show_round(
+        self,
+        result: RoundResult,
+        speed: SpeedFigures,
+        *,
+        auto: bool,
+        kept: tuple[KeptSource, ...] = (),
+    ) -> None:
+        """A round of the current answer; `kept` is its kept drafts so far by source."""
         stats = result.stats
+        self.kept_sources.setText(f"Kept drafts: {kept_summary(kept)}")
         self.over_time.add_round(result.drafted, result.accepted)
         self.over_time.update()
         self.show_stats(stats, speed)

@@ -426,7 +426,7 @@ class MainWindow(QMainWindow):
     def _on_round_shown(self, shown: AnswerRound) -> None:
         result = shown.result
         self.chat_view.append_round(result)
-        self.stats_panel.show_round(result, shown.speed, auto=shown.auto)
+        self.stats_panel.show_round(result, shown.speed, auto=shown.auto, kept=shown.kept)
         if shown.auto and result.events:
             self.controls.show_policy_k(result.choice.k, result.choice.reason)
 
