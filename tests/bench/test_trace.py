@@ -33,7 +33,17 @@ def test_trace_matches_drafting_live_at_every_position(
     answer = run(SpeculativeDecoder(target, None), prompt, mode="plain", max_tokens=40)
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
-    lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft)
+    from specchat.bench.replay import _RecordedDraftModel, read_costs
+
+    lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft, min_confidence=0.0)
+    # The draft model as it runs (its confidence stop on), and as replay predicts it.
+    # (At the recorded confidences' median, so that the stop falls inside kept runs.)
+    assert trace.draft_confidence is not None
+    threshold = float(np.median(trace.draft_confidence))
+    stopping = DraftModelDrafter(draft, min_confidence=threshold)
+    recorded = _RecordedDraftModel(trace, read_costs("gpu"))
+    recorded.min_confidence = threshold
+    stops = 0
     rng = np.random.default_rng(0)
     kept_somewhere = False
     for i in range(len(answer.tokens)):
@@ -49,7 +59,15 @@ def test_trace_matches_drafting_live_at_every_position(
             min(len(live), len(answer.tokens) - i),
         )
         kept_somewhere |= trace.draft_kept(i) > 0
+        stopped = len(stopping.propose(context, 16, SamplingParams(), rng).tokens)
+        predicted = recorded._confident_length(i, 16)
+        if predicted <= trace.draft_kept(i):  # the stop falls where the confidence is recorded
+            assert stopped == predicted
+            stops += predicted < 16
+        else:
+            assert stopped > trace.draft_kept(i)
     assert kept_somewhere  # the close draft agrees often: the test exercises kept runs
+    assert stops > 0  # and the confidence stop ends some drafts inside a kept run
     assert AnswerTrace.from_json(trace.to_json()) == trace
 
 

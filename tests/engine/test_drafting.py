@@ -58,3 +58,26 @@ def test_min_extent_rejects_short_matches() -> None:
     lookup = PromptLookupDrafter(min_extent=3)
     assert lookup.find([1, 2, 9, 5, 2], 3) == ((), 0)
     assert lookup.find([1, 2, 3, 9, 1, 2, 3], 3) == ((9, 1, 2), 3)
+
+
+def test_the_draft_model_stops_at_a_token_it_is_unsure_of(tiny_models) -> None:  # type: ignore[no-untyped-def]
+    """Its confidence stop: the first token is always drafted, later ones only while the
+    draft model gives them at least `min_confidence`."""
+    import numpy as np
+
+    from specchat.engine.drafting import DraftModelDrafter
+    from specchat.engine.llama import LlamaModel
+    from specchat.engine.types import SamplingParams
+
+    model = LlamaModel(tiny_models.draft_close, n_ctx=256)
+    try:
+        context = model.tokenize("the cat sat on the mat and", add_special=False)
+        rng = np.random.default_rng(0)
+        never = DraftModelDrafter(model, min_confidence=1.01)  # no token is that sure
+        assert len(never.propose(context, 6, SamplingParams(), rng).tokens) == 1
+        always = DraftModelDrafter(model, min_confidence=0.0)
+        assert len(always.propose(context, 6, SamplingParams(), rng).tokens) == 6
+        sampled = never.propose(context, 6, SamplingParams(temperature=0.8, seed=1), rng)
+        assert len(sampled.tokens) == 1 and sampled.probs is not None and len(sampled.probs) == 1
+    finally:
+        model.close()

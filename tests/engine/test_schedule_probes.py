@@ -128,3 +128,28 @@ def test_a_long_idle_draft_model_is_not_probed_where_catching_up_is_dear() -> No
     assert _choose(policy, drafter).mode == "plain"
     drafter.lag = 2
     assert _choose(policy, drafter).mode == "draft"
+
+
+def test_a_drafter_used_only_at_k1_learns_that_runs_go_on() -> None:
+    """Kept K = 1 drafts raise the continued rate with α: a fixed prior there would hold K
+    at 1 for good, however often every draft is kept."""
+    from specchat.engine.drafting import Acceptance
+
+    acceptance = Acceptance.prior(0.6, 0.6)
+    for _ in range(40):
+        acceptance.update(1, 1)
+    assert acceptance.alpha > 0.95
+    assert acceptance.continued > 0.95
+
+
+def test_a_catch_up_is_spread_over_the_rounds_after_it() -> None:
+    # GPU-like: the draft pays well in step, and catching up 60 tokens costs four plain
+    # tokens: paid once, it is won back within two rounds; charged to one round, never.
+    cheap = {n: 10.0 + 0.5 * (n - 1) for n in range(1, 18)}
+    policy, drafter = _policy(cheap, draft_token_ms=1.0)
+    drafter.catchup_token_ms = 40.0 / 60
+    drafter.acceptance.first_kept, drafter.acceptance.first_trials = 18.0, 20.0
+    drafter.acceptance.cont_kept, drafter.acceptance.cont_trials = 18.0, 20.0
+    drafter.lag = 60
+    choice = _choose(policy, drafter)
+    assert choice.mode == "draft" and choice.k > 1, choice.reason

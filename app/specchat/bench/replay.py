@@ -235,7 +235,10 @@ class _RecordedDraftModel(Drafter):
     probed = True
 
     def __init__(self, trace: AnswerTrace, costs: MachineCosts) -> None:
+        from specchat.engine.drafting.model import MIN_CONFIDENCE
+
         super().__init__()
+        self.min_confidence = MIN_CONFIDENCE
         self.acceptance = Acceptance.prior(0.6, 0.6)  # as DraftModelDrafter's
         self.trace = trace
         self.costs = costs
@@ -262,6 +265,7 @@ class _RecordedDraftModel(Drafter):
     ) -> Draft:
         i = len(context) - len(self.trace.prompt_tokens)
         recorded = self.trace.draft[i] if self.trace.draft is not None else ()
+        k = self._confident_length(i, k)
         # Past the first refused token the proposal was not recorded: it is never kept.
         tokens = (*recorded[:k], *[-1] * (k - min(k, len(recorded))))
         lag = self._lag(context)
@@ -269,6 +273,22 @@ class _RecordedDraftModel(Drafter):
         ms = k * self.token_ms(0.0) + catchup_ms
         self._drafted_at = len(context)
         return Draft(tokens, None, ms, self.name, catchup=lag, catchup_ms=catchup_ms)
+
+    def _confident_length(self, i: int, k: int) -> int:
+        """Where the live draft model's confidence stop ends a draft of k at position i.
+
+        Its confidence at its t-th token is recorded while its first t tokens agree with the
+        answer; past its first miss it is unknown, and the draft is taken to go on (the
+        costlier guess, and those tokens are never kept anyway).
+        """
+        confidence = self.trace.draft_confidence
+        if confidence is None or self.min_confidence <= 0:
+            return k
+        agreeing = self.trace.draft_kept(i)
+        for t in range(1, min(k, agreeing + 1, len(confidence) - i)):
+            if confidence[i + t] < self.min_confidence:
+                return t
+        return k
 
     def observe(self, outcome: Outcome) -> None:
         super().observe(outcome)
@@ -329,6 +349,10 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             rows = min(costs.pass_size(k + 1), k_cap + 1)
             # Lookup's extra rows carry more of its copy (free); the draft model's, nothing.
             made = drafter.propose(context, rows - 1 if drafter is lookup else k, greedy, rng)
+            if drafter is not lookup:
+                # The draft model may stop short of k (its confidence stop): the pass is
+                # sized on what it drafted.
+                rows = min(costs.pass_size(len(made.tokens) + 1), k_cap + 1)
         drafted = len(made.tokens)
         kept = 0
         while kept < drafted and made.tokens[kept] == answer[i + kept]:

@@ -46,6 +46,9 @@ class AnswerTrace:
         match_len: per position, how far back lookup's match agreed with the text.
         draft: per position, the draft model's greedy proposal as far as verification reads
             it (None without a draft model).
+        draft_confidence: per position, the draft model's top probability there (after the
+            prompt and the answer before it): the confidence it drafts that position with
+            while its draft agrees with the answer (None if not recorded).
     """
 
     prompt: str
@@ -55,6 +58,7 @@ class AnswerTrace:
     lookup_len: tuple[int, ...]
     match_len: tuple[int, ...]
     draft: tuple[tuple[int, ...], ...] | None = None
+    draft_confidence: tuple[float, ...] | None = None
 
     def lookup_kept(self, i: int) -> int:
         """How many of lookup's proposal at position i the target keeps."""
@@ -74,6 +78,9 @@ class AnswerTrace:
             "lookup_len": list(self.lookup_len),
             "match_len": list(self.match_len),
             "draft": None if self.draft is None else [list(p) for p in self.draft],
+            "draft_confidence": None
+            if self.draft_confidence is None
+            else list(self.draft_confidence),
         }
 
     @classmethod
@@ -85,9 +92,13 @@ class AnswerTrace:
         match_len = tuple(int(n) for n in data["match_len"])
         draft = data.get("draft")
         drafts = None if draft is None else tuple(tuple(int(t) for t in p) for p in draft)
+        confidence = data.get("draft_confidence")
+        confidences = None if confidence is None else tuple(float(p) for p in confidence)
         lengths = {len(answer), len(lookup), len(lookup_len), len(match_len)}
         if drafts is not None:
             lengths.add(len(drafts))
+        if confidences is not None:
+            lengths.add(len(confidences))
         if len(lengths) != 1:
             raise ValueError("per-position lists of different lengths")
         return cls(
@@ -98,6 +109,7 @@ class AnswerTrace:
             lookup_len=lookup_len,
             match_len=match_len,
             draft=drafts,
+            draft_confidence=confidences,
         )
 
 
@@ -133,30 +145,37 @@ def record_trace(
         proposals.append(_read_as_verified(proposal, answer[i:]))
         lengths.append(len(proposal))
         matches.append(match)
-    drafts = None
+    drafts = confidences = None
     if draft_model is not None and answer:
-        guesses = _draft_argmax(draft_model, prompt, answer)
+        guesses, top = _draft_argmax(draft_model, prompt, answer)
         drafts = tuple(
             _read_as_verified(guesses[i : i + DRAFT_DEPTH], answer[i:]) for i in range(len(answer))
         )
+        confidences = tuple(round(p, 6) for p in top)  # what a rounds file keeps of them
     return AnswerTrace(
         prompt_id, tuple(prompt), tuple(answer), tuple(proposals), tuple(lengths),
-        tuple(matches), drafts,
+        tuple(matches), drafts, confidences,
     )  # fmt: skip
 
 
-def _draft_argmax(model: LlamaModel, prompt: list[int], answer: list[int]) -> list[int]:
-    """The draft model's argmax after prompt + answer[:j], for every j."""
+def _draft_argmax(
+    model: LlamaModel, prompt: list[int], answer: list[int]
+) -> tuple[list[int], list[float]]:
+    """The draft model's argmax after prompt + answer[:j], for every j, and its probability
+    (softmax at temperature 1, as the draft model's confidence stop reads it)."""
     cached = model.sync(prompt[:-1])
     if cached < len(prompt) - 1:
         model.decode(prompt[cached:-1], logits="none")
     base = model.n_past
     feed = [prompt[-1], *answer[:-1]]
     guesses: list[int] = []
+    top: list[float] = []
     try:
         for start in range(0, len(feed), _CHUNK):
-            rows = model.decode(feed[start : start + _CHUNK], logits="all")
+            rows = np.asarray(model.decode(feed[start : start + _CHUNK], logits="all"))
             guesses.extend(int(t) for t in np.argmax(rows, axis=1))
+            peak = rows.max(axis=1, keepdims=True)
+            top.extend(float(p) for p in 1.0 / np.exp(rows - peak).sum(axis=1))
     finally:
         model.truncate(base)
-    return guesses
+    return guesses, top

@@ -15,6 +15,12 @@ __all__ = ["HURDLE", "MAX_K", "MAX_LOOKUP_K", "PROBE_BUDGET", "AutoPolicy", "Fix
 #: extra cost is at most this share of the plain time since the last one.
 PROBE_BUDGET = 0.03
 
+#: Rounds over which auto spreads a one-off cost (a draft model's catch-up over text written
+#: while it sat out) when pricing a drafter: the catch-up is paid once, and the rounds after
+#: it draft with a cache in step. Charging it all to one round would keep a drafter that
+#: pays out for good, since its catch-up only grows while it is not used.
+CATCHUP_ROUNDS = 8
+
 #: Expected gain over plain a drafter must promise before it is used: estimated acceptance
 #: and costs both carry noise, and choosing a drafter on a marginal estimate loses more often
 #: than it wins.
@@ -141,7 +147,8 @@ class AutoPolicy:
             per_token = drafter.token_ms(plain_ms)
 
             def rate_at(kk: int, offer: Offer = offer, per_token: float = per_token) -> float:
-                return self._rate(offer.curve[kk], kk, per_token, plain_ms, offer.extra_ms)
+                extra = offer.extra_ms / CATCHUP_ROUNDS
+                return self._rate(offer.curve[kk], kk, per_token, plain_ms, extra)
 
             k = max(range(1, offer.k_max + 1), key=rate_at)
             rate = rate_at(k)

@@ -71,8 +71,15 @@ class Acceptance:
 
     @property
     def continued(self) -> float:
-        """Acceptance of a draft token whose predecessor was kept."""
-        return self.cont_kept / self.cont_trials if self.cont_trials > 0 else 0.0
+        """Acceptance of a draft token whose predecessor was kept.
+
+        Below one (decayed) trial the missing weight is filled with the first token's rate:
+        a drafter used only with K = 1 never observes a second token, and a fixed prior there
+        would hold K at 1 for good even where every draft is kept. Runs are at least as likely
+        to go on as to start, so α is the cautious guess until longer drafts are seen.
+        """
+        missing = max(0.0, 1.0 - self.cont_trials)
+        return (self.cont_kept + self.alpha * missing) / (self.cont_trials + missing)
 
     def expected(self, k: int) -> float:
         return expected_tokens(self.alpha, k, self.continued)
