@@ -184,3 +184,27 @@ def test_stop_string_spanning_rounds_is_never_shown(decoder: SpeculativeDecoder)
             assert cut.rounds[-1].stop == StopReason.STOP_STRING
             assert cut.text == full.text[: full.text.index(stop)], (mode, stop)
             assert sum(len(r.events) for r in cut.rounds) == cut.rounds[-1].stats.emitted
+
+
+def test_auto_evaluates_the_prompt_in_the_draft_model_only_where_it_expects_to_draft(
+    tiny_models: TinyModels,
+) -> None:
+    """The first token never waits for a draft model `auto` does not expect to use: not
+    before the target's cost is known, not where the costs say plain wins (a CPU); where
+    they say it pays (a GPU), the prompt is evaluated up front."""
+    from specchat.bench.replay import read_costs
+
+    with (
+        LlamaModel(tiny_models.target, n_ctx=512) as target,
+        LlamaModel(tiny_models.draft_close, n_ctx=512) as draft,
+    ):
+        prompt = target.tokenize(CHAT_PROMPTS[0])
+        readied = {}
+        for costs in ("none", "cpu", "gpu"):
+            decoder = SpeculativeDecoder(target, draft)
+            if costs != "none":
+                decoder.auto.costs = read_costs(costs)
+            draft.truncate(0)
+            run(decoder, prompt, mode="auto", max_tokens=1)
+            readied[costs] = draft.n_past
+        assert readied == {"none": 0, "cpu": 0, "gpu": len(prompt) - 1}

@@ -242,8 +242,12 @@ class _RecordedDraftModel(Drafter):
         self.acceptance = Acceptance.prior(0.6, 0.6)  # as DraftModelDrafter's
         self.trace = trace
         self.costs = costs
-        self._synced = len(trace.prompt_tokens) - 1  # the prompt is evaluated before answering
+        self._synced = 0  # until prepare() evaluates the prompt (if auto readies it)
         self._drafted_at = 0
+
+    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
+        if eager:
+            self._synced = len(prompt) - 1
 
     def _lag(self, context: Sequence[int]) -> int:
         return len(context) - self._synced
@@ -322,7 +326,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     prompt, answer = list(trace.prompt_tokens), list(trace.answer)
     text = [*prompt, *answer]
     for drafter in drafters:
-        drafter.prepare(prompt, eager=True)
+        drafter.prepare(prompt, eager=policy.worth_readying(drafter))  # as the decoder does
     greedy, rng = SamplingParams(), np.random.default_rng(0)
     n = len(answer)
     i, spent = 0, 0.0

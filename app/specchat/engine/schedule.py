@@ -122,6 +122,15 @@ class AutoPolicy:
         )
         return best > 1.0 / plain_ms
 
+    def worth_readying(self, drafter: Drafter) -> bool:
+        """Whether to ready `drafter` before an answer's first token: only where the current
+        estimates would choose it over plain. Before the target's cost is measured nothing is
+        chosen (the first round is plain); a drafter that starts to pay later catches up then,
+        its catch-up priced like any other."""
+        if self.costs.target_ms(1) is None:
+            return False
+        return self._pays(drafter)
+
     def _pays(self, drafter: Drafter) -> bool:
         """Whether the current estimates would choose `drafter` over plain."""
         plain_ms = self.costs.target_ms(1)
