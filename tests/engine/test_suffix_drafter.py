@@ -141,3 +141,44 @@ def test_the_engine_is_fed_the_stored_conversations(tiny_models: TinyModels, tmp
             history.close()
         finally:
             engine.close()
+
+
+def test_under_auto_a_tree_rides_in_the_rows_a_cheap_pass_leaves_over(
+    decoder: SpeculativeDecoder,
+) -> None:
+    """A 4-token main path with a 4-token runner-up: at K = 4 the branch does not fit, but
+    where a pass of 16 costs less than one of 5 auto pays for 16 rows anyway, and the
+    suffix drafter spends them on the branch, which the target follows."""
+    from specchat.engine.cost_table import CostTable, MachineCosts
+    from tests.engine.test_batch_shapes import JAGGED
+
+    auto = decoder.auto
+    saved = auto.costs
+    auto.costs = MachineCosts(CostTable(gpu=False))
+    auto.costs.batch_ms = dict(JAGGED)
+    auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    prompt = decoder.target.tokenize(CHAT_PROMPTS[2])
+    plain = run(decoder, prompt, mode="plain", max_tokens=40).tokens
+    wrong = [(t + 1) % decoder.target.n_vocab for t in plain]
+    index = suffix_of(decoder).index
+    index.reset_chat()
+    tail = prompt[-6:]
+    try:
+        with index.deferred():
+            index.put("a", [*tail, *wrong[:4]])
+            index.put("b", [*tail, *wrong[:4]])
+            index.put("c", [*tail, *plain[:4]])
+        assert index.wait_idle(timeout=30)
+        index.reset_chat()  # nothing of the plain answer above in "this chat"
+        spec = run(decoder, prompt, mode="auto", max_tokens=40)
+        assert spec.tokens == plain
+        first = spec.rounds[0]
+        assert first.choice.mode == "suffix", first.choice.reason
+        # The last token and two paths of four are 9 rows; the main path is lengthened to
+        # fill the pass of 16 (cheaper than 9 here).
+        assert first.choice.k == 4 and first.rows == 16
+        assert first.accepted == 4 and [e.token for e in first.events] == plain[:5]
+    finally:
+        auto.costs = saved
+        for key in ("a", "b", "c"):
+            index.drop(key)

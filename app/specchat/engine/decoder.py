@@ -208,10 +208,9 @@ class SpeculativeDecoder:
             last = context[-1]
             n_before = target.n_past
             rows = len(draft.tokens) + 1
-            # A tree where the draft was not already grown to fill its pass: the branches
-            # ride in rows the policy paid for (see SuffixDrafter.propose).
-            tree = draft.branches and len(draft.tokens) == len(made.tokens)
-            if tree and sampling.greedy and target.max_branches > 1:
+            # A tree: the branches ride in rows the policy paid for (see
+            # SuffixDrafter.propose and Drafter.fills_pass).
+            if draft.branches and sampling.greedy and target.max_branches > 1:
                 draft, verdict, rows = self._verify_tree(draft, last, sampling, rng)
             else:
                 logits = target.decode([last, *draft.tokens], logits="all")
@@ -293,6 +292,7 @@ class SpeculativeDecoder:
                 stats=stats,
                 stop=stop,
                 text="".join(e.text for e in events),
+                rows=rows,
             )
             round_index += 1
             if stop is not None:
@@ -326,7 +326,11 @@ class SpeculativeDecoder:
         k = min(choice.k, k_cap)
         if choice.mode == PLAIN or k <= 0:
             return _NO_DRAFT, choice
-        draft = self.drafters[choice.mode].propose(context, k, controls.sampling, rng)
+        drafter = self.drafters[choice.mode]
+        if mode == AUTO and drafter.fills_pass:
+            # Auto pays for the cheapest pass holding k + 1 rows: the drafter may use them all.
+            k = min(self.auto.costs.pass_size(k + 1), k_cap + 1) - 1
+        draft = drafter.propose(context, k, controls.sampling, rng)
         return draft, choice
 
     def _fill(self, context: Sequence[int], draft: Draft, k_cap: int) -> Draft:
@@ -339,8 +343,11 @@ class SpeculativeDecoder:
         """
         if not draft.tokens:
             return draft  # plain chose not to draft
-        rows = min(self.auto.costs.pass_size(len(draft.tokens) + 1), k_cap + 1)
-        extra = rows - 1 - len(draft.tokens)
+        # A tree's pass holds the last token and every distinct prefix of its paths; the
+        # extra rows lengthen its main path.
+        used = 1 + len(_prefixes([draft.tokens, *draft.branches]))
+        rows = min(self.auto.costs.pass_size(used), k_cap + 1)
+        extra = rows - used
         if extra <= 0:
             return draft
         lookup = self.drafters.get("lookup")
@@ -378,7 +385,7 @@ class SpeculativeDecoder:
         ]
         best = max(range(len(paths)), key=lambda b: (verdicts[b].n_accepted, -b))
         target.keep_path(best, 1 + verdicts[best].n_accepted)
-        n_rows = 1 + len({path[:i] for path in paths for i in range(1, len(path) + 1)})
+        n_rows = 1 + len(_prefixes(paths))
         return replace(draft, tokens=paths[best], branches=()), verdicts[best], n_rows
 
     def _text_of(self, tokens: Sequence[int]) -> str:
@@ -417,6 +424,11 @@ class SpeculativeDecoder:
 
 
 _NO_DRAFT = Draft((), None, 0.0, PLAIN)
+
+
+def _prefixes(paths: Sequence[Sequence[int]]) -> set[tuple[int, ...]]:
+    """Every distinct non-empty prefix of the paths: a tree's draft rows."""
+    return {tuple(path[:i]) for path in paths for i in range(1, len(path) + 1)}
 
 
 def _one_hot(token: int, n_vocab: int) -> np.ndarray:

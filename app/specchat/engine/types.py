@@ -163,6 +163,8 @@ class RoundResult:
         stats: running totals including this round.
         stop: set on the last round of a generation.
         text: the text this round added (concatenation of the events' text).
+        rows: rows of the round's target pass (the last token, the draft and any branches
+            of a tree); 0 for a round without one.
     """
 
     index: int
@@ -178,6 +180,7 @@ class RoundResult:
     stats: Stats
     stop: StopReason | None = None
     text: str = field(default="")
+    rows: int = 0
 
 
 @dataclass(frozen=True)

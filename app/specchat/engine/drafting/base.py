@@ -193,6 +193,9 @@ class Drafter(abc.ABC):
             from rounds that use it.
         priority: place in the mode list and in auto's order of preference on ties (lower
             first; equal ones in registration order).
+        fills_pass: whether, under `auto`, it is asked for the whole pass `auto` pays for
+            (the cheapest size at or above the K chosen) and fills those rows itself: a
+            drafter proposing a tree spends them on branches.
         acceptance: its acceptance estimate, learnt from the rounds it drafted (a drafter that
             knows better overrides `expected_tokens_curve` and `offer`).
     """
@@ -203,6 +206,7 @@ class Drafter(abc.ABC):
     in_auto: ClassVar[bool] = True
     probed: ClassVar[bool] = False
     priority: ClassVar[int] = 100
+    fills_pass: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.acceptance = Acceptance.prior(0.5, 0.5)

@@ -47,6 +47,7 @@ class SuffixDrafter(Drafter):
     name = "suffix"
     label = "Suffix index (everything said)"
     priority = 5
+    fills_pass = True  # the runners-up ride in the rows a cheap pass size leaves over
 
     def __init__(self, index: SuffixIndex | None = None) -> None:
         super().__init__()
