@@ -182,3 +182,32 @@ def test_under_auto_a_tree_rides_in_the_rows_a_cheap_pass_leaves_over(
         auto.costs = saved
         for key in ("a", "b", "c"):
             index.drop(key)
+
+
+def test_a_new_conversation_opening_with_the_same_text_drafts_from_an_earlier_chat(
+    decoder: SpeculativeDecoder,
+) -> None:
+    """The same question asked again in a new chat: its drafts come from the earlier chat
+    (stored, as the store feeds it), and are labelled so, not "this chat"."""
+    from specchat.engine.types import Controls, GenerationRequest, SamplingParams
+
+    prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
+
+    def answer(conversation: int, mode: str) -> list:  # type: ignore[type-arg]
+        request = GenerationRequest(
+            tuple(prompt), 60, Controls(mode, 8, SamplingParams()), conversation=conversation
+        )
+        return [e for r in decoder.generate(request) for e in r.events]
+
+    first = answer(1, "plain")
+    index = suffix_of(decoder).index
+    index.put("conversation 1", [*prompt, *(e.token for e in first)])  # as the store does
+    assert index.wait_idle(timeout=30)
+    try:
+        again = answer(2, "suffix")
+        assert [e.token for e in again] == [e.token for e in first]
+        origins = Counter(e.origin for e in again if e.kind == TokenKind.ACCEPTED)
+        assert origins[Source.HISTORY.value] > 10, origins
+        assert origins[Source.CHAT.value] == 0, origins
+    finally:
+        index.drop("conversation 1")

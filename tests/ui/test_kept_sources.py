@@ -91,3 +91,25 @@ def test_the_stats_name_the_sources_of_kept_drafts(
     window.controls.set_mode("plain")
     _answer(qtbot, window, lambda: window.send("And now?"))
     assert label.text() == "Kept drafts: —"
+
+
+def test_the_same_question_in_a_new_chat_is_drafted_from_the_earlier_one(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels
+) -> None:
+    """A new chat opening with the very text of the last one: what it copies comes from the
+    earlier chat (the store has it), and the stats say so rather than "this chat"."""
+    window = make_window()
+    window.settings.set(cfg.MAX_TOKENS, 40)
+    window.show()
+    load_tiny(qtbot, window, tiny_models)
+    window.controls.set_mode("plain")
+    _answer(qtbot, window, lambda: window.send(QUESTION))
+    history = window.service.worker._history
+    assert history is not None and history.wait_idle(timeout=30)
+
+    window.new_conversation()
+    window.controls.set_mode("suffix")
+    rounds = _answer(qtbot, window, lambda: window.send(QUESTION))
+    expected = _kept_by_origin(rounds)
+    assert expected.get("earlier chat", 0) > 0, expected
+    assert _shown(window) == expected

@@ -166,6 +166,8 @@ class SpeculativeDecoder:
         # `auto` prices passes from the machine's cost table, measured outside answers (see
         # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
         for drafter in self.drafters:
+            if request.conversation is not None:
+                drafter.enter_conversation(request.conversation)
             # Auto readies a drafter (the draft model's prompt evaluation, before the first
             # token) only where it expects to use it: otherwise the first token waits for
             # work that mostly buys nothing (on a CPU, ~0.5 s for a 70-token prompt).

@@ -208,9 +208,13 @@ class GenerationRequest:
         max_tokens: longest answer.
         controls: mode, K and sampling at the start (they may change between rounds).
         stop_strings: the answer ends before any of these.
+        conversation: which conversation the answer belongs to, where known (the store's
+            id): a drafter that tells this chat from earlier ones starts a new "this chat"
+            when it changes, even if the new chat opens with the same text.
     """
 
     prompt_tokens: tuple[int, ...]
     max_tokens: int = 512
     controls: Controls = Controls()
     stop_strings: tuple[str, ...] = ()
+    conversation: int | str | None = None

@@ -14,7 +14,6 @@ from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 from specchat import paths
 from specchat.engine.types import (
     Controls,
-    GenerationRequest,
     RoundResult,
     Stats,
     StopReason,
@@ -263,8 +262,7 @@ class GenerationWorker(QObject):
             # Made now (it runs nothing yet) so controls moved while the prompt is read apply
             # from the answer's first round.
             self._generation = self.engine.generate(
-                GenerationRequest(prepared.tokens, request.max_tokens, request.controls),
-                cancel=self._cancel,
+                request.for_engine(prepared.tokens), cancel=self._cancel
             )
             self._rounds = self._answer_steps(self.engine, request, self._generation)
         except Exception as error:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import Controls, RoundResult, Stats, StopReason
+from specchat.engine.types import Controls, GenerationRequest, RoundResult, Stats, StopReason
 
 if TYPE_CHECKING:
     from specchat.engine.prompt_reading import PromptReading
@@ -67,6 +67,12 @@ class GenerateRequest:
     controls: Controls = Controls()
     policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
     conversation_id: int | None = None
+
+    def for_engine(self, prompt_tokens: tuple[int, ...]) -> GenerationRequest:
+        """The engine's request for this answer, once the conversation is `prompt_tokens`."""
+        return GenerationRequest(
+            prompt_tokens, self.max_tokens, self.controls, conversation=self.conversation_id
+        )
 
 
 # --- payloads (worker → UI) ----------------------------------------------------------------

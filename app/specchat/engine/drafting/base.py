@@ -218,6 +218,10 @@ class Drafter(abc.ABC):
         return cls()
 
     # The hooks below are optional for a drafter: empty unless it has something to do.
+    def enter_conversation(self, conversation: int | str) -> None:  # noqa: B027
+        """The next answer belongs to `conversation` (called before `prepare` when the
+        conversation is known)."""
+
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:  # noqa: B027
         """A new answer starts after `prompt`; `eager`: it is likely to be used, so ready
         whatever costs time (the draft model's prompt evaluation)."""

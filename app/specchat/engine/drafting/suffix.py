@@ -55,8 +55,17 @@ class SuffixDrafter(Drafter):
         self.survival = prior_survival()
         self.ledger = LookupLedger()
         self._text_len = 0
+        self._conversation: int | str | None = None
         # The last offer's (position, continuations, ms): the round's draft, if chosen.
         self._offered: tuple[int, list[Continuation], float] | None = None
+
+    def enter_conversation(self, conversation: int | str) -> None:
+        """Another conversation than the last answer's: what was said there is an earlier
+        chat now (the store feeds it to the index), not this one."""
+        if conversation != self._conversation:
+            if self._conversation is not None:
+                self.index.reset_chat()
+            self._conversation = conversation
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.index.prepare(prompt)
