@@ -245,6 +245,13 @@ def test_a_session_runs_turn_by_turn_after_plains_answers(engine: ChatEngine) ->
     assert plain[1]["prompt_evaluated"] <= plain[1]["prompt_tokens"] - plain[0]["prompt_tokens"]
     assert plain[2]["prompt_evaluated"] == 1
     assert {r["prompt_evaluated"] for r in rows if r["turn"] == 1} == {plain[1]["prompt_evaluated"]}
+    # Every turn's plain answer is traced against its own prompt (replay and ceilings).
+    assert set(outcome.traces) == {"session", "session#1", "session#2"}
+    for turn, name in enumerate(("session", "session#1", "session#2")):
+        assert len(outcome.traces[name].prompt_tokens) == plain[turn]["prompt_tokens"]
+        assert list(outcome.traces[name].answer) == next(
+            list(r.tokens) for r in outcome.records if r.turn == turn and r.variant.mode == "plain"
+        )
 
 
 def test_the_report_gives_sessions_per_turn() -> None:
@@ -271,6 +278,9 @@ def test_the_report_gives_sessions_per_turn() -> None:
     # Follow-up turns 1 and 2: 2.5× passes, 1.5× does not.
     assert edit[1] is False and "s#1 2.500×" in edit[2] and "s#2 1.500×" in edit[2]
     assert regenerate[1] is None and new_chat[1] is None
+    [edit, *_] = session_goals(rows, {"s#1": 1.8, "s": 3.0})
+    assert "s#1 2.500× (lookup ceiling 1.80×)" in edit[2]
+    assert "s#2 1.500×" in edit[2] and "s#2 1.500× (" not in edit[2]  # none known for s#2
     md = "\n".join(render_sessions(rows))
     assert "| s | 1 | 0 | auto | 2.50× |" in md and "this chat 40" in md and "12 / 70" in md
 

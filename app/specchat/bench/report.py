@@ -176,7 +176,7 @@ def build_report(outcome: BenchOutcome) -> dict:
     goals = check_goals(results, floors, outcome.ceilings)
     sessions = session_rows(results)
     if sessions:
-        goals += [Goal(*goal) for goal in session_goals(sessions)]
+        goals += [Goal(*goal) for goal in session_goals(sessions, outcome.ceilings)]
     first = summary(outcome.first_answer)
     if first is not None:
         goals.append(Goal(*goal_line(first)))
@@ -379,6 +379,8 @@ def render_markdown(report: dict) -> str:
         pivot.append(["**all** (geomean)", "", *all_cells])
         header = ["prompt", "category", *present]
         ceilings = (report.get("lookup_ceiling") or {}) if t == 0 else {}
+        # First turns only here; a session's later turns are in its goal's detail.
+        ceilings = {p: v for p, v in ceilings.items() if "#" not in p}
         if ceilings:
             # The best any lookup policy could do on plain's answer at the measured costs.
             header.append("lookup ceiling")

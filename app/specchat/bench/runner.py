@@ -384,6 +384,8 @@ def run_bench(
     records: list[RunRecord] = []
     floors: dict[tuple[str, int], FloorRun] = {}
     sessions = Sessions(engine, max_tokens=config.max_tokens)
+    # Every answered prompt's tokens (a session's later turns included), for the ceilings.
+    asked: dict[tuple[str, int], tuple[int, ...]] = {}
     for repeat, prompt, temperature, variant, turn in plan:
         label = f"{prompt.id} · {variant.label} · T={temperature:g}"
         label += f" · turn {turn}" if prompt.turns else ""
@@ -399,6 +401,7 @@ def run_bench(
             last = None
         else:
             sessions.recall(prompt, turn, temperature, repeat, records)
+            asked[(prompt.id, turn)] = tuple(turn_prompt.tokens)
             last = run_one(
                 engine,
                 prompt,
@@ -431,19 +434,13 @@ def run_bench(
     ceilings: dict[str, float] = {}
     traces: dict[str, AnswerTrace] = {}
     for record in records:
-        if (
-            record.variant.mode == PLAIN
-            and record.temperature == 0
-            and record.repeat == 0
-            and record.turn == 0
-        ):
+        if record.variant.mode == PLAIN and record.temperature == 0 and record.repeat == 0:
+            # A session's later turn is named as the report names it ("id#1").
+            name = record.prompt if record.turn == 0 else f"{record.prompt}#{record.turn}"
+            tokens = asked.get((record.prompt, record.turn), prepared[record.prompt])
             if physical is not None:
-                ceilings[record.prompt] = lookup_ceiling(
-                    prepared[record.prompt], record.tokens, physical.batch_ms
-                )
-            traces[record.prompt] = record_trace(
-                record.prompt, prepared[record.prompt], record.tokens, draft_model=engine.draft
-            )
+                ceilings[name] = lookup_ceiling(tokens, record.tokens, physical.batch_ms)
+            traces[name] = record_trace(name, tokens, record.tokens, draft_model=engine.draft)
     return BenchOutcome(tuple(records), floors, physical, config, info, ceilings, traces)
 
 

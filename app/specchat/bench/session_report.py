@@ -4,7 +4,8 @@ reuse, and the session goals."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from specchat.bench.runner import geomean
 
@@ -60,8 +61,12 @@ def _order(item: tuple[tuple, list[dict]]) -> tuple:
     return (prompt, temperature, turn, mode != "plain", mode, k or 0)
 
 
-def session_goals(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
-    """(name, passed, detail) per session goal, from auto's T = 0 rows."""
+def session_goals(
+    rows: Sequence[dict], ceilings: Mapping[str, float] | None = None
+) -> list[tuple[str, bool | None, str]]:
+    """(name, passed, detail) per session goal, from auto's T = 0 rows; `ceilings`: the
+    lookup ceiling per turn ("id" for a first turn, "id#1" for a later one), where known."""
+    ceilings = ceilings or {}
     goals = []
     for category, (which, goal) in SESSION_GOALS.items():
         picked = [
@@ -73,7 +78,7 @@ def session_goals(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
             and (r["turn"] > 0) == (which == "follow-up turns")
         ]
         measured = [r for r in picked if r["speedup"]]
-        detail = ", ".join(f"{r['prompt']}#{r['turn']} {r['speedup']:.3f}×" for r in measured)
+        detail = ", ".join(_turn_detail(r, ceilings) for r in measured)
         goals.append(
             (
                 f"auto ≥ {goal}× plain on {category} sessions' {which}, T = 0",
@@ -82,6 +87,13 @@ def session_goals(rows: Sequence[dict]) -> list[tuple[str, bool | None, str]]:
             )
         )
     return goals
+
+
+def _turn_detail(row: Mapping[str, Any], ceilings: Mapping[str, float]) -> str:
+    name = f"{row['prompt']}#{row['turn']}"
+    ceiling = ceilings.get(name if row["turn"] else row["prompt"])
+    limit = f" (lookup ceiling {ceiling:.2f}×)" if ceiling is not None else ""
+    return f"{name} {row['speedup']:.3f}×{limit}"
 
 
 def render_sessions(rows: Sequence[dict]) -> list[str]:
