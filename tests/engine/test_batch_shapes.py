@@ -89,34 +89,3 @@ def test_an_answer_times_nothing_but_its_own_rounds(tiny_models: TinyModels) -> 
         # calibration, no measurement of the cost table inside the answer.
         assert passes == [len(prompt) - 1, *(r.drafted + 1 for r in rounds)]
         assert not any(decoder.auto.costs.target.samples.values())
-
-
-@pytest.mark.parametrize("exact_rows", [None, 16, 4])
-def test_auto_keeps_its_passes_within_the_formats_exact_size(
-    tiny_models: TinyModels, exact_rows: int | None
-) -> None:
-    """Where passes up to 16 rows are bit-identical to decoding alone (and larger ones are
-    not, as with Q4_0 beyond 32 on a CPU), auto verifies in passes of 16 at most; a format
-    exact only below a useful size (4) is not held back."""
-    from specchat.engine.decoder import MIN_EXACT_ROWS
-
-    with LlamaModel(tiny_models.target, n_ctx=1024) as target:
-        decoder = SpeculativeDecoder(target, None)
-        # A pass of 32 costs what 5 single rows would: the cheapest per row of all.
-        decoder.auto.costs.batch_ms = {**JAGGED, 32: round(10.0 * (1.0 + 0.3 * 4), 3)}
-        decoder.auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
-        decoder.auto.costs.target.exact_rows = exact_rows
-        prompt = target.tokenize(CHAT_PROMPTS[1])
-        answer = lambda mode: list(  # noqa: E731
-            decoder.generate(
-                GenerationRequest(tuple(prompt), 120, Controls(mode, 4, SamplingParams()))
-            )
-        )
-        plain = [e.token for r in answer("plain") for e in r.events]
-        rounds = answer("auto")  # a regenerate: the whole answer can be copied
-        assert [e.token for r in rounds for e in r.events] == plain
-        largest = max(r.rows for r in rounds)
-        if exact_rows is not None and exact_rows >= MIN_EXACT_ROWS:
-            assert largest <= exact_rows
-        else:
-            assert largest > 16  # copied in passes of 32

@@ -168,43 +168,6 @@ def test_measurement_stops_when_an_answer_comes_and_resumes_from_disk(
     final = load_costs(tiny_target, tiny_draft, store=store)
     assert final.target.complete and final.draft is not None and final.draft.complete
     assert final.draft_token_ms is not None
-    assert final.target.exact_rows is not None  # measured between answers too, and stored
-
-
-def test_the_exact_pass_size_is_what_decoding_alone_agrees_with(tiny_target: LlamaModel) -> None:
-    """exact_rows is the largest checked pass whose rows equal the same positions decoded
-    one at a time, and the next size checked (if any) differs."""
-    import numpy as np
-
-    from specchat.engine.profiling import EXACT_PROBE_ROWS, EXACT_SIZES, ExactnessMeasurer
-
-    tiny_target.reset()
-    table = CostTable()
-    measurer = ExactnessMeasurer(tiny_target, table)
-    while measurer.step() is not None:
-        pass
-    assert table.exact_rows is not None
-    base = tiny_target.n_past
-    rows = tiny_target.tokenize("def add(a, b):\n    return a + b\n\nThe quick brown fox " * 8)
-    singles = []
-    for token in rows[:EXACT_PROBE_ROWS]:
-        singles.append(np.array(tiny_target.decode([token], logits="last")[0]))
-    tiny_target.truncate(base)
-
-    def exact(n: int) -> bool:
-        batched = np.asarray(tiny_target.decode(rows[:n], logits="all"))
-        tiny_target.truncate(base)
-        return all(np.array_equal(batched[i], singles[i]) for i in range(min(n, len(singles))))
-
-    checked = [n for n in EXACT_SIZES if n <= table.exact_rows]
-    assert all(exact(n) for n in checked)
-    beyond = [n for n in EXACT_SIZES if n > table.exact_rows]
-    if beyond:
-        assert not exact(beyond[0])
-    back = CostTable.from_json(json.loads(json.dumps(table.to_json())))
-    assert back.exact_rows == table.exact_rows
-    with pytest.raises(CostTableError, match="malformed"):
-        CostTable.from_json({**table.to_json(), "exact_rows": "many"})
 
 
 def test_a_changed_model_file_gets_a_new_table(tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -129,10 +129,6 @@ class CostTable:
         key: what the table is valid for (None for a table read from a file by name).
         description: the model, in words.
         context_tokens: cached tokens before the timed passes.
-        exact_rows: the largest pass (a power of two) up to which every pass's logits were
-            bit-identical to the same positions decoded one at a time, so greedy
-            verification there writes exactly plain decoding's text; 1 where even a pass of
-            2 differs, None before it is measured (target tables only).
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -142,7 +138,6 @@ class CostTable:
     key: CostKey | None = None
     description: str = ""
     context_tokens: int = CONTEXT_TOKENS
-    exact_rows: int | None = None
 
     # --- what the policy reads ----------------------------------------------------------------
     @property
@@ -258,7 +253,6 @@ class CostTable:
             "pass_ms": {str(n): round(ms, 3) for n, ms in sorted(self.pass_ms.items())},
             "samples": {str(n): c for n, c in sorted(self.samples.items())},
             "key": None if self.key is None else asdict(self.key),
-            "exact_rows": self.exact_rows,
         }
 
     @classmethod
@@ -268,8 +262,6 @@ class CostTable:
             pass_ms = {int(n): float(ms) for n, ms in data["pass_ms"].items()}
             samples = {int(n): int(c) for n, c in data.get("samples", {}).items()}
             key = CostKey(**data["key"]) if data.get("key") else None
-            exact = data.get("exact_rows")
-            exact_rows = None if exact is None else int(exact)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CostTableError(f"{what}: malformed ({error!r})") from None
         if not 1 <= low <= high <= 4096:
@@ -288,7 +280,6 @@ class CostTable:
             key=key,
             description=str(data.get("description", "")),
             context_tokens=int(data.get("context_tokens", CONTEXT_TOKENS)),
-            exact_rows=exact_rows,
         )
 
 

@@ -21,7 +21,7 @@ from specchat.engine.drafting import (
     PromptLookupDrafter,
 )
 from specchat.engine.llama import ContextFullError, LlamaModel
-from specchat.engine.schedule import MAX_LOOKUP_K, AutoPolicy, FixedPolicy
+from specchat.engine.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.types import (
     Controls,
     GenerationRequest,
@@ -34,10 +34,6 @@ from specchat.engine.types import (
     TokenKind,
 )
 from specchat.engine.verify import Verdict, verify
-
-#: Below this, a format's exact passes are too small to be worth keeping auto within them
-#: (see SpeculativeDecoder._exact_cap).
-MIN_EXACT_ROWS = 8
 
 
 class LiveControls:
@@ -206,8 +202,6 @@ class SpeculativeDecoder:
             k_cap = min(
                 policy.longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1
             )
-            if mode == AUTO:
-                k_cap = min(k_cap, self._exact_cap())
             made, choice = self._draft(context, mode, controls, k_cap, rng)
             # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
             draft = self._fill(context, made, k_cap) if mode == AUTO else made
@@ -340,16 +334,6 @@ class SpeculativeDecoder:
             k = min(self.auto.costs.pass_size(k + 1), k_cap + 1) - 1
         draft = drafter.propose(context, k, controls.sampling, rng)
         return draft, choice
-
-    def _exact_cap(self) -> int:
-        """The longest draft auto may verify while staying bit-exact: where the target's
-        passes are bit-identical to decoding alone up to a useful size (Q4_0 on a CPU: 32),
-        larger ones would let a near-tie go another way than in plain decoding; a format
-        inexact from 2 rows on (Q4_K_M) gains nothing from a limit."""
-        exact = self.auto.costs.target.exact_rows
-        if exact is None or exact < MIN_EXACT_ROWS:
-            return MAX_LOOKUP_K
-        return exact - 1
 
     def _fill(self, context: Sequence[int], draft: Draft, k_cap: int) -> Draft:
         """The draft grown to the cheapest pass at or above its size (see pass_size).

@@ -6,8 +6,6 @@ import contextlib
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from specchat.engine.cost_table import (
     CONTEXT_TOKENS,
     CostStore,
@@ -97,77 +95,6 @@ class TableMeasurer:
         self._warm = False
 
 
-#: Positions an exactness check compares (decoded alone, then as a pass's first rows): a
-#: pass's kernels are chosen by its size, so a few rows show which path it took.
-EXACT_PROBE_ROWS = 4
-#: Pass sizes checked, in order; the first that differs ends the check.
-EXACT_SIZES = (2, 4, 8, 16, 32, 64)
-
-
-class ExactnessMeasurer:
-    """Finds how large a pass can be while its logits stay bit-identical to the same
-    positions decoded one at a time (`CostTable.exact_rows`), a pass per step.
-
-    llama.cpp picks other kernels for larger batches, and with some weight formats those
-    round differently: greedy verification in such a pass may then keep a token plain
-    decoding would not have written, at a near-tie. Where the format is exact up to a useful
-    size, `auto` keeps its passes within it.
-
-    Attributes:
-        model: the target.
-        table: its cost table (exact_rows is written there).
-    """
-
-    def __init__(self, model: LlamaModel, table: CostTable) -> None:
-        self.model = model
-        self.table = table
-        self._singles: list[np.ndarray] = []
-        self._anchor: list[int] = []  # the cache the singles were decoded after
-        self._exact = 1
-
-    @property
-    def done(self) -> bool:
-        return self.table.exact_rows is not None or self.model.room() <= 64 + CONTEXT_TOKENS
-
-    def step(self) -> int | None:
-        """One pass (or the singles); returns the size checked (None when done)."""
-        if self.done:
-            return None
-        model = self.model
-        if model.n_past < CONTEXT_TOKENS:
-            model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
-        base = model.n_past
-        rows = _filler(model, EXACT_SIZES[-1])
-        if self._anchor != model.tokens:
-            # First step, or an answer changed the cache since: decode the positions alone.
-            self._singles = []
-            for token in rows[:EXACT_PROBE_ROWS]:
-                self._singles.append(np.array(model.decode([token], logits="last")[0]))
-            model.truncate(base)
-            self._anchor = list(model.tokens)
-            self._exact = 1
-            return 1
-        n = next(m for m in EXACT_SIZES if m > self._exact)
-        # (Checked in order from the smallest, so _exact is the largest exact size so far.)
-        batched = np.asarray(model.decode(rows[:n], logits="all"))
-        model.truncate(base)
-        probe = min(n, EXACT_PROBE_ROWS)
-        same = all(
-            np.array_equal(batched[i], single) for i, single in enumerate(self._singles[:probe])
-        )
-        top = max(m for m in EXACT_SIZES if m <= self.table.sizes[-1])
-        if not same:
-            self.table.exact_rows = self._exact
-        elif n >= top:
-            self.table.exact_rows = n
-        else:
-            self._exact = n
-        return n
-
-    def pause(self) -> None:
-        """Nothing to redo: the next step sees whether an answer changed the cache."""
-
-
 def load_costs(
     target: LlamaModel, draft: LlamaModel | None, *, store: CostStore | None = None
 ) -> MachineCosts:
@@ -201,10 +128,7 @@ class PairProfiler:
     ) -> None:
         self.costs = costs
         self.store = store or CostStore()
-        self._measurers: list[TableMeasurer | ExactnessMeasurer] = [
-            TableMeasurer(target, costs.target),
-            ExactnessMeasurer(target, costs.target),
-        ]
+        self._measurers = [TableMeasurer(target, costs.target)]
         if draft is not None and costs.draft is not None:
             self._measurers.append(TableMeasurer(draft, costs.draft, logits="last"))
 
@@ -215,9 +139,8 @@ class PairProfiler:
     @property
     def progress(self) -> float:
         """Share measured, weighted by the tables' sizes."""
-        tables = [m.table for m in self._measurers if isinstance(m, TableMeasurer)]
-        total = sum(len(table.sizes) for table in tables)
-        return sum(table.progress * len(table.sizes) for table in tables) / total
+        total = sum(len(m.table.sizes) for m in self._measurers)
+        return sum(m.table.progress * len(m.table.sizes) for m in self._measurers) / total
 
     def step(self) -> int | None:
         """Time one pass; returns its size, or None when every table is done (and saved)."""
