@@ -278,9 +278,7 @@ class _Checker:
 
 _PAIR_KEYS = {"id", "name", "mode", "k", "note", "target", "draft", "cpu_target"}
 #: The reason shown for a CPU-format target whose table gives none.
-CPU_REASON = (
-    "checks 4 tokens for the price of 2 on a CPU; batched logits identical to single-token ones"
-)
+CPU_REASON = "checks 4 tokens for the price of 2 on a CPU"
 _FILE_KEYS = {
     "repo",
     "file",
