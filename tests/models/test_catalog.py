@@ -220,7 +220,7 @@ def test_shipped_default_offers_the_cpu_format_with_a_reason(tmp_path: Path) -> 
     # No hash is invented: the download checks the hub's own LFS sha256.
     assert cpu.sha256 is None and cpu.mirror is None
     assert "4 tokens for the price of 2" in default.cpu_reason
-    assert "identical" in default.cpu_reason
+    assert "single-token" in default.cpu_reason
 
 
 def test_cpu_target_parses_and_defaults_its_reason() -> None:
