@@ -132,7 +132,8 @@ class QualityReport:
             worst = max(noise.values(), default=0.0)
             sizes = max(noise, default=0)
             verdict = (
-                f"batched rows identical to single-token rows up to n = {sizes}"
+                f"batched rows identical to single-token rows up to n = {sizes} "
+                "after a short prompt (not after a long one: docs/formats.md)"
                 if worst == 0
                 else f"batched rows differ from single-token rows by up to {worst:.3g} logits"
             )

@@ -116,7 +116,8 @@ def render_comparison(comparison: dict) -> str:
     lines += [
         "",
         "Batch noise: the largest |logit| difference between a batched row and the same "
-        "position decoded alone (0 = bit-identical, so greedy speculative output equals plain).",
+        "position decoded alone, after the prompt (0 = bit-identical there; after a few "
+        "hundred cached tokens passes differ more, see docs/formats.md).",
         "",
     ]
     return "\n".join(lines)
