@@ -14,6 +14,7 @@ import numpy as np
 from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace
 from specchat.engine.cost_table import MachineCosts
 from specchat.engine.drafting import Acceptance, Draft, Drafter, Offer, Outcome
+from specchat.engine.drafting.model import MIN_CONFIDENCE
 from specchat.engine.types import SamplingParams
 
 #: Longest draft `auto` may ask of prompt lookup (a pass of 64) and of the draft model.
@@ -235,8 +236,6 @@ class _RecordedDraftModel(Drafter):
     probed = True
 
     def __init__(self, trace: AnswerTrace, costs: MachineCosts) -> None:
-        from specchat.engine.drafting.model import MIN_CONFIDENCE
-
         super().__init__()
         self.min_confidence = MIN_CONFIDENCE
         self.acceptance = Acceptance.prior(0.6, 0.6)  # as DraftModelDrafter's

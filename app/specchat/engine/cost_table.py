@@ -351,6 +351,19 @@ def sizes_text(table: CostTable, sizes: Iterable[int] | None = None) -> list[str
     return lines
 
 
+def estimate_catchup_ms(
+    tokens: int, per_token_ms: float | None, draft_token_ms: float | None
+) -> float:
+    """Estimated time for a draft model to evaluate `tokens` it has not seen, at a learnt
+    `per_token_ms` (None before any catch-up was timed)."""
+    if tokens <= 2:
+        return 0.0  # the usual one or two: part of every draft round's cost
+    if per_token_ms is None:
+        # Before measuring: a batched catch-up costs a fraction of decoding token by token.
+        per_token_ms = 0.3 * (draft_token_ms or 0.0)
+    return per_token_ms * tokens
+
+
 @dataclass
 class MachineCosts:
     """What `auto` prices a round with: the target's table, the draft's, and catch-up.
@@ -392,13 +405,7 @@ class MachineCosts:
 
     def catchup_ms(self, tokens: int) -> float:
         """Estimated time for the draft model to evaluate `tokens` it has not seen."""
-        if tokens <= 2:
-            return 0.0  # the usual one or two: part of every draft round's cost
-        per_token = self.catchup_token_ms
-        if per_token is None:
-            # Before measuring: a batched catch-up costs a fraction of decoding token by token.
-            per_token = 0.3 * (self.draft_token_ms or 0.0)
-        return per_token * tokens
+        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft_token_ms)
 
     @property
     def batch_ms(self) -> dict[int, float]:

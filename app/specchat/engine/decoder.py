@@ -347,7 +347,8 @@ class SpeculativeDecoder:
             return draft  # plain chose not to draft
         # A tree's pass holds the last token and every distinct prefix of its paths; the
         # extra rows lengthen its main path.
-        used = 1 + len(_prefixes([draft.tokens, *draft.branches]))
+        rows_of = _prefixes([draft.tokens, *draft.branches]) if draft.branches else draft.tokens
+        used = 1 + len(rows_of)
         rows = min(self.auto.costs.pass_size(used), k_cap + 1)
         extra = rows - used
         if extra <= 0:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specchat.engine.cost_table import CostTable
+from specchat.engine.cost_table import CostTable, estimate_catchup_ms
 from specchat.engine.costs import smoothed
 from specchat.engine.drafting.base import (
     MAX_K,
@@ -183,10 +183,4 @@ class DraftModelDrafter(Drafter):
 
     def catchup_ms(self, tokens: int) -> float:
         """Estimated time to evaluate `tokens` of text it has not seen."""
-        if tokens <= 2:
-            return 0.0  # the usual one or two: part of every draft round's cost
-        per_token = self.catchup_token_ms
-        if per_token is None:
-            # Before measuring: a batched catch-up costs a fraction of decoding token by token.
-            per_token = 0.3 * (self.draft_token_ms or 0.0)
-        return per_token * tokens
+        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft_token_ms)
