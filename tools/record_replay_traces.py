@@ -48,8 +48,15 @@ def main(argv: list[str]) -> int:
                 tokens = engine.prepare(messages, max_tokens=MAX_TOKENS).tokens
                 plain = Controls("plain", 0, SamplingParams())
                 request = GenerationRequest(tokens, MAX_TOKENS, plain)
-                answer = [e.token for result in engine.generate(request) for e in result.events]
-                trace = record_trace(prompt.id, tokens, answer, draft_model=engine.draft)
+                events = [e for result in engine.generate(request) for e in result.events]
+                answer = [e.token for e in events]
+                trace = record_trace(
+                    prompt.id,
+                    tokens,
+                    answer,
+                    draft_model=engine.draft,
+                    margins=[e.margin for e in events],
+                )
                 out.write(json.dumps(trace.to_json()) + "\n")
                 out.flush()
                 print(f"{prompt.id}: {len(answer)} tokens", flush=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter
-from specchat.engine.drafting.lookup import LookupLedger
+from specchat.engine.drafting.copy_acceptance import LookupLedger
 from specchat.engine.schedule import MAX_K, MAX_LOOKUP_K, AutoPolicy
 from specchat.engine.types import PolicyChoice
 
@@ -19,16 +19,16 @@ def test_ledger_scores_each_token_once_as_the_text_reaches_it() -> None:
     ledger.note(10, (1, 2, 3, 4), match_len=7)
     text = list(range(10))
     assert ledger.settle(text) == []  # nothing written after position 10 yet
-    assert ledger.settle([*text, 1, 2]) == [(7, 0, 2, False)]  # two kept so far, still open
+    assert ledger.settle([*text, 1, 2]) == [(7, None, 0, 2, False)]  # two kept, still open
     assert len(ledger) == 1
-    assert ledger.settle([*text, 1, 2, 9]) == [(7, 2, 0, True)]  # third refused: closed
+    assert ledger.settle([*text, 1, 2, 9]) == [(7, None, 2, 0, True)]  # third refused: closed
     assert len(ledger) == 0
 
 
 def test_ledger_closes_a_proposal_kept_to_its_end() -> None:
     ledger = LookupLedger()
-    ledger.note(0, (5, 6), match_len=2)
-    assert ledger.settle([5, 6, 8]) == [(2, 0, 2, False)]
+    ledger.note(0, (5, 6), match_len=2, sure=True)
+    assert ledger.settle([5, 6, 8]) == [(2, True, 0, 2, False)]
     assert len(ledger) == 0
 
 
@@ -52,14 +52,14 @@ def test_a_refused_bucket_recovers_from_text_it_never_drafted() -> None:
     policy, lookup = _policy(), PromptLookupDrafter()
     # Long matches were refused at once a dozen times: auto stops drafting from them.
     for start in range(12):
-        lookup.ledger.note(start * 2, (1,) * 8, match_len=20)
+        lookup.copies.note(start * 2, (1,) * 8, match_len=20)
         _settle(lookup, [0] * (start * 2 + 1))
     assert _choose(policy, lookup, 40, 20).mode == "plain"
     # Then the text goes on copying what lookup proposes while auto decodes plainly.
     text: list[int] = []
     for _ in range(40):
         proposal = tuple(range(len(text), len(text) + 30))
-        lookup.ledger.note(len(text), proposal, match_len=20)
+        lookup.copies.note(len(text), proposal, match_len=20)
         text.append(len(text))
         _settle(lookup, text)
     choice = _choose(policy, lookup, 40, 20)
@@ -71,10 +71,10 @@ def test_offers_are_scored_whether_drafted_or_not() -> None:
     text = [1, 2, 3, 4, 1, 2]
     offer = lookup.offer(text, 8)
     assert offer is not None and offer.k_max == 4  # "3 4 1 2" follows the earlier "1 2"
-    assert len(lookup.ledger) == 1
-    before = lookup.survival[lookup.bucket(2)].reached[0]
+    assert len(lookup.copies.ledger) == 1
+    before = lookup.copies.estimate(2).reached[0]
     _settle(lookup, [*text, 3])  # auto decoded plainly; the text went on as proposed
-    assert lookup.survival[lookup.bucket(2)].reached[0] > before
+    assert lookup.copies.estimate(2).reached[0] > before
 
 
 def test_short_matches_are_not_worth_a_pass_on_a_cpu() -> None:
@@ -98,7 +98,7 @@ def test_a_new_answer_starts_from_the_priors() -> None:
     lookup.prepare([], eager=False)
     text: list[int] = []
     for _ in range(40):  # one answer copies on and on
-        lookup.ledger.note(len(text), tuple(range(len(text), len(text) + 30)), match_len=20)
+        lookup.copies.note(len(text), tuple(range(len(text), len(text) + 30)), match_len=20)
         text.append(len(text))
         _settle(lookup, text)
     assert _choose(policy, lookup, 40, 20).k > fresh.k

@@ -6,12 +6,12 @@ import copy
 import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace
+from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace, agreement
 from specchat.engine.cost_table import MachineCosts
 from specchat.engine.drafting import Acceptance, Draft, Drafter, Offer, Outcome
 from specchat.engine.drafting.model import MIN_CONFIDENCE
@@ -150,16 +150,40 @@ def _draft_ms(costs: MachineCosts) -> float | None:
     return costs.draft_token_ms
 
 
-def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
-    """The least time to write `trace.answer` with plain, lookup and draft-model rounds.
+def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
+    """Per answer position, the suffix drafter's (proposal length, tokens kept) over this
+    chat: its main path's length, and what its best branch keeps (the ceiling's optimism)."""
+    from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
+    from specchat.engine.suffix_index import SuffixIndex
 
-    A dynamic programme over positions, knowing the answer: each round picks plain, a lookup
-    draft or a draft-model draft of any length at the cheapest pass holding it. While the
-    draft model is in use, text written by other rounds must be caught up; charging every
-    round's tokens beyond two at the catch-up rate is never more than a real catch-up costs,
-    so no causal policy can beat this.
+    index = SuffixIndex()
+    prompt, answer = list(trace.prompt_tokens), list(trace.answer)
+    index.prepare(prompt)
+    found = []
+    for i in range(len(answer)):
+        index.sync([*prompt, *answer[:i]])
+        paths = index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        if not paths:
+            found.append((0, 0))
+            continue
+        kept = max(agreement(path.tokens, answer[i:]) for path in paths)
+        found.append((len(paths[0].tokens), kept))
+    return found
+
+
+def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
+    """The least time to write `trace.answer` with plain, copied (lookup, suffix index) and
+    draft-model rounds.
+
+    A dynamic programme over positions, knowing the answer: each round picks plain, a copy
+    or a draft-model draft of any length at the cheapest pass holding it (a suffix tree is
+    priced as its main path, with what its best branch keeps). While the draft model is in
+    use, text written by other rounds must be caught up; charging every round's tokens
+    beyond two at the catch-up rate is never more than a real catch-up costs, so no causal
+    policy can beat this.
     """
     n = len(trace.answer)
+    suffix = suffix_proposals(trace)
     one = costs.target_ms(1)
     assert one is not None
     draft_token = _draft_ms(costs) if trace.draft is not None else None
@@ -171,11 +195,11 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     for i in range(n - 1, -1, -1):
         room = n - i - 1
         moves = [(one, i + 1)]
-        kept = trace.lookup_kept(i)
-        for k in range(1, min(trace.lookup_len[i], room, LOOKUP_K) + 1):
-            ms = costs.target_ms(k + 1)
-            assert ms is not None
-            moves.append((ms, i + min(k, kept) + 1))
+        for length, kept in ((trace.lookup_len[i], trace.lookup_kept(i)), suffix[i]):
+            for k in range(1, min(length, room, LOOKUP_K) + 1):
+                ms = costs.target_ms(k + 1)
+                assert ms is not None
+                moves.append((ms, i + min(k, kept) + 1))
         never[i] = min(ms + never[j] for ms, j in moves)
         if draft_token is None:
             continue
@@ -304,20 +328,22 @@ class _RecordedDraftModel(Drafter):
 def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes).
 
-    The real policy and the real prompt-lookup drafter run on the recorded text; the draft
-    model's proposals come from the trace. Each pass is sized as the decoder sizes it (the
-    cheapest size holding the draft, extra rows filled with more of lookup's copy; a draft-
-    model round's extra rows count as keeping nothing, since what would fill them live was
-    not recorded).
+    The real policy and the real draft-free drafters (the suffix index over this chat, and
+    prompt lookup) run on the recorded text; the draft model's proposals come from the trace.
+    Each pass is sized as the decoder sizes it (the cheapest size holding the draft, extra
+    rows filled as `fill_tokens` fills them; a draft-model round's extra rows count as
+    keeping nothing, since what would fill them live was not recorded), and a suffix tree
+    keeps its branch that goes furthest.
     """
-    from specchat.engine.drafting import PLAIN, PromptLookupDrafter
+    from specchat.engine.decoder import fill_tokens, tree_prefixes
+    from specchat.engine.drafting import PLAIN, PromptLookupDrafter, SuffixDrafter
     from specchat.engine.schedule import AutoPolicy
     from specchat.engine.types import PolicyChoice
 
     costs = copy.deepcopy(costs)
     policy = AutoPolicy(gpu=costs.target.gpu, costs=costs)
     lookup = PromptLookupDrafter()
-    drafters: list[Drafter] = [lookup]
+    drafters: list[Drafter] = [SuffixDrafter(), lookup]
     if trace.draft is not None and costs.draft_token_ms is not None:
         drafters.append(_RecordedDraftModel(trace, costs))
     by_name = {drafter.name: drafter for drafter in drafters}
@@ -349,30 +375,34 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
         rows = 1
         if choice.mode != PLAIN and k > 0:
             drafter = by_name[choice.mode]
-            rows = min(costs.pass_size(k + 1), k_cap + 1)
-            # Lookup's extra rows carry more of its copy (free); the draft model's, nothing.
-            made = drafter.propose(context, rows - 1 if drafter is lookup else k, greedy, rng)
-            if drafter is not lookup:
-                # The draft model may stop short of k (its confidence stop): the pass is
-                # sized on what it drafted.
-                rows = min(costs.pass_size(len(made.tokens) + 1), k_cap + 1)
+            if drafter.fills_pass:
+                k = min(costs.pass_size(k + 1), k_cap + 1) - 1
+            made = drafter.propose(context, k, greedy, rng)
+            paths = [made.tokens, *made.branches]
+            used = 1 + len(tree_prefixes(paths))
+            rows = min(costs.pass_size(used), k_cap + 1)
+            if made.tokens and rows > used and drafter.name != "draft":
+                more = fill_tokens(context, made, rows - used, lookup)
+                made = replace(made, tokens=(*made.tokens, *more))
+            paths = [made.tokens, *made.branches]
+            # Greedy keeps the path that goes furthest (one path unless a tree was drafted).
+            made = replace(made, tokens=max(paths, key=lambda p: agreement(p, answer[i:])))
+            rows = max(rows, 1 + len(tree_prefixes(paths)))
         drafted = len(made.tokens)
-        kept = 0
-        while kept < drafted and made.tokens[kept] == answer[i + kept]:
-            kept += 1
-        verify_ms = costs.cost_ms(max(rows, drafted + 1))
+        kept = agreement(made.tokens, answer[i:])
+        verify_ms = costs.cost_ms(rows)
         assert verify_ms is not None
-        spent += verify_ms + (made.ms if made.source != lookup.name else 0.0)
+        spent += verify_ms + (made.ms if made.source == "draft" else 0.0)
         rounds[made.source if drafted else PLAIN] += 1
         kept_by[made.source if drafted else PLAIN] += kept
-        sizes[max(rows, drafted + 1)] += 1
+        sizes[rows] += 1
         i += min(kept + 1, n - i)
-        outcome = Outcome(text[: len(prompt) + i], made, kept)
+        outcome = Outcome(text[: len(prompt) + i], made, kept, trace.margin_before(i))
         for drafter in drafters:
             drafter.observe(outcome)
         policy.observe(
             choice,
-            batch=max(rows, drafted + 1),
+            batch=rows,
             verify_ms=verify_ms,
             drafted=drafted,
             accepted=kept,

@@ -440,7 +440,9 @@ def run_bench(
             tokens = asked.get((record.prompt, record.turn), prepared[record.prompt])
             if physical is not None:
                 ceilings[name] = lookup_ceiling(tokens, record.tokens, physical.batch_ms)
-            traces[name] = record_trace(name, tokens, record.tokens, draft_model=engine.draft)
+            traces[name] = record_trace(
+                name, tokens, record.tokens, draft_model=engine.draft, margins=record.margins
+            )
     return BenchOutcome(tuple(records), floors, physical, config, info, ceilings, traces)
 
 

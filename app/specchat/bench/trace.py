@@ -49,6 +49,8 @@ class AnswerTrace:
         draft_confidence: per position, the draft model's top probability there (after the
             prompt and the answer before it): the confidence it drafts that position with
             while its draft agrees with the answer (None if not recorded).
+        margins: per position, the target's top-1 − top-2 logit where it chose that token
+            (how sure it was; None if not recorded).
     """
 
     prompt: str
@@ -59,14 +61,20 @@ class AnswerTrace:
     match_len: tuple[int, ...]
     draft: tuple[tuple[int, ...], ...] | None = None
     draft_confidence: tuple[float, ...] | None = None
+    margins: tuple[float, ...] | None = None
+
+    def margin_before(self, i: int) -> float | None:
+        """The target's margin on the token before position i (None: before the answer, or
+        not recorded)."""
+        return None if self.margins is None or i == 0 else self.margins[i - 1]
 
     def lookup_kept(self, i: int) -> int:
         """How many of lookup's proposal at position i the target keeps."""
-        return _agreement(self.lookup[i], self.answer[i:])
+        return agreement(self.lookup[i], self.answer[i:])
 
     def draft_kept(self, i: int) -> int:
         """How many of the draft model's proposal at position i the target keeps."""
-        return 0 if self.draft is None else _agreement(self.draft[i], self.answer[i:])
+        return 0 if self.draft is None else agreement(self.draft[i], self.answer[i:])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,6 +89,7 @@ class AnswerTrace:
             "draft_confidence": None
             if self.draft_confidence is None
             else list(self.draft_confidence),
+            "margins": None if self.margins is None else list(self.margins),
         }
 
     @classmethod
@@ -94,11 +103,15 @@ class AnswerTrace:
         drafts = None if draft is None else tuple(tuple(int(t) for t in p) for p in draft)
         confidence = data.get("draft_confidence")
         confidences = None if confidence is None else tuple(float(p) for p in confidence)
+        margin = data.get("margins")
+        margins = None if margin is None else tuple(float(m) for m in margin)
         lengths = {len(answer), len(lookup), len(lookup_len), len(match_len)}
         if drafts is not None:
             lengths.add(len(drafts))
         if confidences is not None:
             lengths.add(len(confidences))
+        if margins is not None:
+            lengths.add(len(margins))
         if len(lengths) != 1:
             raise ValueError("per-position lists of different lengths")
         return cls(
@@ -110,10 +123,11 @@ class AnswerTrace:
             match_len=match_len,
             draft=drafts,
             draft_confidence=confidences,
+            margins=margins,
         )
 
 
-def _agreement(proposal: Sequence[int], answer: Sequence[int]) -> int:
+def agreement(proposal: Sequence[int], answer: Sequence[int]) -> int:
     kept = 0
     while kept < len(proposal) and kept < len(answer) and proposal[kept] == answer[kept]:
         kept += 1
@@ -126,6 +140,7 @@ def record_trace(
     answer: Sequence[int],
     *,
     draft_model: LlamaModel | None = None,
+    margins: Sequence[float] | None = None,
 ) -> AnswerTrace:
     """What lookup and the draft model would propose at every position of `answer`.
 
@@ -133,6 +148,7 @@ def record_trace(
     its argmax after prompt + answer[:j] equals answer[j] for j = i, i+1, …: so one batched
     pass over the answer gives every position's proposal as far as verification reads it.
     (Its batched rows may differ from one-token rows by float noise, as in any verify pass.)
+    `margins`: the target's margin at each answer token, as the answer's run recorded them.
     """
     from specchat.engine.drafting import PromptLookupDrafter
 
@@ -155,6 +171,7 @@ def record_trace(
     return AnswerTrace(
         prompt_id, tuple(prompt), tuple(answer), tuple(proposals), tuple(lengths),
         tuple(matches), drafts, confidences,
+        None if margins is None else tuple(round(float(m), 4) for m in margins[: len(answer)]),
     )  # fmt: skip
 
 

@@ -251,7 +251,8 @@ class SpeculativeDecoder:
                 )
             context = context + [e.token for e in events]
             # Drafters learn from their own tokens only, not from the rows filled for them.
-            outcome = Outcome(context, made, min(j, len(made.tokens)))
+            margin = events[-1].margin if events else None
+            outcome = Outcome(context, made, min(j, len(made.tokens)), margin)
             for drafter in self.drafters:
                 drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
@@ -347,23 +348,16 @@ class SpeculativeDecoder:
             return draft  # plain chose not to draft
         # A tree's pass holds the last token and every distinct prefix of its paths; the
         # extra rows lengthen its main path.
-        rows_of = _prefixes([draft.tokens, *draft.branches]) if draft.branches else draft.tokens
+        rows_of = tree_prefixes([draft.tokens, *draft.branches]) if draft.branches else draft.tokens
         used = 1 + len(rows_of)
         rows = min(self.auto.costs.pass_size(used), k_cap + 1)
         extra = rows - used
         if extra <= 0:
             return draft
         lookup = self.drafters.get("lookup")
-        more: list[int] = []
-        if isinstance(lookup, PromptLookupDrafter):
-            if draft.source == lookup.name:
-                longer = lookup.find(context, rows - 1)[0]
-                if longer[: len(draft.tokens)] == draft.tokens:
-                    more = list(longer[len(draft.tokens) :])
-            if len(more) < extra:
-                # Copy on from the draft's own end (a repeating stretch goes on repeating).
-                more += lookup.find([*context, *draft.tokens, *more], extra - len(more))[0]
-        more += [draft.tokens[-1]] * (extra - len(more))
+        more = fill_tokens(
+            context, draft, extra, lookup if isinstance(lookup, PromptLookupDrafter) else None
+        )
         probs = draft.probs
         if probs is not None:
             # A filled row is a deterministic proposal: q is one-hot at its token.
@@ -388,7 +382,7 @@ class SpeculativeDecoder:
         ]
         best = max(range(len(paths)), key=lambda b: (verdicts[b].n_accepted, -b))
         target.keep_path(best, 1 + verdicts[best].n_accepted)
-        n_rows = 1 + len(_prefixes(paths))
+        n_rows = 1 + len(tree_prefixes(paths))
         return replace(draft, tokens=paths[best], branches=()), verdicts[best], n_rows
 
     def _text_of(self, tokens: Sequence[int]) -> str:
@@ -429,7 +423,7 @@ class SpeculativeDecoder:
 _NO_DRAFT = Draft((), None, 0.0, PLAIN)
 
 
-def _prefixes(paths: Sequence[Sequence[int]]) -> set[tuple[int, ...]]:
+def tree_prefixes(paths: Sequence[Sequence[int]]) -> set[tuple[int, ...]]:
     """Every distinct non-empty prefix of the paths: a tree's draft rows."""
     return {tuple(path[:i]) for path in paths for i in range(1, len(path) + 1)}
 
@@ -561,3 +555,20 @@ def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
             "cannot drop rejected drafts: it is not used (prompt lookup still drafts)"
         )
     return ""
+
+
+def fill_tokens(
+    context: Sequence[int], draft: Draft, extra: int, lookup: PromptLookupDrafter | None
+) -> list[int]:
+    """`extra` tokens to lengthen `draft`'s main path into rows a cheap pass leaves over:
+    more of lookup's copy when lookup made the draft, else a copy on from the draft's own end
+    (a repeating stretch goes on repeating), else repeats of its last token."""
+    more: list[int] = []
+    if lookup is not None:
+        if draft.source == lookup.name:
+            longer = lookup.find(context, len(draft.tokens) + extra)[0]
+            if longer[: len(draft.tokens)] == draft.tokens:
+                more = list(longer[len(draft.tokens) :])
+        if len(more) < extra:
+            more += lookup.find([*context, *draft.tokens, *more], extra - len(more))[0]
+    return more + [draft.tokens[-1]] * (extra - len(more))

@@ -16,7 +16,8 @@ from specchat.engine.drafting.base import (
     expected_tokens,
 )
 from specchat.engine.drafting.chain import ChainDrafter
-from specchat.engine.drafting.lookup import LookupLedger, LookupSurvival, PromptLookupDrafter
+from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
+from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter
 from specchat.engine.drafting.registry import (
     AUTO,
@@ -41,6 +42,7 @@ __all__ = [
     "PLAIN",
     "Acceptance",
     "ChainDrafter",
+    "CopyAcceptance",
     "Draft",
     "DraftModelDrafter",
     "Drafter",

@@ -158,11 +158,14 @@ class Outcome:
         context: the text after the round (prompt and answer so far).
         draft: the round's draft (empty for a plain round); `draft.source` names its maker.
         accepted: how many of its tokens were kept.
+        margin: the target's top logit minus its runner-up on the context's last token (how
+            sure it was of it); None where not known.
     """
 
     context: Sequence[int]
     draft: Draft
     accepted: int
+    margin: float | None = None
 
 
 @dataclass(frozen=True)

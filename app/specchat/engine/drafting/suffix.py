@@ -9,13 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
-from specchat.engine.drafting.lookup import (
-    LookupLedger,
-    learn_from_text,
-    match_bucket,
-    prior_survival,
-    restart_learning,
-)
+from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.registry import register
 from specchat.engine.suffix_index import Continuation, SuffixIndex
 from specchat.engine.types import SamplingParams
@@ -40,8 +34,8 @@ class SuffixDrafter(Drafter):
 
     Attributes:
         index: the suffix index (the stored history feeds it from another thread).
-        survival: acceptance estimate per match-length bucket.
-        ledger: proposals not yet settled by the text.
+        copies: acceptance by match length and by the target's certainty (see
+            CopyAcceptance).
     """
 
     name = "suffix"
@@ -52,9 +46,7 @@ class SuffixDrafter(Drafter):
     def __init__(self, index: SuffixIndex | None = None) -> None:
         super().__init__()
         self.index = index or SuffixIndex()
-        self.survival = prior_survival()
-        self.ledger = LookupLedger()
-        self._text_len = 0
+        self.copies = CopyAcceptance()
         self._conversation: int | str | None = None
         # The last offer's (position, continuations, ms): the round's draft, if chosen.
         self._offered: tuple[int, list[Continuation], float] | None = None
@@ -69,9 +61,8 @@ class SuffixDrafter(Drafter):
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.index.prepare(prompt)
-        restart_learning(self.survival, self.ledger)
+        self.copies.restart(len(prompt))
         self._offered = None
-        self._text_len = len(prompt)
 
     def _find(self, context: Sequence[int], k: int) -> tuple[list[Continuation], float]:
         began = time.perf_counter()
@@ -85,8 +76,8 @@ class SuffixDrafter(Drafter):
         if not found:
             return None
         main = found[0]
-        self.ledger.note(len(context), main.tokens, main.match_len)
-        survival = self.survival[match_bucket(main.match_len)]
+        self.copies.note(len(context), main.tokens, main.match_len)
+        survival = self.copies.estimate(main.match_len)
         base = survival.expected_curve(len(main.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
@@ -99,7 +90,7 @@ class SuffixDrafter(Drafter):
         return Offer(len(curve) - 1, curve, detail=detail)
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
-        return self.survival[0].expected_curve(k_max)
+        return self.copies.estimate(1).expected_curve(k_max)
 
     def propose(
         self,
@@ -143,6 +134,4 @@ class SuffixDrafter(Drafter):
         """Index the kept text, and learn from every proposal the text has now decided."""
         self._offered = None
         self.index.sync(outcome.context)
-        self._text_len = learn_from_text(
-            self.survival, self.ledger, outcome.context, self._text_len
-        )
+        self.copies.learn(outcome.context, outcome.margin)

@@ -1,0 +1,252 @@
+"""How far a copied draft is kept: acceptance by match length and by how sure the target was.
+
+Prompt lookup and the suffix index both copy what followed an earlier occurrence of the
+text's ending. What predicts whether the copy is kept is how far back the match agrees (a
+32-token match runs on; a one-token match is a guess) and whether the text is being copied
+at all right now. The target's own certainty about the token it just wrote measures the
+second for free: where it was sure (its top logit far above the runner-up), the text runs
+on predictably — quoted code, a repeated structure — and a copy's first token is kept about
+one and a half times as often as where it hesitated (new prose, a fresh identifier).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Lower bounds of the match-length buckets for prompt lookup's acceptance estimate: how far
+#: back the text agrees with the copied source predicts how far forward it will go on.
+LOOKUP_EXTENTS = (1, 2, 3, 4, 8, 16, 32)
+#: Prior acceptance of the first lookup token and of each later one, per bucket: measured
+#: over the shipped bench prompts' answers (a one-token match is kept a quarter of the time,
+#: a 32-token one almost always, and then runs on for twenty-odd tokens).
+LOOKUP_PRIOR_FIRST = (0.25, 0.45, 0.65, 0.75, 0.85, 0.95, 0.97)
+LOOKUP_PRIOR_CONTINUED = (0.6, 0.7, 0.75, 0.8, 0.9, 0.95, 0.96)
+#: Lookup acceptance is scored at every position (see LookupLedger), so its memory is counted
+#: in tokens of text: about the last hundred.
+LOOKUP_DECAY = 0.99
+#: Weight of the lookup priors, in proposals: they never age (see LookupSurvival).
+LOOKUP_PRIOR_WEIGHT = 5.0
+#: First draft positions (1-based) of the bands that share one refusal rate in a lookup
+#: bucket's survival estimate: positions far out are reached rarely, so they pool their counts.
+LOOKUP_BANDS = (1, 2, 3, 5, 9, 17, 33)
+
+_BAND_INDEX = range(len(LOOKUP_BANDS))
+
+
+class LookupSurvival:
+    """How far a lookup proposal is kept, as a refusal rate per draft position band.
+
+    Kept runs are not geometric: a copy either breaks at once or runs to the next edit, so
+    one rate per position band (Kaplan–Meier with pooled bands) prices a long draft far
+    better than a first-token and a continued rate. Counts age per token of text.
+
+    Attributes:
+        refused, reached: measured (decayed) counts per band.
+    """
+
+    def __init__(self, first: float, continued: float, weight: float = LOOKUP_PRIOR_WEIGHT) -> None:
+        # The prior never ages: a bucket seen only a few times in the last hundred tokens keeps
+        # leaning on it instead of swinging on one or two scores.
+        self._prior_refused = [
+            weight * (1.0 - (first if b == 0 else continued)) for b in _BAND_INDEX
+        ]
+        self._prior_reached = [weight] * len(LOOKUP_BANDS)
+        self.refused = [0.0] * len(LOOKUP_BANDS)
+        self.reached = [0.0] * len(LOOKUP_BANDS)
+
+    def _band(self, position: int) -> int:
+        return bisect.bisect_right(LOOKUP_BANDS, position) - 1
+
+    def _hazard(self, band: int) -> float:
+        refused = self._prior_refused[band] + self.refused[band]
+        return refused / (self._prior_reached[band] + self.reached[band])
+
+    @property
+    def alpha(self) -> float:
+        """Chance the first proposed token is kept."""
+        return 1.0 - self._hazard(0)
+
+    def score(self, before: int, kept: int, refused: bool) -> None:
+        """Count positions before+1 … before+kept as kept, then one refusal if `refused`."""
+        for position in range(before + 1, before + kept + 2 if refused else before + kept + 1):
+            band = self._band(position)
+            self.reached[band] += 1.0
+            if position > before + kept:
+                self.refused[band] += 1.0
+
+    def forget(self) -> None:
+        """Drop everything measured; only the prior remains."""
+        self.refused = [0.0] * len(LOOKUP_BANDS)
+        self.reached = [0.0] * len(LOOKUP_BANDS)
+
+    def age(self, steps: int) -> None:
+        """Forget by `steps` decay steps (both counts shrink, so the rates stay put)."""
+        factor = LOOKUP_DECAY**steps
+        self.refused = [r * factor for r in self.refused]
+        self.reached = [r * factor for r in self.reached]
+
+    def expected_curve(self, k_max: int) -> list[float]:
+        """Expected tokens per round (the target's own included) for K = 0 … k_max."""
+        hazard = [self._hazard(band) for band in _BAND_INDEX]
+        curve = [1.0]
+        survive = 1.0
+        for position in range(1, k_max + 1):
+            survive *= 1.0 - hazard[self._band(position)]
+            curve.append(curve[-1] + survive)
+        return curve
+
+
+class LookupLedger:
+    """Scores every copied proposal against the text that followed, drafted or not.
+
+    A copy costs nothing to make, so whether it would have been kept can be learnt at every
+    position, not only in the rounds that drafted it: a bucket that lost its standing after
+    one bad round would otherwise never be tried again. Each proposed token is scored as soon
+    as the text reaches it, so a long copy teaches while it is still being written. At a
+    temperature above 0 this is the same evidence in expectation: a deterministic draft token
+    d is kept with probability p(d), exactly the chance that the target writes d.
+    """
+
+    def __init__(self) -> None:
+        self._pending: list[_Pending] = []
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def note(
+        self, position: int, proposal: Sequence[int], match_len: int, sure: bool | None = None
+    ) -> None:
+        """Remember that `proposal` was proposed for the text from `position` on, from a
+        `match_len`-token match in regime `sure` (see CopyAcceptance)."""
+        if proposal:
+            self._pending.append(_Pending(position, tuple(proposal), match_len, sure))
+
+    def settle(self, text: Sequence[int]) -> list[tuple[int, bool | None, int, int, bool]]:
+        """Score the proposed tokens the text has reached since the last call.
+
+        Returns (match length, regime, tokens scored before, tokens now scored as kept,
+        refused) per proposal that moved; a refused token, or the whole proposal kept, closes
+        a proposal.
+        """
+        scored: list[tuple[int, bool | None, int, int, bool]] = []
+        still: list[_Pending] = []
+        for pending in self._pending:
+            position, proposal, done = pending.position, pending.proposal, pending.scored
+            known = min(len(proposal), len(text) - position)
+            kept = done
+            while kept < known and text[position + kept] == proposal[kept]:
+                kept += 1
+            ended = kept < known or kept == len(proposal)
+            if kept > done or ended:
+                refused = ended and kept < len(proposal)
+                scored.append((pending.match_len, pending.sure, done, kept - done, refused))
+            if not ended:
+                pending.scored = kept
+                still.append(pending)
+        self._pending = still
+        return scored
+
+    def clear(self) -> None:
+        self._pending.clear()
+
+
+@dataclass
+class _Pending:
+    """A proposal the text has not decided yet, and how many of its tokens are scored."""
+
+    position: int
+    proposal: tuple[int, ...]
+    match_len: int
+    sure: bool | None
+    scored: int = 0
+
+
+#: The target was sure of a token when its top logit led the runner-up by at least this
+#: (about a 99 % top probability on a 150k-token vocabulary).
+SURE_MARGIN = 5.0
+#: Prior odds of keeping a copied token, relative to the match-length priors above, after a
+#: token the target was sure of and after one it hesitated over: (first token, later ones).
+#: Measured over answers at T = 0 (code edits, extraction, explanations, prose): a 2–3-token
+#: match's first token is kept 58 % of the time after a sure token and 37 % after an unsure
+#: one (the priors, 45–65 %, pool both); 4–7-token matches 81 % and 65 %; one-token matches
+#: 28 % and 17 %. Once a copy's first token is kept, the next ones are kept as often as the
+#: priors say after a sure token (67–80 %), and less often after an unsure one (55–65 %).
+SURE_ODDS = (1.4, 1.0)
+UNSURE_ODDS = (0.55, 0.55)
+UNKNOWN_ODDS = (1.0, 1.0)
+
+
+def match_bucket(match_len: int) -> int:
+    """The LOOKUP_EXTENTS bucket a `match_len`-token match falls in."""
+    return max(0, bisect.bisect_right(LOOKUP_EXTENTS, match_len) - 1)
+
+
+def _lean(rate: float, odds: float) -> float:
+    return rate * odds / (rate * odds + 1.0 - rate)
+
+
+def _prior_survival(odds: tuple[float, float]) -> list[LookupSurvival]:
+    """One acceptance estimate per match-length bucket, at the priors moved by `odds` (for
+    the first token, and for the later ones)."""
+    return [
+        LookupSurvival(_lean(first, odds[0]), _lean(continued, odds[1]))
+        for first, continued in zip(LOOKUP_PRIOR_FIRST, LOOKUP_PRIOR_CONTINUED, strict=True)
+    ]
+
+
+class CopyAcceptance:
+    """A copying drafter's acceptance estimate: per match-length bucket, and per regime —
+    after a token the target was sure of, after one it was not, or not known yet (the
+    answer's first round).
+
+    Every proposal the drafter makes is noted in the ledger with the regime it was made in,
+    and scored there once the text decides it, drafted or not.
+
+    Attributes:
+        ledger: proposals not yet settled by the text.
+        sure: the current regime (None until a round has told it).
+    """
+
+    def __init__(self) -> None:
+        self.ledger = LookupLedger()
+        self._survival: dict[bool | None, list[LookupSurvival]] = {
+            None: _prior_survival(UNKNOWN_ODDS),
+            True: _prior_survival(SURE_ODDS),
+            False: _prior_survival(UNSURE_ODDS),
+        }
+        self.sure: bool | None = None
+        self._text_len = 0
+
+    def estimate(self, match_len: int) -> LookupSurvival:
+        """The estimate for a `match_len`-token match in the current regime."""
+        return self._survival[self.sure][match_bucket(match_len)]
+
+    def note(self, position: int, proposal: Sequence[int], match_len: int) -> None:
+        """The drafter proposed `proposal` for the text from `position` on."""
+        self.ledger.note(position, proposal, match_len, self.sure)
+
+    def restart(self, text_len: int) -> None:
+        """A new answer: pending proposals are void, and acceptance starts again from the
+        priors (how copies fared in another answer predicts little for this one)."""
+        self.ledger.clear()
+        for estimates in self._survival.values():
+            for estimate in estimates:
+                estimate.forget()
+        self.sure = None
+        self._text_len = text_len
+
+    def learn(self, text: Sequence[int], margin: float | None) -> None:
+        """Age the estimates by the text written since the last call, score every proposal
+        `text` now decides, and take the regime from the target's `margin` on its last token
+        (top logit minus the runner-up; None: not known)."""
+        grown = len(text) - self._text_len if len(text) > self._text_len else 0
+        if grown:
+            for estimates in self._survival.values():
+                for estimate in estimates:
+                    estimate.age(grown)
+        for match_len, sure, before, kept, refused in self.ledger.settle(text):
+            self._survival[sure][match_bucket(match_len)].score(before, kept, refused)
+        self._text_len = len(text)
+        self.sure = None if margin is None else margin >= SURE_MARGIN
