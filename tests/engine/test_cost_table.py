@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.cost_table import (
+    CATCHUP_ROWS,
     COARSE_SIZES,
     MAX_ROWS,
     CostKey,
@@ -168,6 +169,27 @@ def test_measurement_stops_when_an_answer_comes_and_resumes_from_disk(
     final = load_costs(tiny_target, tiny_draft, store=store)
     assert final.target.complete and final.draft is not None and final.draft.complete
     assert final.draft_token_ms is not None
+    # The draft model's batched catch-up rate is measured too, and kept on disk.
+    catchup = final.draft.catchup_row_ms
+    assert catchup is not None and catchup < final.draft_token_ms
+    assert final.catchup_ms(100) == pytest.approx(100 * catchup)
+    assert PairProfiler(final, tiny_target, tiny_draft, store=store).done
+
+
+def test_a_draft_table_stored_before_catch_ups_were_timed_gets_that_one_pass(
+    tiny_target: LlamaModel, tiny_draft: LlamaModel, tmp_path: Path
+) -> None:
+    store = CostStore(tmp_path / "costs")
+    costs = load_costs(tiny_target, tiny_draft, store=store)
+    assert PairProfiler(costs, tiny_target, tiny_draft, store=store).run()
+    assert costs.draft is not None
+    costs.draft.catchup_row_ms = None  # as an older SpecChat stored it
+    store.save(costs.draft)
+    again = load_costs(tiny_target, tiny_draft, store=store)
+    profiler = PairProfiler(again, tiny_target, tiny_draft, store=store)
+    assert not profiler.done
+    assert profiler.step() == CATCHUP_ROWS
+    assert profiler.done and again.draft is not None and again.draft.catchup_row_ms
 
 
 def test_a_changed_model_file_gets_a_new_table(tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -153,3 +153,19 @@ def test_a_catch_up_is_spread_over_the_rounds_after_it() -> None:
     drafter.lag = 60
     choice = _choose(policy, drafter)
     assert choice.mode == "draft" and choice.k > 1, choice.reason
+
+
+def test_a_draft_model_sat_out_a_whole_prompt_comes_back_where_catching_up_is_cheap() -> None:
+    """A GPU evaluates unseen text in one pass for a fraction of a drafted token: priced at
+    the measured batched rate, catching up on a 500-token prompt is worth it; priced at the
+    guess for an unmeasured machine (0.3 of a drafted token each), it is not, and a draft
+    model that was not readied for an answer would sit the whole answer out."""
+    from specchat.engine.cost_table import CostTable
+
+    gpu = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
+    policy, drafter = _policy(gpu, draft_token_ms=1.5)
+    drafter.acceptance.first_kept, drafter.acceptance.first_trials = 14.0, 20.0
+    drafter.lag = 500
+    assert _choose(policy, drafter).mode == "plain"
+    drafter.table = CostTable(sizes=(1,), pass_ms={1: 1.5}, catchup_row_ms=0.05)
+    assert _choose(policy, drafter).mode == "draft"

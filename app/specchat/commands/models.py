@@ -244,6 +244,12 @@ def _profile(args: argparse.Namespace) -> int:
                     f"draft  {engine.info.draft.description} ({engine.info.draft.path.name}): "
                     f"{draft_ms:.1f} ms a token ({draft_ms / one:.2f}× a target token)"
                 )
+                catchup = costs.draft.catchup_row_ms
+                if catchup is not None:
+                    print(
+                        f"       catching up on unseen text: {catchup:.2f} ms a token "
+                        f"({catchup / draft_ms:.2f}× a drafted one)"
+                    )
         print(f"stored in {store.folder}")
         if args.out is not None:
             costs.name = f"{info.description}, {info.backend}, {info.n_threads} threads"

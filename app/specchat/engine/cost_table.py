@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 #: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
 MAX_ROWS = 64
+#: Tokens of the pass that times a draft model's batched catch-up rate.
+CATCHUP_ROWS = 64
 
 #: Tokens in the cache before a timed pass: attention's share of a pass grows with the
 #: context, and a chat's answers start after a system prompt and a question or more.
@@ -129,6 +131,9 @@ class CostTable:
         key: what the table is valid for (None for a table read from a file by name).
         description: the model, in words.
         context_tokens: cached tokens before the timed passes.
+        catchup_row_ms: a draft model's time per token when it evaluates CATCHUP_ROWS tokens
+            in one pass, as it catches up on text it has not seen (None: not measured, or not
+            a draft model's table).
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -138,6 +143,7 @@ class CostTable:
     key: CostKey | None = None
     description: str = ""
     context_tokens: int = CONTEXT_TOKENS
+    catchup_row_ms: float | None = None
 
     # --- what the policy reads ----------------------------------------------------------------
     @property
@@ -253,6 +259,7 @@ class CostTable:
             "pass_ms": {str(n): round(ms, 3) for n, ms in sorted(self.pass_ms.items())},
             "samples": {str(n): c for n, c in sorted(self.samples.items())},
             "key": None if self.key is None else asdict(self.key),
+            "catchup_row_ms": self.catchup_row_ms,
         }
 
     @classmethod
@@ -262,6 +269,8 @@ class CostTable:
             pass_ms = {int(n): float(ms) for n, ms in data["pass_ms"].items()}
             samples = {int(n): int(c) for n, c in data.get("samples", {}).items()}
             key = CostKey(**data["key"]) if data.get("key") else None
+            catchup = data.get("catchup_row_ms")
+            catchup_row_ms = None if catchup is None else float(catchup)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CostTableError(f"{what}: malformed ({error!r})") from None
         if not 1 <= low <= high <= 4096:
@@ -280,6 +289,7 @@ class CostTable:
             key=key,
             description=str(data.get("description", "")),
             context_tokens=int(data.get("context_tokens", CONTEXT_TOKENS)),
+            catchup_row_ms=catchup_row_ms if catchup_row_ms and catchup_row_ms > 0 else None,
         )
 
 
@@ -351,16 +361,17 @@ def sizes_text(table: CostTable, sizes: Iterable[int] | None = None) -> list[str
     return lines
 
 
-def estimate_catchup_ms(
-    tokens: int, per_token_ms: float | None, draft_token_ms: float | None
-) -> float:
+def estimate_catchup_ms(tokens: int, per_token_ms: float | None, draft: CostTable | None) -> float:
     """Estimated time for a draft model to evaluate `tokens` it has not seen, at a learnt
-    `per_token_ms` (None before any catch-up was timed)."""
+    `per_token_ms` (None before any catch-up was timed), else at the batched rate its
+    `draft` table measured."""
     if tokens <= 2:
         return 0.0  # the usual one or two: part of every draft round's cost
+    if per_token_ms is None and draft is not None:
+        per_token_ms = draft.catchup_row_ms
     if per_token_ms is None:
         # Before measuring: a batched catch-up costs a fraction of decoding token by token.
-        per_token_ms = 0.3 * (draft_token_ms or 0.0)
+        per_token_ms = 0.3 * ((draft.cost_ms(1) if draft is not None else None) or 0.0)
     return per_token_ms * tokens
 
 
@@ -405,7 +416,7 @@ class MachineCosts:
 
     def catchup_ms(self, tokens: int) -> float:
         """Estimated time for the draft model to evaluate `tokens` it has not seen."""
-        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft_token_ms)
+        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft)
 
     @property
     def batch_ms(self) -> dict[int, float]:

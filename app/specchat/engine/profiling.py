@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 from specchat.engine.cost_table import (
+    CATCHUP_ROWS,
     CONTEXT_TOKENS,
     CostStore,
     CostTable,
@@ -37,17 +38,26 @@ class TableMeasurer:
         table: the table filled in.
         logits: which rows' logits each pass asks for ('all' as verification does, 'last' as
             drafting does).
+        catchup_rows: for a draft model, the tokens of one more pass that times its batched
+            catch-up rate (0: none).
     """
 
-    def __init__(self, model: LlamaModel, table: CostTable, *, logits: str = "all") -> None:
+    def __init__(
+        self, model: LlamaModel, table: CostTable, *, logits: str = "all", catchup_rows: int = 0
+    ) -> None:
         self.model = model
         self.table = table
         self.logits = logits
+        self.catchup_rows = min(catchup_rows, model.n_batch)
         self._warm = False
 
     @property
     def done(self) -> bool:
-        return self.table.complete or self.model.room() <= self.table.sizes[-1] + CONTEXT_TOKENS
+        owed = self.table.complete and (
+            self.catchup_rows <= 1 or self.table.catchup_row_ms is not None
+        )
+        rows = max(self.table.sizes[-1], self.catchup_rows)
+        return owed or self.model.room() <= rows + CONTEXT_TOKENS
 
     def step(self) -> int | None:
         """Time one pass of the next size owed; returns that size (None when done)."""
@@ -57,19 +67,24 @@ class TableMeasurer:
         if model.n_past < CONTEXT_TOKENS:
             model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
         base = model.n_past
-        rows = _filler(model, self.table.sizes[-1])
+        rows = _filler(model, max(self.table.sizes[-1], self.catchup_rows))
         if not self._warm:
             # The first pass after a load or an answer pages weights in: not the machine's cost.
             model.decode(rows[:1], logits=self.logits)
             model.truncate(base)
             self._warm = True
-        n = self.table.to_measure()[0]
+        owed = self.table.to_measure()
+        n = owed[0] if owed else self.catchup_rows
         began = time.perf_counter()
         model.decode(rows[:n], logits=self.logits)
         elapsed = (time.perf_counter() - began) * 1000.0
         model.truncate(base)
         self.table.context_tokens = base
-        self.table.record(n, elapsed)
+        if owed:
+            self.table.record(n, elapsed)
+        else:
+            # A catch-up evaluates unseen text in one pass, as this one did.
+            self.table.catchup_row_ms = elapsed / n
         return n
 
     def run(
@@ -130,7 +145,9 @@ class PairProfiler:
         self.store = store or CostStore()
         self._measurers = [TableMeasurer(target, costs.target)]
         if draft is not None and costs.draft is not None:
-            self._measurers.append(TableMeasurer(draft, costs.draft, logits="last"))
+            self._measurers.append(
+                TableMeasurer(draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS)
+            )
 
     @property
     def done(self) -> bool:

@@ -183,4 +183,4 @@ class DraftModelDrafter(Drafter):
 
     def catchup_ms(self, tokens: int) -> float:
         """Estimated time to evaluate `tokens` of text it has not seen."""
-        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft_token_ms)
+        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.table)
