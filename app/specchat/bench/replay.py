@@ -372,7 +372,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             choice = PolicyChoice(PLAIN, 0, "plain: last token")
         k = min(choice.k, k_cap)
         made = Draft((), None, 0.0, PLAIN)
-        rows = 1
+        rows, model_ms = 1, 0.0
         if choice.mode != PLAIN and k > 0:
             drafter = by_name[choice.mode]
             if drafter.fills_pass:
@@ -381,7 +381,9 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             paths = [made.tokens, *made.branches]
             used = 1 + len(tree_prefixes(paths))
             rows = min(costs.pass_size(used), k_cap + 1)
-            if made.tokens and rows > used and drafter.name != "draft":
+            if drafter.needs_model:
+                model_ms = made.ms  # a copying drafter's lookups cost next to nothing
+            elif made.tokens and rows > used:
                 more = fill_tokens(context, made, rows - used, lookup)
                 made = replace(made, tokens=(*made.tokens, *more))
             paths = [made.tokens, *made.branches]
@@ -392,7 +394,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
         kept = agreement(made.tokens, answer[i:])
         verify_ms = costs.cost_ms(rows)
         assert verify_ms is not None
-        spent += verify_ms + (made.ms if made.source == "draft" else 0.0)
+        spent += verify_ms + model_ms
         rounds[made.source if drafted else PLAIN] += 1
         kept_by[made.source if drafted else PLAIN] += kept
         sizes[rows] += 1

@@ -369,10 +369,10 @@ def estimate_catchup_ms(tokens: int, per_token_ms: float | None, draft: CostTabl
         return 0.0  # the usual one or two: part of every draft round's cost
     if per_token_ms is None and draft is not None:
         per_token_ms = draft.catchup_row_ms
-    if per_token_ms is None:
-        # Before measuring: a batched catch-up costs a fraction of decoding token by token.
-        per_token_ms = 0.3 * ((draft.cost_ms(1) if draft is not None else None) or 0.0)
-    return per_token_ms * tokens
+        if per_token_ms is None:
+            # Before measuring: a batched catch-up costs a fraction of decoding token by token.
+            per_token_ms = 0.3 * (draft.cost_ms(1) or 0.0)
+    return (per_token_ms or 0.0) * tokens
 
 
 @dataclass
