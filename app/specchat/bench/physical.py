@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import llama_cpp
-import numpy as np
 
+from specchat.bench.quality import batch_noise
 from specchat.engine.llama import LlamaModel
 
 #: Target batch sizes measured (n = K + 1 rows, logits for every row, as verification asks);
@@ -28,8 +28,9 @@ class PhysicalCosts:
         best_lookup: (K, speed-up) maximising (K+1) / (T(K+1)/T(1)) — free drafts, all kept.
         best_draft: (K, speed-up) maximising (K+1) / (T(K+1)/T(1) + K·d/T(1)), or None.
         logit_noise: largest |logit| difference between a batched row and the same position
-            decoded alone, by batch size: llama.cpp picks other kernels for batches, so
-            verification in a batch may flip a greedy choice whose margin is below twice this.
+            decoded alone, by batch size, after NOISE_CONTEXT cached tokens: llama.cpp may
+            pick other kernels for batches, so verification in a batch may flip a greedy
+            choice whose margin is below twice this.
     """
 
     batch_ms: dict[int, float]
@@ -103,7 +104,8 @@ def measure_physical(
 
     Each pass is appended after the same cached context and rolled back, so every sample
     sees the same attention length; one unmeasured pass per size warms caches first. Then
-    compares each batch's logits with the same positions decoded one token at a time.
+    compares each batch's logits with the same positions decoded one token at a time, after
+    a conversation's length of cached text (the cache is left holding it).
     """
     context = list(context)
     filler = (context * (1 + max(sizes) // max(1, len(context))))[: max(sizes)]
@@ -120,15 +122,8 @@ def measure_physical(
             if i:  # the first pass of each size is the warm-up
                 samples.append(elapsed)
         batch_ms[n] = _median_ms(samples)
-    singles = []
-    for token in filler:
-        singles.append(target.decode([token], logits="all")[0])
-    target.truncate(base)
-    noise = {}
-    for n in sizes:
-        rows = target.decode(filler[:n], logits="all")
-        target.truncate(base)
-        noise[n] = float(np.abs(rows - np.stack(singles[:n])).max())
+    # At a conversation's length, not the prompt's: see quality.NOISE_CONTEXT.
+    noise = batch_noise(target, context, sizes=sizes)
     draft_ms = None
     if draft is not None:
         _prime(draft, context)

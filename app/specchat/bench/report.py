@@ -12,6 +12,7 @@ from pathlib import Path
 from specchat.bench.compare import compare, floor_rows, round_table
 from specchat.bench.first_answer import goal_line, summary
 from specchat.bench.index_cost import render_index_cost
+from specchat.bench.quality import NOISE_CONTEXT
 from specchat.bench.runner import BenchOutcome, geomean
 from specchat.bench.session_report import render_sessions, session_goals, session_rows
 from specchat.bench.ttft_report import render_first_answer, render_ttft, ttft_rows
@@ -304,7 +305,8 @@ def render_markdown(report: dict) -> str:
             )
             + ".",
             "",
-            "Batched rows against the same positions decoded one at a time, max |Δ logit|: "
+            f"Batched rows against the same positions decoded one at a time, after "
+            f"{NOISE_CONTEXT} cached tokens, max |Δ logit|: "
             + ", ".join(f"n = {n}: {v:.3f}" for n, v in physical["logit_noise"].items())
             + ".",
         ]

@@ -16,7 +16,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from specchat.engine.model_size import sized_description
+from specchat.engine.model_size import kv_bytes_per_token, sized_description
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,10 @@ class LoadInfo:
         n_vocab: vocabulary size.
         n_threads: decode threads.
         description: llama.cpp's one-line model description ("qwen2 1.5B Q4_K - Medium").
-        kv_bytes_per_token: memory one context token costs in the KV cache (F16 keys and
-            values in every layer), 0 when the model does not say.
+        kv_bytes_per_token: memory one context token costs in the KV cache (keys and values
+            in every layer), 0 when the model does not say.
+        key_type: how the cache stores keys: "Q8_0" on a CPU (see EXACT_KEY_TYPE), "F16"
+            otherwise.
     """
 
     path: Path
@@ -135,10 +137,20 @@ class LoadInfo:
     n_threads: int
     description: str
     kv_bytes_per_token: int = 0
+    key_type: str = "F16"
 
 
 #: Most drafts one tree pass checks (sequences per context).
 MAX_BRANCHES = 4
+
+#: How a CPU context stores keys. llama.cpp's CPU attention for ONE token over 512 or more
+#: F16 keys splits the keys across threads and merges partial sums, while a batch's rows run
+#: the keys in one pass: the same position then comes out of a verify pass a little
+#: differently than decoded alone (≈ 0.3 logits on a 1.5B model), and greedy speculative
+#: output can part from plain at a near-tie. With Q8_0 keys both take the one-pass path, so
+#: with a format whose matrix kernels agree too (Q4_0) a batched row is bit-identical to a
+#: single one at any length, at the same speed and half the key memory (docs/formats.md).
+EXACT_KEY_TYPE = llama_cpp.GGML_TYPE_Q8_0
 
 
 class LlamaModel:
@@ -162,9 +174,12 @@ class LlamaModel:
         n_gpu_layers: int = 0,
         n_threads: int | None = None,
         n_batch: int = 512,
+        exact_keys: bool = True,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
+        """Load `path`; `exact_keys=False` keeps a CPU context's keys in F16 (llama.cpp's
+        default) instead of EXACT_KEY_TYPE."""
         _ensure_backend()
         self.path = Path(path)
         if not self.path.is_file():
@@ -220,7 +235,19 @@ class LlamaModel:
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
-        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        backend = gpu_backend_name()
+        gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
+        key_type = "F16"
+        ctx = None
+        if exact_keys and not gpu_layers:
+            cparams.type_k = EXACT_KEY_TYPE
+            ctx = llama_cpp.llama_init_from_model(model, cparams)
+            key_type = "Q8_0"
+        if not ctx:
+            # A head size Q8_0 blocks do not divide (some tiny models): llama.cpp's default.
+            cparams.type_k = llama_cpp.GGML_TYPE_F16
+            key_type = "F16"
+            ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
             self.close()
             reason = _last_error_line() or "not enough memory for the context?"
@@ -241,8 +268,6 @@ class LlamaModel:
         #: Tokens that end a turn besides the vocabulary's own end-of-generation set.
         self.end_of_turn: frozenset[int] = frozenset()
 
-        backend = gpu_backend_name()
-        gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
         desc = ctypes.create_string_buffer(256)
         llama_cpp.llama_model_desc(model, desc, ctypes.sizeof(desc))
         self.info = LoadInfo(
@@ -259,7 +284,14 @@ class LlamaModel:
                 size_label=self.metadata("general.size_label") or "",
                 n_params=int(llama_cpp.llama_model_n_params(model)),
             ),
-            kv_bytes_per_token=kv_bytes_per_token(model),
+            kv_bytes_per_token=kv_bytes_per_token(
+                n_layer=n_layers,
+                n_head=int(llama_cpp.llama_model_n_head(model)),
+                n_head_kv=int(llama_cpp.llama_model_n_head_kv(model)),
+                n_embd=int(llama_cpp.llama_model_n_embd(model)),
+                key_type=key_type,
+            ),
+            key_type=key_type,
         )
 
     @staticmethod
@@ -563,14 +595,3 @@ class LlamaModel:
         common = self.cached_prefix(tokens)
         self.truncate(common)
         return common
-
-
-def kv_bytes_per_token(model: object) -> int:
-    """KV cache bytes per context token: keys and values (F16, llama.cpp's default cache
-    type) for every layer's KV heads; what a larger context costs in memory."""
-    n_head = int(llama_cpp.llama_model_n_head(model))
-    if n_head <= 0:
-        return 0
-    head_dim = int(llama_cpp.llama_model_n_embd(model)) // n_head
-    n_head_kv = int(llama_cpp.llama_model_n_head_kv(model))
-    return int(llama_cpp.llama_model_n_layer(model)) * n_head_kv * head_dim * 2 * 2

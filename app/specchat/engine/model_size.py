@@ -1,6 +1,21 @@
-"""A model's size for people: the file's own label, else its parameter count."""
+"""A model's size for people: the file's own label, else its parameter count; and what
+its context costs in memory."""
 
 from __future__ import annotations
+
+#: Bytes per stored key or value: F16, and Q8_0 (34-byte blocks of 32).
+_CACHE_BYTES = {"F16": 2.0, "Q8_0": 34 / 32}
+
+
+def kv_bytes_per_token(
+    *, n_layer: int, n_head: int, n_head_kv: int, n_embd: int, key_type: str = "F16"
+) -> int:
+    """KV cache bytes per context token: keys (as `key_type`) and F16 values for every
+    layer's KV heads; what a larger context costs in memory (0 when the model does not say)."""
+    if n_head <= 0:
+        return 0
+    values = n_layer * n_head_kv * (n_embd // n_head)
+    return int(values * (_CACHE_BYTES[key_type] + _CACHE_BYTES["F16"]))
 
 
 def format_params(n_params: int) -> str:
