@@ -11,6 +11,7 @@ import pytest
 
 from specchat.bench.quality import batch_noise
 from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.kv_store import KVStore
 from specchat.engine.llama import LlamaModel
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
@@ -91,3 +92,20 @@ def test_greedy_output_equals_plain_exactly_after_a_long_prompt(
     spec = run(decoder, prompt, mode=mode, k=8, max_tokens=96)
     assert sum(r.drafted for r in spec.rounds) > 0  # it did verify in batches
     assert spec.tokens == plain.tokens
+
+
+def test_a_state_kept_with_f16_keys_is_not_loaded_into_q8_0_keys(
+    wide_q4_0: tuple[Path, Path], long_text: str, tmp_path: Path
+) -> None:
+    store = KVStore(tmp_path / "kv")
+    with LlamaModel(wide_q4_0[0], n_ctx=1024, exact_keys=False) as old:
+        prompt = old.tokenize(long_text)[:200]
+        old.decode(prompt, logits="none")
+        assert store.save(old, "chat") > 0
+    with LlamaModel(wide_q4_0[0], n_ctx=1024) as new:
+        assert new.info.key_type == "Q8_0"
+        assert store.restore(new, "chat", prompt) == 0  # another cache layout: re-read
+        new.decode(prompt, logits="none")
+        assert store.save(new, "chat") > 0
+    with LlamaModel(wide_q4_0[0], n_ctx=1024) as again:
+        assert store.restore(again, "chat", prompt) == len(prompt)

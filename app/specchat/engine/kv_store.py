@@ -46,10 +46,13 @@ class KVStore:
         import llama_cpp
 
         stat = model.path.stat()
-        # The file's identity and llama.cpp's version: a state belongs to these weights and
-        # to the state format of the library that wrote it.
+        # The file's identity, llama.cpp's version and the cache's key type: a state belongs
+        # to these weights, to the state format of the library that wrote it, and to keys
+        # stored as they were written (F16 or Q8_0, see EXACT_KEY_TYPE).
         identity = f"{model.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|"
         identity += str(getattr(llama_cpp, "__version__", ""))
+        if model.info.key_type != "F16":
+            identity += f"|keys {model.info.key_type}"
         key = hashlib.sha256(identity.encode()).hexdigest()[:20]
         return self.directory / f"{key}-{_safe(conversation)}"
 
