@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import pytest
 
 from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter
+from specchat.engine.drafting.base import Drafter, Offer
 from specchat.engine.drafting.copy_acceptance import LookupLedger
-from specchat.engine.schedule import MAX_K, MAX_LOOKUP_K, AutoPolicy
-from specchat.engine.types import PolicyChoice
+from specchat.engine.schedule import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, AutoPolicy
+from specchat.engine.types import PolicyChoice, SamplingParams
 
 # Costs shaped like a 2-core CPU: one row 36 ms, then ≈ 20 ms a row at 16 and 13 at 64.
 CPU_COSTS = {1: 36.0, 2: 60.0, 4: 100.0, 8: 220.0, 16: 330.0, 32: 500.0, 64: 830.0}
@@ -83,13 +87,13 @@ def test_short_matches_are_not_worth_a_pass_on_a_cpu() -> None:
 
 def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) -> None:
     # A 4-token match promises about 1.06× plain on these costs: taken without a hurdle,
-    # refused with the 10 % one, and the reason says what it would have needed.
-    monkeypatch.setattr("specchat.engine.schedule.HURDLE", 0.0)
+    # refused with a copy's 20 % one, and the reason says what it would have needed.
+    monkeypatch.setattr("specchat.engine.schedule.SCORED_HURDLE", 0.0)
     assert _choose(_policy(), PromptLookupDrafter(), 40, 4).mode == "lookup"
-    monkeypatch.setattr("specchat.engine.schedule.HURDLE", 0.1)
+    monkeypatch.setattr("specchat.engine.schedule.SCORED_HURDLE", 0.2)
     choice = _choose(_policy(), PromptLookupDrafter(), 40, 4)
     assert choice.mode == "plain"
-    assert "needs 1.10×" in choice.reason
+    assert "needs 1.20×" in choice.reason
 
 
 def test_a_new_answer_starts_from_the_priors() -> None:
@@ -104,3 +108,41 @@ def test_a_new_answer_starts_from_the_priors() -> None:
     assert _choose(policy, lookup, 40, 20).k > fresh.k
     lookup.prepare([0] * 500, eager=False)  # the next answer learns afresh
     assert _choose(policy, lookup, 40, 20) == fresh
+
+
+class _Offering(Drafter):
+    """A drafter offering one draft token at a set expected gain over plain."""
+
+    name = "offering"
+    label = "Offering"
+
+    def __init__(self, gain: float) -> None:
+        super().__init__()
+        self.gain = gain
+
+    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
+        # One row more than plain costs CPU_COSTS[2]: tokens for `gain` × plain's rate.
+        return Offer(1, [1.0, self.gain * CPU_COSTS[2] / CPU_COSTS[1]])
+
+    def propose(
+        self, context: Sequence[int], k: int, sampling: SamplingParams, rng: np.random.Generator
+    ) -> Draft:
+        return Draft((1,), None, 0.0, self.name)
+
+
+class _ProbedOffering(_Offering):
+    name = "probed-offering"
+    probed = True
+
+
+def test_a_scored_drafter_needs_a_clearer_gain_than_one_learnt_from_its_own_rounds() -> None:
+    gain = 1.15
+    # A copy is scored at every position, drafted or not: waiting costs it no knowledge. The
+    # draft model learns only when used, so a gain that clears HURDLE is enough for it.
+    assert 1.0 + HURDLE < gain < 1.0 + SCORED_HURDLE
+    scored, probed = _Offering(gain), _ProbedOffering(gain)
+    assert _policy().choose([(scored, scored.offer([], 1))]).mode == "plain"
+    assert _policy().choose([(probed, probed.offer([], 1))]).mode == probed.name
+    # Side by side the same gain goes to the one whose hurdle it clears.
+    both = [(scored, scored.offer([], 1)), (probed, probed.offer([], 1))]
+    assert _policy().choose(both).mode == probed.name
