@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from specchat.bench.quality import NOISE_CONTEXT
 from specchat.bench.runner import geomean
 
 #: Batch sizes whose pass cost (× one token) the comparison shows.
@@ -116,8 +117,8 @@ def render_comparison(comparison: dict) -> str:
     lines += [
         "",
         "Batch noise: the largest |logit| difference between a batched row and the same "
-        "position decoded alone, after the prompt (0 = bit-identical there; after a few "
-        "hundred cached tokens passes differ more, see docs/formats.md).",
+        f"position decoded alone, after {NOISE_CONTEXT} cached tokens (0 = bit-identical; "
+        "see docs/formats.md).",
         "",
     ]
     return "\n".join(lines)
