@@ -9,10 +9,12 @@ import pytest
 
 from specchat.bench.prompts import (
     DEFAULT_CATEGORY,
+    EVERYDAY_PROMPTS,
     SHIPPED_PROMPTS,
     PromptFileError,
     load_prompts,
     parse_prompts,
+    prompt_file,
 )
 
 
@@ -22,6 +24,19 @@ def test_shipped_set_covers_every_category() -> None:
     assert {"code-writing", "code-editing", "extraction", "explanation", "creative"} <= categories
     assert len({p.id for p in prompts}) == len(prompts)
     assert SHIPPED_PROMPTS.name == "prompts.jsonl"
+
+
+def test_everyday_set_is_thirty_single_turns_apart_from_the_shipped_ones() -> None:
+    everyday = load_prompts(prompt_file("everyday"))
+    assert prompt_file("everyday") == EVERYDAY_PROMPTS and len(everyday) == 30
+    assert len({p.id for p in everyday}) == 30
+    assert not {p.id for p in everyday} & {p.id for p in load_prompts()}
+    assert {"code-writing", "code-editing", "extraction", "explanation", "creative"} <= {
+        p.category for p in everyday
+    }
+    assert all(p.user and not p.turns for p in everyday)
+    assert prompt_file("shipped") == SHIPPED_PROMPTS
+    assert prompt_file("my/own.jsonl") == Path("my/own.jsonl")
 
 
 def test_shipped_set_is_package_data() -> None:

@@ -9,6 +9,11 @@ from pathlib import Path
 
 #: The prompt set that ships inside the package.
 SHIPPED_PROMPTS = Path(__file__).with_name("prompts.jsonl")
+#: Thirty everyday single-turn prompts beside the shipped set (new code, edits of given code,
+#: extraction, explanations, prose): for checking a policy on text it was not shaped on.
+EVERYDAY_PROMPTS = Path(__file__).with_name("everyday-prompts.jsonl")
+#: Prompt sets `--prompts` knows by name.
+PROMPT_SETS = {"shipped": SHIPPED_PROMPTS, "everyday": EVERYDAY_PROMPTS}
 
 #: Category of a prompt whose line names none.
 DEFAULT_CATEGORY = "general"
@@ -163,6 +168,11 @@ def _history(value: object, where: str) -> tuple[tuple[dict[str, str], ...], ...
             messages.append({"role": message["role"], "content": message["content"]})
         conversations.append(tuple(messages))
     return tuple(conversations)
+
+
+def prompt_file(spec: str) -> Path:
+    """A prompt set's name ("shipped", "everyday") or a file's path, as a path."""
+    return PROMPT_SETS.get(spec, Path(spec))
 
 
 def load_prompts(path: Path | None = None) -> tuple[BenchPrompt, ...]:

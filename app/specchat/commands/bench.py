@@ -36,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--prompts",
-        type=Path,
         metavar="FILE",
-        help="JSON Lines prompt file (default: the shipped set)",
+        help="JSON Lines prompt file, or a set's name: 'shipped' (the default) or 'everyday' "
+        "(thirty everyday single-turn prompts)",
     )
     parser.add_argument(
         "--modes",
@@ -187,13 +187,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.out is None:
         raise UserError("--out DIR is required")
-    from specchat.bench.prompts import PromptFileError, load_prompts
+    from specchat.bench.prompts import PromptFileError, load_prompts, prompt_file
     from specchat.bench.report import write_report
     from specchat.bench.runner import BenchConfig, run_bench
     from specchat.engine.drafting.registry import AUTO, needs_model
 
     try:
-        prompts = load_prompts(args.prompts)
+        prompts = load_prompts(prompt_file(args.prompts) if args.prompts else None)
     except PromptFileError as error:
         raise UserError(str(error)) from None
     default_k = 4
