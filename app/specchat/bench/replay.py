@@ -335,7 +335,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     keeping nothing, since what would fill them live was not recorded), and a suffix tree
     keeps its branch that goes furthest.
     """
-    from specchat.engine.decoder import fill_tokens, tree_prefixes
+    from specchat.engine.decoder import draft_rows, fill_tokens
     from specchat.engine.drafting import PLAIN, PromptLookupDrafter, SuffixDrafter
     from specchat.engine.schedule import AutoPolicy
     from specchat.engine.types import PolicyChoice
@@ -378,18 +378,17 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             if drafter.fills_pass:
                 k = min(costs.pass_size(k + 1), k_cap + 1) - 1
             made = drafter.propose(context, k, greedy, rng)
-            paths = [made.tokens, *made.branches]
-            used = 1 + len(tree_prefixes(paths))
+            used = draft_rows(made)
             rows = min(costs.pass_size(used), k_cap + 1)
             if drafter.needs_model:
                 model_ms = made.ms  # a copying drafter's lookups cost next to nothing
             elif made.tokens and rows > used:
                 more = fill_tokens(context, made, rows - used, lookup)
                 made = replace(made, tokens=(*made.tokens, *more))
-            paths = [made.tokens, *made.branches]
+            rows = max(rows, draft_rows(made))
             # Greedy keeps the path that goes furthest (one path unless a tree was drafted).
+            paths = [made.tokens, *made.branches]
             made = replace(made, tokens=max(paths, key=lambda p: agreement(p, answer[i:])))
-            rows = max(rows, 1 + len(tree_prefixes(paths)))
         drafted = len(made.tokens)
         kept = agreement(made.tokens, answer[i:])
         verify_ms = costs.cost_ms(rows)

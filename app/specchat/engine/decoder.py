@@ -346,10 +346,8 @@ class SpeculativeDecoder:
         """
         if not draft.tokens:
             return draft  # plain chose not to draft
-        # A tree's pass holds the last token and every distinct prefix of its paths; the
-        # extra rows lengthen its main path.
-        rows_of = tree_prefixes([draft.tokens, *draft.branches]) if draft.branches else draft.tokens
-        used = 1 + len(rows_of)
+        # The extra rows lengthen a tree's main path.
+        used = draft_rows(draft)
         rows = min(self.auto.costs.pass_size(used), k_cap + 1)
         extra = rows - used
         if extra <= 0:
@@ -426,6 +424,14 @@ _NO_DRAFT = Draft((), None, 0.0, PLAIN)
 def tree_prefixes(paths: Sequence[Sequence[int]]) -> set[tuple[int, ...]]:
     """Every distinct non-empty prefix of the paths: a tree's draft rows."""
     return {tuple(path[:i]) for path in paths for i in range(1, len(path) + 1)}
+
+
+def draft_rows(draft: Draft) -> int:
+    """Rows the pass checking `draft` holds: the last token and every distinct prefix of its
+    paths (a draft without branches: its tokens)."""
+    if not draft.branches:
+        return 1 + len(draft.tokens)
+    return 1 + len(tree_prefixes([draft.tokens, *draft.branches]))
 
 
 def _one_hot(token: int, n_vocab: int) -> np.ndarray:

@@ -237,16 +237,14 @@ class LlamaModel:
         cparams.no_perf = True
         backend = gpu_backend_name()
         gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
-        key_type = "F16"
         ctx = None
         if exact_keys and not gpu_layers:
             cparams.type_k = EXACT_KEY_TYPE
             ctx = llama_cpp.llama_init_from_model(model, cparams)
-            key_type = "Q8_0"
+        key_type = "Q8_0" if ctx else "F16"
         if not ctx:
             # A head size Q8_0 blocks do not divide (some tiny models): llama.cpp's default.
             cparams.type_k = llama_cpp.GGML_TYPE_F16
-            key_type = "F16"
             ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
             self.close()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
-from specchat.engine.drafting.copy_acceptance import CopyAcceptance, match_bucket
+from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.registry import register
 from specchat.engine.types import SamplingParams
 
@@ -76,10 +76,6 @@ class PromptLookupDrafter(Drafter):
             return (), 0
         start = int(ends[extent == longest][-1]) + 1
         return tuple(int(t) for t in tokens[start : start + k]), longest
-
-    @staticmethod
-    def bucket(match_len: int) -> int:
-        return match_bucket(match_len)
 
     def propose(
         self,
