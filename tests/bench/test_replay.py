@@ -100,3 +100,18 @@ def test_unusable_files_are_clear_errors(tmp_path: Path) -> None:
         read_traces(broken)
     with pytest.raises(ReplayError, match="cannot read"):
         read_costs(str(tmp_path / "none.json"))
+
+
+def test_a_rename_is_copied_through_its_later_occurrences(
+    traces: list[AnswerTrace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # edit-rename renames `x` to `per_customer`: the answer's first occurrence teaches the
+    # rename, and the copy goes on through the next one instead of breaking there.
+    from specchat.engine.drafting.substitutions import Substitutions
+
+    [trace] = [t for t in traces if t.prompt == "edit-rename"]
+    carried = replay([trace], read_costs("cpu"))[0]
+    monkeypatch.setattr(Substitutions, "copy", lambda self, text, k: None)
+    broken = replay([trace], read_costs("cpu"))[0]
+    assert carried.auto_ms < 0.9 * broken.auto_ms
+    assert sum(carried.rounds.values()) < sum(broken.rounds.values())

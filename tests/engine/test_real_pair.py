@@ -94,3 +94,36 @@ def test_auto_copies_a_long_run_in_passes_longer_than_a_fixed_k(engine: ChatEngi
     kept = max(r.accepted for r in auto.rounds)
     assert longest > MAX_K, [r.choice.reason for r in auto.rounds]
     assert kept > MAX_K
+
+
+RENAME_QUESTION = (
+    "Rename the variable `x` to `total` in this function and change nothing else. Reply with "
+    "the full code only.\n\n```python\ndef summarize(values):\n    x = 0\n    count = 0\n"
+    "    for value in values:\n        if value is None:\n            continue\n"
+    "        x += value\n        count += 1\n    if count == 0:\n        return 0\n"
+    "    mean = x / count\n    print('total', x, 'mean', mean)\n    return x\n```"
+)
+
+
+def test_a_rename_is_copied_through_its_later_occurrences(
+    engine: ChatEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specchat.engine.drafting.substitutions import Substitutions
+
+    prompt = engine.prepare([ChatMessage("user", RENAME_QUESTION)], max_tokens=120).tokens
+    plain = run(engine.decoder, prompt, mode="plain", max_tokens=120)
+    assert plain.text.count("total") >= 4, plain.text
+    carried = run(engine.decoder, prompt, mode="lookup", k=8, max_tokens=120)
+    lookup = engine.decoder.drafters.get("lookup")
+    assert lookup is not None and lookup.substitutions.rules, "no rename learnt"  # type: ignore[attr-defined]
+    monkeypatch.setattr(Substitutions, "copy", lambda self, text, k: None)
+    broken = run(engine.decoder, prompt, mode="lookup", k=8, max_tokens=120)
+    # Exact either way (a divergence only at a near-tie, as above) ...
+    for spec in (carried, broken):
+        if spec.tokens != plain.tokens:
+            at = next(
+                i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens, strict=False)) if a != b
+            )
+            assert plain.events[at].margin < NEAR_TIE
+    # ... and the carried rename needs fewer target passes.
+    assert len(carried.rounds) < len(broken.rounds), (len(carried.rounds), len(broken.rounds))

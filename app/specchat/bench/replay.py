@@ -152,22 +152,33 @@ def _draft_ms(costs: MachineCosts) -> float | None:
 
 def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
     """Per answer position, the suffix drafter's (proposal length, tokens kept) over this
-    chat: its main path's length, and what its best branch keeps (the ceiling's optimism)."""
+    chat: its main path's length, and what its best branch — or the copy carried through the
+    answer's substitutions — keeps (the ceiling's optimism)."""
+    from specchat.engine.drafting.lookup import locate
+    from specchat.engine.drafting.substitutions import Substitutions
     from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
     from specchat.engine.suffix_index import SuffixIndex
 
     index = SuffixIndex()
+    substitutions = Substitutions(locate)
     prompt, answer = list(trace.prompt_tokens), list(trace.answer)
     index.prepare(prompt)
     found = []
     for i in range(len(answer)):
-        index.sync([*prompt, *answer[:i]])
-        paths = index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        context = [*prompt, *answer[:i]]
+        index.sync(context)
+        substitutions.track(context)
+        paths = [
+            p.tokens for p in index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        ]
+        carried = substitutions.copy(context, LOOKUP_K)
+        if carried is not None and carried[0]:
+            paths.append(carried[0])
         if not paths:
             found.append((0, 0))
             continue
-        kept = max(agreement(path.tokens, answer[i:]) for path in paths)
-        found.append((len(paths[0].tokens), kept))
+        kept = max(agreement(path, answer[i:]) for path in paths)
+        found.append((max(len(path) for path in paths), kept))
     return found
 
 
@@ -177,7 +188,7 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
 
     A dynamic programme over positions, knowing the answer: each round picks plain, a copy
     or a draft-model draft of any length at the cheapest pass holding it (a suffix tree is
-    priced as its main path, with what its best branch keeps). While the draft model is in
+    priced as its longest path, with what its best branch keeps). While the draft model is in
     use, text written by other rounds must be caught up; charging every round's tokens
     beyond two at the catch-up rate is never more than a real catch-up costs, so no causal
     policy can beat this.

@@ -10,7 +10,37 @@ import numpy as np
 from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.registry import register
+from specchat.engine.drafting.substitutions import Substitutions
 from specchat.engine.types import SamplingParams
+
+
+def locate(context: Sequence[int], max_extent: int = 64) -> tuple[int, int]:
+    """Where the text's ending occurred before: (position of the token that followed there,
+    how far back it agrees, at most `max_extent`), or (-1, 0).
+
+    The occurrence that agrees furthest back wins; among equal ones the most recent.
+    """
+    n_ctx = len(context)
+    if n_ctx < 2:
+        return -1, 0
+    tokens = np.asarray(context, dtype=np.int64)
+    # Earlier occurrences of the final token; the final position itself is excluded since
+    # nothing follows it yet.
+    ends = np.flatnonzero(tokens[:-1] == tokens[-1])
+    if ends.size == 0:
+        return -1, 0
+    # Extend every candidate backwards while it still agrees with the text's ending.
+    extent = np.ones(ends.size, dtype=np.int64)
+    alive = np.ones(ends.size, dtype=bool)
+    for offset in range(1, max_extent):
+        earlier = ends - offset
+        alive &= earlier >= 0
+        if not alive.any():
+            break
+        alive[alive] = tokens[earlier[alive]] == tokens[n_ctx - 1 - offset]
+        extent += alive
+    longest = int(extent.max())
+    return int(ends[extent == longest][-1]) + 1, longest
 
 
 @register
@@ -41,6 +71,7 @@ class PromptLookupDrafter(Drafter):
         self.max_extent = max_extent
         self.min_extent = min_extent
         self.copies = CopyAcceptance()
+        self.substitutions = Substitutions(lambda text: locate(text, self.max_extent))
         # The last offer's (position, proposal, match length, ms): the round's draft, if chosen.
         self._offered: tuple[int, tuple[int, ...], int, float] | None = None
 
@@ -52,30 +83,12 @@ class PromptLookupDrafter(Drafter):
         likelier to go on than one that agrees on a single token, and `auto` sizes its drafts
         by that.
         """
-        n_ctx = len(context)
-        if k <= 0 or n_ctx < 2:
+        if k <= 0:
             return (), 0
-        tokens = np.asarray(context, dtype=np.int64)
-        # Earlier occurrences of the final token; the final position itself is excluded since
-        # nothing follows it yet.
-        ends = np.flatnonzero(tokens[:-1] == tokens[-1])
-        if ends.size == 0:
-            return (), 0
-        # Extend every candidate backwards while it still agrees with the text's ending.
-        extent = np.ones(ends.size, dtype=np.int64)
-        alive = np.ones(ends.size, dtype=bool)
-        for offset in range(1, self.max_extent):
-            earlier = ends - offset
-            alive &= earlier >= 0
-            if not alive.any():
-                break
-            alive[alive] = tokens[earlier[alive]] == tokens[n_ctx - 1 - offset]
-            extent += alive
-        longest = int(extent.max())
+        start, longest = locate(context, self.max_extent)
         if longest < self.min_extent:
             return (), 0
-        start = int(ends[extent == longest][-1]) + 1
-        return tuple(int(t) for t in tokens[start : start + k]), longest
+        return tuple(int(t) for t in context[start : start + k]), longest
 
     def propose(
         self,
@@ -90,20 +103,31 @@ class PromptLookupDrafter(Drafter):
             _, tokens, match_len, ms = offered
             return Draft(tokens[:k], None, ms, self.name, match_len)
         began = time.perf_counter()
-        tokens, match_len = self.find(context, k)
+        tokens, match_len = self._copy(context, k)
         ms = (time.perf_counter() - began) * 1000.0
         return Draft(tokens, None, ms, self.name, match_len)
+
+    def _copy(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
+        """The copy to propose: lookup's, or the live copy carried through this answer's
+        substitutions where that one has run longer (see Substitutions)."""
+        self.substitutions.track(context)
+        tokens, match_len = self.find(context, k)
+        carried = self.substitutions.copy(context, k)
+        if carried is not None and carried[0] and carried[1] >= match_len:
+            return carried
+        return tokens, match_len
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         """Pending proposals are void, and acceptance starts again from the priors: how
         copies fared in another answer (a code edit before an explanation) predicts little
         for this one, and the ledger relearns within a few dozen tokens."""
         self.copies.restart(len(prompt))
+        self.substitutions.restart()
         self._offered = None
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         began = time.perf_counter()
-        tokens, match_len = self.find(context, k_cap)
+        tokens, match_len = self._copy(context, k_cap)
         ms = (time.perf_counter() - began) * 1000.0
         self._offered = (len(context), tokens, match_len, ms)
         # Scored whether drafted or not (see LookupLedger).

@@ -10,8 +10,10 @@ import numpy as np
 
 from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
+from specchat.engine.drafting.lookup import locate
 from specchat.engine.drafting.registry import register
-from specchat.engine.suffix_index import Continuation, SuffixIndex
+from specchat.engine.drafting.substitutions import Substitutions
+from specchat.engine.suffix_index import Continuation, Source, SuffixIndex
 from specchat.engine.types import SamplingParams
 
 #: Proposals one tree pass checks at temperature 0 (the main path included).
@@ -47,6 +49,7 @@ class SuffixDrafter(Drafter):
         super().__init__()
         self.index = index or SuffixIndex()
         self.copies = CopyAcceptance()
+        self.substitutions = Substitutions(locate)
         self._conversation: int | str | None = None
         # The last offer's (position, continuations, ms): the round's draft, if chosen.
         self._offered: tuple[int, list[Continuation], float] | None = None
@@ -62,12 +65,21 @@ class SuffixDrafter(Drafter):
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.index.prepare(prompt)
         self.copies.restart(len(prompt))
+        self.substitutions.restart()
         self._offered = None
 
     def _find(self, context: Sequence[int], k: int) -> tuple[list[Continuation], float]:
         began = time.perf_counter()
         self.index.sync(context)
         found = self.index.propose(k, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        # A copy of this chat carried through this answer's substitutions, where it has run
+        # longer than the index's match (see Substitutions): one path, every token certain.
+        self.substitutions.track(context)
+        carried = self.substitutions.copy(context, k)
+        if carried is not None and carried[0] and (not found or carried[1] >= found[0].match_len):
+            tokens, run = carried
+            ones = (1,) * len(tokens)
+            found = [Continuation(tokens, run, ones, (1.0,) * len(tokens), Source.CHAT)]
         return found, (time.perf_counter() - began) * 1000.0
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:

@@ -1,0 +1,163 @@
+"""Edits that repeat: a copy broken by a substitution learns it and carries it on.
+
+A rename (`x` → `per_customer`, `print(` → `log.info(`, `var` → `const`) breaks a copy at
+every occurrence of the old name: the copied source says `x`, the answer writes
+`per_customer`, the draft is refused there, and the copy has to be found again from a short
+match, drafting small until the match grows. The first occurrence shows the edit: the
+answer left the source at one place and rejoined it a few tokens later. From then on the
+copy follows the source *through* that substitution — proposing the new name where the source
+has the old one — and its match length keeps counting, so the drafts stay long.
+
+A substitution is learnt only from a long copy that left its source and rejoined it for
+several tokens, and it is dropped the moment the answer writes the old tokens where the
+source has them (a change made in one place only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+#: A copy is followed once its match is this long (shorter ones are guesses, not copies).
+MIN_ANCHOR = 8
+#: At most this many source tokens replaced by one substitution...
+MAX_OLD = 3
+#: ... by at most this many new ones.
+MAX_NEW = 8
+#: Tokens that must agree with the source after the new ones for the detour to count as a
+#: substitution (two can agree by chance: `):` and a newline).
+RESYNC = 3
+#: Substitutions kept per answer.
+MAX_RULES = 8
+
+#: Where the text's ending occurred before: (start of what followed there, match length), or
+#: (-1, 0). Prompt lookup's search.
+Locate = Callable[[Sequence[int]], tuple[int, int]]
+
+
+class Substitutions:
+    """Follows a long copy through the substitutions this answer has made.
+
+    Attributes:
+        rules: old source tokens → what the answer writes instead.
+    """
+
+    def __init__(self, locate: Locate) -> None:
+        self._locate = locate
+        self.rules: dict[tuple[int, ...], tuple[int, ...]] = {}
+        # A live copy: text position i matches source position j, after `run` tokens of copy
+        # (`run` counts from where it last rejoined its source, if it did).
+        self._anchor: tuple[int, int, int] | None = None
+        # Where a long copy left its source: (text position, source position).
+        self._departure: tuple[int, int] | None = None
+        # The live copy began as a long one (before a detour it came back from): its next
+        # detour may teach a substitution however short its run since.
+        self._long = False
+
+    def restart(self) -> None:
+        """A new answer: what the last one renamed says nothing about this one."""
+        self.rules.clear()
+        self._anchor = None
+        self._departure = None
+        self._long = False
+
+    def track(self, text: Sequence[int]) -> None:
+        """Follow the copy over what the text added since the last call."""
+        n = len(text)
+        if self._anchor is not None:
+            self._advance(text)
+        if self._departure is not None and self._anchor is None:
+            self._rejoin(text)
+        if self._anchor is None and self._departure is None:
+            start, extent = self._locate(text)
+            if start >= 0 and extent >= MIN_ANCHOR:
+                self._anchor = (n, start, extent)
+                self._long = False
+
+    def copy(self, text: Sequence[int], k: int) -> tuple[tuple[int, ...], int] | None:
+        """The copy's next k tokens with the substitutions applied, and its length so far;
+        None when no copy that went through a substitution is live (plain lookup does as
+        well then)."""
+        anchor = self._anchor
+        if anchor is None or not self.rules or k <= 0:
+            return None
+        i, j, run = anchor
+        out: list[int] = []
+        if i < len(text):
+            # The text stopped halfway through a substitution's new tokens: the rest first.
+            rule = self._rule_at(text, j)
+            if rule is None:
+                return None
+            old, new = rule
+            out.extend(new[len(text) - i :])
+            j += len(old)
+        while len(out) < k and j < len(text):
+            rule = self._rule_at(text, j)
+            if rule is not None:
+                old, new = rule
+                out.extend(new)
+                j += len(old)
+            else:
+                out.append(text[j])
+                j += 1
+        return tuple(out[:k]), run
+
+    def _rule_at(
+        self, text: Sequence[int], j: int
+    ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        for old, new in self.rules.items():
+            if tuple(text[j : j + len(old)]) == old:
+                return old, new
+        return None
+
+    def _advance(self, text: Sequence[int]) -> None:
+        """Walk the copy forward; note where the text left it."""
+        assert self._anchor is not None
+        i, j, run = self._anchor
+        n = len(text)
+        while i < n:
+            if j >= i:  # the source ran into the text itself: not a copy of earlier text
+                self._anchor = None
+                return
+            rule = self._rule_at(text, j)
+            if rule is not None:
+                old, new = rule
+                written = tuple(text[i : i + len(old)])
+                if written == old:
+                    # The answer kept the old tokens here: a change made in one place only.
+                    del self.rules[old]
+                    continue
+                seen = tuple(text[i : min(n, i + len(new))])
+                if seen == new:
+                    i, j, run = i + len(new), j + len(old), run + len(new)
+                    continue
+                if seen == new[: len(seen)]:
+                    break  # halfway through the new tokens: wait for the rest
+            elif text[i] == text[j]:
+                i, j, run = i + 1, j + 1, run + 1
+                continue
+            self._departure = (i, j) if run >= MIN_ANCHOR or self._long else None
+            self._anchor = None
+            return
+        self._anchor = (i, j, run)
+
+    def _rejoin(self, text: Sequence[int]) -> None:
+        """Has the text rejoined the source a few tokens after it left? Then the detour was
+        a substitution: learn it, and follow the copy again (as a new copy: one occurrence
+        is a guess, the next ones are what the substitution buys)."""
+        assert self._departure is not None
+        q, s = self._departure
+        n = len(text)
+        for new_len in range(1, min(MAX_NEW, n - q - RESYNC) + 1):
+            after = tuple(text[q + new_len : q + new_len + RESYNC])
+            for old_len in range(1, MAX_OLD + 1):
+                if tuple(text[s + old_len : s + old_len + RESYNC]) == after:
+                    old, new = tuple(text[s : s + old_len]), tuple(text[q : q + new_len])
+                    if old != new and (len(self.rules) < MAX_RULES or old in self.rules):
+                        self.rules[old] = new
+                    self._departure = None
+                    self._anchor = (q + new_len, s + old_len, 0)
+                    self._long = True
+                    self._advance(text)
+                    return
+        if n - q > MAX_NEW + RESYNC:
+            self._departure = None  # new text, not a substitution
