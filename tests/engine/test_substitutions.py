@@ -38,7 +38,9 @@ def follow(answer: list[int], upto: int) -> tuple[Substitutions, list[int]]:
     """Substitutions tracked round by round over the first `upto` tokens of `answer`."""
     subs = Substitutions(locate)
     for i in range(upto + 1):
-        subs.track([*PROMPT, *answer[:i]])
+        text = [*PROMPT, *answer[:i]]
+        start, extent = locate(text)
+        subs.track(text, extent, (start, extent))
     return subs, [*PROMPT, *answer[:upto]]
 
 

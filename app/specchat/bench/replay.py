@@ -167,10 +167,9 @@ def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
     for i in range(len(answer)):
         context = [*prompt, *answer[:i]]
         index.sync(context)
-        substitutions.track(context)
-        paths = [
-            p.tokens for p in index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
-        ]
+        found_paths = index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        substitutions.track(context, found_paths[0].match_len if found_paths else 0)
+        paths = [p.tokens for p in found_paths]
         carried = substitutions.copy(context, LOOKUP_K)
         if carried is not None and carried[0]:
             paths.append(carried[0])

@@ -85,7 +85,11 @@ class PromptLookupDrafter(Drafter):
         """
         if k <= 0:
             return (), 0
-        start, longest = locate(context, self.max_extent)
+        return self._continuation(context, *locate(context, self.max_extent), k)
+
+    def _continuation(
+        self, context: Sequence[int], start: int, longest: int, k: int
+    ) -> tuple[tuple[int, ...], int]:
         if longest < self.min_extent:
             return (), 0
         return tuple(int(t) for t in context[start : start + k]), longest
@@ -110,12 +114,15 @@ class PromptLookupDrafter(Drafter):
     def _copy(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
         """The copy to propose: lookup's, or the live copy carried through this answer's
         substitutions where that one has run longer (see Substitutions)."""
-        self.substitutions.track(context)
-        tokens, match_len = self.find(context, k)
+        if k <= 0:
+            return (), 0
+        start, longest = locate(context, self.max_extent)
+        self.substitutions.track(context, longest, (start, longest))
+        tokens, longest = self._continuation(context, start, longest, k)
         carried = self.substitutions.copy(context, k)
-        if carried is not None and carried[0] and carried[1] >= match_len:
+        if carried is not None and carried[0] and carried[1] >= longest:
             return carried
-        return tokens, match_len
+        return tokens, longest
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         """Pending proposals are void, and acceptance starts again from the priors: how

@@ -60,15 +60,20 @@ class Substitutions:
         self._departure = None
         self._long = False
 
-    def track(self, text: Sequence[int]) -> None:
-        """Follow the copy over what the text added since the last call."""
+    def track(
+        self, text: Sequence[int], match_len: int, where: tuple[int, int] | None = None
+    ) -> None:
+        """Follow the copy over what the text added since the last call. `match_len` is the
+        longest match the drafter sees at the text's end: a copy's source is searched for
+        only when that is long enough (text that matches nothing long costs no search);
+        `where` is that match's (source position, length) if the drafter has it already."""
         n = len(text)
         if self._anchor is not None:
             self._advance(text)
         if self._departure is not None and self._anchor is None:
             self._rejoin(text)
-        if self._anchor is None and self._departure is None:
-            start, extent = self._locate(text)
+        if self._anchor is None and self._departure is None and match_len >= MIN_ANCHOR:
+            start, extent = where if where is not None else self._locate(text)
             if start >= 0 and extent >= MIN_ANCHOR:
                 self._anchor = (n, start, extent)
                 self._long = False

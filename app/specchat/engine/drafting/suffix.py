@@ -74,7 +74,7 @@ class SuffixDrafter(Drafter):
         found = self.index.propose(k, branches=TREE_BRANCHES, min_share=MIN_SHARE)
         # A copy of this chat carried through this answer's substitutions, where it has run
         # longer than the index's match (see Substitutions): one path, every token certain.
-        self.substitutions.track(context)
+        self.substitutions.track(context, found[0].match_len if found else 0)
         carried = self.substitutions.copy(context, k)
         if carried is not None and carried[0] and (not found or carried[1] >= found[0].match_len):
             tokens, run = carried
