@@ -79,9 +79,9 @@ class Substitutions:
                 self._long = False
 
     def copy(self, text: Sequence[int], k: int) -> tuple[tuple[int, ...], int] | None:
-        """The copy's next k tokens with the substitutions applied, and its length so far;
-        None when no copy that went through a substitution is live (plain lookup does as
-        well then)."""
+        """The live copy's next k tokens with this answer's substitutions applied, and its
+        length so far; None while no copy is live or no substitution has been learnt (plain
+        lookup proposes the same then)."""
         anchor = self._anchor
         if anchor is None or not self.rules or k <= 0:
             return None
