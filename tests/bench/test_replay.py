@@ -115,3 +115,26 @@ def test_a_rename_is_copied_through_its_later_occurrences(
     broken = replay([trace], read_costs("cpu"))[0]
     assert carried.auto_ms < 0.9 * broken.auto_ms
     assert sum(carried.rounds.values()) < sum(broken.rounds.values())
+
+
+def test_passes_deeper_in_the_text_are_priced_dearer_and_auto_checks_fewer_rows_there(
+    traces: list[AnswerTrace],
+) -> None:
+    flat, deep = read_costs("cpu"), read_costs("cpu")
+    flat.target.slope_ms, deep.target.slope_ms = 0.0, 3.0  # ms a row per 1,000 cached tokens
+    base = deep.target.context_tokens
+    one = flat.target.cost_ms(1)
+    assert one is not None
+    rows = lambda r: sum(n * c for n, c in r.sizes.items() if n > 1)  # noqa: E731
+    rows_flat = rows_deep = 0
+    for before, after in zip(replay(traces, flat), replay(traces, deep), strict=True):
+        trace = next(t for t in traces if t.prompt == before.prompt)
+        start = len(trace.prompt_tokens)
+        # Plain pays one token's attention over the cache at every position.
+        growth = sum(3.0 * (start + i - base) / 1000 for i in range(before.tokens))
+        assert after.plain_ms == pytest.approx(before.plain_ms + growth)
+        assert after.ceiling_ms <= after.auto_ms * 1.0001
+        rows_flat, rows_deep = rows_flat + rows(before), rows_deep + rows(after)
+    # Each extra row costs its attention over the cache too: auto checks fewer of them.
+    assert rows_deep < rows_flat
+    assert MachineCosts.from_json(deep.to_json()).target.slope_ms == 3.0

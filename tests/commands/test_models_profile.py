@@ -34,6 +34,9 @@ def test_profile_measures_once_then_reads_the_stored_table(
     costs = MachineCosts.read(out_file)
     assert sorted(costs.target.pass_ms) == list(range(1, MAX_ROWS + 1))
     assert costs.draft is not None and costs.draft_token_ms is not None
+    # How a pass grows deeper in a chat is measured, printed and written with the table.
+    assert "cached tokens (attention over the cache" in captured.out
+    assert costs.target.slope_ms is not None
 
     assert run_cli("profile", tiny_pair) == 0
     captured = capsys.readouterr()

@@ -208,3 +208,81 @@ def test_a_changed_model_file_gets_a_new_table(tiny_models, tmp_path: Path) -> N
     # Another context band or thread count is another table, too.
     with LlamaModel(copy, n_ctx=8192) as model:
         assert store.load(model).pass_ms == {}
+
+
+# --- a pass's growth with the cached context ---------------------------------------------------
+
+
+def test_passes_deep_in_a_chat_are_priced_with_their_attention_over_the_cache() -> None:
+    table = jagged()
+    table.context_tokens = 100
+    table.slope_ms = 3.0  # ms a row per 1,000 cached tokens (the 1.5B target on 2 cores)
+    costs = MachineCosts(table)
+    assert costs.target_ms(16) == pytest.approx(5.16 * 28.0)  # no depth given: the table's
+    costs.context = 1100
+    # A pass of 16 grows 16 times as fast as one token: its price relative to one token rises.
+    assert costs.target_ms(1) == pytest.approx(28.0 + 3.0)
+    assert costs.target_ms(16) == pytest.approx(5.16 * 28.0 + 16 * 3.0)
+    assert costs.target_ms(16) / costs.target_ms(1) > table.pass_ms[16] / table.pass_ms[1]
+    # 16 beats 11 by 8 ms at the table's depth; 5 more rows of attention over 1,000 more
+    # cached tokens cost 15 ms, so deep in the chat 11 tokens are checked in a pass of 11.
+    assert table.pass_size(11) == 16
+    assert costs.pass_size(11) == 11
+
+
+def test_a_round_deep_in_a_chat_teaches_the_cost_at_the_tables_depth() -> None:
+    table = jagged()
+    table.context_tokens = 100
+    table.slope_ms = 3.0
+    costs = MachineCosts(table, context=2100)
+    before = table.pass_ms[8]
+    costs.observe_batch(8, before + 8 * 3.0 * 2.0)  # exactly what the slope predicts
+    assert table.pass_ms[8] == pytest.approx(before)
+    costs.observe_batch(8, before + 8 * 3.0 * 2.0 + 10.0)  # 10 ms slower than predicted
+    assert table.pass_ms[8] == pytest.approx(before + 0.2 * 10.0)  # SMOOTHING of the excess
+
+
+def test_the_slope_is_the_line_through_each_depths_best_time() -> None:
+    table = CostTable()
+    table.record_slope(100, 270.0)
+    assert table.slope_ms is None and table.slope_owed
+    table.record_slope(1124, 600.0)  # a stalled pass
+    table.record_slope(100, 269.0)
+    table.record_slope(1124, 366.0)
+    assert not table.slope_owed
+    # (366 − 269) ms over 1,024 tokens, for a pass of 32 rows: per row and 1,000 tokens.
+    assert table.slope_ms == pytest.approx((366.0 - 269.0) / 32 / 1.024)
+    again = CostTable.from_json(json.loads(json.dumps(table.to_json())))
+    assert again.slope_ms == pytest.approx(table.slope_ms, abs=1e-4)
+    assert not again.slope_owed
+    # A faster deep pass than a shallow one is noise, never a negative price.
+    flat = CostTable()
+    flat.record_slope(100, 270.0)
+    flat.record_slope(1124, 260.0)
+    assert flat.slope_ms == 0.0
+
+
+def test_the_slope_is_measured_between_answers_and_leaves_the_cache_where_it_was(
+    tiny_target: LlamaModel, tmp_path: Path
+) -> None:
+    tiny_target.reset()
+    conversation = tiny_target.tokenize("hello there " * 60)
+    tiny_target.decode(conversation, logits="none")
+    held = list(tiny_target.tokens)
+    store = CostStore(tmp_path / "costs")
+    costs = load_costs(tiny_target, None, store=store)
+    profiler = PairProfiler(costs, tiny_target, store=store)
+    steps: list[int] = []
+    # Sizes first, then the slope's first pass, then a few chunks of filler: an answer comes.
+    profiler.run(should_stop=lambda: steps.count(0) >= 3, progress=lambda n, _: steps.append(n))
+    assert costs.target.complete and costs.target.slope_ms is None
+    assert tiny_target.tokens == held  # pause() dropped the filler
+    assert profiler.run()
+    assert costs.target.slope_ms is not None and costs.target.slope_ms >= 0
+    assert tiny_target.tokens == held
+    depths = sorted({c for c, _ in costs.target.slope_samples})
+    assert depths[0] == len(held) and depths[-1] - depths[0] >= 512
+    # Stored with the table: the next load does not measure it again.
+    again = load_costs(tiny_target, None, store=store)
+    assert again.target.slope_ms == pytest.approx(costs.target.slope_ms, abs=1e-4)
+    assert PairProfiler(again, tiny_target, store=store).done

@@ -194,8 +194,7 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     """
     n = len(trace.answer)
     suffix = suffix_proposals(trace)
-    one = costs.target_ms(1)
-    assert one is not None
+    start = len(trace.prompt_tokens)
     draft_token = _draft_ms(costs) if trace.draft is not None else None
     catchup = costs.catchup_ms(3) / 3 if draft_token is not None else 0.0
     inf = float("inf")
@@ -204,6 +203,9 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     using = [0.0 if draft_token is not None else inf] * (n + 1)
     for i in range(n - 1, -1, -1):
         room = n - i - 1
+        costs.context = start + i  # passes cost more deeper in the text
+        one = costs.target_ms(1)
+        assert one is not None
         moves = [(one, i + 1)]
         for length, kept in ((trace.lookup_len[i], trace.lookup_kept(i)), suffix[i]):
             for k in range(1, min(length, room, LOOKUP_K) + 1):
@@ -221,6 +223,7 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
             j = i + min(k, kept) + 1
             best = min(best, ms + k * draft_token + min(using[j], never[j]))
         using[i] = best
+    costs.context = None
     return min(never[0], using[0])
 
 
@@ -229,9 +232,7 @@ def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
     plain, lookup with K = 1 … 63 or the draft model with K = 1 … 16 (what a person tuning
     the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
     n = len(trace.answer)
-    one = costs.target_ms(1)
-    assert one is not None
-    best = (n * one, "plain")
+    best = (plain_ms(trace, costs), "plain")
     options = [("lookup", k) for k in range(1, LOOKUP_K + 1)]
     if trace.draft is not None and costs.draft_token_ms is not None:
         options += [("draft", k) for k in range(1, DRAFT_K + 1)]
@@ -247,13 +248,27 @@ def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
                 drafted = room
                 kept = min(drafted, trace.draft_kept(i))
                 extra = drafted * (costs.draft_token_ms or 0.0)
+            costs.context = len(trace.prompt_tokens) + i
             ms = costs.target_ms(drafted + 1)
             assert ms is not None
             spent += ms + extra
             i += kept + 1
         if i >= n and spent < best[0]:
             best = (spent, f"{mode} K={k}")
+    costs.context = None
     return best
+
+
+def plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
+    """Plain decoding's time for the answer: one pass a token, each a token deeper."""
+    start, total = len(trace.prompt_tokens), 0.0
+    for i in range(len(trace.answer)):
+        costs.context = start + i
+        one = costs.target_ms(1)
+        assert one is not None
+        total += one
+    costs.context = None
+    return total
 
 
 class _RecordedDraftModel(Drafter):
@@ -370,6 +385,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     sizes: Counter = Counter()
     while i < n:
         context = text[: len(prompt) + i]
+        costs.context = len(context)  # as the decoder does: passes priced at this depth
         k_cap = min(LOOKUP_K, n - i - 1)
         offers = []
         if k_cap > 0:
@@ -419,6 +435,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             accepted=kept,
             drafter=by_name.get(made.source),
         )
+    costs.context = None
     return spent, rounds, kept_by, sizes
 
 
@@ -437,7 +454,7 @@ def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayRes
             ReplayResult(
                 prompt=trace.prompt,
                 tokens=len(trace.answer),
-                plain_ms=len(trace.answer) * one,
+                plain_ms=plain_ms(trace, costs),
                 auto_ms=auto,
                 ceiling_ms=ceiling_ms(trace, costs),
                 fixed_ms=fixed_ms,

@@ -236,6 +236,13 @@ def _profile(args: argparse.Namespace) -> int:
         print("  n      pass  × 1 token    per row")
         for line in sizes_text(costs.target):
             print(f"{line}")
+        slope = costs.target.slope_ms
+        if slope is not None:
+            print(
+                f"deeper in a chat each row of a pass costs {slope:.2f} ms more per 1,000 "
+                f"cached tokens (attention over the cache; a pass of 32 after 2,000 tokens: "
+                f"{costs.target.cost_ms(32, 2000) or 0:.0f} ms)"
+            )
         if costs.draft is not None and engine.info.draft is not None:
             draft_ms = costs.draft.cost_ms(1)
             one = costs.target.cost_ms(1)

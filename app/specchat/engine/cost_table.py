@@ -27,6 +27,14 @@ CATCHUP_ROWS = 64
 #: context, and a chat's answers start after a system prompt and a question or more.
 CONTEXT_TOKENS = 100
 
+#: Cached tokens added before the passes that time how a pass's cost grows with the context:
+#: long enough that the growth stands well above the timing noise (a pass of 32 on the 1.5B
+#: target on 2 cores: 269 ms after 100 cached tokens, 375 ms after 1,200).
+SLOPE_SPAN = 1024
+#: Rows of those passes: a pass's growth is attention over the cache, one row at a time, so
+#: it scales with the rows; a big pass shows it clearest.
+SLOPE_ROWS = 32
+
 #: Timed passes per size: a stall (another process, a page fault) only ever makes a pass
 #: slower, so the best of two is the machine's cost.
 SAMPLES = 2
@@ -134,6 +142,12 @@ class CostTable:
         catchup_row_ms: a draft model's time per token when it evaluates CATCHUP_ROWS tokens
             in one pass, as it catches up on text it has not seen (None: not measured, or not
             a draft model's table).
+        slope_ms: what each row of a pass costs more per 1,000 tokens cached beyond
+            `context_tokens` (attention reads the whole cache for every row, so a pass of 32
+            grows 32 times as fast as one token: deep in a chat a long pass costs more than
+            `pass_ms` says). None: not measured yet (priced as no growth).
+        slope_samples: (cached tokens, ms) of the passes of SLOPE_ROWS that time it, at the
+            table's own context and SLOPE_SPAN tokens deeper.
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -144,6 +158,8 @@ class CostTable:
     description: str = ""
     context_tokens: int = CONTEXT_TOKENS
     catchup_row_ms: float | None = None
+    slope_ms: float | None = None
+    slope_samples: list[tuple[int, float]] = field(default_factory=list)
 
     # --- what the policy reads ----------------------------------------------------------------
     @property
@@ -151,8 +167,20 @@ class CostTable:
         """Whether every size has its offline samples (dominated sizes need only one)."""
         return not self.to_measure()
 
-    def cost_ms(self, n: int) -> float | None:
-        """A pass over exactly n tokens: measured, or a prior guess (None before any time)."""
+    def cost_ms(self, n: int, context: int | None = None) -> float | None:
+        """A pass over exactly n tokens after `context` cached tokens (None: the table's own
+        context): measured, or a prior guess (None before any time)."""
+        base = self._base_ms(n)
+        return None if base is None else base + self.growth_ms(n, context)
+
+    def growth_ms(self, n: int, context: int | None) -> float:
+        """What a pass over n tokens costs more after `context` cached tokens than after the
+        table's own context (negative for a shorter context; 0 where the slope is unknown)."""
+        if context is None or not self.slope_ms:
+            return 0.0
+        return self.slope_ms * n * (context - self.context_tokens) / 1000.0
+
+    def _base_ms(self, n: int) -> float | None:
         if n in self.pass_ms:
             return self.pass_ms[n]
         if not self.pass_ms:
@@ -162,25 +190,27 @@ class CostTable:
         anchor = min(self.pass_ms, key=lambda m: (abs(m - n), -m))
         return self.pass_ms[anchor] * self._shape(n) / self._shape(anchor)
 
-    def pass_size(self, n: int) -> int:
+    def pass_size(self, n: int, context: int | None = None) -> int:
         """The size of the cheapest pass that holds n rows: n itself or a larger size.
 
         The extra rows carry more draft tokens, which can only add kept tokens, so a pass is
         never sized where a larger one costs no more. Only sizes with a time (measured or seen)
-        are candidates: a prior guess is no reason to pay for rows.
+        are candidates: a prior guess is no reason to pay for rows. Deep in a chat each extra
+        row costs its attention over the cache too, which can make the larger pass dearer.
         """
         n = max(1, n)
-        best, best_ms = n, self.cost_ms(n)
+        best, best_ms = n, self.cost_ms(n, context)
         if best_ms is None:
             return n
         for m, ms in self.pass_ms.items():
+            ms += self.growth_ms(m, context)
             if m > n and m <= self.sizes[-1] and (ms < best_ms or (ms == best_ms and m > best)):
                 best, best_ms = m, ms
         return best
 
-    def target_ms(self, n: int) -> float | None:
+    def target_ms(self, n: int, context: int | None = None) -> float | None:
         """Time to check n tokens: the cheapest pass at or above n (see pass_size)."""
-        return self.cost_ms(self.pass_size(n))
+        return self.cost_ms(self.pass_size(n, context), context)
 
     def _shape(self, n: int) -> float:
         return prior_shape(n, gpu=self.gpu)
@@ -192,8 +222,11 @@ class CostTable:
         self.pass_ms[n] = ms if old is None else min(old, ms)
         self.samples[n] = self.samples.get(n, 0) + 1
 
-    def observe(self, n: int, ms: float) -> None:
-        """A pass seen in a real round: moves the estimate a little, stalls damped."""
+    def observe(self, n: int, ms: float, context: int | None = None) -> None:
+        """A pass seen in a real round after `context` cached tokens: moves the estimate a
+        little, stalls damped. The table holds costs at its own context, so the round's
+        attention over the rest of the cache is taken off first."""
+        ms = max(ms - self.growth_ms(n, context), 0.05 * ms)
         old = self.pass_ms.get(n)
         if old is None:
             # A first real time at this size beats a guess, but a stall must not set it.
@@ -240,6 +273,28 @@ class CostTable:
             out.append(n)
         return out
 
+    @property
+    def slope_owed(self) -> bool:
+        """Whether the growth with the context still wants a sample (SAMPLES at each depth)."""
+        return len(self.slope_samples) < 2 * SAMPLES
+
+    def record_slope(self, context: int, ms: float) -> None:
+        """A timed pass of SLOPE_ROWS after `context` cached tokens. The slope is the line
+        through each depth's best time (stalls only ever slow a pass), per row and per 1,000
+        cached tokens: attention grows linearly with the cache, row by row."""
+        self.slope_samples.append((context, ms))
+        best: dict[int, float] = {}
+        for depth, sample in self.slope_samples:
+            best[depth] = min(sample, best.get(depth, sample))
+        if len(best) < 2:
+            return
+        mean_c = sum(best) / len(best)
+        mean_ms = sum(best.values()) / len(best)
+        spread = sum((c - mean_c) ** 2 for c in best)
+        per_token = sum((c - mean_c) * (m - mean_ms) for c, m in best.items()) / spread
+        rows = min(SLOPE_ROWS, self.sizes[-1])
+        self.slope_ms = max(0.0, per_token * 1000.0 / rows)
+
     def _spike(self, n: int) -> bool:
         """Whether n's time stands out from both neighbours' (a stall, not the kernels).
 
@@ -260,6 +315,8 @@ class CostTable:
             "samples": {str(n): c for n, c in sorted(self.samples.items())},
             "key": None if self.key is None else asdict(self.key),
             "catchup_row_ms": self.catchup_row_ms,
+            "slope_ms": None if self.slope_ms is None else round(self.slope_ms, 4),
+            "slope_samples": [[c, round(ms, 3)] for c, ms in self.slope_samples],
         }
 
     @classmethod
@@ -271,6 +328,9 @@ class CostTable:
             key = CostKey(**data["key"]) if data.get("key") else None
             catchup = data.get("catchup_row_ms")
             catchup_row_ms = None if catchup is None else float(catchup)
+            slope = data.get("slope_ms")
+            slope_ms = None if slope is None else float(slope)
+            slope_samples = [(int(c), float(ms)) for c, ms in data.get("slope_samples", [])]
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CostTableError(f"{what}: malformed ({error!r})") from None
         if not 1 <= low <= high <= 4096:
@@ -290,6 +350,8 @@ class CostTable:
             description=str(data.get("description", "")),
             context_tokens=int(data.get("context_tokens", CONTEXT_TOKENS)),
             catchup_row_ms=catchup_row_ms if catchup_row_ms and catchup_row_ms > 0 else None,
+            slope_ms=slope_ms if slope_ms is not None and slope_ms >= 0 else None,
+            slope_samples=slope_samples,
         )
 
 
@@ -386,6 +448,8 @@ class MachineCosts:
             not seen in one batch (learnt from rounds; a share of a drafted token before).
         name: what machine the costs describe (for tables read from a file).
         sources: where the figures come from (for tables read from a file).
+        context: tokens in the target's cache before the next pass (set each round by whoever
+            runs the rounds): target passes are priced, and rounds learnt from, at this depth.
     """
 
     target: CostTable
@@ -393,18 +457,19 @@ class MachineCosts:
     catchup_token_ms: float | None = None
     name: str = ""
     sources: tuple[str, ...] = ()
+    context: int | None = None
 
     def target_ms(self, n: int) -> float | None:
         """Time to check n tokens in one target pass (the cheapest pass holding them)."""
-        return self.target.target_ms(n)
+        return self.target.target_ms(n, self.context)
 
     def pass_size(self, n: int) -> int:
         """Rows of the pass that checks n tokens (n, or a larger size that costs no more)."""
-        return self.target.pass_size(n)
+        return self.target.pass_size(n, self.context)
 
     def cost_ms(self, n: int) -> float | None:
         """A target pass over exactly n tokens (see CostTable.cost_ms)."""
-        return self.target.cost_ms(n)
+        return self.target.cost_ms(n, self.context)
 
     def shape(self, n: int) -> float:
         """Prior cost of a target pass over n tokens relative to one token."""
@@ -436,7 +501,7 @@ class MachineCosts:
             self.draft.pass_ms[1] = float(draft_token_ms)
 
     def observe_batch(self, n: int, ms: float) -> None:
-        self.target.observe(n, ms)
+        self.target.observe(n, ms, self.context)
 
     def observe_draft(self, tokens: int, ms: float) -> None:
         if tokens > 0 and self.draft is not None:

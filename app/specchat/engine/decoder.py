@@ -202,6 +202,8 @@ class SpeculativeDecoder:
             k_cap = min(
                 policy.longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1
             )
+            # Passes are priced, and learnt from, at the cache's depth (attention grows with it).
+            self.auto.costs.context = target.n_past
             made, choice = self._draft(context, mode, controls, k_cap, rng)
             # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
             draft = self._fill(context, made, k_cap) if mode == AUTO else made

@@ -9,11 +9,17 @@ from collections.abc import Callable
 from specchat.engine.cost_table import (
     CATCHUP_ROWS,
     CONTEXT_TOKENS,
+    SLOPE_ROWS,
+    SLOPE_SPAN,
     CostStore,
     CostTable,
     MachineCosts,
 )
 from specchat.engine.llama import LlamaModel
+
+#: Filler tokens cached per step while deepening the cache for the slope's deep pass: one
+#: step stays a fraction of a second, so an answer never waits long for the measurement.
+FILL_CHUNK = 64
 
 
 def _filler(model: LlamaModel, count: int) -> list[int]:
@@ -40,52 +46,122 @@ class TableMeasurer:
             drafting does).
         catchup_rows: for a draft model, the tokens of one more pass that times its batched
             catch-up rate (0: none).
+        slope: whether to time how a pass's cost grows with the cached context (the target:
+            its long passes deep in a chat), after the sizes.
     """
 
     def __init__(
-        self, model: LlamaModel, table: CostTable, *, logits: str = "all", catchup_rows: int = 0
+        self,
+        model: LlamaModel,
+        table: CostTable,
+        *,
+        logits: str = "all",
+        catchup_rows: int = 0,
+        slope: bool = False,
     ) -> None:
         self.model = model
         self.table = table
         self.logits = logits
         self.catchup_rows = min(catchup_rows, model.n_batch)
+        self.slope = slope
         self._warm = False
+        self._slope_base: int | None = None  # where the cache was when a slope pair began
+        self._slope_deep = 0  # how deep that pair's second pass is timed
 
     @property
     def done(self) -> bool:
-        owed = self.table.complete and (
-            self.catchup_rows <= 1 or self.table.catchup_row_ms is not None
-        )
+        if self._slope_base is not None:
+            return False  # a slope pair is under way: it ends by rolling the cache back
         rows = max(self.table.sizes[-1], self.catchup_rows)
-        return owed or self.model.room() <= rows + CONTEXT_TOKENS
+        if self.model.room() <= rows + CONTEXT_TOKENS:
+            return True
+        return not self._sizes_owed and not self._slope_owed
+
+    @property
+    def _sizes_owed(self) -> bool:
+        """Whether a size (or the draft model's catch-up rate) still wants a timed pass."""
+        catchup_owed = self.catchup_rows > 1 and self.table.catchup_row_ms is None
+        return not self.table.complete or catchup_owed
+
+    @property
+    def _slope_owed(self) -> bool:
+        return self.slope and self.table.slope_owed and self._slope_room() > 0
+
+    def _slope_rows(self) -> int:
+        return min(SLOPE_ROWS, self.table.sizes[-1])
+
+    def _slope_room(self) -> int:
+        """How much deeper than where a pair begins the deep pass can go (0: no room)."""
+        base = max(self.model.n_past, CONTEXT_TOKENS)
+        span = min(SLOPE_SPAN, self.model.n_ctx - base - self._slope_rows() - 1)
+        return span if span >= SLOPE_SPAN // 4 else 0
 
     def step(self) -> int | None:
-        """Time one pass of the next size owed; returns that size (None when done)."""
+        """Time one pass of the next size owed; returns that size (None when done).
+
+        Deepening the cache for the slope's deep pass takes a step per FILL_CHUNK tokens,
+        which returns 0 (no pass timed).
+        """
         if self.done:
             return None
+        if not self._sizes_owed:
+            return self._slope_step()
         model = self.model
         if model.n_past < CONTEXT_TOKENS:
             model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
         base = model.n_past
-        rows = _filler(model, max(self.table.sizes[-1], self.catchup_rows))
-        if not self._warm:
-            # The first pass after a load or an answer pages weights in: not the machine's cost.
-            model.decode(rows[:1], logits=self.logits)
-            model.truncate(base)
-            self._warm = True
+        if not self.table.samples:
+            self.table.context_tokens = base  # the depth the table's times are for
         owed = self.table.to_measure()
         n = owed[0] if owed else self.catchup_rows
-        began = time.perf_counter()
-        model.decode(rows[:n], logits=self.logits)
-        elapsed = (time.perf_counter() - began) * 1000.0
-        model.truncate(base)
-        self.table.context_tokens = base
+        elapsed = self._timed(n)
         if owed:
-            self.table.record(n, elapsed)
+            # Timed deeper than the table's own depth (between answers of a long chat): what
+            # the extra depth costs is taken off, once the slope is known.
+            self.table.record(n, elapsed - self.table.growth_ms(n, base))
         else:
             # A catch-up evaluates unseen text in one pass, as this one did.
             self.table.catchup_row_ms = elapsed / n
         return n
+
+    def _slope_step(self) -> int:
+        """One step of timing the slope: a pass of SLOPE_ROWS where the cache is, filler
+        cached a chunk at a time down to SLOPE_SPAN tokens deeper, the same pass there, and
+        the cache rolled back to where the pair began. An answer in between drops the filler
+        (its prompt sync keeps only the conversation): the pair then starts again."""
+        model = self.model
+        rows = self._slope_rows()
+        if self._slope_base is None or model.n_past < self._slope_base:
+            if model.n_past < CONTEXT_TOKENS:
+                model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
+            self._slope_base = model.n_past
+            self._slope_deep = self._slope_base + self._slope_room()
+            self.table.record_slope(self._slope_base, self._timed(rows))
+            return rows
+        if model.n_past < self._slope_deep:
+            chunk = min(FILL_CHUNK, self._slope_deep - model.n_past)
+            model.decode(_filler(model, chunk), logits="none")
+            return 0
+        self.table.record_slope(model.n_past, self._timed(rows))
+        model.truncate(self._slope_base)
+        self._slope_base = None
+        return rows
+
+    def _timed(self, n: int) -> float:
+        """Milliseconds of one pass over n filler tokens after the cache, rolled back after
+        (warmed first if an answer or a load came before)."""
+        model = self.model
+        base = model.n_past
+        rows = _filler(model, n)
+        if not self._warm:
+            model.decode(rows[:1], logits=self.logits)
+            model.truncate(base)
+            self._warm = True
+        began = time.perf_counter()
+        model.decode(rows, logits=self.logits)
+        elapsed = (time.perf_counter() - began) * 1000.0
+        model.truncate(base)
+        return elapsed
 
     def run(
         self,
@@ -108,6 +184,10 @@ class TableMeasurer:
     def pause(self) -> None:
         """An answer comes next: its first pass pages weights in, so warm up again after."""
         self._warm = False
+        if self._slope_base is not None:
+            # A slope pair under way: drop its filler now, the pair starts again later.
+            self.model.truncate(min(self._slope_base, self.model.n_past))
+            self._slope_base = None
 
 
 def load_costs(
@@ -143,7 +223,7 @@ class PairProfiler:
     ) -> None:
         self.costs = costs
         self.store = store or CostStore()
-        self._measurers = [TableMeasurer(target, costs.target)]
+        self._measurers = [TableMeasurer(target, costs.target, slope=True)]
         if draft is not None and costs.draft is not None:
             self._measurers.append(
                 TableMeasurer(draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS)

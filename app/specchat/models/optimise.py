@@ -307,21 +307,23 @@ def optimise(
 
 
 def _start_deaf_to_ctrl_c(child: multiprocessing.process.BaseProcess) -> None:
-    """Start `child` ignoring SIGINT from its first instruction.
+    """Start `child` deaf to SIGINT from its first instruction, losing no Ctrl-C meant for us.
 
     Ctrl-C in a terminal reaches the whole process group; a child still starting Python would
-    print a KeyboardInterrupt traceback. An ignored signal stays ignored across exec, and
-    Python keeps it so, so the parent ignores SIGINT for the moment of the spawn (only the
-    main thread may change handlers; a worker thread's child is never sent Ctrl-C).
+    print a KeyboardInterrupt traceback. SIGINT is blocked for the moment of the spawn: the
+    child inherits the blocked mask across fork and exec (and ignores SIGINT once it runs),
+    while a Ctrl-C that comes meanwhile stays pending here and is raised as soon as the spawn
+    is over (ignoring it instead would drop it: the conversion would run on). Only the main
+    thread receives signals; a worker thread's child is never sent Ctrl-C.
     """
     if threading.current_thread() is not threading.main_thread():
         child.start()
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         child.start()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _describe_exit(code: int | None) -> str:
