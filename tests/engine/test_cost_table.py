@@ -244,11 +244,11 @@ def test_a_round_deep_in_a_chat_teaches_the_cost_at_the_tables_depth() -> None:
 
 def test_the_slope_is_the_line_through_each_depths_best_time() -> None:
     table = CostTable()
-    table.record_slope(100, 270.0)
+    for ms in (270.0, 269.0, 300.0):  # the last one stalled
+        table.record_slope(100, ms)
     assert table.slope_ms is None and table.slope_owed
-    table.record_slope(1124, 600.0)  # a stalled pass
-    table.record_slope(100, 269.0)
-    table.record_slope(1124, 366.0)
+    for ms in (600.0, 366.0, 370.0):
+        table.record_slope(1124, ms)
     assert not table.slope_owed
     # (366 − 269) ms over 1,024 tokens, for a pass of 32 rows: per row and 1,000 tokens.
     assert table.slope_ms == pytest.approx((366.0 - 269.0) / 32 / 1.024)
@@ -277,6 +277,7 @@ def test_the_slope_is_measured_between_answers_and_leaves_the_cache_where_it_was
     profiler.run(should_stop=lambda: steps.count(0) >= 3, progress=lambda n, _: steps.append(n))
     assert costs.target.complete and costs.target.slope_ms is None
     assert tiny_target.tokens == held  # pause() dropped the filler
+    assert costs.target.slope_samples == []  # and the half-done measurement's passes
     assert profiler.run()
     assert costs.target.slope_ms is not None and costs.target.slope_ms >= 0
     assert tiny_target.tokens == held

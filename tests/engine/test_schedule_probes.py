@@ -169,3 +169,21 @@ def test_a_draft_model_sat_out_a_whole_prompt_comes_back_where_catching_up_is_ch
     assert _choose(policy, drafter).mode == "plain"
     drafter.table = CostTable(sizes=(1,), pass_ms={1: 1.5}, catchup_row_ms=0.05)
     assert _choose(policy, drafter).mode == "draft"
+
+
+def test_a_catch_up_is_not_probed_where_it_would_land_on_one_answer() -> None:
+    """Probes that keep failing stretch the interval, and with it the budget: after 1,024
+    rounds a 1 s catch-up fits 3 % of them. All of it lands on the answer that probes, so
+    the catch-up must also fit 3 % of that answer's plain time so far."""
+    costs = {1: 40.0, 2: 44.0, 3: 48.0, 4: 52.0, 5: 56.0, 17: 100.0}
+    policy, drafter = _policy(costs, draft_token_ms=4.0)
+    drafter.catchup_token_ms = 5.0
+    policy._probe_interval[drafter.name] = 1024  # many probes failed before
+    _plain_rounds(policy, 1100)
+    drafter.lag = 200  # a 1,000 ms catch-up: within 3 % of 1,024 plain rounds (1,229 ms)
+    policy.begin_answer()
+    _plain_rounds(policy, 100)  # this answer so far: 3 % of 100 rounds is 120 ms
+    assert _choose(policy, drafter).mode == "plain"
+    _plain_rounds(policy, 800)  # a long answer: 3 % of 900 rounds is 1,080 ms
+    choice = _choose(policy, drafter)
+    assert (choice.mode, choice.k) == ("draft", 1) and "probing" in choice.reason

@@ -29,8 +29,11 @@ CONTEXT_TOKENS = 100
 
 #: Cached tokens added before the passes that time how a pass's cost grows with the context:
 #: long enough that the growth stands well above the timing noise (a pass of 32 on the 1.5B
-#: target on 2 cores: 269 ms after 100 cached tokens, 375 ms after 1,200).
-SLOPE_SPAN = 1024
+#: target on 2 cores: 269 ms after 100 cached tokens, 375 ms after 1,200; one pass in ten
+#: runs 10 % slow on a shared machine, so a span of 1,024 left the slope ±50 % off).
+SLOPE_SPAN = 2048
+#: Timed passes at each depth (taken back to back: the best of them is the cost).
+SLOPE_SAMPLES = 3
 #: Rows of those passes: a pass's growth is attention over the cache, one row at a time, so
 #: it scales with the rows; a big pass shows it clearest.
 SLOPE_ROWS = 32
@@ -275,8 +278,9 @@ class CostTable:
 
     @property
     def slope_owed(self) -> bool:
-        """Whether the growth with the context still wants a sample (SAMPLES at each depth)."""
-        return len(self.slope_samples) < 2 * SAMPLES
+        """Whether the growth with the context still wants a sample (SLOPE_SAMPLES at each of
+        two depths)."""
+        return len(self.slope_samples) < 2 * SLOPE_SAMPLES
 
     def record_slope(self, context: int, ms: float) -> None:
         """A timed pass of SLOPE_ROWS after `context` cached tokens. The slope is the line

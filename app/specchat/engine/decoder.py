@@ -163,6 +163,7 @@ class SpeculativeDecoder:
             target.decode(prompt[cached:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
         mode = self.drafters.resolve(live.get().mode)
+        self.auto.begin_answer()
         # `auto` prices passes from the machine's cost table, measured outside answers (see
         # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
         for drafter in self.drafters:

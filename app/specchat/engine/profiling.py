@@ -10,6 +10,7 @@ from specchat.engine.cost_table import (
     CATCHUP_ROWS,
     CONTEXT_TOKENS,
     SLOPE_ROWS,
+    SLOPE_SAMPLES,
     SLOPE_SPAN,
     CostStore,
     CostTable,
@@ -66,7 +67,8 @@ class TableMeasurer:
         self.slope = slope
         self._warm = False
         self._slope_base: int | None = None  # where the cache was when a slope pair began
-        self._slope_deep = 0  # how deep that pair's second pass is timed
+        self._slope_deep = 0  # how deep its second passes are timed
+        self._slope_taken = 0  # passes it has timed
 
     @property
     def done(self) -> bool:
@@ -125,26 +127,31 @@ class TableMeasurer:
         return n
 
     def _slope_step(self) -> int:
-        """One step of timing the slope: a pass of SLOPE_ROWS where the cache is, filler
-        cached a chunk at a time down to SLOPE_SPAN tokens deeper, the same pass there, and
-        the cache rolled back to where the pair began. An answer in between drops the filler
-        (its prompt sync keeps only the conversation): the pair then starts again."""
+        """One step of timing the slope: SLOPE_SAMPLES passes of SLOPE_ROWS where the cache
+        is, filler cached a chunk at a time down to SLOPE_SPAN tokens deeper, as many passes
+        there, and the cache rolled back to where it began. An answer in between drops the
+        filler (see pause): the measurement then starts again later."""
         model = self.model
         rows = self._slope_rows()
-        if self._slope_base is None or model.n_past < self._slope_base:
+        if self._slope_base is None:
             if model.n_past < CONTEXT_TOKENS:
                 model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
             self._slope_base = model.n_past
             self._slope_deep = self._slope_base + self._slope_room()
-            self.table.record_slope(self._slope_base, self._timed(rows))
+            self._slope_taken = 0
+        if self._slope_taken < SLOPE_SAMPLES:
+            self.table.record_slope(model.n_past, self._timed(rows))
+            self._slope_taken += 1
             return rows
         if model.n_past < self._slope_deep:
             chunk = min(FILL_CHUNK, self._slope_deep - model.n_past)
             model.decode(_filler(model, chunk), logits="none")
             return 0
         self.table.record_slope(model.n_past, self._timed(rows))
-        model.truncate(self._slope_base)
-        self._slope_base = None
+        self._slope_taken += 1
+        if self._slope_taken >= 2 * SLOPE_SAMPLES:
+            model.truncate(self._slope_base)
+            self._slope_base = None
         return rows
 
     def _timed(self, n: int) -> float:
@@ -185,8 +192,10 @@ class TableMeasurer:
         """An answer comes next: its first pass pages weights in, so warm up again after."""
         self._warm = False
         if self._slope_base is not None:
-            # A slope pair under way: drop its filler now, the pair starts again later.
+            # A slope measurement under way: drop its filler and its passes (a slope is only
+            # drawn from both depths of one measurement); it starts again later.
             self.model.truncate(min(self._slope_base, self.model.n_past))
+            del self.table.slope_samples[len(self.table.slope_samples) - self._slope_taken :]
             self._slope_base = None
 
 

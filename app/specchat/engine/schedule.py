@@ -21,7 +21,11 @@ __all__ = [
 ]
 
 #: Share of decoding time that probing may cost: a probe is made only when its expected
-#: extra cost is at most this share of the plain time since the last one.
+#: extra cost is at most this share of the plain time since the last one. Its one-off part
+#: (a draft model catching up on text it has not seen) must also fit this share of the plain
+#: time of the answer so far: spread over many answers a catch-up of a thousand tokens fits
+#: the budget, yet all of it lands on the one answer that probes (a 1.1 s catch-up 118
+#: tokens into an answer cost that answer 9 %).
 PROBE_BUDGET = 0.03
 
 #: Rounds over which auto spreads a one-off cost (a draft model's catch-up over text written
@@ -105,6 +109,11 @@ class AutoPolicy:
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
         self._probing: str | None = None
+        self._answer_rounds = 0  # rounds of the answer under way
+
+    def begin_answer(self) -> None:
+        """A new answer starts: the probing budget of its own begins at nothing."""
+        self._answer_rounds = 0
 
     def track(self, drafters: Iterable[Drafter]) -> None:
         """Start counting rounds for the drafters it probes."""
@@ -221,6 +230,8 @@ class AutoPolicy:
             return False
         if not self.could_pay(drafter, extra_ms=offer.extra_ms):
             return False
+        if offer.extra_ms > PROBE_BUDGET * self._answer_rounds * plain_ms:
+            return False
         extra = self._target_ms(2, plain_ms) - plain_ms
         extra += drafter.token_ms(plain_ms) + offer.extra_ms
         return extra <= PROBE_BUDGET * interval * plain_ms
@@ -238,6 +249,7 @@ class AutoPolicy:
         """Learn the target's cost from one round, and settle a probe; `drafter` made the
         round's draft (it has already learnt from the round)."""
         self.costs.observe_batch(batch, verify_ms)
+        self._answer_rounds += 1
         for name in self._since_used:
             self._since_used[name] += 1
         if choice.mode in self._since_used and drafted:
