@@ -81,3 +81,34 @@ def test_the_draft_model_stops_at_a_token_it_is_unsure_of(tiny_models) -> None: 
         assert len(sampled.tokens) == 1 and sampled.probs is not None and len(sampled.probs) == 1
     finally:
         model.close()
+
+
+def test_a_catch_up_round_teaches_the_catch_up_not_a_free_drafted_token(tiny_models) -> None:  # type: ignore[no-untyped-def]
+    """After a catch-up, the decode that evaluated the unseen text also gave the first
+    drafted token: at K = 1 nothing is left to time a drafted token by (charging the
+    remainder to it taught auto that drafting costs nothing, and it kept drafting at a loss)."""
+    from specchat.engine.drafting import DraftModelDrafter
+    from specchat.engine.drafting.base import Outcome
+    from specchat.engine.llama import LlamaModel
+
+    model = LlamaModel(tiny_models.draft_close, n_ctx=256)
+    try:
+        context = model.tokenize(
+            "the cat sat on the mat and the dog sat on the log", add_special=False
+        )
+        rng = np.random.default_rng(0)
+        drafter = DraftModelDrafter(model, min_confidence=0.0)
+        first = drafter.propose(context, 1, SamplingParams(), rng)
+        assert first.catchup == len(context)
+        drafter.observe(Outcome([*context, *first.tokens], first, 1))
+        assert drafter.catchup_token_ms is not None and drafter.catchup_token_ms > 0
+        assert drafter.draft_token_ms is None
+        # In step again (one kept token and the target's next to catch up on): a draft of 3
+        # times its two later tokens' decodes.
+        context = [*context, *first.tokens, first.tokens[0]]
+        second = drafter.propose(context, 3, SamplingParams(), rng)
+        assert second.catchup <= 2
+        drafter.observe(Outcome([*context, second.tokens[0]], second, 0))
+        assert drafter.draft_token_ms is not None and drafter.draft_token_ms > 0.05
+    finally:
+        model.close()

@@ -16,6 +16,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
+from specchat.engine.ctrl_c import ctrl_c_held
 from specchat.engine.model_size import kv_bytes_per_token, sized_description
 
 log = logging.getLogger(__name__)
@@ -205,52 +206,55 @@ class LlamaModel:
         # Keep the callback object alive for the duration of the load.
         progress_cb = self._make_progress_callback(progress, cancel)
         params.progress_callback = progress_cb
-        _recent_log.clear()
-        model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
-        if not model:
-            if cancel is not None and cancel.is_set():
-                raise LoadCancelled(f"loading {self.path.name} was cancelled")
-            reason = _last_error_line() or "llama.cpp could not read it"
-            raise ModelLoadError(f"could not load {self.path.name}: {reason}")
-        self._model = model
-        self._vocab = llama_cpp.llama_model_get_vocab(model)
-        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
-        n_layers = int(llama_cpp.llama_model_n_layer(model))
-        n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
+        # llama.cpp calls back into Python while it loads (its log, the progress callback):
+        # Ctrl-C there is held and raised once it returns (see ctrl_c_held).
+        with ctrl_c_held(self.close):
+            _recent_log.clear()
+            model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
+            if not model:
+                if cancel is not None and cancel.is_set():
+                    raise LoadCancelled(f"loading {self.path.name} was cancelled")
+                reason = _last_error_line() or "llama.cpp could not read it"
+                raise ModelLoadError(f"could not load {self.path.name}: {reason}")
+            self._model = model
+            self._vocab = llama_cpp.llama_model_get_vocab(model)
+            self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+            n_layers = int(llama_cpp.llama_model_n_layer(model))
+            n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
 
-        threads = n_threads or default_threads()
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = n_ctx
-        cparams.n_batch = n_batch
-        cparams.n_ubatch = n_batch
-        # Tree verification checks several drafts in one pass, one sequence each, sharing
-        # the cached text's cells (a unified cache: every sequence sees the same cells). A
-        # recurrent model would hold a whole state per sequence, and never drafts anyway.
-        recurrent = bool(
-            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
-        )
-        self.max_branches = 1 if recurrent else MAX_BRANCHES
-        cparams.n_seq_max = self.max_branches
-        cparams.kv_unified = True
-        cparams.n_threads = threads
-        cparams.n_threads_batch = threads
-        cparams.no_perf = True
-        backend = gpu_backend_name()
-        gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
-        ctx = None
-        if exact_keys and not gpu_layers:
-            cparams.type_k = EXACT_KEY_TYPE
-            ctx = llama_cpp.llama_init_from_model(model, cparams)
-        key_type = "Q8_0" if ctx else "F16"
-        if not ctx:
-            # A head size Q8_0 blocks do not divide (some tiny models): llama.cpp's default.
-            cparams.type_k = llama_cpp.GGML_TYPE_F16
-            ctx = llama_cpp.llama_init_from_model(model, cparams)
-        if not ctx:
-            self.close()
-            reason = _last_error_line() or "not enough memory for the context?"
-            raise ModelLoadError(f"could not create a context for {self.path.name}: {reason}")
-        self._ctx = ctx
+            threads = n_threads or default_threads()
+            cparams = llama_cpp.llama_context_default_params()
+            cparams.n_ctx = n_ctx
+            cparams.n_batch = n_batch
+            cparams.n_ubatch = n_batch
+            # Tree verification checks several drafts in one pass, one sequence each, sharing
+            # the cached text's cells (a unified cache: every sequence sees the same cells). A
+            # recurrent model would hold a whole state per sequence, and never drafts anyway.
+            recurrent = bool(
+                llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+            )
+            self.max_branches = 1 if recurrent else MAX_BRANCHES
+            cparams.n_seq_max = self.max_branches
+            cparams.kv_unified = True
+            cparams.n_threads = threads
+            cparams.n_threads_batch = threads
+            cparams.no_perf = True
+            backend = gpu_backend_name()
+            gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
+            ctx = None
+            if exact_keys and not gpu_layers:
+                cparams.type_k = EXACT_KEY_TYPE
+                ctx = llama_cpp.llama_init_from_model(model, cparams)
+            key_type = "Q8_0" if ctx else "F16"
+            if not ctx:
+                # A head size Q8_0 blocks do not divide (some tiny models): llama.cpp's default.
+                cparams.type_k = llama_cpp.GGML_TYPE_F16
+                ctx = llama_cpp.llama_init_from_model(model, cparams)
+            if not ctx:
+                self.close()
+                reason = _last_error_line() or "not enough memory for the context?"
+                raise ModelLoadError(f"could not create a context for {self.path.name}: {reason}")
+            self._ctx = ctx
         self._memory = llama_cpp.llama_get_memory(ctx)
         self.can_rollback = not (
             llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)

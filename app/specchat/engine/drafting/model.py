@@ -141,10 +141,13 @@ class DraftModelDrafter(Drafter):
             return
         self.acceptance.update(drafted, outcome.accepted)
         # The first decode of a round evaluates one or two tokens as well as drafting the
-        # first token: only a longer catch-up is priced on its own.
+        # first token: only a longer catch-up is priced on its own. Its decode also gave the
+        # first drafted token, so what follows it made the other drafted - 1 (none at K = 1:
+        # charging the remainder to one token taught a drafted token costs 0 ms, and damped
+        # against 0 the estimate never rose again; auto then kept drafting at a loss).
         if draft.catchup > 2:
             self.observe_catchup(draft.catchup, draft.catchup_ms)
-            self.observe_draft(drafted, draft.ms - draft.catchup_ms)
+            self.observe_draft(drafted - 1, draft.ms - draft.catchup_ms)
         else:
             self.observe_draft(drafted, draft.ms)
 
