@@ -117,6 +117,8 @@ def test_ctrl_c_cancels_cleanly(env: dict[str, str], tmp_path: Path) -> None:
         text=True,
         env=env,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        # ...which gets Ctrl-C (a suite started in the background inherits it ignored).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert process.stderr is not None
     for line in process.stderr:

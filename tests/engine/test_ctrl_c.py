@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
 
 import pytest
 
 from specchat.engine.ctrl_c import ctrl_c_held
 from specchat.engine.llama import LlamaModel
+
+
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c() -> Iterator[None]:
+    """Python's own Ctrl-C handler, as in a terminal's foreground job (a job started in the
+    background by a non-interactive shell inherits SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_ctrl_c_inside_the_block_is_raised_when_it_ends_after_the_cleanup() -> None:
