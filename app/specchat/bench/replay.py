@@ -203,13 +203,13 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     using = [0.0 if draft_token is not None else inf] * (n + 1)
     for i in range(n - 1, -1, -1):
         room = n - i - 1
-        costs.context = start + i  # passes cost more deeper in the text
-        one = costs.target_ms(1)
+        depth = start + i  # passes cost more deeper in the text
+        one = costs.target.target_ms(1, depth)
         assert one is not None
         moves = [(one, i + 1)]
         for length, kept in ((trace.lookup_len[i], trace.lookup_kept(i)), suffix[i]):
             for k in range(1, min(length, room, LOOKUP_K) + 1):
-                ms = costs.target_ms(k + 1)
+                ms = costs.target.target_ms(k + 1, depth)
                 assert ms is not None
                 moves.append((ms, i + min(k, kept) + 1))
         never[i] = min(ms + never[j] for ms, j in moves)
@@ -218,12 +218,11 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
         best = min(ms + max(0, j - i - 2) * catchup + using[j] for ms, j in moves)
         kept = trace.draft_kept(i)
         for k in range(1, min(DRAFT_K, room) + 1):
-            ms = costs.target_ms(k + 1)
+            ms = costs.target.target_ms(k + 1, depth)
             assert ms is not None
             j = i + min(k, kept) + 1
             best = min(best, ms + k * draft_token + min(using[j], never[j]))
         using[i] = best
-    costs.context = None
     return min(never[0], using[0])
 
 
@@ -248,14 +247,12 @@ def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
                 drafted = room
                 kept = min(drafted, trace.draft_kept(i))
                 extra = drafted * (costs.draft_token_ms or 0.0)
-            costs.context = len(trace.prompt_tokens) + i
-            ms = costs.target_ms(drafted + 1)
+            ms = costs.target.target_ms(drafted + 1, len(trace.prompt_tokens) + i)
             assert ms is not None
             spent += ms + extra
             i += kept + 1
         if i >= n and spent < best[0]:
             best = (spent, f"{mode} K={k}")
-    costs.context = None
     return best
 
 
@@ -263,11 +260,9 @@ def plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     """Plain decoding's time for the answer: one pass a token, each a token deeper."""
     start, total = len(trace.prompt_tokens), 0.0
     for i in range(len(trace.answer)):
-        costs.context = start + i
-        one = costs.target_ms(1)
+        one = costs.target.target_ms(1, start + i)
         assert one is not None
         total += one
-    costs.context = None
     return total
 
 
@@ -435,7 +430,6 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             accepted=kept,
             drafter=by_name.get(made.source),
         )
-    costs.context = None
     return spent, rounds, kept_by, sizes
 
 

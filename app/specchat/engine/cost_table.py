@@ -149,8 +149,8 @@ class CostTable:
             `context_tokens` (attention reads the whole cache for every row, so a pass of 32
             grows 32 times as fast as one token: deep in a chat a long pass costs more than
             `pass_ms` says). None: not measured yet (priced as no growth).
-        slope_samples: (cached tokens, ms) of the passes of SLOPE_ROWS that time it, at the
-            table's own context and SLOPE_SPAN tokens deeper.
+        slope_samples: (cached tokens, ms) of the passes of SLOPE_ROWS that time it, where
+            the cache was when they began and SLOPE_SPAN tokens deeper.
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))

@@ -319,11 +319,11 @@ def _start_deaf_to_ctrl_c(child: multiprocessing.process.BaseProcess) -> None:
     if threading.current_thread() is not threading.main_thread():
         child.start()
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         child.start()
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _describe_exit(code: int | None) -> str:
