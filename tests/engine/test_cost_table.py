@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from specchat.engine.cost_table import (
@@ -287,3 +288,23 @@ def test_the_slope_is_measured_between_answers_and_leaves_the_cache_where_it_was
     again = load_costs(tiny_target, None, store=store)
     assert again.target.slope_ms == pytest.approx(costs.target.slope_ms, abs=1e-4)
     assert PairProfiler(again, tiny_target, store=store).done
+
+
+@pytest.mark.parametrize("context", [None, 100, 2500])
+@pytest.mark.parametrize("sizes", [(1, 2, 4, 8, 16), tuple(range(1, 65))])
+def test_price_list_is_target_ms_for_every_length(
+    context: int | None, sizes: tuple[int, ...]
+) -> None:
+    """The price list auto reads each round is, length by length, what target_ms says: on a
+    jagged table (16 below 15, ties between sizes), a partial one (lengths priced by the
+    prior's shape) and deep in a chat, where the slope can make a larger pass dearer."""
+    rng = np.random.default_rng(7)
+    table = CostTable(slope_ms=3.5)
+    for n in sizes:
+        table.record(n, float(20 * n**0.6 + rng.integers(0, 3) * 7))
+    table.record(16, table.pass_ms[8])  # a tie: the larger pass wins
+    prices = table.price_list(70, context)
+    assert prices is not None and len(prices) == 71
+    for n in range(1, 71):
+        assert prices[n] == table.target_ms(n, context), n
+    assert CostTable().price_list(8) is None

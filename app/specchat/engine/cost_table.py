@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -65,6 +66,7 @@ PRIOR_GPU_ROW_SLOPE = 0.05
 PRIOR_CPU_SHAPE = ((1, 1.0), (2, 1.63), (4, 2.61), (8, 4.56), (16, 5.16), (32, 9.21), (64, 17.5))
 
 
+@functools.lru_cache(maxsize=512)
 def prior_shape(n: int, *, gpu: bool) -> float:
     """Prior cost of a pass over n tokens relative to one token (see the two priors above)."""
     if gpu:
@@ -214,6 +216,31 @@ class CostTable:
     def target_ms(self, n: int, context: int | None = None) -> float | None:
         """Time to check n tokens: the cheapest pass at or above n (see pass_size)."""
         return self.cost_ms(self.pass_size(n, context), context)
+
+    def price_list(self, limit: int, context: int | None = None) -> list[float] | None:
+        """`target_ms(n, context)` for every n from 1 to `limit` (index n; index 0 unused), in
+        one backward pass over the sizes: `auto` prices dozens of draft lengths for every
+        drafter each round, and asking `target_ms` for each would scan the table once per
+        length. None before any time."""
+        costs = [self.cost_ms(n, context) for n in range(limit + 1)]
+        if costs[1] is None:
+            return None
+        top = self.sizes[-1]
+        prices = [0.0] * (limit + 1)
+        # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().
+        best_ms, best = float("inf"), 0
+        for m, ms in self.pass_ms.items():
+            if limit < m <= top:
+                ms += self.growth_ms(m, context)
+                if ms < best_ms or (ms == best_ms and m > best):
+                    best_ms, best = ms, m
+        for n in range(limit, 0, -1):
+            own = costs[n]
+            assert own is not None
+            prices[n] = best_ms if best_ms < own else own
+            if n in self.pass_ms and n <= top and (own < best_ms or (own == best_ms and n > best)):
+                best_ms, best = own, n
+        return prices
 
     def _shape(self, n: int) -> float:
         return prior_shape(n, gpu=self.gpu)
@@ -466,6 +493,10 @@ class MachineCosts:
     def target_ms(self, n: int) -> float | None:
         """Time to check n tokens in one target pass (the cheapest pass holding them)."""
         return self.target.target_ms(n, self.context)
+
+    def price_list(self, limit: int) -> list[float] | None:
+        """`target_ms(n)` for n = 1 … `limit`, by index (see CostTable.price_list)."""
+        return self.target.price_list(limit, self.context)
 
     def pass_size(self, n: int) -> int:
         """Rows of the pass that checks n tokens (n, or a larger size that costs no more)."""

@@ -122,19 +122,26 @@ class AutoPolicy:
                 self._since_used.setdefault(drafter.name, 0)
                 self._probe_interval.setdefault(drafter.name, self.base_probe_interval)
 
-    def _target_ms(self, n: int, plain_ms: float) -> float:
-        return self.costs.target_ms(n) or plain_ms * self.costs.shape(n)
+    def _prices(self, plain_ms: float) -> list[float]:
+        """The target's time to check n tokens, by n up to the longest pass a round may make:
+        priced once a round rather than once per drafter and length."""
+        limit = max(self.longest, MAX_K) + 1
+        prices = self.costs.price_list(limit)
+        if prices is None:
+            return [0.0, *(plain_ms * self.costs.shape(n) for n in range(1, limit + 1))]
+        return prices
 
+    @staticmethod
     def _rate(
-        self,
         tokens: float,
         k: int,
         per_draft_ms: float,
-        plain_ms: float,
+        prices: Sequence[float],
         extra_ms: float = 0.0,
     ) -> float:
-        """Expected tokens per millisecond for a round of k drafts yielding `tokens` on average."""
-        return tokens / (self._target_ms(k + 1, plain_ms) + per_draft_ms * k + extra_ms)
+        """Expected tokens per millisecond for a round of k drafts yielding `tokens` on average,
+        with `prices` from _prices()."""
+        return tokens / (prices[k + 1] + per_draft_ms * k + extra_ms)
 
     def could_pay(self, drafter: Drafter, *, max_k: int = MAX_K, extra_ms: float = 0.0) -> bool:
         """Whether `drafter` would beat plain at perfect acceptance (α = 1) for some K ≤ max_k.
@@ -147,11 +154,9 @@ class AutoPolicy:
         plain_ms = self.costs.target_ms(1)
         if plain_ms is None:
             return True
-        per_token = drafter.token_ms(plain_ms)
+        per_token, prices = drafter.token_ms(plain_ms), self._prices(plain_ms)
         extra = extra_ms / max(1, self._probe_interval.get(drafter.name, 1)) if extra_ms else 0.0
-        best = max(
-            self._rate(kk + 1.0, kk, per_token, plain_ms, extra) for kk in range(1, max_k + 1)
-        )
+        best = max(self._rate(kk + 1.0, kk, per_token, prices, extra) for kk in range(1, max_k + 1))
         return best > 1.0 / plain_ms
 
     def worth_readying(self, drafter: Drafter) -> bool:
@@ -169,7 +174,8 @@ class AutoPolicy:
         if plain_ms is None:
             return True
         curve, per_token = drafter.expected_tokens_curve(MAX_K), drafter.token_ms(plain_ms)
-        best = max(self._rate(curve[kk], kk, per_token, plain_ms) for kk in range(1, MAX_K + 1))
+        prices = self._prices(plain_ms)
+        best = max(self._rate(curve[kk], kk, per_token, prices) for kk in range(1, MAX_K + 1))
         return best > (1.0 + hurdle(drafter)) / plain_ms
 
     def choose(self, offers: Sequence[tuple[Drafter, Offer]]) -> PolicyChoice:
@@ -185,12 +191,13 @@ class AutoPolicy:
         # Offers compare by their rate discounted by that hurdle.
         best_score = plain_rate
         notes: list[str] = []
+        prices = self._prices(plain_ms)
         for drafter, offer in offers:
             per_token = drafter.token_ms(plain_ms)
 
             def rate_at(kk: int, offer: Offer = offer, per_token: float = per_token) -> float:
                 extra = offer.extra_ms / CATCHUP_ROUNDS
-                return self._rate(offer.curve[kk], kk, per_token, plain_ms, extra)
+                return self._rate(offer.curve[kk], kk, per_token, prices, extra)
 
             k = max(range(1, offer.k_max + 1), key=rate_at)
             rate = rate_at(k)
@@ -232,7 +239,7 @@ class AutoPolicy:
             return False
         if offer.extra_ms > PROBE_BUDGET * self._answer_rounds * plain_ms:
             return False
-        extra = self._target_ms(2, plain_ms) - plain_ms
+        extra = self._prices(plain_ms)[2] - plain_ms
         extra += drafter.token_ms(plain_ms) + offer.extra_ms
         return extra <= PROBE_BUDGET * interval * plain_ms
 
