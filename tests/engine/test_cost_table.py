@@ -9,12 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specchat.engine.cost_store import CostStore
 from specchat.engine.cost_table import (
     CATCHUP_ROWS,
     COARSE_SIZES,
+    DRIFT_RANGE,
+    DRIFT_SMOOTHING,
     MAX_ROWS,
     CostKey,
-    CostStore,
     CostTable,
     CostTableError,
     MachineCosts,
@@ -308,3 +310,54 @@ def test_price_list_is_target_ms_for_every_length(
     for n in range(1, 71):
         assert prices[n] == table.target_ms(n, context), n
     assert CostTable().price_list(8) is None
+
+
+def measured(relative: dict[int, float] = Q4_K_M, one_ms: float = 28.0) -> CostTable:
+    """A table whose every size was sampled offline (record), as the background measures."""
+    table = CostTable(sizes=tuple(range(1, 17)))
+    for n, ms in jagged(relative, one_ms).pass_ms.items():
+        table.record(n, ms)
+    return table
+
+
+def test_rounds_slower_than_the_samples_slow_every_size_alike() -> None:
+    """Plain rounds refresh one token's cost all the time, the sizes drafts use seldom: when
+    real rounds run 30 % over the offline samples, a pass of 8 must be priced 30 % over its
+    sample too, or drafting looks 30 % cheaper against plain than it is."""
+    table = measured()
+    sample_8, sample_1 = table.pass_ms[8], table.pass_ms[1]
+    for _ in range(100):
+        table.observe(1, 1.3 * sample_1)
+    assert table.drift == pytest.approx(1.3, rel=0.02)
+    assert table.cost_ms(1) == pytest.approx(1.3 * sample_1, rel=0.01)
+    assert table.cost_ms(8) == pytest.approx(1.3 * sample_8, rel=0.02)
+    assert table.target_ms(8) / table.target_ms(1) == pytest.approx(sample_8 / sample_1, rel=0.03)
+    prices = table.price_list(16)
+    assert prices is not None and prices[8] == table.target_ms(8)
+
+
+def test_a_size_refreshed_by_its_own_rounds_keeps_its_own_time() -> None:
+    table = measured()
+    sample_4 = table.pass_ms[4]
+    for _ in range(100):
+        table.observe(1, 1.3 * table.offline_ms[1])
+        table.observe(4, sample_4)  # passes of 4 take just their sample
+    assert table.cost_ms(4) == pytest.approx(sample_4, rel=0.01)
+    assert table.drift > 1.05  # the rest of the table still moves with the pace
+
+
+def test_the_drift_is_stored_with_the_table_and_a_stall_barely_moves_it(tmp_path: Path) -> None:
+    table = measured()
+    for _ in range(40):
+        table.observe(2, 1.2 * table.offline_ms[2])
+    drift = table.drift
+    table.observe(1, 50 * table.offline_ms[1])  # another process held the CPU
+    assert table.drift < drift + DRIFT_SMOOTHING * DRIFT_RANGE[1]
+    back = CostTable.from_json(json.loads(json.dumps(table.to_json())))
+    assert back.drift == pytest.approx(table.drift, abs=1e-4)
+    assert back.cost_ms(9) == pytest.approx(table.cost_ms(9), rel=1e-4)
+    # A file written before drifts were kept prices exactly as its times say.
+    old = table.to_json()
+    for name in ("offline_ms", "fresh", "drift"):
+        del old[name]
+    assert CostTable.from_json(old).cost_ms(9) == pytest.approx(table.pass_ms[9], abs=1e-3)

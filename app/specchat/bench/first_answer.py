@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.cost_table import CostStore
+from specchat.engine.cost_store import CostStore
 from specchat.engine.drafting.registry import AUTO, PLAIN
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams

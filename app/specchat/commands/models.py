@@ -207,7 +207,7 @@ def _path(pair_id: str) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from specchat.engine.cost_table import CostStore, new_table, sizes_text
+    from specchat.engine.cost_store import CostStore, new_table, sizes_text
     from specchat.engine.profiling import PairProfiler, load_costs
 
     target, draft = pair_on_disk(args.pair_id)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from specchat.commands.errors import UserError
 
 if TYPE_CHECKING:
-    from specchat.engine.cost_table import CostStore
+    from specchat.engine.cost_store import CostStore
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import Catalog, ModelPair
 

@@ -6,8 +6,7 @@ import functools
 import hashlib
 import json
 import math
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -81,6 +80,12 @@ def prior_shape(n: int, *, gpu: bool) -> float:
 #: Weight of a new round's time in the running estimate.
 SMOOTHING = 0.2
 
+#: Weight of a real round in the drift: the machine's pace against its offline samples,
+#: learnt from rounds of every size (about the last twenty).
+DRIFT_SMOOTHING = 0.05
+#: Bounds of the drift: a round off by more than this is a stall or a re-measurement's cue.
+DRIFT_RANGE = (0.5, 3.0)
+
 #: A real round this much faster than the offline time at its size means the offline
 #: measurement was stalled: the table is measured again in the background.
 SUSPECT = 0.6
@@ -153,6 +158,17 @@ class CostTable:
             `pass_ms` says). None: not measured yet (priced as no growth).
         slope_samples: (cached tokens, ms) of the passes of SLOPE_ROWS that time it, where
             the cache was when they began and SLOPE_SPAN tokens deeper.
+        offline_ms: each size's best offline sample.
+        fresh: the share of `pass_ms[n]` that is still the offline sample (1 when measured,
+            shrinking as real rounds of that size refresh it).
+        drift: what real rounds take over the offline samples of their size, smoothed over
+            rounds of every size. The offline samples are each size's best pass, taken
+            back to back; a real round also reads its logits and verifies, and the machine
+            is not always as quiet. Plain rounds refresh one token's cost all the time while
+            the sizes drafting uses are refreshed seldom, so without it one token would be
+            priced at what rounds take and a pass of 8 at its best case: on a shared 2-core
+            machine whose rounds ran 30 % over the samples, every draft looked that much
+            cheaper than plain than it was. A size's offline share is priced at the drift.
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -165,6 +181,9 @@ class CostTable:
     catchup_row_ms: float | None = None
     slope_ms: float | None = None
     slope_samples: list[tuple[int, float]] = field(default_factory=list)
+    offline_ms: dict[int, float] = field(default_factory=dict)
+    fresh: dict[int, float] = field(default_factory=dict)
+    drift: float = 1.0
 
     # --- what the policy reads ----------------------------------------------------------------
     @property
@@ -185,15 +204,23 @@ class CostTable:
             return 0.0
         return self.slope_ms * n * (context - self.context_tokens) / 1000.0
 
+    def _timed_ms(self, n: int) -> float:
+        """A timed size's cost now: its offline share priced at the drift (see `drift`)."""
+        ms = self.pass_ms[n]
+        share = self.fresh.get(n, 0.0)
+        if share and self.drift != 1.0:
+            ms += share * self.offline_ms.get(n, ms) * (self.drift - 1.0)
+        return ms
+
     def _base_ms(self, n: int) -> float | None:
         if n in self.pass_ms:
-            return self.pass_ms[n]
+            return self._timed_ms(n)
         if not self.pass_ms:
             return None
         # Nothing measured at n yet: scale the nearest measured size by the prior's shape.
         # Only a partial table does this, and only until the background measurement gets there.
         anchor = min(self.pass_ms, key=lambda m: (abs(m - n), -m))
-        return self.pass_ms[anchor] * self._shape(n) / self._shape(anchor)
+        return self._timed_ms(anchor) * self._shape(n) / self._shape(anchor)
 
     def pass_size(self, n: int, context: int | None = None) -> int:
         """The size of the cheapest pass that holds n rows: n itself or a larger size.
@@ -207,8 +234,8 @@ class CostTable:
         best, best_ms = n, self.cost_ms(n, context)
         if best_ms is None:
             return n
-        for m, ms in self.pass_ms.items():
-            ms += self.growth_ms(m, context)
+        for m in self.pass_ms:
+            ms = self._timed_ms(m) + self.growth_ms(m, context)
             if m > n and m <= self.sizes[-1] and (ms < best_ms or (ms == best_ms and m > best)):
                 best, best_ms = m, ms
         return best
@@ -229,9 +256,9 @@ class CostTable:
         prices = [0.0] * (limit + 1)
         # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().
         best_ms, best = float("inf"), 0
-        for m, ms in self.pass_ms.items():
+        for m in self.pass_ms:
             if limit < m <= top:
-                ms += self.growth_ms(m, context)
+                ms = self._timed_ms(m) + self.growth_ms(m, context)
                 if ms < best_ms or (ms == best_ms and m > best):
                     best_ms, best = ms, m
         for n in range(limit, 0, -1):
@@ -251,13 +278,22 @@ class CostTable:
         old = self.pass_ms.get(n)
         self.pass_ms[n] = ms if old is None else min(old, ms)
         self.samples[n] = self.samples.get(n, 0) + 1
+        self.offline_ms[n] = min(self.offline_ms.get(n, ms), ms)
+        if self.pass_ms[n] == ms:
+            self.fresh[n] = 1.0
 
     def observe(self, n: int, ms: float, context: int | None = None) -> None:
         """A pass seen in a real round after `context` cached tokens: moves the estimate a
         little, stalls damped. The table holds costs at its own context, so the round's
         attention over the rest of the cache is taken off first."""
         ms = max(ms - self.growth_ms(n, context), 0.05 * ms)
+        offline = self.offline_ms.get(n)
+        if offline:
+            pace = min(ms / offline, STALL_FACTOR * self.drift)
+            pace = min(max(pace, DRIFT_RANGE[0]), DRIFT_RANGE[1])
+            self.drift += DRIFT_SMOOTHING * (pace - self.drift)
         old = self.pass_ms.get(n)
+        self.fresh[n] = self.fresh.get(n, 0.0) * (1.0 - SMOOTHING) if old is not None else 0.0
         if old is None:
             # A first real time at this size beats a guess, but a stall must not set it.
             guess = self.cost_ms(n)
@@ -268,6 +304,8 @@ class CostTable:
             # machine was busy then). Take the round's time and measure every size again in
             # the background; record() keeps each size's best, so only stalls are undone.
             self.pass_ms[n] = ms
+            self.fresh[n] = 0.0
+            self.drift = 1.0  # a pace against stalled samples says nothing
             self.samples.clear()
             return
         self.pass_ms[n] = old + SMOOTHING * (min(ms, STALL_FACTOR * old) - old)
@@ -348,6 +386,9 @@ class CostTable:
             "catchup_row_ms": self.catchup_row_ms,
             "slope_ms": None if self.slope_ms is None else round(self.slope_ms, 4),
             "slope_samples": [[c, round(ms, 3)] for c, ms in self.slope_samples],
+            "offline_ms": {str(n): round(ms, 3) for n, ms in sorted(self.offline_ms.items())},
+            "fresh": {str(n): round(f, 4) for n, f in sorted(self.fresh.items())},
+            "drift": round(self.drift, 4),
         }
 
     @classmethod
@@ -362,6 +403,9 @@ class CostTable:
             slope = data.get("slope_ms")
             slope_ms = None if slope is None else float(slope)
             slope_samples = [(int(c), float(ms)) for c, ms in data.get("slope_samples", [])]
+            offline_ms = {int(n): float(ms) for n, ms in data.get("offline_ms", {}).items()}
+            fresh = {int(n): float(f) for n, f in data.get("fresh", {}).items()}
+            drift = float(data.get("drift", 1.0))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CostTableError(f"{what}: malformed ({error!r})") from None
         if not 1 <= low <= high <= 4096:
@@ -383,75 +427,10 @@ class CostTable:
             catchup_row_ms=catchup_row_ms if catchup_row_ms and catchup_row_ms > 0 else None,
             slope_ms=slope_ms if slope_ms is not None and slope_ms >= 0 else None,
             slope_samples=slope_samples,
+            offline_ms={n: ms for n, ms in offline_ms.items() if ms > 0},
+            fresh={n: min(max(f, 0.0), 1.0) for n, f in fresh.items()},
+            drift=min(max(drift, DRIFT_RANGE[0]), DRIFT_RANGE[1]),
         )
-
-
-def new_table(model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:
-    """An empty table for `model` (sizes 1 … rows, capped by its batch and context)."""
-    top = max(1, min(rows, model.n_batch, model.n_ctx - CONTEXT_TOKENS - 1))
-    return CostTable(
-        sizes=tuple(range(1, top + 1)),
-        gpu=model.info.gpu_layers > 0,
-        key=CostKey.of(model),
-        description=model.info.description,
-    )
-
-
-class CostStore:
-    """Cost tables on disk, one JSON file per key, in the cache folder.
-
-    Attributes:
-        folder: where the files live.
-    """
-
-    def __init__(self, folder: Path | None = None) -> None:
-        if folder is None:
-            from specchat import paths
-
-            folder = paths.cache_dir() / "costs"
-        self.folder = folder
-
-    def path(self, key: CostKey) -> Path:
-        return self.folder / f"{key.digest()}.json"
-
-    def load(self, model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:
-        """The stored table for `model` here, or a fresh one (a bad file is measured anew)."""
-        fresh = new_table(model, rows=rows)
-        assert fresh.key is not None
-        try:
-            data = json.loads(self.path(fresh.key).read_text(encoding="utf-8"))
-            stored = CostTable.from_json(data)
-        except (OSError, ValueError):
-            return fresh
-        if stored.key != fresh.key or stored.sizes != fresh.sizes:
-            return fresh
-        stored.gpu = fresh.gpu
-        return stored
-
-    def save(self, table: CostTable) -> None:
-        """Write atomically: a crash mid-write leaves the old file, never half a table."""
-        if table.key is None:
-            raise ValueError("only a keyed table can be stored")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        target = self.path(table.key)
-        partial = target.with_suffix(".part")
-        partial.write_text(json.dumps(table.to_json(), indent=1), encoding="utf-8")
-        os.replace(partial, target)
-
-
-def sizes_text(table: CostTable, sizes: Iterable[int] | None = None) -> list[str]:
-    """Lines of `n  ms  ×one-token  per-row` for printing a table."""
-    one = table.pass_ms.get(1)
-    lines = []
-    for n in sizes or table.sizes:
-        ms = table.pass_ms.get(n)
-        if ms is None:
-            lines.append(f"{n:>3}  {'—':>9}")
-            continue
-        relative = f"{ms / one:6.2f}×" if one else ""
-        mark = "" if table.pass_size(n) == n else f"  → pass of {table.pass_size(n)} costs less"
-        lines.append(f"{n:>3}  {ms:7.1f} ms {relative} {ms / n:6.1f} ms/row{mark}")
-    return lines
 
 
 def estimate_catchup_ms(tokens: int, per_token_ms: float | None, draft: CostTable | None) -> float:

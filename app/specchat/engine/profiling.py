@@ -6,13 +6,13 @@ import contextlib
 import time
 from collections.abc import Callable
 
+from specchat.engine.cost_store import CostStore
 from specchat.engine.cost_table import (
     CATCHUP_ROWS,
     CONTEXT_TOKENS,
     SLOPE_ROWS,
     SLOPE_SAMPLES,
     SLOPE_SPAN,
-    CostStore,
     CostTable,
     MachineCosts,
 )

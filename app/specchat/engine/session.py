@@ -9,7 +9,7 @@ from pathlib import Path
 
 from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
-from specchat.engine.cost_table import CostStore
+from specchat.engine.cost_store import CostStore
 from specchat.engine.decoder import Generation, SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
