@@ -55,6 +55,7 @@ class LookupSurvival:
         self._prior_reached = [weight] * len(LOOKUP_BANDS)
         self.refused = [0.0] * len(LOOKUP_BANDS)
         self.reached = [0.0] * len(LOOKUP_BANDS)
+        self._aged_to = 0  # the text length its counts are aged to (see age_to)
 
     def _band(self, position: int) -> int:
         return bisect.bisect_right(LOOKUP_BANDS, position) - 1
@@ -86,6 +87,14 @@ class LookupSurvival:
         factor = LOOKUP_DECAY**steps
         self.refused = [r * factor for r in self.refused]
         self.reached = [r * factor for r in self.reached]
+
+    def age_to(self, clock: int) -> None:
+        """Age by the tokens of text written since it was last aged to `clock`: estimates are
+        aged when read or scored, not all of them every round (a copying drafter keeps 21)."""
+        if clock > self._aged_to:
+            if any(self.reached):
+                self.age(clock - self._aged_to)
+            self._aged_to = clock
 
     def expected_curve(self, k_max: int) -> list[float]:
         """Expected tokens per round (the target's own included) for K = 0 … k_max."""
@@ -218,10 +227,13 @@ class CopyAcceptance:
         }
         self.sure: bool | None = None
         self._text_len = 0
+        self._clock = 0  # tokens of text written over every answer: the estimates' age
 
     def estimate(self, match_len: int) -> LookupSurvival:
         """The estimate for a `match_len`-token match in the current regime."""
-        return self._survival[self.sure][match_bucket(match_len)]
+        estimate = self._survival[self.sure][match_bucket(match_len)]
+        estimate.age_to(self._clock)
+        return estimate
 
     def note(self, position: int, proposal: Sequence[int], match_len: int) -> None:
         """The drafter proposed `proposal` for the text from `position` on."""
@@ -241,12 +253,10 @@ class CopyAcceptance:
         """Age the estimates by the text written since the last call, score every proposal
         `text` now decides, and take the regime from the target's `margin` on its last token
         (top logit minus the runner-up; None: not known)."""
-        grown = len(text) - self._text_len if len(text) > self._text_len else 0
-        if grown:
-            for estimates in self._survival.values():
-                for estimate in estimates:
-                    estimate.age(grown)
+        self._clock += len(text) - self._text_len if len(text) > self._text_len else 0
         for match_len, sure, before, kept, refused in self.ledger.settle(text):
-            self._survival[sure][match_bucket(match_len)].score(before, kept, refused)
+            estimate = self._survival[sure][match_bucket(match_len)]
+            estimate.age_to(self._clock)
+            estimate.score(before, kept, refused)
         self._text_len = len(text)
         self.sure = None if margin is None else margin >= SURE_MARGIN
