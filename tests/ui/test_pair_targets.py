@@ -91,6 +91,8 @@ def test_another_pair_never_shows_the_previous_pairs_files(
     with qtbot.waitSignal(picker.optimiser.surveyed, timeout=20_000, check_params_cb=_for(PAIR_ID)):
         picker.select(PAIR_ID)
     assert picker.targets.isVisibleTo(picker)
+    # The other pairs' statuses come from the picker's own survey, on its own schedule.
+    qtbot.waitUntil(lambda: any(key != PAIR_ID for key in picker.statuses), timeout=20_000)
     other = next(key for key in picker.statuses if key != PAIR_ID)
     picker.select(other)
     # Until the other pair's own survey arrives, nothing of the first pair is on show.
