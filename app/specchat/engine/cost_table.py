@@ -485,10 +485,6 @@ class MachineCosts:
         """A target pass over exactly n tokens (see CostTable.cost_ms)."""
         return self.target.cost_ms(n, self.context)
 
-    def shape(self, n: int) -> float:
-        """Prior cost of a target pass over n tokens relative to one token."""
-        return self.target._shape(n)
-
     @property
     def draft_token_ms(self) -> float | None:
         return None if self.draft is None else self.draft.cost_ms(1)

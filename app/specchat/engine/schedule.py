@@ -122,14 +122,11 @@ class AutoPolicy:
                 self._since_used.setdefault(drafter.name, 0)
                 self._probe_interval.setdefault(drafter.name, self.base_probe_interval)
 
-    def _prices(self, plain_ms: float) -> list[float]:
-        """The target's time to check n tokens, by n up to the longest pass a round may make:
-        priced once a round rather than once per drafter and length."""
-        limit = max(self.longest, MAX_K) + 1
-        prices = self.costs.price_list(limit)
-        if prices is None:
-            return [0.0, *(plain_ms * self.costs.shape(n) for n in range(1, limit + 1))]
-        return prices
+    def _prices(self) -> list[float] | None:
+        """The target's time to check n tokens, by n up to the longest pass a round may make
+        (index 1 is plain's token), priced once a round rather than once per drafter and
+        length; None before anything is measured."""
+        return self.costs.price_list(max(self.longest, MAX_K) + 1)
 
     @staticmethod
     def _rate(
@@ -143,18 +140,27 @@ class AutoPolicy:
         with `prices` from _prices()."""
         return tokens / (prices[k + 1] + per_draft_ms * k + extra_ms)
 
-    def could_pay(self, drafter: Drafter, *, max_k: int = MAX_K, extra_ms: float = 0.0) -> bool:
+    def could_pay(
+        self,
+        drafter: Drafter,
+        *,
+        max_k: int = MAX_K,
+        extra_ms: float = 0.0,
+        prices: list[float] | None = None,
+    ) -> bool:
         """Whether `drafter` would beat plain at perfect acceptance (α = 1) for some K ≤ max_k.
 
         A probe can only reveal a better acceptance rate, never cheaper passes, so a drafter
         that loses even at α = 1 on the measured costs is not worth probing (nor, for the
         draft model, worth evaluating the prompt for). `extra_ms` is a one-off cost, spread
-        over the rounds until the next probe since a probe only pays it once.
+        over the rounds until the next probe since a probe only pays it once. `prices`: the
+        round's, if the caller has them.
         """
-        plain_ms = self.costs.target_ms(1)
-        if plain_ms is None:
+        prices = prices or self._prices()
+        if prices is None:
             return True
-        per_token, prices = drafter.token_ms(plain_ms), self._prices(plain_ms)
+        plain_ms = prices[1]
+        per_token = drafter.token_ms(plain_ms)
         extra = extra_ms / max(1, self._probe_interval.get(drafter.name, 1)) if extra_ms else 0.0
         best = max(self._rate(kk + 1.0, kk, per_token, prices, extra) for kk in range(1, max_k + 1))
         return best > 1.0 / plain_ms
@@ -170,28 +176,28 @@ class AutoPolicy:
 
     def _pays(self, drafter: Drafter) -> bool:
         """Whether the current estimates would choose `drafter` over plain."""
-        plain_ms = self.costs.target_ms(1)
-        if plain_ms is None:
+        prices = self._prices()
+        if prices is None:
             return True
+        plain_ms = prices[1]
         curve, per_token = drafter.expected_tokens_curve(MAX_K), drafter.token_ms(plain_ms)
-        prices = self._prices(plain_ms)
         best = max(self._rate(curve[kk], kk, per_token, prices) for kk in range(1, MAX_K + 1))
         return best > (1.0 + hurdle(drafter)) / plain_ms
 
     def choose(self, offers: Sequence[tuple[Drafter, Offer]]) -> PolicyChoice:
         """The best option for the next round, among the drafters' offers (in their order)."""
         self.track(drafter for drafter, _ in offers)
-        plain_ms = self.costs.target_ms(1)
-        if plain_ms is None:
+        prices = self._prices()
+        if prices is None:
             # Nothing measured yet: one plain round gives the reference cost.
             return PolicyChoice(PLAIN, 0, "plain: measuring the target's cost")
+        plain_ms = prices[1]
         plain_rate = 1.0 / plain_ms
         best = PolicyChoice(PLAIN, 0, "")
         # Drafting must promise a clear gain: its estimates are noisy, plain's cost is known.
         # Offers compare by their rate discounted by that hurdle.
         best_score = plain_rate
         notes: list[str] = []
-        prices = self._prices(plain_ms)
         for drafter, offer in offers:
             per_token = drafter.token_ms(plain_ms)
 
@@ -214,7 +220,7 @@ class AutoPolicy:
         if best.mode != PLAIN:
             return best
         for drafter, offer in offers:
-            if drafter.probed and self._probe_due(drafter, offer, plain_ms):
+            if drafter.probed and self._probe_due(drafter, offer, prices):
                 self._probing = drafter.name
                 return PolicyChoice(
                     drafter.name, 1, f"{_short(drafter.name)}, K = 1: probing whether it pays now"
@@ -223,7 +229,7 @@ class AutoPolicy:
             return PolicyChoice(PLAIN, 0, "plain: nothing to draft from")
         return PolicyChoice(PLAIN, 0, f"plain: drafting would not pay ({', '.join(notes)})")
 
-    def _probe_due(self, drafter: Drafter, offer: Offer, plain_ms: float) -> bool:
+    def _probe_due(self, drafter: Drafter, offer: Offer, prices: list[float]) -> bool:
         """Whether to probe `drafter` now: its turn has come, it could pay at all, and the
         probe's extra cost fits the probing budget.
 
@@ -235,11 +241,12 @@ class AutoPolicy:
         interval = self._probe_interval[name]
         if self._since_used[name] < interval:
             return False
-        if not self.could_pay(drafter, extra_ms=offer.extra_ms):
+        if not self.could_pay(drafter, extra_ms=offer.extra_ms, prices=prices):
             return False
+        plain_ms = prices[1]
         if offer.extra_ms > PROBE_BUDGET * self._answer_rounds * plain_ms:
             return False
-        extra = self._prices(plain_ms)[2] - plain_ms
+        extra = prices[2] - plain_ms
         extra += drafter.token_ms(plain_ms) + offer.extra_ms
         return extra <= PROBE_BUDGET * interval * plain_ms
 
