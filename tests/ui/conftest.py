@@ -38,6 +38,10 @@ def make_window(qtbot: QtBot, home: Path) -> Iterator[Callable[..., object]]:
     yield make
     for window, store in made:
         window.close()
+        # Closing waits two seconds at most, as a person closing the window should; a test
+        # must not end with the worker's thread still running, or the collection between
+        # tests destroys a running QThread, which aborts the process.
+        window.service.worker_thread.wait(30_000)
         store.close()
 
 
