@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.drafting import PromptLookupDrafter
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,
@@ -127,8 +128,13 @@ def test_k_and_temperature_change_between_rounds(decoder: SpeculativeDecoder) ->
     )
     generation = decoder.generate(request)
     seen = []
+    lookup = decoder.drafters["lookup"]
+    assert isinstance(lookup, PromptLookupDrafter)
     for result in generation:
         seen.append((result.choice.k, result.temperature))
+        # The copying drafters are told whether rounds sample (a copy's match then counts
+        # only what the answer wrote).
+        assert lookup.copies.sampled == (result.temperature > 0)
         if result.index == 3:
             generation.steer(Controls("draft", 5, SamplingParams(temperature=0.7, seed=1)))
             assert generation.controls.k == 5 and generation.request.controls.k == 2

@@ -183,6 +183,7 @@ class SpeculativeDecoder:
         stops = _StopStringFilter(request.stop_strings)
         decode_start = time.perf_counter()
         round_index = 0
+        told: SamplingParams | None = None  # the sampling the drafters were last told of
         while True:
             if cancel is not None and cancel.is_set():
                 yield self._final(round_index, stats, decode_start, StopReason.CANCELLED, stops)
@@ -196,6 +197,10 @@ class SpeculativeDecoder:
                 return
             controls = live.get()
             sampling = controls.sampling
+            if sampling != told:
+                for drafter in self.drafters:
+                    drafter.use_sampling(sampling)
+                told = sampling
             mode = self.drafters.resolve(controls.mode)
             policy = self.auto if mode == AUTO else self._fixed
             # Never draft past the answer's end or the context's. Auto may copy further in

@@ -225,6 +225,10 @@ class Drafter(abc.ABC):
         """The next answer belongs to `conversation` (called before `prepare` when the
         conversation is known)."""
 
+    def use_sampling(self, sampling: SamplingParams) -> None:  # noqa: B027
+        """The sampling of the rounds from now on: called before an answer's first round
+        and whenever it changes."""
+
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:  # noqa: B027
         """A new answer starts after `prompt`; `eager`: it is likely to be used, so ready
         whatever costs time (the draft model's prompt evaluation)."""

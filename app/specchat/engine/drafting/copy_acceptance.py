@@ -226,8 +226,27 @@ class CopyAcceptance:
             False: _prior_survival(UNSURE_ODDS),
         }
         self.sure: bool | None = None
+        self.sampled = False  # whether rounds sample (T > 0) rather than decode greedily
         self._text_len = 0
+        self._answer_start = 0
         self._clock = 0  # tokens of text written over every answer: the estimates' age
+
+    def evidence(self, position: int, match_len: int) -> int:
+        """How much of a `match_len`-token match ending at `position` tells whether the copy
+        goes on: the match length its acceptance is estimated (and learnt) by.
+
+        At temperature 0 all of it: the answer is a function of the text, so text that agrees
+        with an earlier stretch goes on as that stretch did (a regenerated answer is the same
+        answer). When sampling, only the part this answer wrote: an identical prompt (a
+        regenerate, a question asked again) says nothing about which sample will be drawn,
+        while an answer that has followed its source for n sampled tokens has shown that it
+        does. Measured on the shipped sessions at T = 0.8, copies of an earlier answer at a
+        match of 32 or more (the whole repeated prompt) were priced at α ≈ 0.98 and kept 45 %
+        of their tokens; at T = 0 the same copies kept all of them.
+        """
+        if not self.sampled:
+            return match_len
+        return min(match_len, max(0, position - self._answer_start))
 
     def estimate(self, match_len: int) -> LookupSurvival:
         """The estimate for a `match_len`-token match in the current regime."""
@@ -248,6 +267,7 @@ class CopyAcceptance:
                 estimate.forget()
         self.sure = None
         self._text_len = text_len
+        self._answer_start = text_len
 
     def learn(self, text: Sequence[int], margin: float | None) -> None:
         """Age the estimates by the text written since the last call, score every proposal

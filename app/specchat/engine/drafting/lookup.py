@@ -124,6 +124,9 @@ class PromptLookupDrafter(Drafter):
             return carried
         return tokens, longest
 
+    def use_sampling(self, sampling: SamplingParams) -> None:
+        self.copies.sampled = not sampling.greedy
+
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         """Pending proposals are void, and acceptance starts again from the priors: how
         copies fared in another answer (a code edit before an explanation) predicts little
@@ -137,6 +140,7 @@ class PromptLookupDrafter(Drafter):
         tokens, match_len = self._copy(context, k_cap)
         ms = (time.perf_counter() - began) * 1000.0
         self._offered = (len(context), tokens, match_len, ms)
+        match_len = self.copies.evidence(len(context), match_len)
         # Scored whether drafted or not (see LookupLedger).
         self.copies.note(len(context), tokens, match_len)
         return self.offer_match(len(tokens), match_len) if tokens else None

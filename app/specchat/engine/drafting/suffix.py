@@ -62,6 +62,9 @@ class SuffixDrafter(Drafter):
                 self.index.reset_chat()
             self._conversation = conversation
 
+    def use_sampling(self, sampling: SamplingParams) -> None:
+        self.copies.sampled = not sampling.greedy
+
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.index.prepare(prompt)
         self.copies.restart(len(prompt))
@@ -88,8 +91,9 @@ class SuffixDrafter(Drafter):
         if not found:
             return None
         main = found[0]
-        self.copies.note(len(context), main.tokens, main.match_len)
-        survival = self.copies.estimate(main.match_len)
+        match_len = self.copies.evidence(len(context), main.match_len)
+        self.copies.note(len(context), main.tokens, match_len)
+        survival = self.copies.estimate(match_len)
         base = survival.expected_curve(len(main.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
