@@ -140,10 +140,11 @@ class PromptLookupDrafter(Drafter):
         tokens, match_len = self._copy(context, k_cap)
         ms = (time.perf_counter() - began) * 1000.0
         self._offered = (len(context), tokens, match_len, ms)
-        match_len = self.copies.evidence(len(context), match_len)
-        # Scored whether drafted or not (see LookupLedger).
-        self.copies.note(len(context), tokens, match_len)
-        return self.offer_match(len(tokens), match_len) if tokens else None
+        # Priced and scored (whether drafted or not, see LookupLedger) by the part of the
+        # match that counts as evidence.
+        counted = self.copies.evidence(len(context), match_len)
+        self.copies.note(len(context), tokens, counted)
+        return self.offer_match(len(tokens), counted) if tokens else None
 
     def offer_match(self, length: int, match_len: int) -> Offer:
         """The offer of a proposal of `length` tokens found by a `match_len`-token match."""

@@ -91,9 +91,9 @@ class SuffixDrafter(Drafter):
         if not found:
             return None
         main = found[0]
-        match_len = self.copies.evidence(len(context), main.match_len)
-        self.copies.note(len(context), main.tokens, match_len)
-        survival = self.copies.estimate(match_len)
+        counted = self.copies.evidence(len(context), main.match_len)
+        self.copies.note(len(context), main.tokens, counted)
+        survival = self.copies.estimate(counted)
         base = survival.expected_curve(len(main.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
