@@ -248,25 +248,32 @@ class CostTable:
         """`target_ms(n, context)` for every n from 1 to `limit` (index n; index 0 unused), in
         one backward pass over the sizes: `auto` prices dozens of draft lengths for every
         drafter each round, and asking `target_ms` for each would scan the table once per
-        length. None before any time."""
-        costs = [self.cost_ms(n, context) for n in range(limit + 1)]
-        if costs[1] is None:
+        length. Each size is priced once (the same sums as `cost_ms`, so the same floats):
+        this runs every round, plain ones included. None before any time."""
+        if not self.pass_ms:
             return None
+        depth = 0 if context is None or not self.slope_ms else context - self.context_tokens
+        slope = self.slope_ms or 0.0
+        timed = {m: self._timed_ms(m) for m in self.pass_ms}
+        if depth:
+            timed = {m: ms + slope * m * depth / 1000.0 for m, ms in timed.items()}
         top = self.sizes[-1]
         prices = [0.0] * (limit + 1)
         # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().
         best_ms, best = float("inf"), 0
-        for m in self.pass_ms:
-            if limit < m <= top:
-                ms = self._timed_ms(m) + self.growth_ms(m, context)
-                if ms < best_ms or (ms == best_ms and m > best):
-                    best_ms, best = ms, m
+        for m, ms in timed.items():
+            if limit < m <= top and (ms < best_ms or (ms == best_ms and m > best)):
+                best_ms, best = ms, m
         for n in range(limit, 0, -1):
-            own = costs[n]
-            assert own is not None
-            prices[n] = best_ms if best_ms < own else own
-            if n in self.pass_ms and n <= top and (own < best_ms or (own == best_ms and n > best)):
+            own = timed.get(n)
+            if own is None:
+                own = self.cost_ms(n, context)  # a partial table's guess
+                assert own is not None
+            elif n <= top and (own < best_ms or (own == best_ms and n > best)):
+                prices[n] = own
                 best_ms, best = own, n
+                continue
+            prices[n] = best_ms if best_ms < own else own
         return prices
 
     def _shape(self, n: int) -> float:
