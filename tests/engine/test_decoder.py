@@ -10,6 +10,7 @@ import pytest
 
 from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.drafting import PromptLookupDrafter
+from specchat.engine.drafting.copy_acceptance import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,
@@ -130,7 +131,9 @@ def test_k_and_temperature_change_between_rounds(decoder: SpeculativeDecoder) ->
     seen = []
     lookup = decoder.drafters["lookup"]
     assert isinstance(lookup, PromptLookupDrafter)
+    results = []
     for result in generation:
+        results.append(result)
         seen.append((result.choice.k, result.temperature))
         # The copying drafters are told whether rounds sample (a copy's match then counts
         # only what the answer wrote).
@@ -141,6 +144,15 @@ def test_k_and_temperature_change_between_rounds(decoder: SpeculativeDecoder) ->
     assert seen[0] == (2, 0.0)
     assert seen[4][1] == 0.7
     assert all(k <= 5 for k, _ in seen[4:]) and any(k == 5 for k, _ in seen[4:])
+    # And each round tells them how likely the tokens it wrote were, which caps a copy's
+    # acceptance when sampling (CopyAcceptance.ceiling): the sampled rounds' tokens only.
+    total = count = 0.0
+    for result in results:
+        for event in result.events if result.temperature > 0 else ():
+            total, count = total * SAMPLED_DECAY + event.p_target, count * SAMPLED_DECAY + 1
+    ceiling = (SAMPLED_PRIOR_WEIGHT + total) / (SAMPLED_PRIOR_WEIGHT + count)
+    assert count > 10 and lookup.copies.ceiling == pytest.approx(ceiling, abs=1e-12)
+    assert ceiling < 1.0
 
 
 def test_max_tokens_and_stop_strings(decoder: SpeculativeDecoder) -> None:

@@ -260,7 +260,8 @@ class SpeculativeDecoder:
             context = context + [e.token for e in events]
             # Drafters learn from their own tokens only, not from the rows filled for them.
             margin = events[-1].margin if events else None
-            outcome = Outcome(context, made, min(j, len(made.tokens)), margin)
+            emitted_p = tuple(e.p_target for e in events)
+            outcome = Outcome(context, made, min(j, len(made.tokens)), margin, emitted_p)
             for drafter in self.drafters:
                 drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)

@@ -160,12 +160,15 @@ class Outcome:
         accepted: how many of its tokens were kept.
         margin: the target's top logit minus its runner-up on the context's last token (how
             sure it was of it); None where not known.
+        p_emitted: the target's probability (under the round's sampling) of each token the
+            round wrote; empty where not known.
     """
 
     context: Sequence[int]
     draft: Draft
     accepted: int
     margin: float | None = None
+    p_emitted: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -148,14 +148,14 @@ class PromptLookupDrafter(Drafter):
 
     def offer_match(self, length: int, match_len: int) -> Offer:
         """The offer of a proposal of `length` tokens found by a `match_len`-token match."""
-        survival = self.copies.estimate(match_len)
-        curve = survival.expected_curve(min(length, MAX_LOOKUP_K))
-        detail = f"{match_len}-token match, α ≈ {survival.alpha:.2f}"
+        survival, ceiling = self.copies.estimate(match_len), self.copies.ceiling
+        curve = survival.expected_curve(min(length, MAX_LOOKUP_K), ceiling)
+        detail = f"{match_len}-token match, α ≈ {min(survival.alpha, ceiling):.2f}"
         return Offer(len(curve) - 1, curve, detail=detail)
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
         """Without a match in view: the shortest matches' estimate."""
-        return self.copies.estimate(1).expected_curve(k_max)
+        return self.copies.estimate(1).expected_curve(k_max, self.copies.ceiling)
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from every proposal the text has now decided.
@@ -164,4 +164,4 @@ class PromptLookupDrafter(Drafter):
         proposals made at neighbouring positions overlap and are scored many times over.
         """
         self._offered = None
-        self.copies.learn(outcome.context, outcome.margin)
+        self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)

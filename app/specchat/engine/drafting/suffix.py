@@ -93,8 +93,8 @@ class SuffixDrafter(Drafter):
         main = found[0]
         counted = self.copies.evidence(len(context), main.match_len)
         self.copies.note(len(context), main.tokens, counted)
-        survival = self.copies.estimate(counted)
-        base = survival.expected_curve(len(main.tokens))
+        survival, ceiling = self.copies.estimate(counted), self.copies.ceiling
+        base = survival.expected_curve(len(main.tokens), ceiling)
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
         curve = [1.0]
@@ -102,11 +102,12 @@ class SuffixDrafter(Drafter):
         for position, share in enumerate(main.shares, start=1):
             reach *= share
             curve.append(curve[-1] + (base[position] - base[position - 1]) * reach)
-        detail = f"{main.match_len}-token match in {main.source.value}, α ≈ {survival.alpha:.2f}"
+        alpha = min(survival.alpha, ceiling)
+        detail = f"{main.match_len}-token match in {main.source.value}, α ≈ {alpha:.2f}"
         return Offer(len(curve) - 1, curve, detail=detail)
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
-        return self.copies.estimate(1).expected_curve(k_max)
+        return self.copies.estimate(1).expected_curve(k_max, self.copies.ceiling)
 
     def propose(
         self,
@@ -150,4 +151,4 @@ class SuffixDrafter(Drafter):
         """Index the kept text, and learn from every proposal the text has now decided."""
         self._offered = None
         self.index.sync(outcome.context)
-        self.copies.learn(outcome.context, outcome.margin)
+        self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)
