@@ -16,6 +16,7 @@ from specchat.engine.cost_table import (
     DRIFT_RANGE,
     DRIFT_SMOOTHING,
     MAX_ROWS,
+    SPIKE,
     CostKey,
     CostTable,
     CostTableError,
@@ -177,6 +178,20 @@ def test_measurement_stops_when_an_answer_comes_and_resumes_from_disk(
     assert catchup is not None and catchup < final.draft_token_ms
     assert final.catchup_ms(100) == pytest.approx(100 * catchup)
     assert PairProfiler(final, tiny_target, tiny_draft, store=store).done
+
+
+def test_a_reloaded_table_owes_the_sizes_the_saved_one_owed() -> None:
+    """Whether a size is owed a sample turns on comparing times: a table stored complete
+    must load complete (and one owing a size must still owe it), however close the call."""
+    table = CostTable(sizes=(1, 2, 3))
+    for n, ms in ((1, 0.2), (1, 0.2), (3, 0.3), (3, 0.3)):
+        table.record(n, ms)
+    # Size 2, timed once, is dearer than 3 (dominated) but a stall by a hair: owed again.
+    table.record(2, SPIKE * 0.3 + 0.0004)
+    assert table.to_measure() == [2]
+    again = CostTable.from_json(json.loads(json.dumps(table.to_json())))
+    assert again.pass_ms == table.pass_ms and again.offline_ms == table.offline_ms
+    assert again.to_measure() == [2]
 
 
 def test_a_draft_table_stored_before_catch_ups_were_timed_gets_that_one_pass(

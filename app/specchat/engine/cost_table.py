@@ -387,13 +387,16 @@ class CostTable:
             "gpu": self.gpu,
             "context_tokens": self.context_tokens,
             "sizes": [self.sizes[0], self.sizes[-1]],
-            "pass_ms": {str(n): round(ms, 3) for n, ms in sorted(self.pass_ms.items())},
+            # Times stay exact: which sizes are still owed a sample turns on comparing them
+            # (see to_measure), and a tiny model's 0.3 ms pass rounded to 3 decimals moved by
+            # enough to turn a table that was complete when saved incomplete when loaded.
+            "pass_ms": {str(n): ms for n, ms in sorted(self.pass_ms.items())},
             "samples": {str(n): c for n, c in sorted(self.samples.items())},
             "key": None if self.key is None else asdict(self.key),
             "catchup_row_ms": self.catchup_row_ms,
             "slope_ms": None if self.slope_ms is None else round(self.slope_ms, 4),
             "slope_samples": [[c, round(ms, 3)] for c, ms in self.slope_samples],
-            "offline_ms": {str(n): round(ms, 3) for n, ms in sorted(self.offline_ms.items())},
+            "offline_ms": {str(n): ms for n, ms in sorted(self.offline_ms.items())},
             "fresh": {str(n): round(f, 4) for n, f in sorted(self.fresh.items())},
             "drift": round(self.drift, 4),
         }
