@@ -252,11 +252,7 @@ class CostTable:
         this runs every round, plain ones included. None before any time."""
         if not self.pass_ms:
             return None
-        depth = 0 if context is None or not self.slope_ms else context - self.context_tokens
-        slope = self.slope_ms or 0.0
-        timed = {m: self._timed_ms(m) for m in self.pass_ms}
-        if depth:
-            timed = {m: ms + slope * m * depth / 1000.0 for m, ms in timed.items()}
+        timed = {m: self._timed_ms(m) + self.growth_ms(m, context) for m in self.pass_ms}
         top = self.sizes[-1]
         prices = [0.0] * (limit + 1)
         # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().

@@ -277,6 +277,15 @@ class CopyAcceptance:
         prior = SAMPLED_PRIOR_WEIGHT
         return (prior + self._p_sum) / (prior + self._p_count)
 
+    def curve(self, match_len: int, k_max: int) -> list[float]:
+        """Expected tokens per round for K = 0 … k_max after a `match_len`-token match, in the
+        current regime and under the ceiling: what a copying drafter offers."""
+        return self.estimate(match_len).expected_curve(k_max, self.ceiling)
+
+    def alpha(self, match_len: int) -> float:
+        """The chance the first copied token is kept, as `curve` prices it (for display)."""
+        return min(self.estimate(match_len).alpha, self.ceiling)
+
     def estimate(self, match_len: int) -> LookupSurvival:
         """The estimate for a `match_len`-token match in the current regime."""
         estimate = self._survival[self.sure][match_bucket(match_len)]

@@ -148,14 +148,13 @@ class PromptLookupDrafter(Drafter):
 
     def offer_match(self, length: int, match_len: int) -> Offer:
         """The offer of a proposal of `length` tokens found by a `match_len`-token match."""
-        survival, ceiling = self.copies.estimate(match_len), self.copies.ceiling
-        curve = survival.expected_curve(min(length, MAX_LOOKUP_K), ceiling)
-        detail = f"{match_len}-token match, α ≈ {min(survival.alpha, ceiling):.2f}"
+        curve = self.copies.curve(match_len, min(length, MAX_LOOKUP_K))
+        detail = f"{match_len}-token match, α ≈ {self.copies.alpha(match_len):.2f}"
         return Offer(len(curve) - 1, curve, detail=detail)
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
         """Without a match in view: the shortest matches' estimate."""
-        return self.copies.estimate(1).expected_curve(k_max, self.copies.ceiling)
+        return self.copies.curve(1, k_max)
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from every proposal the text has now decided.

@@ -93,8 +93,7 @@ class SuffixDrafter(Drafter):
         main = found[0]
         counted = self.copies.evidence(len(context), main.match_len)
         self.copies.note(len(context), main.tokens, counted)
-        survival, ceiling = self.copies.estimate(counted), self.copies.ceiling
-        base = survival.expected_curve(len(main.tokens), ceiling)
+        base = self.copies.curve(counted, len(main.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
         curve = [1.0]
@@ -102,12 +101,12 @@ class SuffixDrafter(Drafter):
         for position, share in enumerate(main.shares, start=1):
             reach *= share
             curve.append(curve[-1] + (base[position] - base[position - 1]) * reach)
-        alpha = min(survival.alpha, ceiling)
+        alpha = self.copies.alpha(counted)
         detail = f"{main.match_len}-token match in {main.source.value}, α ≈ {alpha:.2f}"
         return Offer(len(curve) - 1, curve, detail=detail)
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
-        return self.copies.estimate(1).expected_curve(k_max, self.copies.ceiling)
+        return self.copies.curve(1, k_max)
 
     def propose(
         self,
