@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -24,6 +24,35 @@ MAX_K = 16
 #: row at 16, ≈ 13 ms at 64 on a 2-core laptop), so a long copy is checked fastest in big
 #: batches; the auto policy only asks for them where the match says the copy will go on.
 MAX_LOOKUP_K = 64
+
+
+def _never(token: int) -> bool:
+    return False
+
+
+def through_end(tokens: Sequence[int], ends_answer: Callable[[int], bool]) -> tuple[int, ...]:
+    """`tokens` up to and including the first that ends an answer: nothing after it can be
+    kept. A copy of an earlier turn's ending otherwise runs on through the chat format into
+    the next message, and auto prices (and pays for) rows that can only be thrown away."""
+    for i, token in enumerate(tokens):
+        if ends_answer(token):
+            return tuple(tokens[: i + 1])
+    return tuple(tokens)
+
+
+class EndTokens:
+    """Whether a token ends an answer (the target's end-of-generation test), remembered per
+    token: a copying drafter asks it of up to 64 tokens a round."""
+
+    def __init__(self, is_end: Callable[[int], bool]) -> None:
+        self._is_end = is_end
+        self._known: dict[int, bool] = {}
+
+    def __call__(self, token: int) -> bool:
+        known = self._known.get(token)
+        if known is None:
+            known = self._known[token] = bool(self._is_end(token))
+        return known
 
 
 def expected_tokens(alpha: float, k: int, continued: float | None = None) -> float:
@@ -204,6 +233,8 @@ class Drafter(abc.ABC):
             drafter proposing a tree spends them on branches.
         acceptance: its acceptance estimate, learnt from the rounds it drafted (a drafter that
             knows better overrides `expected_tokens_curve` and `offer`).
+        ends_answer: whether a token ends the answer (the target's end-of-generation tokens,
+            set when the drafters are built for a pair): no draft goes past one.
     """
 
     name: ClassVar[str]
@@ -216,6 +247,7 @@ class Drafter(abc.ABC):
 
     def __init__(self) -> None:
         self.acceptance = Acceptance.prior(0.5, 0.5)
+        self.ends_answer: Callable[[int], bool] = _never
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
+from specchat.engine.drafting.base import (
+    MAX_LOOKUP_K,
+    Draft,
+    Drafter,
+    Offer,
+    Outcome,
+    through_end,
+)
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.registry import register
 from specchat.engine.drafting.substitutions import Substitutions
@@ -113,7 +120,8 @@ class PromptLookupDrafter(Drafter):
 
     def _copy(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
         """The copy to propose: lookup's, or the live copy carried through this answer's
-        substitutions where that one has run longer (see Substitutions)."""
+        substitutions where that one has run longer (see Substitutions); never past a token
+        that ends the answer."""
         if k <= 0:
             return (), 0
         start, longest = locate(context, self.max_extent)
@@ -121,8 +129,8 @@ class PromptLookupDrafter(Drafter):
         tokens, longest = self._continuation(context, start, longest, k)
         carried = self.substitutions.copy(context, k)
         if carried is not None and carried[0] and carried[1] >= longest:
-            return carried
-        return tokens, longest
+            tokens, longest = carried
+        return through_end(tokens, self.ends_answer), longest
 
     def use_sampling(self, sampling: SamplingParams) -> None:
         self.copies.sampled = not sampling.greedy

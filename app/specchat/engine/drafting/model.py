@@ -128,6 +128,8 @@ class DraftModelDrafter(Drafter):
                     break
                 qs.append(q)
             tokens.append(token)
+            if self.ends_answer(token):
+                break  # nothing after the answer's end can be kept
             if i + 1 < k:
                 logits = model.decode([token], logits="last")[0]
         ms = (time.perf_counter() - began) * 1000.0

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from specchat.engine.drafting.base import Drafter, LoadedPair
+from specchat.engine.drafting.base import Drafter, EndTokens, LoadedPair
 
 if TYPE_CHECKING:
     from specchat.engine.llama import LlamaModel
@@ -107,11 +107,13 @@ class Drafters:
     def __init__(self, target: LlamaModel, draft: LlamaModel | None) -> None:
         self.pair = LoadedPair(target, draft)
         self._built: dict[str, Drafter] = {}
+        ends = EndTokens(target.is_eog)
         for cls in drafter_classes():
             if cls.needs_model and draft is None:
                 continue
             drafter = cls.create(self.pair, dict(self._built))
             if drafter is not None:
+                drafter.ends_answer = ends
                 self._built[cls.name] = drafter
 
     def __iter__(self) -> Iterator[Drafter]:

@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Drafter, Offer, Outcome
+from specchat.engine.drafting.base import (
+    MAX_LOOKUP_K,
+    Draft,
+    Drafter,
+    Offer,
+    Outcome,
+    through_end,
+)
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.lookup import locate
 from specchat.engine.drafting.registry import register
@@ -83,7 +91,15 @@ class SuffixDrafter(Drafter):
             tokens, run = carried
             ones = (1,) * len(tokens)
             found = [Continuation(tokens, run, ones, (1.0,) * len(tokens), Source.CHAT)]
-        return found, (time.perf_counter() - began) * 1000.0
+        return [self._through_end(c) for c in found], (time.perf_counter() - began) * 1000.0
+
+    def _through_end(self, found: Continuation) -> Continuation:
+        """`found` cut after a token that ends the answer (see through_end)."""
+        n = len(through_end(found.tokens, self.ends_answer))
+        if n == len(found.tokens):
+            return found
+        return replace(found, tokens=found.tokens[:n], counts=found.counts[:n],
+                       shares=found.shares[:n])  # fmt: skip
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         found, ms = self._find(context, min(k_cap, MAX_LOOKUP_K))
