@@ -8,10 +8,11 @@ and pays for, a pass of rows that can only be thrown away.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter, SuffixDrafter
-from specchat.engine.drafting.base import EndTokens, through_end
+from specchat.engine.drafting.base import Drafter, EndTokens, through_end
 from specchat.engine.llama import LlamaModel
 from specchat.engine.types import SamplingParams
 
@@ -34,28 +35,19 @@ def test_through_end_keeps_the_end_token_and_nothing_after() -> None:
     assert through_end([], _ends) == ()
 
 
-def test_a_lookup_copy_stops_at_the_answer_end() -> None:
-    lookup = PromptLookupDrafter()
-    lookup.prepare(CONTEXT[:-12], eager=False)
+@pytest.mark.parametrize("make", [PromptLookupDrafter, SuffixDrafter])
+def test_a_copy_and_its_branches_stop_at_the_answer_end(make: type[Drafter]) -> None:
+    drafter = make()
+    drafter.prepare(CONTEXT[:-12], eager=False)
     # Without an end test the copy runs on into the next message...
-    offer = lookup.offer(CONTEXT, 64)
+    offer = drafter.offer(CONTEXT, 64)
     assert offer is not None and offer.k_max > len(SOURCE) - 12 + 1
-    lookup.ends_answer = _ends
-    lookup.prepare(CONTEXT[:-12], eager=False)
-    offer = lookup.offer(CONTEXT, 64)
+    drafter.ends_answer = _ends
+    drafter.prepare(CONTEXT[:-12], eager=False)
+    offer = drafter.offer(CONTEXT, 64)
     # ... with it, auto is offered (and prices) the copy up to the end token only.
     assert offer is not None and offer.k_max == len(SOURCE) - 12 + 1
-    draft = lookup.propose(CONTEXT, 64, SamplingParams(), np.random.default_rng(0))
-    assert draft.tokens == (*SOURCE[12:], END)
-
-
-def test_a_suffix_copy_and_its_branches_stop_at_the_answer_end() -> None:
-    suffix = SuffixDrafter()
-    suffix.ends_answer = _ends
-    suffix.prepare(CONTEXT[:-12], eager=False)
-    offer = suffix.offer(CONTEXT, 64)
-    assert offer is not None and offer.k_max == len(SOURCE) - 12 + 1
-    draft = suffix.propose(CONTEXT, 64, SamplingParams(), np.random.default_rng(0))
+    draft = drafter.propose(CONTEXT, 64, SamplingParams(), np.random.default_rng(0))
     assert draft.tokens == (*SOURCE[12:], END)
     assert all(END not in branch[:-1] for branch in draft.branches)
 
