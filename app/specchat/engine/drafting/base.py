@@ -42,7 +42,9 @@ def through_end(tokens: Sequence[int], ends_answer: Callable[[int], bool]) -> tu
 
 class EndTokens:
     """Whether a token ends an answer (the target's end-of-generation test), remembered per
-    token: a copying drafter asks it of up to 64 tokens a round."""
+    token: a copying drafter asks it of up to 64 tokens a round. Remembering is safe because
+    the target's end-of-turn tokens are set when the engine is built (engine/session.py),
+    before any answer asks."""
 
     def __init__(self, is_end: Callable[[int], bool]) -> None:
         self._is_end = is_end
