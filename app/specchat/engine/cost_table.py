@@ -12,7 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specchat.engine.costs import STALL_FACTOR
+from specchat.engine.costs import OUTLIER, STALL_FACTOR, Pace
 
 if TYPE_CHECKING:
     # Only for annotations: the policy imports this module, and pricing needs no llama.cpp.
@@ -77,8 +77,12 @@ def prior_shape(n: int, *, gpu: bool) -> float:
     return last_cost * n / last  # beyond the table: the largest pass's cost per row
 
 
-#: Weight of a new round's time in the running estimate.
-SMOOTHING = 0.2
+#: Weight of a real round's time, at the usual pace, in its size's estimate: the pace follows
+#: the machine round to round (see Pace), a size's own cost moves slowly, for a size that runs
+#: only while the machine is slow keeps what it learnt then once it stops running.
+SMOOTHING = 0.05
+#: Weight of a new time in the draft model's catch-up estimate (learnt per token of text).
+CATCHUP_SMOOTHING = 0.2
 
 #: Weight of a real round in the drift: the machine's pace against its offline samples,
 #: learnt from rounds of every size (about the last twenty).
@@ -169,6 +173,9 @@ class CostTable:
             priced at what rounds take and a pass of 8 at its best case: on a shared 2-core
             machine whose rounds ran 30 % over the samples, every draft looked that much
             cheaper than plain than it was. A size's offline share is priced at the drift.
+        pace: how fast the machine runs right now (see Pace): every time the table gives is
+            its estimate at the usual pace times this factor; shared with the draft model's
+            table by MachineCosts, never stored.
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -184,6 +191,7 @@ class CostTable:
     offline_ms: dict[int, float] = field(default_factory=dict)
     fresh: dict[int, float] = field(default_factory=dict)
     drift: float = 1.0
+    pace: Pace = field(default_factory=Pace, compare=False, repr=False)
 
     # --- what the policy reads ----------------------------------------------------------------
     @property
@@ -202,7 +210,7 @@ class CostTable:
         table's own context (negative for a shorter context; 0 where the slope is unknown)."""
         if context is None or not self.slope_ms:
             return 0.0
-        return self.slope_ms * n * (context - self.context_tokens) / 1000.0
+        return self.pace.factor * self.slope_ms * n * (context - self.context_tokens) / 1000.0
 
     def _timed_ms(self, n: int) -> float:
         """A timed size's cost now: its offline share priced at the drift (see `drift`)."""
@@ -210,7 +218,7 @@ class CostTable:
         share = self.fresh.get(n, 0.0)
         if share and self.drift != 1.0:
             ms += share * self.offline_ms.get(n, ms) * (self.drift - 1.0)
-        return ms
+        return ms * self.pace.factor
 
     def _base_ms(self, n: int) -> float | None:
         if n in self.pass_ms:
@@ -288,19 +296,21 @@ class CostTable:
     def observe(self, n: int, ms: float, context: int | None = None) -> None:
         """A pass seen in a real round after `context` cached tokens: moves the estimate a
         little, stalls damped. The table holds costs at its own context, so the round's
-        attention over the rest of the cache is taken off first."""
-        ms = max(ms - self.growth_ms(n, context), 0.05 * ms)
+        attention over the rest of the cache is taken off first, and the time is brought to
+        the machine's usual pace (see Pace)."""
+        ms = max(ms - self.growth_ms(n, context), 0.05 * ms) / self.pace.factor
         offline = self.offline_ms.get(n)
         if offline:
-            pace = min(ms / offline, STALL_FACTOR * self.drift)
-            pace = min(max(pace, DRIFT_RANGE[0]), DRIFT_RANGE[1])
-            self.drift += DRIFT_SMOOTHING * (pace - self.drift)
+            over = min(ms / offline, STALL_FACTOR * self.drift)
+            over = min(max(over, DRIFT_RANGE[0]), DRIFT_RANGE[1])
+            self.drift += DRIFT_SMOOTHING * (over - self.drift)
         old = self.pass_ms.get(n)
         self.fresh[n] = self.fresh.get(n, 0.0) * (1.0 - SMOOTHING) if old is not None else 0.0
         if old is None:
             # A first real time at this size beats a guess, but a stall must not set it.
             guess = self.cost_ms(n)
-            self.pass_ms[n] = ms if guess is None else min(ms, STALL_FACTOR * guess)
+            nominal = None if guess is None else guess / self.pace.factor
+            self.pass_ms[n] = ms if nominal is None else min(ms, STALL_FACTOR * nominal)
             return
         if self.samples.get(n) and ms < SUSPECT * old:
             # A real round beat the offline time by far: that measurement was stalled (the
@@ -311,7 +321,14 @@ class CostTable:
             self.drift = 1.0  # a pace against stalled samples says nothing
             self.samples.clear()
             return
-        self.pass_ms[n] = old + SMOOTHING * (min(ms, STALL_FACTOR * old) - old)
+        self.pass_ms[n] = old + SMOOTHING * (min(ms, OUTLIER * old) - old)
+
+    def observe_pace(self, n: int, ms: float, context: int | None = None) -> None:
+        """Let a real round's time over its size's estimate move the pace (see Pace); call
+        before `observe`, which then learns the size's cost from the round at the new pace."""
+        estimate = self.cost_ms(n, context)
+        if estimate:
+            self.pace.observe(ms * self.pace.factor / estimate)
 
     @property
     def progress(self) -> float:
@@ -475,6 +492,10 @@ class MachineCosts:
     sources: tuple[str, ...] = ()
     context: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.draft is not None:
+            self.draft.pace = self.target.pace  # one machine: one pace (see Pace)
+
     def target_ms(self, n: int) -> float | None:
         """Time to check n tokens in one target pass (the cheapest pass holding them)."""
         return self.target.target_ms(n, self.context)
@@ -513,10 +534,11 @@ class MachineCosts:
         self.target.pass_ms.update({int(n): float(ms) for n, ms in batch_ms.items()})
         if draft_token_ms is not None:
             if self.draft is None:
-                self.draft = CostTable(sizes=(1,), gpu=self.target.gpu)
+                self.draft = CostTable(sizes=(1,), gpu=self.target.gpu, pace=self.target.pace)
             self.draft.pass_ms[1] = float(draft_token_ms)
 
     def observe_batch(self, n: int, ms: float) -> None:
+        self.target.observe_pace(n, ms, self.context)
         self.target.observe(n, ms, self.context)
 
     def observe_draft(self, tokens: int, ms: float) -> None:
@@ -529,7 +551,7 @@ class MachineCosts:
         per_token = ms / tokens
         old = self.catchup_token_ms
         self.catchup_token_ms = (
-            per_token if old is None else old + SMOOTHING * (min(per_token, 3 * old) - old)
+            per_token if old is None else old + CATCHUP_SMOOTHING * (min(per_token, 3 * old) - old)
         )
 
     # --- machine cost files (shipped profiles, `profile --out`, `bench --replay --costs`) ---

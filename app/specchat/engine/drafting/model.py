@@ -167,7 +167,8 @@ class DraftModelDrafter(Drafter):
     # --- timing --------------------------------------------------------------------------
     @property
     def draft_token_ms(self) -> float | None:
-        return self.table.pass_ms.get(1)
+        ms = self.table.pass_ms.get(1)
+        return None if ms is None else ms * self.table.pace.factor  # at the machine's pace now
 
     @draft_token_ms.setter
     def draft_token_ms(self, ms: float | None) -> None:
