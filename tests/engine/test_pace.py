@@ -90,3 +90,15 @@ def test_one_stalled_round_moves_the_pace_no_further_than_a_stall_is_believed() 
     assert pace.factor == pytest.approx(1.0 + 0.5 * (STALL_FACTOR - 1.0))
     pace.observe(1.0)
     assert 1.0 < pace.factor < 1.0 + 0.5 * (STALL_FACTOR - 1.0)
+
+
+def test_a_round_back_at_the_usual_pace_is_not_taken_for_a_stalled_measurement() -> None:
+    costs = machine()
+    for _ in range(10):
+        costs.observe_batch(1, 5000.0)  # stalled rounds: the pace at its bound
+    assert costs.target.pace.factor > 2.0
+    costs.observe_batch(1, 0.9 * ONE)  # the machine is itself again (a quick round)
+    # Measured well, and the round is no faster than that: the table keeps its samples and
+    # its figure (a round far faster than the figure would mean the figure was stalled).
+    assert costs.target.complete
+    assert costs.target.pass_ms[1] > 0.9 * ONE  # judged at the lagging pace: 0.6 of it

@@ -298,7 +298,8 @@ class CostTable:
         little, stalls damped. The table holds costs at its own context, so the round's
         attention over the rest of the cache is taken off first, and the time is brought to
         the machine's usual pace (see Pace)."""
-        ms = max(ms - self.growth_ms(n, context), 0.05 * ms) / self.pace.factor
+        seen = max(ms - self.growth_ms(n, context), 0.05 * ms)
+        ms = seen / self.pace.factor
         offline = self.offline_ms.get(n)
         if offline:
             over = min(ms / offline, STALL_FACTOR * self.drift)
@@ -312,13 +313,13 @@ class CostTable:
             nominal = None if guess is None else guess / self.pace.factor
             self.pass_ms[n] = ms if nominal is None else min(ms, STALL_FACTOR * nominal)
             return
-        if self.samples.get(n) and ms < SUSPECT * old:
-            # A real round beat the offline time by far: that measurement was stalled (the
-            # machine was busy then). Take the round's time and measure every size again in
-            # the background; record() keeps each size's best, so only stalls are undone.
-            self.pass_ms[n] = ms
+        if self.samples.get(n) and seen < SUSPECT * old:
+            # A real round beat the offline time by far (as it ran, not at the pace, which
+            # lags a slowdown's end): that measurement was stalled. Take the round's time and
+            # measure every size again in the background; record() keeps each size's best.
+            self.pass_ms[n] = seen
             self.fresh[n] = 0.0
-            self.drift = 1.0  # a pace against stalled samples says nothing
+            self.drift = self.pace.factor = 1.0  # paces against stalled samples say nothing
             self.samples.clear()
             return
         self.pass_ms[n] = old + SMOOTHING * (min(ms, OUTLIER * old) - old)
