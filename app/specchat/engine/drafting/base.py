@@ -30,14 +30,20 @@ def _never(token: int) -> bool:
     return False
 
 
-def through_end(tokens: Sequence[int], ends_answer: Callable[[int], bool]) -> tuple[int, ...]:
-    """`tokens` up to and including the first that ends an answer: nothing after it can be
-    kept. A copy of an earlier turn's ending otherwise runs on through the chat format into
-    the next message, and auto prices (and pays for) rows that can only be thrown away."""
+def end_cut(tokens: Sequence[int], ends_answer: Callable[[int], bool]) -> int:
+    """How many of `tokens` a draft may hold: up to and including the first that ends an
+    answer, since nothing after it can be kept. A copy of an earlier turn's ending otherwise
+    runs on through the chat format into the next message, and auto prices (and pays for)
+    rows that can only be thrown away."""
     for i, token in enumerate(tokens):
         if ends_answer(token):
-            return tuple(tokens[: i + 1])
-    return tuple(tokens)
+            return i + 1
+    return len(tokens)
+
+
+def through_end(tokens: Sequence[int], ends_answer: Callable[[int], bool]) -> tuple[int, ...]:
+    """`tokens` cut after the first that ends an answer (see end_cut)."""
+    return tuple(tokens[: end_cut(tokens, ends_answer)])
 
 
 class EndTokens:

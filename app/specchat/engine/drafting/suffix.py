@@ -15,7 +15,7 @@ from specchat.engine.drafting.base import (
     Drafter,
     Offer,
     Outcome,
-    through_end,
+    end_cut,
 )
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.lookup import locate
@@ -94,8 +94,8 @@ class SuffixDrafter(Drafter):
         return [self._through_end(c) for c in found], (time.perf_counter() - began) * 1000.0
 
     def _through_end(self, found: Continuation) -> Continuation:
-        """`found` cut after a token that ends the answer (see through_end)."""
-        n = len(through_end(found.tokens, self.ends_answer))
+        """`found` cut after a token that ends the answer (see end_cut)."""
+        n = end_cut(found.tokens, self.ends_answer)
         if n == len(found.tokens):
             return found
         return replace(found, tokens=found.tokens[:n], counts=found.counts[:n],
