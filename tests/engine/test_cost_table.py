@@ -312,17 +312,25 @@ def test_the_slope_is_measured_between_answers_and_leaves_the_cache_where_it_was
 
 @pytest.mark.parametrize("context", [None, 100, 2500])
 @pytest.mark.parametrize("sizes", [(1, 2, 4, 8, 16), tuple(range(1, 65))])
+@pytest.mark.parametrize("rounds_seen", [False, True])
 def test_price_list_is_target_ms_for_every_length(
-    context: int | None, sizes: tuple[int, ...]
+    context: int | None, sizes: tuple[int, ...], rounds_seen: bool
 ) -> None:
     """The price list auto reads each round is, length by length, what target_ms says: on a
     jagged table (16 below 15, ties between sizes), a partial one (lengths priced by the
-    prior's shape) and deep in a chat, where the slope can make a larger pass dearer."""
+    prior's shape), deep in a chat, where the slope can make a larger pass dearer, and once
+    real rounds have moved the drift, the pace and some sizes' offline shares."""
     rng = np.random.default_rng(7)
     table = CostTable(slope_ms=3.5)
     for n in sizes:
         table.record(n, float(20 * n**0.6 + rng.integers(0, 3) * 7))
     table.record(16, table.pass_ms[8])  # a tie: the larger pass wins
+    if rounds_seen:
+        for n, ms in ((1, 31.0), (4, 60.0), (1, 45.0), (8, 90.0), (1, 26.0)):
+            table.observe_pace(n, ms, context)
+            table.observe(n, ms, context)
+        assert table.drift != 1.0 and table.pace.factor != 1.0
+        assert any(0.0 < share < 1.0 for share in table.fresh.values())
     prices = table.price_list(70, context)
     assert prices is not None and len(prices) == 71
     for n in range(1, 71):

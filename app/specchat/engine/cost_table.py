@@ -260,7 +260,20 @@ class CostTable:
         this runs every round, plain ones included. None before any time."""
         if not self.pass_ms:
             return None
-        timed = {m: self._timed_ms(m) + self.growth_ms(m, context) for m in self.pass_ms}
+        # _timed_ms(m) + growth_ms(m, context) for every size, written out (the same products
+        # in the same order, so the same floats): two method calls per size cost more than
+        # the rest of auto's choice.
+        factor = self.pace.factor
+        drift = self.drift - 1.0 if self.drift != 1.0 else 0.0
+        grows = context is not None and bool(self.slope_ms)
+        per_row = factor * self.slope_ms if grows and self.slope_ms else 0.0
+        depth = context - self.context_tokens if grows and context is not None else 0
+        timed: dict[int, float] = {}
+        for m, ms in self.pass_ms.items():
+            share = self.fresh.get(m, 0.0) if drift else 0.0
+            if share:
+                ms += share * self.offline_ms.get(m, ms) * drift
+            timed[m] = ms * factor + (per_row * m * depth / 1000.0 if grows else 0.0)
         top = self.sizes[-1]
         prices = [0.0] * (limit + 1)
         # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().

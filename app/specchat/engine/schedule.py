@@ -140,6 +140,19 @@ class AutoPolicy:
         with `prices` from _prices()."""
         return tokens / (prices[k + 1] + per_draft_ms * k + extra_ms)
 
+    @staticmethod
+    def _best_k(offer: Offer, per_token: float, prices: Sequence[float]) -> tuple[int, float]:
+        """The K (the first of equals) at which `offer` drafts fastest, and its rate as
+        _rate gives it: written out, since it runs for every K of every offer each round."""
+        extra = offer.extra_ms / CATCHUP_ROUNDS
+        curve = offer.curve
+        best_k, best = 1, -1.0
+        for kk in range(1, offer.k_max + 1):
+            rate = curve[kk] / (prices[kk + 1] + per_token * kk + extra)
+            if rate > best:
+                best_k, best = kk, rate
+        return best_k, best
+
     def could_pay(
         self,
         drafter: Drafter,
@@ -199,14 +212,7 @@ class AutoPolicy:
         best_score = plain_rate
         notes: list[str] = []
         for drafter, offer in offers:
-            per_token = drafter.token_ms(plain_ms)
-
-            def rate_at(kk: int, offer: Offer = offer, per_token: float = per_token) -> float:
-                extra = offer.extra_ms / CATCHUP_ROUNDS
-                return self._rate(offer.curve[kk], kk, per_token, prices, extra)
-
-            k = max(range(1, offer.k_max + 1), key=rate_at)
-            rate = rate_at(k)
+            k, rate = self._best_k(offer, drafter.token_ms(plain_ms), prices)
             needs = 1.0 + hurdle(drafter)
             notes.append(f"{drafter.name} {rate / plain_rate:.2f}× (needs {needs:.2f}×)")
             if rate / needs > best_score:

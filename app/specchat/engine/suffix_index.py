@@ -409,6 +409,12 @@ def _walk(
     runners: list[tuple[int, int, int, float]] = []
     while len(path) < k:
         children = auto.children(state)
+        if len(children) == 1:
+            # Text that went on one way only (a copy's usual case): nothing to rank.
+            ((token, nxt),) = children.items()
+            path.append((token, auto.count(nxt), 1.0))
+            state = nxt
+            continue
         if not children or len(children) > MAX_FANOUT:
             break
         ranked = sorted(

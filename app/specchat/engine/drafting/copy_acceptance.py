@@ -101,10 +101,15 @@ class LookupSurvival:
         position kept more often than `ceiling` (see CopyAcceptance.ceiling)."""
         keep = [min(1.0 - self._hazard(band), ceiling) for band in _BAND_INDEX]
         curve = [1.0]
-        survive = 1.0
+        survive = total = 1.0
+        band = 0
         for position in range(1, k_max + 1):
-            survive *= keep[self._band(position)]
-            curve.append(curve[-1] + survive)
+            # Positions rise one at a time, so the band only ever steps to the next one.
+            if band + 1 < len(LOOKUP_BANDS) and position >= LOOKUP_BANDS[band + 1]:
+                band += 1
+            survive *= keep[band]
+            total += survive
+            curve.append(total)
         return curve
 
 
