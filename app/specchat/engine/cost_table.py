@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specchat.engine.costs import OUTLIER, STALL_FACTOR, Pace
+from specchat.engine.price_list import price_list
 
 if TYPE_CHECKING:
     # Only for annotations: the policy imports this module, and pricing needs no llama.cpp.
@@ -253,45 +254,9 @@ class CostTable:
         return self.cost_ms(self.pass_size(n, context), context)
 
     def price_list(self, limit: int, context: int | None = None) -> list[float] | None:
-        """`target_ms(n, context)` for every n from 1 to `limit` (index n; index 0 unused), in
-        one backward pass over the sizes: `auto` prices dozens of draft lengths for every
-        drafter each round, and asking `target_ms` for each would scan the table once per
-        length. Each size is priced once (the same sums as `cost_ms`, so the same floats):
-        this runs every round, plain ones included. None before any time."""
-        if not self.pass_ms:
-            return None
-        # _timed_ms(m) + growth_ms(m, context) for every size, written out (the same products
-        # in the same order, so the same floats): two method calls per size cost more than
-        # the rest of auto's choice.
-        factor = self.pace.factor
-        drift = self.drift - 1.0 if self.drift != 1.0 else 0.0
-        grows = context is not None and bool(self.slope_ms)
-        per_row = factor * self.slope_ms if grows and self.slope_ms else 0.0
-        depth = context - self.context_tokens if grows and context is not None else 0
-        timed: dict[int, float] = {}
-        for m, ms in self.pass_ms.items():
-            share = self.fresh.get(m, 0.0) if drift else 0.0
-            if share:
-                ms += share * self.offline_ms.get(m, ms) * drift
-            timed[m] = ms * factor + (per_row * m * depth / 1000.0 if grows else 0.0)
-        top = self.sizes[-1]
-        prices = [0.0] * (limit + 1)
-        # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().
-        best_ms, best = float("inf"), 0
-        for m, ms in timed.items():
-            if limit < m <= top and (ms < best_ms or (ms == best_ms and m > best)):
-                best_ms, best = ms, m
-        for n in range(limit, 0, -1):
-            own = timed.get(n)
-            if own is None:
-                own = self.cost_ms(n, context)  # a partial table's guess
-                assert own is not None
-            elif n <= top and (own < best_ms or (own == best_ms and n > best)):
-                prices[n] = own
-                best_ms, best = own, n
-                continue
-            prices[n] = best_ms if best_ms < own else own
-        return prices
+        """`target_ms(n, context)` for every n from 1 to `limit` (index n; index 0 unused):
+        what `auto` reads each round (see price_list.py). None before any time."""
+        return price_list(self, limit, context)
 
     def _shape(self, n: int) -> float:
         return prior_shape(n, gpu=self.gpu)

@@ -1,0 +1,51 @@
+"""The target's price for every draft length at once: what `auto` reads each round."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specchat.engine.cost_table import CostTable
+
+
+def price_list(table: CostTable, limit: int, context: int | None) -> list[float] | None:
+    """`table.target_ms(n, context)` for every n from 1 to `limit` (index n; index 0 unused),
+    in one backward pass over the sizes; None before any time.
+
+    `auto` prices dozens of draft lengths for every drafter each round, plain rounds
+    included, and asking `target_ms` for each would scan the table once per length. Each
+    size is priced once, as `cost_ms` prices it (`_timed_ms` + `growth_ms`) written out with
+    the same products in the same order, so the same floats: two method calls per size cost
+    more than the rest of the choice.
+    """
+    if not table.pass_ms:
+        return None
+    factor = table.pace.factor
+    drift = table.drift - 1.0 if table.drift != 1.0 else 0.0
+    grows = context is not None and bool(table.slope_ms)
+    per_row = factor * table.slope_ms if grows and table.slope_ms else 0.0
+    depth = context - table.context_tokens if grows and context is not None else 0
+    timed: dict[int, float] = {}
+    for m, ms in table.pass_ms.items():
+        share = table.fresh.get(m, 0.0) if drift else 0.0
+        if share:
+            ms += share * table.offline_ms.get(m, ms) * drift
+        timed[m] = ms * factor + (per_row * m * depth / 1000.0 if grows else 0.0)
+    top = table.sizes[-1]
+    prices = [0.0] * (limit + 1)
+    # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().
+    best_ms, best = float("inf"), 0
+    for m, ms in timed.items():
+        if limit < m <= top and (ms < best_ms or (ms == best_ms and m > best)):
+            best_ms, best = ms, m
+    for n in range(limit, 0, -1):
+        own = timed.get(n)
+        if own is None:
+            own = table.cost_ms(n, context)  # a partial table's guess
+            assert own is not None
+        elif n <= top and (own < best_ms or (own == best_ms and n > best)):
+            prices[n] = own
+            best_ms, best = own, n
+            continue
+        prices[n] = best_ms if best_ms < own else own
+    return prices
