@@ -54,6 +54,14 @@ DOMINATED = 1.15
 #: A first sample this many times both its neighbours' is taken for a stall and sampled again.
 SPIKE = 1.4
 
+#: A pass over fewer rows never costs this many times a pass over more: it does part of the
+#: same work, and kernel structure moves a size by a third at most (Q8_0's pass of 5 rows,
+#: the dearest case measured, costs 1.36 × its pass of 8). A figure beyond it was measured
+#: while another program had the cores (llama.cpp's threads wait on each other at every
+#: step, so sharing two cores can make a pass 70 times slower), and pricing by it would make
+#: every round a long draft: a pass of 32 looked cheaper than one token.
+IMPOSSIBLE = 2.0
+
 #: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows
 #: are nearly free until the GPU is compute-bound.
 PRIOR_GPU_ROW_SLOPE = 0.05
@@ -301,6 +309,20 @@ class CostTable:
             self.samples.clear()
             return
         self.pass_ms[n] = old + SMOOTHING * (min(ms, OUTLIER * old) - old)
+        self._drop_impossible(n, ms)
+
+    def _drop_impossible(self, n: int, ms: float) -> None:
+        """A real pass of n rows took `ms` (at the usual pace): a smaller size priced beyond
+        IMPOSSIBLE times that was measured stalled. Rounds at the long passes it makes look
+        cheap would never correct it, so it is priced from this round by the prior's shape,
+        its stalled sample is dropped, and the table is measured again in the background."""
+        stalled = [m for m, old in self.pass_ms.items() if m < n and old > IMPOSSIBLE * ms]
+        for m in stalled:
+            self.pass_ms[m] = ms * self._shape(m) / self._shape(n)
+            self.offline_ms.pop(m, None)
+            self.fresh[m] = 0.0
+        if stalled:
+            self.samples.clear()
 
     def observe_pace(self, n: int, ms: float, context: int | None = None) -> None:
         """Let a real round's time over its size's estimate move the pace (see Pace); call
@@ -335,7 +357,8 @@ class CostTable:
             if self.samples.get(n, 0) >= SAMPLES:
                 continue
             larger = [self.pass_ms[m] for m in self.sizes if m > n and m in self.pass_ms]
-            if larger and self.pass_ms[n] > DOMINATED * min(larger) and not self._spike(n):
+            dominated = larger and self.pass_ms[n] > DOMINATED * min(larger)
+            if dominated and not self._spike(n) and self.pass_ms[n] <= IMPOSSIBLE * min(larger):
                 continue
             out.append(n)
         return out
