@@ -55,11 +55,10 @@ DOMINATED = 1.15
 SPIKE = 1.4
 
 #: A pass over fewer rows never costs this many times a pass over more: it does part of the
-#: same work, and kernel structure moves a size by a third at most (Q8_0's pass of 5 rows,
-#: the dearest case measured, costs 1.36 × its pass of 8). A figure beyond it was measured
-#: while another program had the cores (llama.cpp's threads wait on each other at every
-#: step, so sharing two cores can make a pass 70 times slower), and pricing by it would make
-#: every round a long draft: a pass of 32 looked cheaper than one token.
+#: same work, and kernel structure moves a size by a third at most (the dearest case measured:
+#: Q8_0's 5 rows at 1.36 × its 8). A figure beyond it was measured while another program had
+#: the cores (llama.cpp's threads wait on each other at every step, so sharing two cores can
+#: make a pass 70 times slower): priced by it, a pass of 32 looked cheaper than one token.
 IMPOSSIBLE = 2.0
 
 #: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows
@@ -316,7 +315,7 @@ class CostTable:
         IMPOSSIBLE times that was measured stalled. Rounds at the long passes it makes look
         cheap would never correct it, so it is priced from this round by the prior's shape,
         its stalled sample is dropped, and the table is measured again in the background."""
-        stalled = [m for m, old in self.pass_ms.items() if m < n and old > IMPOSSIBLE * ms]
+        stalled = [m for m in range(self.sizes[0], n) if self.pass_ms.get(m, 0) > IMPOSSIBLE * ms]
         for m in stalled:
             self.pass_ms[m] = ms * self._shape(m) / self._shape(n)
             self.offline_ms.pop(m, None)
@@ -357,8 +356,9 @@ class CostTable:
             if self.samples.get(n, 0) >= SAMPLES:
                 continue
             larger = [self.pass_ms[m] for m in self.sizes if m > n and m in self.pass_ms]
-            dominated = larger and self.pass_ms[n] > DOMINATED * min(larger)
-            if dominated and not self._spike(n) and self.pass_ms[n] <= IMPOSSIBLE * min(larger):
+            # Far above a larger size's (beyond IMPOSSIBLE) is a stall, not domination.
+            low = min(larger, default=0.0)
+            if DOMINATED * low < self.pass_ms[n] <= IMPOSSIBLE * low and not self._spike(n):
                 continue
             out.append(n)
         return out

@@ -14,23 +14,12 @@ def price_list(table: CostTable, limit: int, context: int | None) -> list[float]
 
     `auto` prices dozens of draft lengths for every drafter each round, plain rounds
     included, and asking `target_ms` for each would scan the table once per length. Each
-    size is priced once, as `cost_ms` prices it (`_timed_ms` + `growth_ms`) written out with
-    the same products in the same order, so the same floats: two method calls per size cost
-    more than the rest of the choice.
+    size is priced once, by `cost_ms`, so the prices are the same floats.
     """
     if not table.pass_ms:
         return None
-    factor = table.pace.factor
-    drift = table.drift - 1.0 if table.drift != 1.0 else 0.0
-    grows = context is not None and bool(table.slope_ms)
-    per_row = factor * table.slope_ms if grows and table.slope_ms else 0.0
-    depth = context - table.context_tokens if grows and context is not None else 0
-    timed: dict[int, float] = {}
-    for m, ms in table.pass_ms.items():
-        share = table.fresh.get(m, 0.0) if drift else 0.0
-        if share:
-            ms += share * table.offline_ms.get(m, ms) * drift
-        timed[m] = ms * factor + (per_row * m * depth / 1000.0 if grows else 0.0)
+    # Every measured size has a cost (cost_ms is None only for an empty table).
+    timed = {m: ms for m in table.pass_ms if (ms := table.cost_ms(m, context)) is not None}
     top = table.sizes[-1]
     prices = [0.0] * (limit + 1)
     # The cheapest measured (or seen) pass above n, ties to the larger, as pass_size().
