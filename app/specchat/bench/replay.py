@@ -348,24 +348,26 @@ class _RecordedDraftModel(Drafter):
 def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes).
 
-    The real policy and the real draft-free drafters (the suffix index over this chat, and
-    prompt lookup) run on the recorded text; the draft model's proposals come from the trace.
+    The real policy and the real draft-free drafters `auto` asks (the suffix index over this
+    chat; prompt lookup only fills spare rows, as live) run on the recorded text; the draft
+    model's proposals come from the trace.
     Each pass is sized as the decoder sizes it (the cheapest size holding the draft, extra
     rows filled as `fill_tokens` fills them; a draft-model round's extra rows count as
     keeping nothing, since what would fill them live was not recorded), and a suffix tree
     keeps its branch that goes furthest.
     """
     from specchat.engine.decoder import draft_rows, fill_tokens
-    from specchat.engine.drafting import PLAIN, PromptLookupDrafter, SuffixDrafter
+    from specchat.engine.drafting import PLAIN, PromptLookupDrafter, SuffixDrafter, auto_drafters
     from specchat.engine.schedule import AutoPolicy
     from specchat.engine.types import PolicyChoice
 
     costs = copy.deepcopy(costs)
     policy = AutoPolicy(gpu=costs.target.gpu, costs=costs)
-    lookup = PromptLookupDrafter()
-    drafters: list[Drafter] = [SuffixDrafter(), lookup]
+    lookup = PromptLookupDrafter()  # fills a pass's spare rows (as the decoder's does)
+    built: list[Drafter] = [SuffixDrafter(), lookup]
     if trace.draft is not None and costs.draft_token_ms is not None:
-        drafters.append(_RecordedDraftModel(trace, costs))
+        built.append(_RecordedDraftModel(trace, costs))
+    drafters = auto_drafters(built)
     by_name = {drafter.name: drafter for drafter in drafters}
     policy.track(drafters)
     prompt, answer = list(trace.prompt_tokens), list(trace.answer)

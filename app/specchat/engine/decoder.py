@@ -173,7 +173,9 @@ class SpeculativeDecoder:
             # token) only where it expects to use it: otherwise the first token waits for
             # work that mostly buys nothing (on a CPU, ~0.5 s for a 70-token prompt).
             eager = drafter.name == mode or (
-                mode == AUTO and drafter.in_auto and self.auto.worth_readying(drafter)
+                mode == AUTO
+                and drafter in self.drafters.for_auto
+                and self.auto.worth_readying(drafter)
             )
             drafter.prepare(prompt, eager=eager)
         stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
@@ -327,11 +329,10 @@ class SpeculativeDecoder:
             return _NO_DRAFT, PolicyChoice(PLAIN, 0, "plain: last token")
         if mode == AUTO:
             offers: list[tuple[Drafter, Offer]] = []
-            for drafter in self.drafters:
-                if drafter.in_auto:
-                    offer = drafter.offer(context, k_cap)
-                    if offer is not None:
-                        offers.append((drafter, offer))
+            for drafter in self.drafters.for_auto:
+                offer = drafter.offer(context, k_cap)
+                if offer is not None:
+                    offers.append((drafter, offer))
             choice = self.auto.choose(offers)
         else:
             choice = self._fixed.choose(mode, min(controls.k, k_cap))

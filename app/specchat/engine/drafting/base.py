@@ -232,6 +232,8 @@ class Drafter(abc.ABC):
         label: what the window calls it ("Prompt lookup").
         needs_model: whether it needs the pair's draft model (unavailable without one).
         in_auto: whether `auto` may choose it.
+        subsumes: drafters whose proposals it makes too, from the same text and with a match at
+            least as long: where it is built, `auto` does not ask them (see `auto_drafters`).
         probed: whether `auto` tries it with K = 1 now and then: its acceptance is learnt only
             from rounds that use it.
         priority: place in the mode list and in auto's order of preference on ties (lower
@@ -249,6 +251,7 @@ class Drafter(abc.ABC):
     label: ClassVar[str]
     needs_model: ClassVar[bool] = False
     in_auto: ClassVar[bool] = True
+    subsumes: ClassVar[tuple[str, ...]] = ()
     probed: ClassVar[bool] = False
     priority: ClassVar[int] = 100
     fills_pass: ClassVar[bool] = False

@@ -51,6 +51,8 @@ class SuffixDrafter(Drafter):
     name = "suffix"
     label = "Suffix index (everything said)"
     priority = 5
+    # Prompt lookup's search is one of the index's: the index finds the longest match too.
+    subsumes = ("lookup",)
     fills_pass = True  # the runners-up ride in the rows a cheap pass size leaves over
 
     def __init__(self, index: SuffixIndex | None = None) -> None:
