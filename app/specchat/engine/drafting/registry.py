@@ -94,10 +94,9 @@ def parse_mode(text: str) -> str:
 
 def auto_drafters(drafters: Iterable[Drafter]) -> tuple[Drafter, ...]:
     """The drafters `auto` asks each round: those it may choose, less any that another one
-    present subsumes. Prompt lookup searches the text the suffix index holds, and the index's
-    match is at least as long: asking both cost a second search every round (≈ 40 µs, and
-    its offer priced at every K) for an offer chosen in 6 of 1,312 drafted rounds of the
-    shipped set, and replaying the recorded answers without it leaves `auto` within 0.2 %."""
+    present subsumes (asking both would pay a second search and a second curve every round
+    for offers the subsuming one makes too; measured in docs/costs.md, "What choosing
+    costs")."""
     drafters = tuple(d for d in drafters if d.in_auto)
     covered = {name for drafter in drafters for name in drafter.subsumes}
     return tuple(d for d in drafters if d.name not in covered)
