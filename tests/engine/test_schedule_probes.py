@@ -7,7 +7,13 @@ from collections.abc import Sequence
 import pytest
 
 from specchat.engine.costs import STALL_FACTOR
-from specchat.engine.drafting import Drafter, DraftModelDrafter, Offer, PromptLookupDrafter
+from specchat.engine.drafting import (
+    Acceptance,
+    Drafter,
+    DraftModelDrafter,
+    Offer,
+    PromptLookupDrafter,
+)
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.types import PolicyChoice
 
@@ -103,6 +109,19 @@ def test_copied_runs_value_long_drafts() -> None:
     assert runs.alpha == pytest.approx(0.5, abs=0.05)
     assert runs.continued > 0.95
     assert runs.expected(8) > expected_tokens(0.5, 8) + 2.5
+
+
+def test_the_offered_curve_is_acceptance_expected_at_every_k() -> None:
+    """The curve a drafter offers each round is Acceptance.expected(k), float for float, in
+    every regime (runs that go on, K = 1 only, no trials): it works the rates out once."""
+    drafter = _Timed(5.0)
+    cases = [(0.5, 0.5, 1.0, [(8, 0), (8, 8)] * 30), (0.6, 0.6, 2.0, [(1, 1)] * 40)]
+    for alpha, continued, weight, rounds in [*cases, (0.3, 0.9, 0.0, [])]:
+        drafter.acceptance = Acceptance.prior(alpha, continued, weight=weight)
+        for drafted, kept in rounds:
+            drafter.acceptance.update(drafted, kept)
+        curve = drafter.expected_tokens_curve(16)
+        assert curve == [drafter.acceptance.expected(k) for k in range(17)]
 
 
 def test_a_stall_does_not_poison_the_cost_model() -> None:

@@ -233,9 +233,10 @@ class CostTable:
             return self._timed_ms(n)
         if not self.pass_ms:
             return None
-        # Nothing measured at n yet: scale the nearest measured size by the prior's shape.
-        # Only a partial table does this, and only until the background measurement gets there.
-        anchor = min(self.pass_ms, key=lambda m: (abs(m - n), -m))
+        # Nothing measured at n: the nearest measured size scaled by the prior's shape (a
+        # partial table; and past the largest size, which `auto` prices every round).
+        top = max(self.pass_ms)
+        anchor = top if n >= top else min(self.pass_ms, key=lambda m: (abs(m - n), -m))
         return self._timed_ms(anchor) * self._shape(n) / self._shape(anchor)
 
     def pass_size(self, n: int, context: int | None = None) -> int:
@@ -261,8 +262,7 @@ class CostTable:
         return self.cost_ms(self.pass_size(n, context), context)
 
     def price_list(self, limit: int, context: int | None = None) -> list[float] | None:
-        """`target_ms(n, context)` for every n from 1 to `limit` (index n; index 0 unused):
-        what `auto` reads each round (see price_list.py). None before any time."""
+        """`target_ms(n, context)` for n = 1 … `limit`, by index (see price_list.py)."""
         return price_list(self, limit, context)
 
     def _shape(self, n: int) -> float:

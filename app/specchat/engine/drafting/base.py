@@ -301,7 +301,10 @@ class Drafter(abc.ABC):
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
         """Expected tokens per round for K = 0 … k_max, before looking at the text."""
-        return [self.acceptance.expected(k) for k in range(k_max + 1)]
+        # Acceptance.expected(k) for each k, with its two rates worked out once (asked every
+        # round, plain ones included).
+        alpha, continued = self.acceptance.alpha, self.acceptance.continued
+        return [expected_tokens(alpha, k, continued) for k in range(k_max + 1)]
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         """What it could draft after `context` this round (None: nothing)."""
