@@ -20,8 +20,8 @@ def stalled_table(samples: int) -> CostTable:
 
 
 def test_a_small_pass_timed_far_above_a_larger_one_is_sampled_again() -> None:
-    """Such a size looks dominated (a larger pass is cheaper), and dominated sizes get no
-    second sample; beyond what kernel structure explains it is a stall and must get one."""
+    """Such a size looks beaten by a larger pass; beyond what kernel structure explains it is
+    a stall, and its second sample must set it right."""
     table = stalled_table(samples=1)
     owed = table.to_measure()
     assert {1, 2, 4, 8, 16} <= set(owed)

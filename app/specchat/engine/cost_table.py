@@ -40,19 +40,16 @@ SLOPE_SAMPLES = 3
 SLOPE_ROWS = 32
 
 #: Timed passes per size: a stall (another process, a page fault) only ever makes a pass
-#: slower, so the best of two is the machine's cost.
+#: slower, so the best of two is the machine's cost. Every size gets both, those a larger
+#: size beats included: a stalled first sample is what makes a size look beaten (on the
+#: 2-core server, 8 and 9 rows of Q4_K_M once timed at 11.2× and 10.7× one token, their
+#: true 7.2× and 7.1×; next to each other, so neither stood out from its neighbours), and
+#: a draft of 8 or 9 rows was then priced as a pass of 12 (8.3×).
 SAMPLES = 2
 
 #: Sizes measured first, so that every size has a measured size at or above it after a
 #: couple of seconds; the others fill in after.
 COARSE_SIZES = (1, 2, 4, 8, 16, 32, 64)
-
-#: A size whose first sample costs this much more than some larger size's gets no second
-#: one: a pass is never sized there (a larger one is cheaper), so its exact cost is moot.
-DOMINATED = 1.15
-
-#: A first sample this many times both its neighbours' is taken for a stall and sampled again.
-SPIKE = 1.4
 
 #: A pass over fewer rows never costs this many times a pass over more: it does part of the
 #: same work, and kernel structure moves a size by a third at most (the dearest case measured:
@@ -204,7 +201,7 @@ class CostTable:
     # --- what the policy reads ----------------------------------------------------------------
     @property
     def complete(self) -> bool:
-        """Whether every size has its offline samples (dominated sizes need only one)."""
+        """Whether every size has its offline samples."""
         return not self.to_measure()
 
     def cost_ms(self, n: int, context: int | None = None) -> float | None:
@@ -344,24 +341,12 @@ class CostTable:
         """Sizes still owed an offline sample, in the order they are taken.
 
         Coarse sizes first (so every size soon has a measured one at or above it), then the
-        rest; a second round of samples skips sizes a larger one already beats clearly.
+        rest; then each size's second sample, in the same order.
         """
         order = [n for n in COARSE_SIZES if n in self.sizes]
         order += [n for n in self.sizes if n not in order]
         first = [n for n in order if self.samples.get(n, 0) < 1]
-        if first:
-            return first
-        out = []
-        for n in order:
-            if self.samples.get(n, 0) >= SAMPLES:
-                continue
-            larger = [self.pass_ms[m] for m in self.sizes if m > n and m in self.pass_ms]
-            # Far above a larger size's (beyond IMPOSSIBLE) is a stall, not domination.
-            low = min(larger, default=0.0)
-            if DOMINATED * low < self.pass_ms[n] <= IMPOSSIBLE * low and not self._spike(n):
-                continue
-            out.append(n)
-        return out
+        return first or [n for n in order if self.samples.get(n, 0) < SAMPLES]
 
     @property
     def slope_owed(self) -> bool:
@@ -385,15 +370,6 @@ class CostTable:
         per_token = sum((c - mean_c) * (m - mean_ms) for c, m in best.items()) / spread
         rows = min(SLOPE_ROWS, self.sizes[-1])
         self.slope_ms = max(0.0, per_token * 1000.0 / rows)
-
-    def _spike(self, n: int) -> bool:
-        """Whether n's time stands out from both neighbours' (a stall, not the kernels).
-
-        Kernel structure moves a size's cost by a third at most against its neighbours; a
-        stalled sample would pass for a dominated size and never be timed again.
-        """
-        near = [self.pass_ms[m] for m in (n - 1, n + 1) if m in self.pass_ms]
-        return bool(near) and self.pass_ms[n] > SPIKE * max(near)
 
     # --- files --------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
