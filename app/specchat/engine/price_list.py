@@ -43,7 +43,7 @@ def _timed_costs(table: CostTable, context: int | None) -> dict[int, float]:
     """`table.cost_ms(m, context)` for every timed size m, as the same floats.
 
     The same arithmetic as CostTable._timed_ms plus growth_ms, in one loop over local names:
-    a method call per size was half of `auto`'s pricing each round (≈ 45 of 60 µs on a
+    a method call per size was half of the price list's time each round (≈ 30 of 60 µs on a
     2-core CPU), paid in plain rounds too. tests/engine/test_cost_table.py holds the two
     to exact equality.
     """

@@ -145,10 +145,9 @@ class AutoPolicy:
         """The K (the first of equals) at which `offer` drafts fastest, and its rate: a plain
         loop, since it runs for every K of every offer each round."""
         extra = offer.extra_ms / CATCHUP_ROUNDS
-        curve = offer.curve
         best_k, best = 1, -1.0
         for kk in range(1, offer.k_max + 1):
-            rate = curve[kk] / (prices[kk + 1] + per_token * kk + extra)  # _rate, inlined
+            rate = AutoPolicy._rate(offer.curve[kk], kk, per_token, prices, extra)
             if rate > best:
                 best_k, best = kk, rate
         return best_k, best
