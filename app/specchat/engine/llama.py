@@ -7,9 +7,7 @@ import ctypes
 import logging
 import os
 import threading
-from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +15,33 @@ import llama_cpp
 import numpy as np
 
 from specchat.engine.ctrl_c import ctrl_c_held
-from specchat.engine.model_size import kv_bytes_per_token, sized_description
+from specchat.engine.llama_backend import default_threads, ensure_backend
+from specchat.engine.llama_load import (
+    LoadCancelled,
+    LoadInfo,
+    ModelLoadError,
+    ProgressCallback,
+    check_file,
+    create_context,
+    is_recurrent,
+    load_info,
+    load_weights,
+    offloaded_layers,
+    read_metadata,
+)
+
+__all__ = [
+    "MAX_BRANCHES",
+    "ContextFullError",
+    "DecodeError",
+    "LlamaModel",
+    "LoadCancelled",
+    "LoadInfo",
+    "ModelLoadError",
+    "ProgressCallback",
+]
 
 log = logging.getLogger(__name__)
-
-ProgressCallback = Callable[[float], None]
-
-
-class ModelLoadError(RuntimeError):
-    """A model file could not be loaded; the message says why, for people."""
-
-
-class LoadCancelled(ModelLoadError):
-    """Loading was cancelled by the user."""
 
 
 class ContextFullError(RuntimeError):
@@ -40,118 +52,8 @@ class DecodeError(RuntimeError):
     """llama_decode reported a failure."""
 
 
-# --- process-wide llama.cpp set-up ------------------------------------------------------------
-_init_lock = threading.Lock()
-_initialised = False
-#: The last lines llama.cpp logged, to explain a failed load ("unknown pre-tokenizer ...").
-_recent_log: deque[str] = deque(maxlen=40)
-#: ggml's log level for errors (enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT).
-_GGML_LOG_LEVEL_ERROR = 4
-
-
-@llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE
-def _on_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
-    # An exception raised here would be printed by ctypes for every log line: never raise.
-    try:
-        line = text.decode("utf-8", errors="replace").rstrip()
-        if line:
-            _recent_log.append(line)
-        if level == _GGML_LOG_LEVEL_ERROR:
-            log.debug("llama.cpp: %s", line)
-    except Exception:
-        pass
-
-
-def _ensure_backend() -> None:
-    global _initialised
-    with _init_lock:
-        if not _initialised:
-            llama_cpp.llama_backend_init()
-            # Route llama.cpp's chatter away from the terminal; keep it to explain errors.
-            llama_cpp.llama_log_set(_on_llama_log, ctypes.c_void_p(0))
-            _initialised = True
-
-
-def _last_error_line() -> str:
-    for line in _recent_log:
-        marker = "error loading model:"
-        if marker in line:
-            reason = line.split(marker, 1)[1].strip()
-            return reason.replace("llama_model_loader: ", "")
-    for line in reversed(_recent_log):
-        if "error" in line.lower() or "failed" in line.lower():
-            return line.split(":", 1)[-1].strip() if ": " in line else line
-    return ""
-
-
-def system_info() -> str:
-    _ensure_backend()
-    info: bytes = llama_cpp.llama_print_system_info()
-    return info.decode("utf-8", errors="replace")
-
-
-def gpu_backend_name() -> str | None:
-    """'CUDA', 'Metal', 'Vulkan'... when this llama.cpp build can offload, else None."""
-    _ensure_backend()
-    if not llama_cpp.llama_supports_gpu_offload():
-        return None
-    info = system_info()
-    for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL"):
-        if name.upper() in info.upper():
-            return name
-    return "GPU"
-
-
-def default_threads() -> int:
-    """Physical cores are what llama.cpp scales with; hyper-threads only add contention."""
-    count = os.cpu_count() or 2
-    return max(1, count // 2) if count > 4 else count
-
-
-@dataclass(frozen=True)
-class LoadInfo:
-    """What a load actually did.
-
-    Attributes:
-        path: the GGUF file.
-        n_layers: transformer blocks in the model.
-        gpu_layers: layers that went to the GPU (0 on a CPU build).
-        backend: 'CPU', or the GPU backend name.
-        n_ctx: context window of the created context.
-        n_ctx_train: context length the model was trained for.
-        n_vocab: vocabulary size.
-        n_threads: decode threads.
-        description: llama.cpp's one-line model description ("qwen2 1.5B Q4_K - Medium").
-        kv_bytes_per_token: memory one context token costs in the KV cache (keys and values
-            in every layer), 0 when the model does not say.
-        key_type: how the cache stores keys: "Q8_0" on a CPU (see EXACT_KEY_TYPE), "F16"
-            otherwise.
-    """
-
-    path: Path
-    n_layers: int
-    gpu_layers: int
-    backend: str
-    n_ctx: int
-    n_ctx_train: int
-    n_vocab: int
-    n_threads: int
-    description: str
-    kv_bytes_per_token: int = 0
-    key_type: str = "F16"
-
-
 #: Most drafts one tree pass checks (sequences per context).
 MAX_BRANCHES = 4
-
-#: How a CPU context stores keys. llama.cpp's CPU attention for ONE token over 512 or more
-#: F16 keys splits the keys across threads and merges partial sums, while a batch's rows run
-#: the keys in one pass: the same position then comes out of a verify pass a little
-#: differently than decoded alone (≈ 0.3 logits on a 1.5B model), and greedy speculative
-#: output can part from plain at a near-tie. With Q8_0 keys both take the one-pass path, so
-#: with a format whose matrix kernels agree too (Q4_0) a batched row is bit-identical to a
-#: single one at any length, at the same speed and half the key memory (docs/formats.md).
-EXACT_KEY_TYPE = llama_cpp.GGML_TYPE_Q8_0
 
 
 class LlamaModel:
@@ -162,9 +64,12 @@ class LlamaModel:
         tokens: the tokens whose keys and values are in the cache, in order.
         n_vocab: vocabulary size (rows of logits).
         n_ctx: context window.
+        n_batch: most tokens one llama_decode call is handed.
+        max_branches: most drafts one `decode_tree` pass checks (1 for a recurrent model).
         can_rollback: whether the cache can drop its last tokens alone. Recurrent and hybrid
             models (Mamba, RWKV, Jamba...) keep one state per sequence instead of one entry
             per token: rolling them back means evaluating the kept tokens again.
+        end_of_turn: tokens that end a turn besides the vocabulary's end-of-generation set.
     """
 
     def __init__(
@@ -180,135 +85,64 @@ class LlamaModel:
         cancel: threading.Event | None = None,
     ) -> None:
         """Load `path`; `exact_keys=False` keeps a CPU context's keys in F16 (llama.cpp's
-        default) instead of EXACT_KEY_TYPE."""
-        _ensure_backend()
+        default) instead of EXACT_KEY_TYPE (engine/llama_load.py)."""
+        ensure_backend()
         self.path = Path(path)
-        if not self.path.is_file():
-            raise ModelLoadError(f"model file not found: {self.path}")
-        # llama.cpp's own parser has had overflows on crafted files, and aborts the process
-        # on some malformed ones: check the header with SpecChat's bounded reader first.
-        from specchat.models.gguf_format import GGUFError
-        from specchat.models.gguf_reader import validate
-
-        try:
-            validate(self.path)
-        except GGUFError as error:
-            raise ModelLoadError(f"{self.path.name} is not a usable GGUF file: {error}") from None
+        check_file(self.path)
         self._model: llama_cpp.llama_model_p | None = None
         self._ctx: llama_cpp.llama_context_p | None = None
         self._batch: llama_cpp.llama_batch | None = None
         self.tokens: list[int] = []
         # The last decode_tree: where it began and its paths, for keep_path.
         self._tree: tuple[int, list[list[int]]] = (0, [])
-
-        params = llama_cpp.llama_model_default_params()
-        params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else 999
-        # Keep the callback object alive for the duration of the load.
-        progress_cb = self._make_progress_callback(progress, cancel)
-        params.progress_callback = progress_cb
+        self._pieces: dict[int, bytes] = {}
+        self.end_of_turn: frozenset[int] = frozenset()
+        threads = n_threads or default_threads()
         # llama.cpp calls back into Python while it loads (its log, the progress callback):
         # Ctrl-C there is held and raised once it returns (see ctrl_c_held).
         with ctrl_c_held(self.close):
-            _recent_log.clear()
-            model = llama_cpp.llama_model_load_from_file(str(self.path).encode(), params)
-            if not model:
-                if cancel is not None and cancel.is_set():
-                    raise LoadCancelled(f"loading {self.path.name} was cancelled")
-                reason = _last_error_line() or "llama.cpp could not read it"
-                raise ModelLoadError(f"could not load {self.path.name}: {reason}")
-            self._model = model
-            self._vocab = llama_cpp.llama_model_get_vocab(model)
-            self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
-            n_layers = int(llama_cpp.llama_model_n_layer(model))
-            n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
-
-            threads = n_threads or default_threads()
-            cparams = llama_cpp.llama_context_default_params()
-            cparams.n_ctx = n_ctx
-            cparams.n_batch = n_batch
-            cparams.n_ubatch = n_batch
-            # Tree verification checks several drafts in one pass, one sequence each, sharing
-            # the cached text's cells (a unified cache: every sequence sees the same cells). A
-            # recurrent model would hold a whole state per sequence, and never drafts anyway.
-            recurrent = bool(
-                llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+            model = self._model = load_weights(
+                self.path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel
             )
+            recurrent = is_recurrent(model)
+            # A recurrent model would hold a whole state per sequence of a tree pass, and
+            # never drafts anyway.
             self.max_branches = 1 if recurrent else MAX_BRANCHES
-            cparams.n_seq_max = self.max_branches
-            cparams.kv_unified = True
-            cparams.n_threads = threads
-            cparams.n_threads_batch = threads
-            cparams.no_perf = True
-            backend = gpu_backend_name()
-            gpu_layers = min(params.n_gpu_layers, n_layers + 1) if backend else 0
-            ctx = None
-            if exact_keys and not gpu_layers:
-                cparams.type_k = EXACT_KEY_TYPE
-                ctx = llama_cpp.llama_init_from_model(model, cparams)
-            key_type = "Q8_0" if ctx else "F16"
-            if not ctx:
-                # A head size Q8_0 blocks do not divide (some tiny models): llama.cpp's default.
-                cparams.type_k = llama_cpp.GGML_TYPE_F16
-                ctx = llama_cpp.llama_init_from_model(model, cparams)
-            if not ctx:
+            gpu_layers, backend = offloaded_layers(model, n_gpu_layers)
+            try:
+                ctx, key_type = create_context(
+                    model,
+                    name=self.path.name,
+                    n_ctx=n_ctx,
+                    n_batch=n_batch,
+                    n_threads=threads,
+                    n_seq_max=self.max_branches,
+                    exact_keys=exact_keys and not gpu_layers,
+                )
+            except ModelLoadError:
                 self.close()
-                reason = _last_error_line() or "not enough memory for the context?"
-                raise ModelLoadError(f"could not create a context for {self.path.name}: {reason}")
+                raise
             self._ctx = ctx
+        self.can_rollback = not recurrent
+        self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._memory = llama_cpp.llama_get_memory(ctx)
-        self.can_rollback = not (
-            llama_cpp.llama_model_is_recurrent(model) or llama_cpp.llama_model_is_hybrid(model)
+        self.info = load_info(
+            model,
+            ctx,
+            path=self.path,
+            gpu_layers=gpu_layers,
+            backend=backend,
+            n_threads=threads,
+            key_type=key_type,
         )
-        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self.n_vocab = self.info.n_vocab
+        self.n_ctx = self.info.n_ctx
         # llama.cpp clamps the batch to the context and ABORTS on a larger decode: read back
         # the sizes it really uses and never hand it more in one call.
         self.n_batch = min(
             int(llama_cpp.llama_n_batch(ctx)), int(llama_cpp.llama_n_ubatch(ctx)), self.n_ctx
         )
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, self.max_branches)
-        self._pieces: dict[int, bytes] = {}
-        #: Tokens that end a turn besides the vocabulary's own end-of-generation set.
-        self.end_of_turn: frozenset[int] = frozenset()
-
-        desc = ctypes.create_string_buffer(256)
-        llama_cpp.llama_model_desc(model, desc, ctypes.sizeof(desc))
-        self.info = LoadInfo(
-            path=self.path,
-            n_layers=n_layers,
-            gpu_layers=gpu_layers,
-            backend=backend if backend and gpu_layers else "CPU",
-            n_ctx=self.n_ctx,
-            n_ctx_train=n_ctx_train,
-            n_vocab=self.n_vocab,
-            n_threads=threads,
-            description=sized_description(
-                desc.value.decode("utf-8", errors="replace"),
-                size_label=self.metadata("general.size_label") or "",
-                n_params=int(llama_cpp.llama_model_n_params(model)),
-            ),
-            kv_bytes_per_token=kv_bytes_per_token(
-                n_layer=n_layers,
-                n_head=int(llama_cpp.llama_model_n_head(model)),
-                n_head_kv=int(llama_cpp.llama_model_n_head_kv(model)),
-                n_embd=int(llama_cpp.llama_model_n_embd(model)),
-                key_type=key_type,
-            ),
-            key_type=key_type,
-        )
-
-    @staticmethod
-    def _make_progress_callback(
-        progress: ProgressCallback | None, cancel: threading.Event | None
-    ) -> Any:  # a ctypes CFUNCTYPE instance
-        def on_progress(fraction: float, _user: ctypes.c_void_p) -> bool:
-            if progress is not None:
-                try:
-                    progress(float(fraction))
-                except Exception:  # a failing observer must not abort the load
-                    log.exception("load progress callback failed")
-            return not (cancel is not None and cancel.is_set())
-
-        return llama_cpp.llama_progress_callback(on_progress)
 
     # --- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -401,14 +235,10 @@ class LlamaModel:
         return bool(llama_cpp.llama_vocab_get_add_bos(self._vocab))
 
     def metadata(self, key: str) -> str | None:
-        buffer = ctypes.create_string_buffer(1 << 16)
-        n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buffer, len(buffer))
-        if n < 0:
-            return None
-        if n >= len(buffer):
-            buffer = ctypes.create_string_buffer(n + 1)
-            llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buffer, len(buffer))
-        return buffer.value.decode("utf-8", errors="replace")
+        """The GGUF metadata value stored under `key`, as text; None when the file has none."""
+        if self._model is None:
+            raise ValueError(f"{self.path.name} is closed")
+        return read_metadata(self._model, key)
 
     def chat_template(self) -> str | None:
         return self.metadata("tokenizer.chat_template")
