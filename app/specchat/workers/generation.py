@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from specchat import paths
 from specchat.engine.types import (
@@ -35,7 +35,7 @@ from specchat.workers.generation_payloads import (
     RoundUpdate,
     describe_error,
 )
-from specchat.workers.lifecycle import start_worker, stop_worker
+from specchat.workers.lifecycle import WorkerLifecycle
 
 if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
@@ -476,16 +476,16 @@ class GenerationService(QObject):
     """A GenerationWorker on its own QThread, driven through queued signals.
 
     Attributes:
-        worker: the worker (lives on `thread`).
-        worker_thread: the worker's thread (not `thread`, which QObject.thread() owns).
+        worker: the worker (lives on `worker_thread`).
+        worker_thread: the worker's thread (not `thread`, which QObject.thread() owns), run by
+            the shared `WorkerLifecycle`.
 
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
         stop_requested(object: request id or None), controls_changed(Controls),
         shutdown_requested(): queued to the worker.
         load_progress, loaded, prepared, prompt_progress, round_ready, finished, failed: the
-            worker's signals
-            of the same names, re-emitted on this object's (the UI's) thread.
+            worker's signals of the same names, re-emitted on this object's (the UI's) thread.
     """
 
     load_progress = Signal(LoadProgressUpdate)
@@ -510,20 +510,17 @@ class GenerationService(QObject):
     ) -> None:
         super().__init__(parent)
         self.worker = GenerationWorker(n_threads=n_threads, store=store)
-        self.worker_thread = QThread()
-        self.worker_thread.setObjectName("specchat-generation")
+        self._lifecycle = WorkerLifecycle("specchat-generation")
+        self.worker_thread = self._lifecycle.thread
         self._next_id = 0
         self._current_request: int | None = None
-        self._started = False
-        self._stopped = False
 
     def start(self) -> None:
         """Wire the whole lifecycle in one place and start the thread."""
         worker = self.worker
-        start_worker(
+        self._lifecycle.start(
             self,
             worker,
-            self.worker_thread,
             requests=[
                 (self.load_requested, worker._on_load_requested),
                 (self.generate_requested, worker._on_generate_requested),
@@ -541,7 +538,6 @@ class GenerationService(QObject):
                 "failed",
             ),
         )
-        self._started = True
 
     # --- requests ------------------------------------------------------------------------
     def new_id(self) -> int:
@@ -575,22 +571,16 @@ class GenerationService(QObject):
 
     def wait_stopped(self, *, timeout_s: float) -> bool:
         """After shutdown: wait up to `timeout_s` more for the thread; True once it ended."""
-        if not self._started:
-            return True
-        return bool(self.worker_thread.wait(int(timeout_s * 1000)))
+        return self._lifecycle.wait(timeout_s=timeout_s)
 
     def shutdown(self, *, timeout_s: float = 2.0) -> bool:
         """Cancel everything, release the engine on its thread and wait at most `timeout_s`."""
-        if not self._started or self._stopped:
-            return True
-        self._stopped = True
 
         def cancel() -> None:
             self.worker.cancel_generation()
             self.worker.cancel_load()
 
-        return stop_worker(
-            self.worker_thread,
+        return self._lifecycle.stop(
             cancel=cancel,
             request_shutdown=self.shutdown_requested.emit,
             timeout_s=timeout_s,
