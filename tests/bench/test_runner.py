@@ -149,7 +149,8 @@ def test_divergence_positions() -> None:
 
 
 def test_compare_marks_near_ties(engine: ChatEngine) -> None:
-    from specchat.bench.runner import BenchOutcome, RunRecord, Variant
+    from specchat.bench.records import RunRecord, Variant
+    from specchat.bench.runner import BenchOutcome
 
     def record(mode: str, tokens: tuple[int, ...], margins: tuple[float, ...]) -> RunRecord:
         return RunRecord("p", "c", Variant(mode, None), 0.0, 0, tokens, margins, "", 1.0)
@@ -192,7 +193,7 @@ def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
 
 def test_in_run_speedup_prices_rounds_at_the_runs_own_plain_rounds() -> None:
     from specchat.bench.compare import in_run_speedup
-    from specchat.bench.runner import RoundLog, RunRecord, Variant
+    from specchat.bench.records import RoundLog, RunRecord, Variant
 
     def log(drafted: int, accepted: int, wall_ms: float) -> RoundLog:
         return RoundLog("lookup" if drafted else "plain", drafted, drafted, accepted, 0.0,
@@ -315,7 +316,8 @@ def test_every_run_times_its_first_token(report: tuple[dict, Path]) -> None:
 
 
 def test_ttft_ratios_pair_each_run_with_plains() -> None:
-    from specchat.bench.runner import BenchOutcome, RunRecord, Variant
+    from specchat.bench.records import RunRecord, Variant
+    from specchat.bench.runner import BenchOutcome
     from specchat.bench.ttft_report import ttft_rows
 
     def record(prompt: str, mode: str, ttft_ms: float) -> RunRecord:

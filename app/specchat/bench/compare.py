@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from specchat.bench.runner import BenchOutcome, RunRecord
-from specchat.bench.sessions import kept_by_source
+from specchat.bench.records import RunRecord, kept_by_source
+from specchat.bench.runner import BenchOutcome
 from specchat.engine.drafting.registry import PLAIN
 
 #: A divergence from plain at temperature 0 where plain's top-1 − top-2 logit was below this

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from specchat.bench.prompts import BenchPrompt
+from specchat.bench.records import RunRecord
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.history import suffix_index_of, template_tokenizer
 from specchat.engine.session import ChatEngine
 from specchat.engine.suffix_index import Source
-
-if TYPE_CHECKING:
-    from specchat.bench.runner import RunRecord
 
 #: Key of the stored documents a session's "history" puts in the index.
 _HISTORY_KEY = "bench-history"
@@ -124,16 +121,6 @@ class Sessions:
             ):
                 return record
         raise LookupError(f"{prompt.id}: turn {turn} has no plain answer yet")
-
-
-def kept_by_source(record: RunRecord) -> dict[str, int]:
-    """Draft tokens kept, by where they were found (the drafter's name when it does not say)."""
-    kept: dict[str, int] = {}
-    for log in record.round_logs:
-        if log.accepted:
-            source = log.origin or log.mode
-            kept[source] = kept.get(source, 0) + log.accepted
-    return kept
 
 
 @dataclass(frozen=True)
