@@ -9,6 +9,7 @@ import pytest
 
 from specchat.engine.history import StoredHistory, Tokenize, template_tokenizer
 from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.types import SpecialToken
 from specchat.store.conversations import ConversationStore, StoredMessage
 
 
@@ -19,6 +20,16 @@ def byte_tokens(messages: Sequence[StoredMessage]) -> list[int]:
 
 def tokens(text: str) -> list[int]:
     return list(text.encode())
+
+
+class ByteVocabulary:
+    """A vocabulary of bytes, without special tokens."""
+
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True):
+        return tokens(text)
+
+    def special_tokens(self) -> dict[str, SpecialToken]:
+        return {}
 
 
 def proposed(index: SuffixIndex, ending: str, k: int = 12) -> str:
@@ -126,6 +137,7 @@ def test_the_chat_template_renders_stored_text_like_a_prompt(
     store: ConversationStore, index: SuffixIndex
 ) -> None:
     from specchat.engine.chat_template import ChatTemplate
+    from specchat.engine.prompt_tokens import PromptTokenizer
 
     template = ChatTemplate(
         "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
@@ -134,7 +146,7 @@ def test_the_chat_template_renders_stored_text_like_a_prompt(
     chat = store.create("c")
     store.add_message(chat.id, "user", "hello")
     store.add_message(chat.id, "assistant", "hi there, friend")
-    history = start(store, index, template_tokenizer(template, tokens))
+    history = start(store, index, template_tokenizer(PromptTokenizer(ByteVocabulary(), template)))
     try:
         # A new chat asking the same thing: the prompt ends where the old answer began.
         assert proposed(index, "[user]hello[assistant]") == "hi there, fr"

@@ -93,7 +93,7 @@ class Sessions:
         index.reset_chat()
         for key in [k for k in index.stored() if isinstance(k, tuple) and k[0] == _HISTORY_KEY]:
             index.drop(key)
-        tokenize = template_tokenizer(self.engine.template, self.engine.tokenize_prompt)
+        tokenize = template_tokenizer(self.engine.prompt_tokens)
         for number, conversation in enumerate(prompt.history):
             messages = [_Message(m["role"], m["content"]) for m in conversation]
             index.put((_HISTORY_KEY, number), tokenize(messages), source=Source.HISTORY)

@@ -6,7 +6,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from specchat.engine.chat_template import ChatMessage, ChatTemplate
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.prompt_tokens import PromptTokenizer
 from specchat.engine.suffix_index import Source, SuffixIndex
 from specchat.engine.template_guards import ChatTemplateError
 from specchat.store.changes import ChangeKind, StoreChange
@@ -29,14 +30,13 @@ class Said(Protocol):
     def content(self) -> str: ...
 
 
-def template_tokenizer(
-    template: ChatTemplate, tokenize: Callable[[str], list[int]]
-) -> Callable[[Sequence[Said]], list[int]]:
-    """A Tokenize rendering through the chat template, as prompts are."""
+def template_tokenizer(prompt: PromptTokenizer) -> Callable[[Sequence[Said]], list[int]]:
+    """A Tokenize rendering through the chat template, as prompts are (the messages' text
+    read as text, never as control tokens)."""
 
     def render(messages: Sequence[Said]) -> list[int]:
         chat = [ChatMessage(m.role, m.content) for m in messages]
-        return tokenize(template.render(chat, add_generation_prompt=False))
+        return prompt.tokens(chat, add_generation_prompt=False)
 
     return render
 
@@ -164,8 +164,6 @@ def attach_history(store: ConversationStore | None, engine: ChatEngine) -> Store
     index = suffix_index_of(engine)
     if store is None or index is None:
         return None
-    history = StoredHistory(
-        store, index, template_tokenizer(engine.template, engine.tokenize_prompt)
-    )
+    history = StoredHistory(store, index, template_tokenizer(engine.prompt_tokens))
     history.start()
     return history

@@ -29,6 +29,7 @@ from specchat.engine.llama_load import (
     offloaded_layers,
     read_metadata,
 )
+from specchat.engine.types import SpecialToken
 
 __all__ = [
     "MAX_BRANCHES",
@@ -71,6 +72,9 @@ class LlamaModel:
             per token: rolling them back means evaluating the kept tokens again.
         end_of_turn: tokens that end a turn besides the vocabulary's end-of-generation set.
     """
+
+    #: The vocabulary's special tokens by spelling, read on first use (special_tokens).
+    _specials: dict[str, SpecialToken] | None = None
 
     def __init__(
         self,
@@ -216,6 +220,29 @@ class LlamaModel:
         """Render these tokens as nothing: a chat format's markers are never answer text."""
         for token in tokens:
             self._pieces[token] = b""
+
+    def special_tokens(self) -> dict[str, SpecialToken]:
+        """Every token llama.cpp finds in a text by its spelling (control, unknown and
+        user-defined tokens), by spelling; read from the vocabulary once."""
+        if self._specials is None:
+            found: dict[str, SpecialToken] = {}
+            spelled = (
+                llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+                | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+                | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+            )
+            for token in range(self.n_vocab):
+                attr = int(llama_cpp.llama_vocab_get_attr(self._vocab, token))
+                text = self.token_text(token) if attr & spelled else ""
+                if text:
+                    found[text] = SpecialToken(
+                        token,
+                        control=not attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED,
+                        lstrip=bool(attr & llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP),
+                        rstrip=bool(attr & llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP),
+                    )
+            self._specials = found
+        return self._specials
 
     def single_token(self, text: str) -> int | None:
         """The token id if `text` is exactly one token of the vocabulary (specials parsed)."""

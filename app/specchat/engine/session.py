@@ -14,6 +14,7 @@ from specchat.engine.decoder import Generation, SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.profiling import PairProfiler, load_costs
+from specchat.engine.prompt_tokens import PromptTokenizer
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.template_family import TemplateChoice, choose_template
 from specchat.engine.types import (
@@ -110,6 +111,8 @@ class ChatEngine:
         costs: the machine's cost tables for this pair, which `auto` prices passes with.
         profiler: measures those tables a pass at a time, between answers.
         template: the target's chat template, compiled in the sandbox.
+        prompt_tokens: turns a chat into prompt tokens through the template, the messages'
+            text read as text.
         template_choice: which template that is (the file's own or its family's) and why.
         stop_texts: end-of-turn texts that are not one token here: the answer stops at them.
         info: what loading did.
@@ -147,6 +150,11 @@ class ChatEngine:
             eos_token=target.token_text(target.eos) if target.eos >= 0 else "",
         )
         self.stop_texts = _apply_markers(self.template_choice, target, draft)
+        self.prompt_tokens = PromptTokenizer(
+            target,
+            self.template,
+            markers=self.template_choice.markers + self.template_choice.end_of_turn,
+        )
         self.info = EngineInfo(
             target.info,
             draft.info if draft else None,
@@ -233,8 +241,9 @@ class ChatEngine:
         return self.template.render(messages, add_generation_prompt=True)
 
     def tokenize_prompt(self, text: str) -> list[int]:
-        # The template writes BOS itself when the model wants one; special tokens in the
-        # rendered text (<|im_start|>) are parsed as the control tokens they are.
+        """Tokens of a text that is all template (no one's message in it): the template
+        writes BOS itself when the model wants one, and its special tokens (<|im_start|>)
+        are parsed as the control tokens they are. A chat goes through `prepare`."""
         return self.target.tokenize(text, add_special=False, parse_special=True)
 
     def prepare(
@@ -244,15 +253,23 @@ class ChatEngine:
         max_tokens: int,
         policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
     ) -> PreparedPrompt:
-        """Render the chat, dropping the oldest turns if it would not fit with the answer."""
+        """Render the chat, dropping the oldest turns if it would not fit with the answer.
+
+        Each candidate chat is rendered and tokenized once: the one that fits is the one
+        whose tokens were counted."""
         budget = max(1, self.target.n_ctx - min(max_tokens, self.target.n_ctx // 2))
+        counted: dict[tuple[int, ...], list[int]] = {}
+
+        def tokens_of(chat: Sequence[ChatMessage]) -> list[int]:
+            key = tuple(map(id, chat))
+            if key not in counted:
+                counted[key] = self.prompt_tokens.tokens(chat)
+            return counted[key]
+
         kept, plan = fit_messages(
-            messages,
-            budget=budget,
-            count_tokens=lambda msgs: len(self.tokenize_prompt(self.render(msgs))),
-            policy=policy,
+            messages, budget=budget, count_tokens=lambda chat: len(tokens_of(chat)), policy=policy
         )
-        return PreparedPrompt(tuple(self.tokenize_prompt(self.render(kept))), plan)
+        return PreparedPrompt(tuple(tokens_of(kept)), plan)
 
     # --- generation --------------------------------------------------------------------------
     def generate(

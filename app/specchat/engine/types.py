@@ -218,3 +218,20 @@ class GenerationRequest:
     controls: Controls = Controls()
     stop_strings: tuple[str, ...] = ()
     conversation: int | str | None = None
+
+
+@dataclass(frozen=True)
+class SpecialToken:
+    """A token llama.cpp finds in a text by its spelling rather than by its tokenizer.
+
+    Attributes:
+        id: the token.
+        control: a control (or unknown) token: parsed only where special tokens are
+            asked for; a user-defined one (Gemma's turn markers) is parsed in any text.
+        lstrip, rstrip: whitespace on that side of it is swallowed when it is parsed.
+    """
+
+    id: int
+    control: bool
+    lstrip: bool = False
+    rstrip: bool = False

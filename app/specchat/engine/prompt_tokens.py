@@ -1,0 +1,196 @@
+"""A chat made into prompt tokens: the template's markers as special tokens, messages as text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Protocol
+
+from specchat.engine.template_guards import PREFIX, ChatTemplateError, ChatTemplateProblem
+from specchat.engine.template_sandbox import ChatMessage
+from specchat.engine.types import SpecialToken
+
+#: What a chat template may add to its messages' own text, in UTF-8 bytes: real templates
+#: add tens of bytes a message and at most a few kilobytes once (a default system prompt, a
+#: date, tool instructions). Past this the template, not the chat, made the prompt: it is
+#: refused before its text is tokenized (docs/reliability.md, "A template's output").
+TEMPLATE_BYTES = 64 * 1024
+#: The same allowance for every message of the chat.
+TEMPLATE_BYTES_PER_MESSAGE = 1024
+#: Placeholders stand for a marker's text pasted into a message while the template renders;
+#: they are built from a private-use character no message contains.
+_PLACEHOLDER_FIRST = 0xF0000
+_PLACEHOLDER_LAST = 0xFFFFD
+#: Whitespace as llama.cpp's C isspace() sees it, for a special token's lstrip/rstrip.
+_C_SPACE = " \t\n\v\f\r"
+
+
+class Vocabulary(Protocol):
+    """What the prompt tokenizer needs of a model (LlamaModel has it)."""
+
+    def tokenize(
+        self, text: str, *, add_special: bool = False, parse_special: bool = True
+    ) -> list[int]: ...
+
+    def special_tokens(self) -> Mapping[str, SpecialToken]: ...
+
+
+class Renderer(Protocol):
+    """What the prompt tokenizer needs of a chat template (ChatTemplate has it)."""
+
+    def render(
+        self, messages: Iterable[ChatMessage], *, add_generation_prompt: bool = True
+    ) -> str: ...
+
+
+def _finder(texts: Iterable[str]) -> re.Pattern[str] | None:
+    ordered = sorted({t for t in texts if t}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+
+def template_too_large(rendered: int, said: int) -> ChatTemplateError:
+    """The template's output dwarfs the messages it was given."""
+    return ChatTemplateError(
+        ChatTemplateProblem.LIMIT,
+        f"{PREFIX} wrote {rendered:,} bytes for {said:,} bytes of messages; SpecChat "
+        "refused to use it (the model's template, not your message, is the cause)",
+    )
+
+
+class PromptTokenizer:
+    """Renders a chat and tokenizes it so that only the template's own text can hold
+    special tokens: a message that spells `<|im_end|>` is read as those characters, never
+    as the marker, whoever wrote it (a user, a pasted file, an API client).
+
+    A chat whose messages spell no special token is tokenized exactly as before (the whole
+    rendered text, special tokens parsed), so prompts and cached prefixes do not change.
+    Otherwise each such spelling is swapped for a placeholder while the template renders;
+    the template's text is then split at its special tokens as llama.cpp splits it, and
+    every stretch between them is tokenized as text with the message text put back.
+
+    Attributes:
+        markers: the chat format's marker texts, kept out of messages even where the
+            vocabulary makes them user-defined tokens (Gemma's turn markers).
+    """
+
+    def __init__(self, model: Vocabulary, template: Renderer, *, markers: Iterable[str] = ()):
+        self.markers = tuple(markers)
+        self._model = model
+        self._template = template
+        self._specials: Mapping[str, SpecialToken] | None = None
+        self._in_messages: re.Pattern[str] | None = None
+        self._in_template: re.Pattern[str] | None = None
+
+    # --- the tables, built on first use ---------------------------------------------------
+    def _load(self) -> Mapping[str, SpecialToken]:
+        if self._specials is None:
+            specials = dict(self._model.special_tokens())
+            marked = set(self.markers)
+            self._in_messages = _finder(t for t, s in specials.items() if s.control or t in marked)
+            self._in_template = _finder(specials)
+            self._specials = specials
+        return self._specials
+
+    # --- tokens ----------------------------------------------------------------------------
+    def tokens(
+        self, messages: Sequence[ChatMessage], *, add_generation_prompt: bool = True
+    ) -> list[int]:
+        """The prompt tokens of `messages`; raises ChatTemplateError when the template's
+        output is far larger than the messages (before anything is tokenized)."""
+        specials = self._load()
+        pasted: list[str] = []
+        mark = _placeholder_char(messages)
+        chat = [self._escape(m, pasted, mark) for m in messages]
+        text = self._template.render(chat, add_generation_prompt=add_generation_prompt)
+        check_template_size(text, messages)
+        if not pasted:
+            return self._model.tokenize(text, add_special=False, parse_special=True)
+        return self._tokens_with_pasted(text, pasted, mark, specials)
+
+    def _escape(self, message: ChatMessage, pasted: list[str], mark: str) -> ChatMessage:
+        if self._in_messages is None or not self._in_messages.search(message.content):
+            return message
+
+        def placeholder(match: re.Match[str]) -> str:
+            pasted.append(match.group(0))
+            return f"{mark}{len(pasted) - 1}{mark}"
+
+        return replace(message, content=self._in_messages.sub(placeholder, message.content))
+
+    def _tokens_with_pasted(
+        self, text: str, pasted: list[str], mark: str, specials: Mapping[str, SpecialToken]
+    ) -> list[int]:
+        tokens: list[int] = []
+        restore = re.compile(f"{mark}([0-9]+){mark}")
+        for piece in split_specials(text, specials, self._in_template):
+            if isinstance(piece, int):
+                tokens.append(piece)
+                continue
+            for stretch in _restored(piece, restore, pasted, specials):
+                tokens += self._model.tokenize(stretch, add_special=False, parse_special=False)
+        return tokens
+
+
+def check_template_size(text: str, messages: Sequence[ChatMessage]) -> None:
+    """Refuse a rendered prompt whose size the messages do not explain (before tokenizing:
+    a 16 MB prompt costs gigabytes and seconds to tokenize, to be refused after)."""
+    rendered = len(text.encode("utf-8", errors="replace"))
+    said = sum(len(m.content.encode("utf-8", errors="replace")) for m in messages)
+    if rendered > said + TEMPLATE_BYTES + TEMPLATE_BYTES_PER_MESSAGE * len(messages):
+        raise template_too_large(rendered, said)
+
+
+def _placeholder_char(messages: Sequence[ChatMessage]) -> str:
+    for code in range(_PLACEHOLDER_FIRST, _PLACEHOLDER_LAST):
+        mark = chr(code)
+        if not any(mark in m.content for m in messages):
+            return mark
+    raise ChatTemplateError(ChatTemplateProblem.FAILED, "the messages use every placeholder")
+
+
+def split_specials(
+    text: str, specials: Mapping[str, SpecialToken], finder: re.Pattern[str] | None
+) -> list[str | int]:
+    """`text` split at its special tokens as llama.cpp splits it when parsing specials:
+    the longest spelling first, whitespace swallowed beside lstrip/rstrip tokens."""
+    present = {m.group(0) for m in finder.finditer(text)} if finder is not None else set()
+    pieces: list[str | int] = [text]
+    for spelling in sorted(present, key=len, reverse=True):
+        token = specials[spelling]
+        split: list[str | int] = []
+        for piece in pieces:
+            if isinstance(piece, int):
+                split.append(piece)
+                continue
+            parts = piece.split(spelling)
+            for index, part in enumerate(parts):
+                if index < len(parts) - 1 and token.lstrip:
+                    part = part.rstrip(_C_SPACE)
+                if index > 0 and token.rstrip:
+                    part = part.lstrip(_C_SPACE)
+                if index > 0:
+                    split.append(token.id)
+                split.append(part)
+        pieces = split
+    return [piece for piece in pieces if piece != ""]
+
+
+def _restored(
+    piece: str, restore: re.Pattern[str], pasted: list[str], specials: Mapping[str, SpecialToken]
+) -> list[str]:
+    """The stretches of text to tokenize for one piece, pasted markers put back; a marker
+    the vocabulary parses even as text is cut after its first character."""
+    stretches = [""]
+    for index, part in enumerate(restore.split(piece)):
+        if index % 2 == 0:
+            stretches[-1] += part
+            continue
+        spelling = pasted[int(part)]
+        token = specials.get(spelling)
+        if token is not None and not token.control:
+            stretches[-1] += spelling[0]
+            stretches.append(spelling[1:])
+        else:
+            stretches[-1] += spelling
+    return [s for s in stretches if s]
