@@ -83,7 +83,8 @@ class PromptTokenizer:
         self._in_template: re.Pattern[str] | None = None
 
     # --- the tables, built on first use ---------------------------------------------------
-    def _load(self) -> Mapping[str, SpecialToken]:
+    def load(self) -> Mapping[str, SpecialToken]:
+        """Read the vocabulary's special tokens now (otherwise the first chat does)."""
         if self._specials is None:
             specials = dict(self._model.special_tokens())
             marked = set(self.markers)
@@ -98,7 +99,7 @@ class PromptTokenizer:
     ) -> list[int]:
         """The prompt tokens of `messages`; raises ChatTemplateError when the template's
         output is far larger than the messages (before anything is tokenized)."""
-        specials = self._load()
+        specials = self.load()
         pasted: list[str] = []
         mark = _placeholder_char(messages)
         chat = [self._escape(m, pasted, mark) for m in messages]

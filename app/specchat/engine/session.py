@@ -155,6 +155,9 @@ class ChatEngine:
             self.template,
             markers=self.template_choice.markers + self.template_choice.end_of_turn,
         )
+        # Reading the vocabulary's special tokens takes a few tenths of a second on a
+        # 150k vocabulary: part of the load, not of the first answer's wait.
+        self.prompt_tokens.load()
         self.info = EngineInfo(
             target.info,
             draft.info if draft else None,
