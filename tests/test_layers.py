@@ -60,3 +60,10 @@ def test_engine_and_models_never_import_qt() -> None:
     loaded = _imported_after(_modules("engine") + _modules("models") + ["specchat.store"])
     assert "llama_cpp" in loaded  # the probe did import the engine
     assert not {m for m in loaded if m.split(".")[0] in ("PySide6", "shiboken6")}
+
+
+def test_serve_never_imports_qt() -> None:
+    """The HTTP API runs without the window: `specchat serve` on a machine with no display."""
+    loaded = _imported_after([*_modules("serve"), "specchat.commands.serve"])
+    assert "uvicorn" in loaded and "starlette" in loaded  # the probe did import the server
+    assert not {m for m in loaded if m.split(".")[0] in ("PySide6", "shiboken6")}

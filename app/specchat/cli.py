@@ -16,6 +16,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "Measure every drafting mode side by side and write a report",
     "models": "List, fetch, verify and locate catalog model pairs",
     "soak": "Generate continuously and report memory over time",
+    "serve": "Serve an OpenAI-compatible API (with Predicted Outputs) on this machine",
 }
 
 

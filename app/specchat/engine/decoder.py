@@ -169,6 +169,7 @@ class SpeculativeDecoder:
         for drafter in self.drafters:
             if request.conversation is not None:
                 drafter.enter_conversation(request.conversation)
+            drafter.use_prediction(request.prediction)
             # Auto readies a drafter (the draft model's prompt evaluation, before the first
             # token) only where it expects to use it: otherwise the first token waits for
             # work that mostly buys nothing (on a CPU, ~0.5 s for a 70-token prompt).

@@ -211,6 +211,8 @@ class GenerationRequest:
         conversation: which conversation the answer belongs to, where known (the store's
             id): a drafter that tells this chat from earlier ones starts a new "this chat"
             when it changes, even if the new chat opens with the same text.
+        prediction: text the answer is expected to mostly repeat (an API request's
+            Predicted Output, as tokens): a source to draft from for this answer only.
     """
 
     prompt_tokens: tuple[int, ...]
@@ -218,6 +220,7 @@ class GenerationRequest:
     controls: Controls = Controls()
     stop_strings: tuple[str, ...] = ()
     conversation: int | str | None = None
+    prediction: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from specchat import paths
+from specchat.engine.baseline import BaselineMeter as _BaselineMeter
+from specchat.engine.baseline import calibrate
 from specchat.engine.types import (
     Controls,
     RoundResult,
@@ -20,8 +22,6 @@ from specchat.engine.types import (
     TokenKind,
 )
 from specchat.store.changes import ChangeKind, StoreChange
-from specchat.workers.baseline import BaselineMeter as _BaselineMeter
-from specchat.workers.baseline import calibrate
 from specchat.workers.generation_payloads import (
     Failure,
     GenerateRequest,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specchat.engine.baseline import PlainBaseline
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, Stats, StopReason
@@ -104,21 +105,6 @@ class LoadProgressUpdate:
     load_id: int
     stage: str
     overall: float
-
-
-@dataclass(frozen=True)
-class PlainBaseline:
-    """The measured plain-decoding rate that speed-ups are relative to.
-
-    Attributes:
-        tokens_per_s: plain tokens per second on this machine with this target.
-        source: how it was measured, for people ("8 plain tokens after loading").
-        samples: plain tokens the figure rests on.
-    """
-
-    tokens_per_s: float
-    source: str
-    samples: int
 
 
 @dataclass(frozen=True)

@@ -271,6 +271,10 @@ class Drafter(abc.ABC):
         """The next answer belongs to `conversation` (called before `prepare` when the
         conversation is known)."""
 
+    def use_prediction(self, tokens: Sequence[int]) -> None:  # noqa: B027
+        """The text this answer is expected to mostly repeat (an API request's prediction;
+        empty for none): called before `prepare` for every answer."""
+
     def use_sampling(self, sampling: SamplingParams) -> None:  # noqa: B027
         """The sampling of the rounds from now on: called before an answer's first round
         and whenever it changes."""

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import PLAIN
 from specchat.engine.types import Controls, GenerationRequest
-from specchat.workers.generation_payloads import PlainBaseline
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
@@ -26,6 +25,21 @@ CALIBRATION_TOKENS = 8
 #: Plain tokens generated first and not timed: the first passes after a load fault the
 #: memory-mapped weights in from disk and would make plain look slow (speed-ups inflated).
 CALIBRATION_WARMUP = 3
+
+
+@dataclass(frozen=True)
+class PlainBaseline:
+    """The measured plain-decoding rate that speed-ups are relative to.
+
+    Attributes:
+        tokens_per_s: plain tokens per second on this machine with this target.
+        source: how it was measured, for people ("8 plain tokens after loading").
+        samples: plain tokens the figure rests on.
+    """
+
+    tokens_per_s: float
+    source: str
+    samples: int
 
 
 @dataclass

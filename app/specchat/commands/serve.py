@@ -1,0 +1,104 @@
+"""`specchat serve`: an OpenAI-compatible API on this machine, for editors and scripts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from specchat.commands.errors import UserError
+
+#: Where the key may come from instead of the command line (which other users can see).
+KEY_ENV = "SPECCHAT_API_KEY"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--pair", help="catalog pair id (default: the 'default' pair)")
+    source.add_argument("--target", type=Path, help="target GGUF file")
+    parser.add_argument("--draft", type=Path, help="draft GGUF file (with --target)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get(KEY_ENV, ""),
+        help=f"key clients must send (or set {KEY_ENV}); required off 127.0.0.1",
+    )
+    parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
+    parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--cors",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let a web page from ORIGIN call the API (repeatable; none by default)",
+    )
+    parser.add_argument(
+        "--queue", type=int, default=8, help="requests that may wait their turn (default 8)"
+    )
+
+
+def _files(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    if args.target is not None:
+        return args.target, args.draft
+    if args.draft is not None:
+        raise UserError("--draft needs --target (or use --pair)")
+    from specchat.commands.pairs import pair_on_disk
+
+    return pair_on_disk(args.pair or "default")
+
+
+def run(args: argparse.Namespace) -> int:
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.session import ChatEngine
+    from specchat.engine.template_guards import ChatTemplateError
+    from specchat.serve.guard import ServeOptions, check_options
+    from specchat.serve.server import ApiServer, model_id
+
+    options = ServeOptions(
+        host=args.host,
+        port=args.port,
+        api_key=args.api_key,
+        cors=tuple(args.cors),
+        capacity=args.queue,
+    )
+    try:
+        check_options(options)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if args.ctx < 256:
+        raise UserError("--ctx must be at least 256 tokens")
+    target, draft = _files(args)
+    err = sys.stderr
+    err.write(f"loading {target.name}" + (f" + {draft.name}" if draft else "") + " …\n")
+    try:
+        engine = ChatEngine.load(
+            target,
+            draft,
+            n_ctx=args.ctx,
+            target_gpu_layers=args.gpu_layers,
+            draft_gpu_layers=args.gpu_layers,
+            n_threads=args.threads,
+        )
+    except (ModelLoadError, ChatTemplateError) as error:
+        raise UserError(str(error)) from None
+    from specchat.engine.prefix_cache import PrefixCache
+
+    try:
+        server = ApiServer(engine, options, prefixes=PrefixCache())
+        address = server.bind()
+    except OSError as error:
+        engine.close()
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {error.strerror}") from None
+    err.write(
+        f"serving {model_id(engine)} at {address.base_url}"
+        + (" (API key required)" if options.api_key else "")
+        + "\nCtrl-C stops it.\n"
+    )
+    try:
+        server.serve_forever()
+    finally:
+        engine.close()
+    return 0

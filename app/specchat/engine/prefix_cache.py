@@ -1,0 +1,127 @@
+"""Recent prompts' KV caches kept in memory, so a request that returns to an earlier prefix
+(another editor's chat, a chat resumed after a detour) reads only what is new."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specchat.engine.llama import LlamaModel
+
+log = logging.getLogger(__name__)
+
+#: Memory the kept caches may take together; the least recently used go first.
+DEFAULT_MAX_BYTES = 512 << 20
+#: Fewer tokens than this are re-read faster than they are copied: not kept.
+MIN_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """One model's cache as it was: the tokens it held and llama.cpp's state of them."""
+
+    model: int
+    tokens: tuple[int, ...]
+    data: bytes
+
+
+class PrefixCache:
+    """Keeps a model's cache before a prompt would cut it back, and brings one back when a
+    later prompt starts with more of it than the cache holds.
+
+    The cache itself already keeps the common prefix of consecutive prompts (the decoder's
+    `sync`); this remembers the ones it had to let go. A position's keys and values depend
+    only on the tokens before it, so a kept state cut back to the common prefix equals
+    evaluating that prefix again.
+
+    Attributes:
+        max_bytes: memory the kept states may take together.
+        min_tokens: shortest cache worth keeping.
+    """
+
+    def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES, min_tokens: int = MIN_TOKENS) -> None:
+        self.max_bytes = max_bytes
+        self.min_tokens = min_tokens
+        self._snapshots: list[_Snapshot] = []  # least recently used first
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(s.data) for s in self._snapshots)
+
+    def __len__(self) -> int:
+        return len(self._snapshots)
+
+    def prepare(self, model: LlamaModel, prompt: Sequence[int]) -> int:
+        """Before `model` reads `prompt`: keep what its cache would lose, and load a kept
+        state holding more of `prompt`; returns how many tokens of it the cache holds."""
+        common = model.cached_prefix(prompt)
+        if len(model.tokens) - common >= self.min_tokens:
+            self._keep(model)
+        best, best_common = None, common
+        for snapshot in self._snapshots:
+            if snapshot.model != id(model):
+                continue
+            shared = _common_prefix(snapshot.tokens, prompt)
+            if shared > best_common:
+                best, best_common = snapshot, shared
+        if best is None or best_common < self.min_tokens:
+            return common
+        if not self._load(model, best):
+            return model.cached_prefix(prompt)
+        model.truncate(best_common)
+        self._snapshots.remove(best)
+        self._snapshots.append(best)  # recently used: evicted last
+        return best_common
+
+    def _keep(self, model: LlamaModel) -> None:
+        import llama_cpp
+
+        tokens = tuple(model.tokens)
+        # A kept state this one extends holds nothing more: replaced.
+        self._snapshots = [
+            s
+            for s in self._snapshots
+            if s.model != id(model) or tokens[: len(s.tokens)] != s.tokens
+        ]
+        size = int(llama_cpp.llama_state_seq_get_size(model.context, 0))
+        if size <= 0 or size > self.max_bytes:
+            return
+        buffer = (ctypes.c_ubyte * size)()
+        written = int(llama_cpp.llama_state_seq_get_data(model.context, buffer, size, 0))
+        if written <= 0:
+            log.info("llama.cpp could not copy a cache's state")
+            return
+        self._snapshots.append(_Snapshot(id(model), tokens, bytes(buffer)[:written]))
+        while self.size_bytes > self.max_bytes and len(self._snapshots) > 1:
+            self._snapshots.pop(0)
+
+    def _load(self, model: LlamaModel, snapshot: _Snapshot) -> bool:
+        import llama_cpp
+
+        model.reset()
+        data = (ctypes.c_ubyte * len(snapshot.data)).from_buffer_copy(snapshot.data)
+        read = int(llama_cpp.llama_state_seq_set_data(model.context, data, len(snapshot.data), 0))
+        if not read:
+            log.info("a kept state would not load; reading the prompt instead")
+            model.reset()
+            self._snapshots.remove(snapshot)
+            return False
+        model.tokens[:] = snapshot.tokens
+        return True
+
+    def forget(self, model: LlamaModel) -> None:
+        """Drop `model`'s kept states (it is being closed)."""
+        self._snapshots = [s for s in self._snapshots if s.model != id(model)]
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

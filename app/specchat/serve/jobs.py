@@ -1,0 +1,109 @@
+"""What passes between the HTTP side and the engine thread: a job and the events it yields."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specchat.engine.baseline import PlainBaseline
+from specchat.engine.kept_sources import KeptSource
+from specchat.engine.types import RoundResult, Stats, StopReason
+from specchat.serve.errors import ApiError
+from specchat.serve.parsing import ChatCall
+
+
+@dataclass(frozen=True)
+class Started:
+    """The prompt was rendered and the answer begins.
+
+    Attributes:
+        prompt_tokens: the prompt's length in tokens.
+        max_tokens: the longest answer, after capping by the context.
+    """
+
+    prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round of the answer.
+
+    Attributes:
+        result: the round as the decoder yielded it.
+    """
+
+    result: RoundResult
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A finished answer, with everything the response reports.
+
+    Attributes:
+        stop: why it ended.
+        stats: the decoder's totals (prompt tokens evaluated, rounds, drafted, kept).
+        prompt_tokens: the prompt's length.
+        text: the answer.
+        kept: kept draft tokens by source, most first.
+        prediction_accepted: draft tokens from the request's prediction that were kept.
+        prediction_rejected: draft tokens from the prediction that were checked and thrown away.
+        baseline: the plain rate speed-ups are measured against, or None before one exists.
+        mode: the drafting mode asked for.
+    """
+
+    stop: StopReason
+    stats: Stats
+    prompt_tokens: int
+    text: str
+    kept: tuple[KeptSource, ...]
+    prediction_accepted: int
+    prediction_rejected: int
+    baseline: PlainBaseline | None
+    mode: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The answer ended (any stop reason).
+
+    Attributes:
+        summary: what it was and how it went.
+    """
+
+    summary: Summary
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The request failed before or while answering.
+
+    Attributes:
+        error: the error the client gets.
+    """
+
+    error: ApiError
+
+
+JobEvent = Started | Round | Finished | Failed
+
+
+class Job:
+    """One request waiting for, or on, the engine thread.
+
+    Attributes:
+        call: the checked request.
+        cancel: set from any thread (the client went away): the answer stops at its next
+            round, and a job still waiting is skipped.
+        deliver: called on the engine thread with each event, in order; must not block.
+        label: a few words for people (the request's number and its client).
+    """
+
+    def __init__(
+        self, call: ChatCall, *, deliver: Callable[[JobEvent], None], label: str = ""
+    ) -> None:
+        self.call = call
+        self.cancel = threading.Event()
+        self.deliver = deliver
+        self.label = label

@@ -1,0 +1,217 @@
+"""A chat-completions request body checked field by field into a `ChatCall`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.drafting.base import MAX_K
+from specchat.engine.types import Controls, SamplingParams
+from specchat.serve.errors import ApiError, invalid
+
+#: Roles a message may have; "developer" is OpenAI's newer name for a system message.
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+#: Most stop strings one request may give.
+MAX_STOPS = 16
+
+
+@dataclass(frozen=True)
+class ChatCall:
+    """One chat-completions request, checked.
+
+    Attributes:
+        model: the model name the client asked for (answered with the loaded pair's).
+        messages: the chat, roles normalised to system / user / assistant.
+        max_tokens: the longest answer asked for, or None (the context's room).
+        controls: mode, K and sampling (the mode from the `speculative` field, else auto).
+        stop: the answer ends before any of these.
+        stream: answer as server-sent events.
+        include_usage: a streamed answer ends with a chunk carrying the usage.
+        prediction: the text the answer is expected to mostly repeat, or None.
+    """
+
+    model: str
+    messages: tuple[ChatMessage, ...]
+    max_tokens: int | None
+    controls: Controls
+    stop: tuple[str, ...] = ()
+    stream: bool = False
+    include_usage: bool = False
+    prediction: str | None = None
+
+
+def _type_error(param: str, expected: str) -> ApiError:
+    return invalid(f"'{param}' must be {expected}", param=param, code="invalid_type")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) and math.isfinite(
+        value
+    )
+
+
+def _text(value: object, param: str) -> str:
+    """A content field: a string, or a list of text parts joined."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for index, part in enumerate(value):
+            where = f"{param}[{index}]"
+            if not isinstance(part, Mapping):
+                raise _type_error(where, "an object")
+            if part.get("type") != "text":
+                raise invalid(
+                    f"'{where}' is a {part.get('type')!r} part; only text parts are supported",
+                    param=where,
+                    code="unsupported_content",
+                )
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _type_error(f"{where}.text", "a string")
+            parts.append(text)
+        return "".join(parts)
+    raise _type_error(param, "a string or a list of text parts")
+
+
+def _messages(value: object) -> tuple[ChatMessage, ...]:
+    if not isinstance(value, list) or not value:
+        raise invalid("'messages' must be a non-empty list", param="messages")
+    messages = []
+    for index, item in enumerate(value):
+        where = f"messages[{index}]"
+        if not isinstance(item, Mapping):
+            raise _type_error(where, "an object")
+        role = item.get("role")
+        if role not in ROLES:
+            raise invalid(
+                f"'{where}.role' must be one of system, user, assistant (got {role!r})",
+                param=f"{where}.role",
+            )
+        content = item.get("content")
+        if content is None and role == "assistant":
+            content = ""  # an assistant turn that only called tools
+        messages.append(ChatMessage(ROLES[role], _text(content, f"{where}.content")))
+    return tuple(messages)
+
+
+def _optional_int(body: Mapping[str, Any], key: str, low: int, high: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise _type_error(key, "an integer")
+    if not low <= value <= high:
+        raise invalid(f"'{key}' must be between {low} and {high:,} (got {value})", param=key)
+    return int(value)
+
+
+def _number(body: Mapping[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not _is_number(value):
+        raise _type_error(key, "a number")
+    if not low <= value <= high:
+        raise invalid(f"'{key}' must be between {low:g} and {high:g} (got {value})", param=key)
+    return float(value)
+
+
+def _stop(value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,) if value else ()
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        if len(value) > MAX_STOPS:
+            raise invalid(f"'stop' holds at most {MAX_STOPS} strings", param="stop")
+        return tuple(s for s in value if s)
+    raise _type_error("stop", "a string or a list of strings")
+
+
+def _prediction(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _type_error("prediction", "an object")
+    if value.get("type") != "content":
+        raise invalid("'prediction.type' must be 'content'", param="prediction.type")
+    return _text(value.get("content"), "prediction.content")
+
+
+def _speculative(value: object, modes: Collection[str]) -> tuple[str, int]:
+    """(mode, K) from the `speculative` field; `modes` are those the loaded pair offers."""
+    if value is None:
+        return "auto", 4
+    if not isinstance(value, Mapping):
+        raise _type_error("speculative", "an object")
+    mode = value.get("mode", "auto")
+    if not isinstance(mode, str):
+        raise _type_error("speculative.mode", "a string")
+    if mode not in modes:
+        raise invalid(
+            f"'speculative.mode' {mode!r} is not available here; choose one of " + ", ".join(modes),
+            param="speculative.mode",
+        )
+    k = value.get("k", 4)
+    if not _is_int(k) or not 0 <= k <= MAX_K:
+        raise invalid(
+            f"'speculative.k' must be an integer from 0 to {MAX_K}", param="speculative.k"
+        )
+    return mode, int(k)
+
+
+def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> ChatCall:
+    """Check a decoded JSON body; raises ApiError (400) naming the first field at fault.
+
+    `modes`: the drafting modes the loaded pair offers; `n_ctx`: its context, the most any
+    token count may be.
+    """
+    if not isinstance(body, Mapping):
+        raise invalid("the request body must be a JSON object")
+    model = body.get("model", "")
+    if not isinstance(model, str):
+        raise _type_error("model", "a string")
+    n = _optional_int(body, "n", 1, 128)
+    if n not in (None, 1):
+        raise invalid("only n = 1 is supported", param="n", code="unsupported_value")
+    if body.get("logprobs"):
+        raise invalid("logprobs are not supported", param="logprobs", code="unsupported_value")
+    limit = _optional_int(body, "max_completion_tokens", 1, 1 << 30)
+    if limit is None:
+        limit = _optional_int(body, "max_tokens", 1, 1 << 30)
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise _type_error("stream", "a boolean")
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not isinstance(options, Mapping):
+            raise _type_error("stream_options", "an object")
+        include_usage = options.get("include_usage", False)
+        if not isinstance(include_usage, bool):
+            raise _type_error("stream_options.include_usage", "a boolean")
+    seed = _optional_int(body, "seed", -(1 << 63), (1 << 64) - 1)
+    sampling = SamplingParams(
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
+        seed=None if seed is None else seed % (1 << 32),
+    )
+    mode, k = _speculative(body.get("speculative"), modes)
+    return ChatCall(
+        model=model,
+        messages=_messages(body.get("messages")),
+        max_tokens=None if limit is None else min(limit, n_ctx),
+        controls=Controls(mode, k, sampling),
+        stop=_stop(body.get("stop")),
+        stream=stream,
+        include_usage=include_usage,
+        prediction=_prediction(body.get("prediction")),
+    )

@@ -1,0 +1,158 @@
+"""Answers in OpenAI's shapes: a chat completion, its stream's chunks, usage and the stats
+llama.cpp's server reports (`timings`), plus SpecChat's own (`specchat`)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from specchat.engine.types import StopReason
+from specchat.serve.jobs import Summary
+
+#: OpenAI's finish_reason for each way an answer ends.
+FINISH_REASONS = {
+    StopReason.EOS: "stop",
+    StopReason.STOP_STRING: "stop",
+    StopReason.CANCELLED: "stop",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.CONTEXT_FULL: "length",
+}
+
+
+def completion_id() -> str:
+    return "chatcmpl-" + uuid.uuid4().hex[:24]
+
+
+def usage(summary: Summary) -> dict[str, Any]:
+    """OpenAI's usage; the prediction counts are draft tokens copied from the prediction that
+    the target kept (accepted) and that it checked and threw away (rejected)."""
+    stats = summary.stats
+    return {
+        "prompt_tokens": summary.prompt_tokens,
+        "completion_tokens": stats.emitted,
+        "total_tokens": summary.prompt_tokens + stats.emitted,
+        "prompt_tokens_details": {"cached_tokens": summary.prompt_tokens - stats.prompt_tokens},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "accepted_prediction_tokens": summary.prediction_accepted,
+            "rejected_prediction_tokens": summary.prediction_rejected,
+        },
+    }
+
+
+def timings(summary: Summary) -> dict[str, Any]:
+    """llama.cpp server's `timings`: prompt tokens evaluated (the cached ones are `cache_n`),
+    answer tokens, and drafting."""
+    stats = summary.stats
+    predicted_ms = stats.elapsed_s * 1000.0
+    return {
+        "cache_n": summary.prompt_tokens - stats.prompt_tokens,
+        "prompt_n": stats.prompt_tokens,
+        "prompt_ms": round(stats.prompt_ms, 3),
+        "prompt_per_token_ms": _per(stats.prompt_ms, stats.prompt_tokens),
+        "prompt_per_second": _rate(stats.prompt_tokens, stats.prompt_ms),
+        "predicted_n": stats.emitted,
+        "predicted_ms": round(predicted_ms, 3),
+        "predicted_per_token_ms": _per(predicted_ms, stats.emitted),
+        "predicted_per_second": _rate(stats.emitted, predicted_ms),
+        "draft_n": stats.drafted,
+        "draft_n_accepted": stats.accepted,
+    }
+
+
+def specchat_stats(summary: Summary) -> dict[str, Any]:
+    """SpecChat's own: the speed-up over plain decoding measured on this machine, and the
+    kept draft tokens by where they came from."""
+    stats = summary.stats
+    baseline = summary.baseline
+    speed_up = None
+    if baseline is not None and baseline.tokens_per_s > 0 and stats.elapsed_s > 0:
+        speed_up = round(stats.tokens_per_s / baseline.tokens_per_s, 3)
+    return {
+        "mode": summary.mode,
+        "tokens_per_second": round(stats.tokens_per_s, 3),
+        "plain_tokens_per_second": round(baseline.tokens_per_s, 3) if baseline else None,
+        "plain_measured": baseline.source if baseline else "",
+        "speed_up": speed_up,
+        "rounds": stats.rounds,
+        "tokens_per_pass": round(stats.tau, 3),
+        "kept_by_source": {kept.source: kept.tokens for kept in summary.kept},
+    }
+
+
+def completion(summary: Summary, *, model: str, ident: str, created: int) -> dict[str, Any]:
+    """The whole non-streamed answer."""
+    return {
+        "id": ident,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": summary.text},
+                "logprobs": None,
+                "finish_reason": FINISH_REASONS[summary.stop],
+            }
+        ],
+        "usage": usage(summary),
+        "timings": timings(summary),
+        "specchat": specchat_stats(summary),
+    }
+
+
+def chunk(
+    ident: str,
+    model: str,
+    created: int,
+    *,
+    delta: dict[str, Any],
+    finish: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
+
+
+def final_chunk(summary: Summary, ident: str, model: str, created: int) -> dict[str, Any]:
+    """The chunk carrying finish_reason, with the stats llama.cpp and SpecChat add."""
+    body = chunk(ident, model, created, delta={}, finish=FINISH_REASONS[summary.stop])
+    body["timings"] = timings(summary)
+    body["specchat"] = specchat_stats(summary)
+    return body
+
+
+def usage_chunk(summary: Summary, ident: str, model: str, created: int) -> dict[str, Any]:
+    """`stream_options.include_usage`: a last chunk with no choices and the usage."""
+    return {
+        "id": ident,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage(summary),
+    }
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    """One server-sent event."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+    return f"data: {text}\n\n".encode()
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def _per(ms: float, n: int) -> float | None:
+    return round(ms / n, 3) if n else None
+
+
+def _rate(n: int, ms: float) -> float | None:
+    return round(n * 1000.0 / ms, 3) if ms > 0 and n else None

@@ -1,0 +1,57 @@
+"""Prefix reuse across API requests, counted in tokens evaluated (never seconds)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specchat.serve.server import ApiServer
+from tests.helpers.api_server import request
+
+CHAT = "/v1/chat/completions"
+SYSTEM_A = "You review code. " + "Here is the file:\n" + "def f(x):\n    return x + 1\n" * 12
+SYSTEM_B = "You write poems about the sea. " * 12
+
+
+def _ask(server: ApiServer, messages: list[dict[str, str]]) -> dict[str, Any]:
+    assert server.address is not None
+    body = {
+        "model": "m",
+        "messages": messages,
+        "temperature": 0,
+        "max_tokens": 4,
+        "speculative": {"mode": "plain"},
+    }
+    reply = request(server.address, "POST", CHAT, body)
+    assert reply.status == 200, reply.body
+    return reply.json()
+
+
+def _turns(system: str, n: int) -> list[dict[str, str]]:
+    """A chat's n-th request: it repeats the one before, with an answer and a question more."""
+    messages = [{"role": "system", "content": system}]
+    for i in range(n):
+        messages.append({"role": "user", "content": f"question {i}: what does f do?"})
+        messages.append({"role": "assistant", "content": f"answer {i}: it adds one."})
+    messages.append({"role": "user", "content": f"question {n}: what does f do?"})
+    return messages
+
+
+def test_a_follow_up_evaluates_only_its_new_tokens(server: ApiServer) -> None:
+    first = _ask(server, _turns(SYSTEM_A, 0))
+    second = _ask(server, _turns(SYSTEM_A, 1))
+    before, after = first["usage"]["prompt_tokens"], second["usage"]["prompt_tokens"]
+    timings = second["timings"]
+    assert timings["cache_n"] >= before
+    assert timings["prompt_n"] + timings["cache_n"] == after
+    assert timings["prompt_n"] <= after - before
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == timings["cache_n"]
+
+
+def test_an_earlier_prefix_comes_back_after_another_chat(server: ApiServer) -> None:
+    first = _ask(server, _turns(SYSTEM_A, 1))
+    other = _ask(server, _turns(SYSTEM_B, 0))
+    assert other["timings"]["cache_n"] < 16  # another chat: read almost whole
+    back = _ask(server, _turns(SYSTEM_A, 2))
+    timings = back["timings"]
+    assert timings["cache_n"] >= first["usage"]["prompt_tokens"]
+    assert timings["prompt_n"] <= back["usage"]["prompt_tokens"] - first["usage"]["prompt_tokens"]
