@@ -2,19 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from specchat import paths
 from specchat.store.changes import ChangeKind, Listener, StoreChange
+from specchat.store.recovery import back_up, move_aside, report
+from specchat.store.rows import (
+    Conversation,
+    StoredMessage,
+    TokenSpan,
+    conversation_from_row,
+    message_from_row,
+    spans_json,
+)
+
+__all__ = [
+    "DB_NAME",
+    "SCHEMA_VERSION",
+    "Conversation",
+    "ConversationStore",
+    "PartialWriter",
+    "StoreError",
+    "StoredMessage",
+    "TokenSpan",
+]
 
 #: Version of the schema this code writes; older databases are migrated on open.
 SCHEMA_VERSION = 1
@@ -49,64 +69,13 @@ _MIGRATIONS: dict[int, str] = {}
 #: A conversation in the bin longer than this is purged when the store opens.
 DEFAULT_PURGE_AFTER_S = 7 * 24 * 3600.0
 
-TokenSpan = tuple[str, str]
-
 
 class StoreError(Exception):
     """The conversation database cannot be used; the message is meant for the user."""
 
 
-@dataclass(frozen=True)
-class Conversation:
-    """One conversation's header.
-
-    Attributes:
-        id: database id.
-        title: shown in the conversation list.
-        created, updated: Unix times.
-        deleted: Unix time it was moved to the bin, or None.
-    """
-
-    id: int
-    title: str
-    created: float
-    updated: float
-    deleted: float | None = None
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    """One stored message.
-
-    Attributes:
-        id: database id.
-        conversation_id: the conversation it belongs to.
-        role: "system", "user", "assistant" or "tool".
-        content: the text (for an unfinished answer, as much as was saved).
-        finished: False for an answer still streaming, or cut off by a crash or a stop.
-        created: Unix time.
-        stats: generation statistics (acceptance rate, tokens/s …), or None.
-        token_kinds: the answer as (text, kind) spans, kind being how each token was made.
-    """
-
-    id: int
-    conversation_id: int
-    role: str
-    content: str
-    finished: bool
-    created: float
-    stats: Mapping[str, Any] | None = None
-    token_kinds: tuple[TokenSpan, ...] | None = None
-
-
 def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="seconds")
-
-
-def _spans(token_kinds: Sequence[Sequence[str]] | None) -> str | None:
-    if token_kinds is None:
-        return None
-    return json.dumps([[str(text), str(kind)] for text, kind in token_kinds], ensure_ascii=False)
 
 
 def _like_pattern(text: str) -> str:
@@ -124,6 +93,8 @@ class ConversationStore:
     Attributes:
         path: the database file.
         recovered_from: where a damaged database was moved aside on open, or None.
+        recovery: what opening had to recover, for people ("" when nothing); it is also
+            written to stderr and to the data folder's log (store/recovery.py).
     """
 
     def __init__(
@@ -136,6 +107,7 @@ class ConversationStore:
         self.path = path or paths.data_dir() / DB_NAME
         self._busy_timeout_s = busy_timeout_s
         self.recovered_from: Path | None = None
+        self.recovery = ""
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +120,11 @@ class ConversationStore:
                 raise StoreError(f"cannot open {self.path}: {error}") from error
             # A damaged file must never keep the app from starting: keep it for the user (or a
             # bug report) and begin a fresh database.
-            self.recovered_from = self._move_aside()
+            self.recovered_from = move_aside(self.path)
+            self._recovered(
+                f"The conversation database was damaged ({error}); it was kept as "
+                f"{self.recovered_from} and a new one was started."
+            )
             self._db = self._open()
         if purge_after_s is not None:
             self.purge(older_than_s=purge_after_s)
@@ -180,23 +156,48 @@ class ConversationStore:
             raise
         return db
 
+    def _recovered(self, message: str) -> None:
+        self.recovery = f"{self.recovery} {message}".strip()
+        report(message)
+
+    def _version(self, db: sqlite3.Connection) -> tuple[int, bool]:
+        """The schema version the file says it has, and whether it must be written again:
+        a version that cannot be read is taken as this code's where the tables are there
+        (as none where they are not), once a backup of the file is taken."""
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "schema_version" not in tables:
+            return 0, False
+        row = db.execute("SELECT version FROM schema_version").fetchone()
+        if row is None:
+            return 0, False
+        with contextlib.suppress(TypeError, ValueError):
+            if int(row[0]) >= 0:
+                return int(row[0]), False
+        assumed = SCHEMA_VERSION if {"conversations", "messages"} <= tables else 0
+        copy = back_up(db, self.path)
+        self._recovered(
+            f"The conversation database's schema version ({row[0]!r}) could not be read; "
+            f"a copy was kept as {copy} and it was read as version {assumed}."
+        )
+        return assumed, True
+
     def _migrate(self, db: sqlite3.Connection) -> None:
+        version, rewrite = self._version(db)
         db.execute("BEGIN IMMEDIATE")
         try:
             db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-            row = db.execute("SELECT version FROM schema_version").fetchone()
-            version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} was written by a newer SpecChat (schema {version}); "
                     "update SpecChat to open it"
                 )
             if version == 0:
+                db.execute("DELETE FROM schema_version")
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            else:
+            elif version < SCHEMA_VERSION or rewrite:
                 for step in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in _MIGRATIONS[step].split(";"):
                         if statement.strip():
@@ -206,15 +207,6 @@ class ConversationStore:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-
-    def _move_aside(self) -> Path:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
-        for suffix in ("", "-wal", "-shm"):
-            source = Path(str(self.path) + suffix)
-            if source.exists():
-                source.replace(Path(str(target) + suffix))
-        return target
 
     def close(self) -> None:
         with self._lock:
@@ -288,7 +280,7 @@ class ConversationStore:
             ).fetchone()
         if row is None:
             raise KeyError(f"no conversation {conversation_id}")
-        return self._conversation(row)
+        return conversation_from_row(row)
 
     def rename(self, conversation_id: int, title: str) -> None:
         with self._transaction() as db:
@@ -341,7 +333,7 @@ class ConversationStore:
                 f"SELECT * FROM conversations WHERE {where} ORDER BY updated DESC, id DESC",
                 params,
             ).fetchall()
-        return [self._conversation(row) for row in rows]
+        return [conversation_from_row(row) for row in rows]
 
     # --- messages -------------------------------------------------------------------------
 
@@ -350,14 +342,14 @@ class ConversationStore:
             rows = self._db.execute(
                 "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
             ).fetchall()
-        return [self._message(row) for row in rows]
+        return [message_from_row(row) for row in rows]
 
     def message(self, message_id: int) -> StoredMessage:
         with self._lock:
             row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         if row is None:
             raise KeyError(f"no message {message_id}")
-        return self._message(row)
+        return message_from_row(row)
 
     def add_message(
         self,
@@ -387,7 +379,7 @@ class ConversationStore:
             cursor = db.execute(
                 "UPDATE messages SET content = ?, token_kinds = COALESCE(?, token_kinds)"
                 " WHERE id = ?",
-                (content, _spans(token_kinds), message_id),
+                (content, spans_json(token_kinds), message_id),
             )
             if cursor.rowcount != 1:
                 raise KeyError(f"no message {message_id}")
@@ -408,7 +400,7 @@ class ConversationStore:
                 (
                     content,
                     json.dumps(dict(stats)) if stats is not None else None,
-                    _spans(token_kinds),
+                    spans_json(token_kinds),
                     message_id,
                 ),
             )
@@ -417,7 +409,7 @@ class ConversationStore:
             row = db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
             self._touch(db, row["conversation_id"])
         self._notify(row["conversation_id"], ChangeKind.MESSAGES)
-        return self._message(row)
+        return message_from_row(row)
 
     def delete_message(self, message_id: int) -> None:
         """Erase one message (regenerating an answer replaces it); no undo."""
@@ -457,13 +449,13 @@ class ConversationStore:
                     int(finished),
                     now,
                     json.dumps(dict(stats)) if stats is not None else None,
-                    _spans(token_kinds),
+                    spans_json(token_kinds),
                 ),
             )
             self._touch(db, conversation_id, now)
             row = db.execute("SELECT * FROM messages WHERE id = ?", (cursor.lastrowid,)).fetchone()
         self._notify(conversation_id, ChangeKind.MESSAGES)
-        return self._message(row)
+        return message_from_row(row)
 
     # --- export ---------------------------------------------------------------------------
 
@@ -515,32 +507,6 @@ class ConversationStore:
         db.execute(
             "UPDATE conversations SET updated = ? WHERE id = ?",
             (time.time() if now is None else now, conversation_id),
-        )
-
-    @staticmethod
-    def _conversation(row: sqlite3.Row) -> Conversation:
-        return Conversation(
-            id=row["id"],
-            title=row["title"],
-            created=row["created"],
-            updated=row["updated"],
-            deleted=row["deleted"],
-        )
-
-    @staticmethod
-    def _message(row: sqlite3.Row) -> StoredMessage:
-        kinds = None
-        if row["token_kinds"] is not None:
-            kinds = tuple((str(text), str(kind)) for text, kind in json.loads(row["token_kinds"]))
-        return StoredMessage(
-            id=row["id"],
-            conversation_id=row["conversation_id"],
-            role=row["role"],
-            content=row["content"],
-            finished=bool(row["finished"]),
-            created=row["created"],
-            stats=json.loads(row["stats"]) if row["stats"] is not None else None,
-            token_kinds=kinds,
         )
 
 

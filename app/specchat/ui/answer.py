@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -142,9 +143,14 @@ def acceptance_totals(messages: Iterable[StoredMessage]) -> tuple[int, int]:
     accepted = drafted = 0
     for message in messages:
         if message.stats:
-            accepted += int(message.stats.get("accepted", 0))
-            drafted += int(message.stats.get("drafted", 0))
+            accepted += _count(message.stats.get("accepted"))
+            drafted += _count(message.stats.get("drafted"))
     return accepted, drafted
+
+
+def _count(value: object) -> int:
+    """A stored count; anything else (a record edited or damaged by hand) counts nothing."""
+    return int(value) if isinstance(value, (int, float)) and math.isfinite(value) else 0
 
 
 def chat_history(stored: Iterable[StoredMessage]) -> list[ChatMessage]:

@@ -71,14 +71,11 @@ def run_app(argv: Sequence[str]) -> int:
             None, "SpecChat", f"The conversation database cannot be used:\n{error}"
         )
         return 1
-    if store.recovered_from is not None:
-        QMessageBox.warning(
-            None,
-            "SpecChat",
-            f"The conversation database was damaged; it was kept as {store.recovered_from} "
-            "and a new one was started.",
-        )
     window = MainWindow(settings=settings, store=store)
+    if store.recovery:
+        # A notice in the window, not a modal dialog: a start nobody watches must not wait
+        # for a click (the store has also said it on stderr and in its log).
+        window.banner.show_message(store.recovery, kind="info", palette=window.palette_)
     window.show()
     try:
         return app.exec()

@@ -158,7 +158,7 @@ class ChatView(QTextBrowser):
                 self.add_answer(
                     spans_from_store(message.token_kinds, message.content),
                     finished=message.finished,
-                    note="" if message.finished else "unfinished",
+                    note=message.note,
                 )
             elif message.role == "user":
                 self.add_user(message.content)
