@@ -47,11 +47,21 @@ SOAK = textwrap.dedent(
 
 def _soak(tiny: TinyModels, leak: int) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, "-c", SOAK, str(tiny.target), str(tiny.draft_close), str(ANSWERS),
-         str(WARMUP), str(leak)],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-c",
+            SOAK,
+            str(tiny.target),
+            str(tiny.draft_close),
+            str(ANSWERS),
+            str(WARMUP),
+            str(leak),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result

@@ -84,10 +84,27 @@ def test_specchat_generate_mode(
     tiny_models: TinyModels, repeat: type[Drafter], capsys: pytest.CaptureFixture[str]
 ) -> None:
     def generate(mode: str) -> tuple[str, str]:
-        argv = ["generate", "--target", str(tiny_models.target),
-                "--draft", str(tiny_models.draft_close), "--mode", mode, "--k", "3",
-                "--max-tokens", "24", "--threads", "1", "--n-ctx", "512",
-                "--color", "never", "--prompt", "the cat sat on the mat, the cat sat"]  # fmt: skip
+        argv = [
+            "generate",
+            "--target",
+            str(tiny_models.target),
+            "--draft",
+            str(tiny_models.draft_close),
+            "--mode",
+            mode,
+            "--k",
+            "3",
+            "--max-tokens",
+            "24",
+            "--threads",
+            "1",
+            "--n-ctx",
+            "512",
+            "--color",
+            "never",
+            "--prompt",
+            "the cat sat on the mat, the cat sat",
+        ]
         assert main(argv) == 0
         captured = capsys.readouterr()
         return captured.out, captured.err
@@ -105,10 +122,29 @@ def test_specchat_bench_modes(
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"id": "echo", "user": "one two one two"}) + "\n", "utf-8")
     out = tmp_path / "out"
-    argv = ["bench", "--target", str(tiny_models.target), "--prompts", str(prompts),
-            "--modes", "plain,repeat", "--k", "2", "--temperature", "0", "--max-tokens", "12",
-            "--threads", "1", "--ctx", "512", "--no-floor", "--no-physical",
-            "--out", str(out)]  # fmt: skip
+    argv = [
+        "bench",
+        "--target",
+        str(tiny_models.target),
+        "--prompts",
+        str(prompts),
+        "--modes",
+        "plain,repeat",
+        "--k",
+        "2",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "12",
+        "--threads",
+        "1",
+        "--ctx",
+        "512",
+        "--no-floor",
+        "--no-physical",
+        "--out",
+        str(out),
+    ]
     assert main(argv) in (0, 1)  # 1: a speed goal failed, as a toy drafter may
     results = json.loads((out / "report.json").read_text(encoding="utf-8"))["results"]
     rows = [r for r in results if r["mode"] == "repeat"]

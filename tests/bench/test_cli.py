@@ -18,17 +18,27 @@ def test_bench_end_to_end(
     out = tmp_path / "out"
     argv = [
         "bench",
-        "--target", str(tiny_models.target),
-        "--draft", str(tiny_models.draft_close),
-        "--prompts", str(write_prompts(tmp_path)),
-        "--modes", "plain,lookup,draft,auto",
-        "--k", "3",
-        "--temperature", "0,0.8",
-        "--max-tokens", "12",
-        "--threads", "1",
-        "--ctx", "512",
-        "--out", str(out),
-    ]  # fmt: skip
+        "--target",
+        str(tiny_models.target),
+        "--draft",
+        str(tiny_models.draft_close),
+        "--prompts",
+        str(write_prompts(tmp_path)),
+        "--modes",
+        "plain,lookup,draft,auto",
+        "--k",
+        "3",
+        "--temperature",
+        "0,0.8",
+        "--max-tokens",
+        "12",
+        "--threads",
+        "1",
+        "--ctx",
+        "512",
+        "--out",
+        str(out),
+    ]
     # Exit status 1 means a speed goal failed, which tiny random models may well do.
     assert main(argv) in (0, 1)
     captured = capsys.readouterr()
@@ -36,8 +46,11 @@ def test_bench_end_to_end(
     assert "[" in captured.err  # progress lines (stderr is not a terminal here)
     data = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert {(r["prompt"], r["mode"]) for r in data["results"]} >= {
-        ("edit", "plain"), ("edit", "lookup"), ("edit", "draft"), ("chat", "auto"),
-    }  # fmt: skip
+        ("edit", "plain"),
+        ("edit", "lookup"),
+        ("edit", "draft"),
+        ("chat", "auto"),
+    }
     assert (out / "report.md").exists() and (out / "report.png").exists()
     # The first answer after a fresh load, plain and auto (--repeat 1: one load each).
     first = data["first_answer"]
@@ -55,8 +68,15 @@ def test_bench_end_to_end(
     assert all(len(row["draft"]) == len(row["answer"]) for row in traces)
     capsys.readouterr()
     replay_out = tmp_path / "replay"
-    argv = ["bench", "--replay", str(out / "rounds.jsonl"), "--costs", "gpu",
-            "--out", str(replay_out)]  # fmt: skip
+    argv = [
+        "bench",
+        "--replay",
+        str(out / "rounds.jsonl"),
+        "--costs",
+        "gpu",
+        "--out",
+        str(replay_out),
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "edit" in printed and "ceiling" in printed and "geometric mean" in printed
@@ -72,20 +92,30 @@ def test_the_first_answer_can_be_skipped(
     out = tmp_path / "out"
     argv = [
         "bench",
-        "--target", str(tiny_models.target),
-        "--draft", str(tiny_models.draft_close),
-        "--prompts", str(write_prompts(tmp_path)),
-        "--modes", "plain,auto",
-        "--temperature", "0",
-        "--max-tokens", "4",
-        "--repeat", "2",
-        "--threads", "1",
-        "--ctx", "512",
+        "--target",
+        str(tiny_models.target),
+        "--draft",
+        str(tiny_models.draft_close),
+        "--prompts",
+        str(write_prompts(tmp_path)),
+        "--modes",
+        "plain,auto",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "4",
+        "--repeat",
+        "2",
+        "--threads",
+        "1",
+        "--ctx",
+        "512",
         "--no-floor",
         "--no-physical",
         "--no-first-answer",
-        "--out", str(out),
-    ]  # fmt: skip
+        "--out",
+        str(out),
+    ]
     assert main(argv) in (0, 1)
     captured = capsys.readouterr()
     assert "first answer" not in captured.out + captured.err
@@ -106,17 +136,27 @@ def test_bad_prompt_file_is_a_user_error(
 ) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n', encoding="utf-8")
-    argv = ["bench", "--target", str(tiny_models.target), "--prompts", str(bad),
-            "--out", str(tmp_path / "o")]  # fmt: skip
+    argv = [
+        "bench",
+        "--target",
+        str(tiny_models.target),
+        "--prompts",
+        str(bad),
+        "--out",
+        str(tmp_path / "o"),
+    ]
     assert main(argv) == 2
     assert "bad.jsonl:1: 'user' must be a non-empty string" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     ("option", "value", "message"),
-    [("--modes", "plain,fast", "unknown drafting mode"), ("--k", "0", "between 1 and 16"),
-     ("--temperature", "hot", "bad temperature list")],
-)  # fmt: skip
+    [
+        ("--modes", "plain,fast", "unknown drafting mode"),
+        ("--k", "0", "between 1 and 16"),
+        ("--temperature", "hot", "bad temperature list"),
+    ],
+)
 def test_bad_options_are_user_errors(
     tiny_models: TinyModels,
     tmp_path: Path,
@@ -125,7 +165,14 @@ def test_bad_options_are_user_errors(
     value: str,
     message: str,
 ) -> None:
-    argv = ["bench", "--target", str(tiny_models.target), option, value,
-            "--out", str(tmp_path / "o")]  # fmt: skip
+    argv = [
+        "bench",
+        "--target",
+        str(tiny_models.target),
+        option,
+        value,
+        "--out",
+        str(tmp_path / "o"),
+    ]
     assert main(argv) == 2
     assert message in capsys.readouterr().err

@@ -17,8 +17,13 @@ PROMPT = BenchPrompt("copy", "abc abc abc the cat the cat", category="code-editi
 
 def test_the_modes_alternate_and_swap_places_every_repeat() -> None:
     assert plan(3) == [
-        (0, "plain"), (0, "auto"), (1, "auto"), (1, "plain"), (2, "plain"), (2, "auto")
-    ]  # fmt: skip
+        (0, "plain"),
+        (0, "auto"),
+        (1, "auto"),
+        (1, "plain"),
+        (2, "plain"),
+        (2, "auto"),
+    ]
 
 
 def test_each_first_answer_loads_afresh_with_an_empty_private_store(
@@ -76,9 +81,9 @@ def _answer(mode: str, repeat: int, ttft_ms: float) -> FirstAnswer:
 
 
 @pytest.mark.parametrize(
-    ("auto_ms", "ratio", "passed"), [((1000.0, 1080.0, 5000.0), 1.08, True),
-                                    ((1200.0, 1300.0, 900.0), 1.2, False)],
-)  # fmt: skip
+    ("auto_ms", "ratio", "passed"),
+    [((1000.0, 1080.0, 5000.0), 1.08, True), ((1200.0, 1300.0, 900.0), 1.2, False)],
+)
 def test_the_summary_compares_medians_with_the_goal(
     auto_ms: tuple[float, ...], ratio: float, passed: bool
 ) -> None:

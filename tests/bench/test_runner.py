@@ -30,9 +30,21 @@ CONFIG = BenchConfig(
 )
 
 REQUIRED = {
-    "prompt", "mode", "k", "temperature", "tokens", "tok_s", "alpha", "tau", "draft_ms",
-    "verify_ms", "speedup", "category", "position_drafted", "position_accepted",
-}  # fmt: skip
+    "prompt",
+    "mode",
+    "k",
+    "temperature",
+    "tokens",
+    "tok_s",
+    "alpha",
+    "tau",
+    "draft_ms",
+    "verify_ms",
+    "speedup",
+    "category",
+    "position_drafted",
+    "position_accepted",
+}
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +105,11 @@ def test_results_carry_the_required_fields(report: tuple[dict, Path]) -> None:
         assert row.keys() >= REQUIRED
         if row["temperature"] == 0:
             assert {
-                "identical_to_plain", "divergence", "divergence_near_tie",
+                "identical_to_plain",
+                "divergence",
+                "divergence_near_tie",
                 "divergence_within_noise",
-            } <= row.keys()  # fmt: skip
+            } <= row.keys()
     assert data["physical"]["best_lookup"]["speedup"] > 0
     assert set(data["physical"]["logit_noise"]) == {str(n) for n in BATCH_SIZES}
     assert data["physical"]["logit_noise"]["1"] == 0.0  # a row against itself
@@ -176,14 +190,24 @@ def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
     from specchat.bench.report import check_goals
 
     def row(prompt: str, mode: str, speedup: float, drafted: int) -> dict:
-        return {"prompt": prompt, "category": "creative", "mode": mode, "k": None,
-                "temperature": 0.8, "speedup": speedup, "drafted": drafted}  # fmt: skip
+        return {
+            "prompt": prompt,
+            "category": "creative",
+            "mode": mode,
+            "k": None,
+            "temperature": 0.8,
+            "speedup": speedup,
+            "drafted": drafted,
+        }
 
     results = [
-        row("quiet", "plain", 1.0, 0), row("quiet", "auto", 0.93, 0),
-        row("busy", "plain", 1.0, 0), row("busy", "auto", 0.95, 12),
-        row("fine", "plain", 1.0, 0), row("fine", "auto", 1.2, 30),
-    ]  # fmt: skip
+        row("quiet", "plain", 1.0, 0),
+        row("quiet", "auto", 0.93, 0),
+        row("busy", "plain", 1.0, 0),
+        row("busy", "auto", 0.95, 12),
+        row("fine", "plain", 1.0, 0),
+        row("fine", "auto", 1.2, 30),
+    ]
     goal = next(g for g in check_goals(results, []) if "T = 0.8" in g.name)
     assert goal.passed is False
     assert "quiet 0.930× (drafted nothing: plain's own work, so run-to-run noise)" in goal.detail
@@ -196,12 +220,12 @@ def test_in_run_speedup_prices_rounds_at_the_runs_own_plain_rounds() -> None:
     from specchat.bench.records import RoundLog, RunRecord, Variant
 
     def log(drafted: int, accepted: int, wall_ms: float) -> RoundLog:
-        return RoundLog("lookup" if drafted else "plain", drafted, drafted, accepted, 0.0,
-                        wall_ms, wall_ms, "")  # fmt: skip
+        return RoundLog(
+            "lookup" if drafted else "plain", drafted, drafted, accepted, 0.0, wall_ms, wall_ms, ""
+        )
 
     def record(*logs: RoundLog) -> RunRecord:
-        return RunRecord("p", "c", Variant("auto", None), 0.0, 0, (), (), "", 1.0,
-                         round_logs=logs)  # fmt: skip
+        return RunRecord("p", "c", Variant("auto", None), 0.0, 0, (), (), "", 1.0, round_logs=logs)
 
     # Plain rounds at 40 ms; one round drafting 8 keeps 7 (8 tokens) in 160 ms: the run's
     # 12 tokens took 320 ms where plain rounds would have taken 480.
@@ -259,21 +283,41 @@ def test_the_report_gives_sessions_per_turn() -> None:
     from specchat.bench.session_report import render_sessions, session_goals, session_rows
 
     def row(turn: int, mode: str, speedup: float, kept: dict[str, int]) -> dict:
-        return {"prompt": "s", "category": "session-edit", "turn": turn, "mode": mode,
-                "k": None, "temperature": 0.0, "repeat": 0, "speedup": speedup,
-                "in_run_speedup": None, "tok_s": 10.0 * speedup, "alpha": 0.5,
-                "kept_by_source": kept, "prompt_tokens": 40 + 30 * turn,
-                "prompt_evaluated": 40 if turn == 0 else 12, "drafted": 5}  # fmt: skip
+        return {
+            "prompt": "s",
+            "category": "session-edit",
+            "turn": turn,
+            "mode": mode,
+            "k": None,
+            "temperature": 0.0,
+            "repeat": 0,
+            "speedup": speedup,
+            "in_run_speedup": None,
+            "tok_s": 10.0 * speedup,
+            "alpha": 0.5,
+            "kept_by_source": kept,
+            "prompt_tokens": 40 + 30 * turn,
+            "prompt_evaluated": 40 if turn == 0 else 12,
+            "drafted": 5,
+        }
 
     results = [
-        row(0, "plain", 1.0, {}), row(0, "auto", 1.1, {"lookup": 3}),
-        row(1, "plain", 1.0, {}), row(1, "auto", 2.5, {"this chat": 40, "lookup": 2}),
-        row(2, "plain", 1.0, {}), row(2, "auto", 1.5, {"an earlier chat": 9}),
-    ]  # fmt: skip
+        row(0, "plain", 1.0, {}),
+        row(0, "auto", 1.1, {"lookup": 3}),
+        row(1, "plain", 1.0, {}),
+        row(1, "auto", 2.5, {"this chat": 40, "lookup": 2}),
+        row(2, "plain", 1.0, {}),
+        row(2, "auto", 1.5, {"an earlier chat": 9}),
+    ]
     rows = session_rows(results)
     assert [(r["turn"], r["mode"]) for r in rows] == [
-        (0, "plain"), (0, "auto"), (1, "plain"), (1, "auto"), (2, "plain"), (2, "auto")
-    ]  # fmt: skip
+        (0, "plain"),
+        (0, "auto"),
+        (1, "plain"),
+        (1, "auto"),
+        (2, "plain"),
+        (2, "auto"),
+    ]
     assert rows[3]["kept_by_source"] == {"lookup": 2, "this chat": 40}
     [edit, regenerate, new_chat] = session_goals(rows)
     # Follow-up turns 1 and 2: 2.5× passes, 1.5× does not.
@@ -305,8 +349,10 @@ def test_every_run_times_its_first_token(report: tuple[dict, Path]) -> None:
         assert row["ttft_over_plain"] is not None
     assert all(r["ttft_over_plain"] == 1.0 for r in results if r["mode"] == "plain")
     modes = {(r["mode"], r["temperature"]) for r in data["ttft"]}
-    assert modes == {(r["mode"] if r["k"] is None else f"{r['mode']} K={r['k']}",
-                      r["temperature"]) for r in results}  # fmt: skip
+    assert modes == {
+        (r["mode"] if r["k"] is None else f"{r['mode']} K={r['k']}", r["temperature"])
+        for r in results
+    }
     for row in data["ttft"]:
         assert row["median_ttft_ms"] > 0 and row["ttft_over_plain"] > 0
     md = (out / "report.md").read_text(encoding="utf-8")
@@ -321,16 +367,32 @@ def test_ttft_ratios_pair_each_run_with_plains() -> None:
     from specchat.bench.ttft_report import ttft_rows
 
     def record(prompt: str, mode: str, ttft_ms: float) -> RunRecord:
-        return RunRecord(prompt, "c", Variant(mode, None), 0.0, 0, (1,), (1.0,), "", 1.0,
-                         ttft_ms=ttft_ms, total_ms=2 * ttft_ms)  # fmt: skip
+        return RunRecord(
+            prompt,
+            "c",
+            Variant(mode, None),
+            0.0,
+            0,
+            (1,),
+            (1.0,),
+            "",
+            1.0,
+            ttft_ms=ttft_ms,
+            total_ms=2 * ttft_ms,
+        )
 
     outcome = BenchOutcome(
         (
-            record("a", "plain", 100.0), record("a", "auto", 200.0),
-            record("b", "plain", 10.0), record("b", "auto", 5.0),
+            record("a", "plain", 100.0),
+            record("a", "auto", 200.0),
+            record("b", "plain", 10.0),
+            record("b", "auto", 5.0),
         ),
-        {}, None, CONFIG, {},
-    )  # fmt: skip
+        {},
+        None,
+        CONFIG,
+        {},
+    )
     rows = {r["mode"]: r for r in ttft_rows(compare(outcome))}
     # 2× and 0.5× paired per prompt: 1× (the medians alone would say 1.87×).
     assert rows["auto"]["ttft_over_plain"] == pytest.approx(1.0)

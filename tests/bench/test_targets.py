@@ -21,17 +21,26 @@ def test_two_targets_side_by_side(
     out = tmp_path / "out"
     argv = [
         "bench",
-        "--targets", f"{tiny_models.target},{q4}",
-        "--draft", str(tiny_models.draft_close),
-        "--prompts", str(write_prompts(tmp_path)),
-        "--modes", "plain,auto",
-        "--temperature", "0",
-        "--max-tokens", "10",
-        "--threads", "1",
-        "--ctx", "512",
+        "--targets",
+        f"{tiny_models.target},{q4}",
+        "--draft",
+        str(tiny_models.draft_close),
+        "--prompts",
+        str(write_prompts(tmp_path)),
+        "--modes",
+        "plain,auto",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "10",
+        "--threads",
+        "1",
+        "--ctx",
+        "512",
         "--no-floor",
-        "--out", str(out),
-    ]  # fmt: skip
+        "--out",
+        str(out),
+    ]
     assert main(argv) in (0, 1)  # 1: a speed goal failed, as tiny random models may
     printed = capsys.readouterr().out
     assert "tiny-target " in printed and "tiny-target.derived-q4_0" in printed
@@ -67,10 +76,19 @@ def test_unknown_or_missing_targets_are_user_errors(
 def test_comparison_pairs_prompts_and_needs_a_target() -> None:
     def report(plain: float, auto: float) -> dict:
         rows = [
-            {"prompt": p, "repeat": 0, "temperature": 0.0, "mode": m, "tok_s": v,
-             "speedup": v / plain, "in_run_speedup": None, "identical_to_plain": True}
-            for p in ("a", "b") for m, v in (("plain", plain), ("auto", auto))
-        ]  # fmt: skip
+            {
+                "prompt": p,
+                "repeat": 0,
+                "temperature": 0.0,
+                "mode": m,
+                "tok_s": v,
+                "speedup": v / plain,
+                "in_run_speedup": None,
+                "identical_to_plain": True,
+            }
+            for p in ("a", "b")
+            for m, v in (("plain", plain), ("auto", auto))
+        ]
         return {"config": {"temperatures": [0.0]}, "info": {}, "results": rows}
 
     comparison = compare_targets([("slow", report(10.0, 12.0)), ("fast", report(12.0, 18.0))])
@@ -87,9 +105,16 @@ def test_png_of_a_run_whose_auto_never_drafted(tmp_path: Path) -> None:
     from specchat.bench.report import render_png
 
     rows = [
-        {"prompt": "a", "temperature": 0.0, "mode": m, "k": None, "speedup": 1.0,
-         "position_drafted": [], "position_accepted": []}
+        {
+            "prompt": "a",
+            "temperature": 0.0,
+            "mode": m,
+            "k": None,
+            "speedup": 1.0,
+            "position_drafted": [],
+            "position_accepted": [],
+        }
         for m in ("plain", "auto")
-    ]  # fmt: skip
+    ]
     render_png({"results": rows}, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 0

@@ -46,8 +46,13 @@ def test_fetch_with_the_cpu_target(
         found = resolve_target(pair, TargetVariant.CPU)
         assert found is not None and found.read_bytes() == q4.read_bytes()
         # `default`-like pairs without one say so.
-        catalog.write_text(catalog.read_text().split("[pair.cpu_target]")[0] + "\n".join(
-            ["[pair.draft]", f'repo = "{REPO}"', f'file = "{tiny_models.draft_close.name}"']
-        ) + "\n", encoding="utf-8")  # fmt: skip
+        catalog.write_text(
+            catalog.read_text().split("[pair.cpu_target]")[0]
+            + "\n".join(
+                ["[pair.draft]", f'repo = "{REPO}"', f'file = "{tiny_models.draft_close.name}"']
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         assert run_cli("fetch", "tiny", "--cpu-target", "--source", "hub") == 2
         assert "names no CPU-format target" in capsys.readouterr().err

@@ -94,8 +94,7 @@ def test_prompt_is_read_in_chunks_with_an_estimate(tiny_models: TinyModels) -> N
     rate = PromptRate()
     steps = list(read_prompt(engine.target, prompt, rate=rate, chunk=32))
     assert steps[0].done == 0 and steps[0].eta_s is None
-    assert [s.done for s in steps[1:]] == [min(len(prompt), 32 * i) for i in
-                                           range(1, len(steps))]  # fmt: skip
+    assert [s.done for s in steps[1:]] == [min(len(prompt), 32 * i) for i in range(1, len(steps))]
     assert steps[-1].done == steps[-1].total == len(prompt)
     assert all(s.eta_s is not None for s in steps[1:]) and steps[-1].eta_s == 0
     assert engine.target.tokens == prompt

@@ -212,7 +212,7 @@ def test_window_tells_the_user_and_honours_the_setting(qtbot: QtBot, window: Mai
     message = blocker.args[0]
     assert message.startswith("The conversation does not fit the context window"), message
     assert window.banner.kind == "error" and window.banner.label.text() == message
-    assert not window.generating and window.send_button.isEnabled()
+    assert not window.generating and window.chat_pane.send_button.isEnabled()
 
     # Back to dropping: the same conversation answers again.
     window.settings.set(cfg.CONTEXT_OVERFLOW, "drop_oldest")

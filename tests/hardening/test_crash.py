@@ -167,9 +167,13 @@ def test_sigkill_mid_answer_then_restart(
         messages = store.messages(conversation.id)
         roles = [(m.role, m.finished) for m in messages]
         assert roles == [
-            ("user", True), ("assistant", True), ("user", True), ("assistant", True),
-            ("user", True), ("assistant", False),
-        ]  # fmt: skip
+            ("user", True),
+            ("assistant", True),
+            ("user", True),
+            ("assistant", True),
+            ("user", True),
+            ("assistant", False),
+        ]
         assert [m.content for m in messages if m.role == "user"] == [*QUESTIONS, LONG_QUESTION]
         assert [m.id for m in messages if m.role == "assistant" and m.finished] == finished_ids
         assert all(m.content and m.stats for m in messages if m.finished and m.role != "user")
@@ -239,8 +243,8 @@ def test_bad_model_files_in_the_window_end_in_a_message(
             assert expected in message, f"{what}: {message}"
             assert "Traceback" not in message and 'File "' not in message, f"{what}: {message}"
             assert window.banner.isVisible() and window.banner.label.text() == message
-            assert window.status_label.text() == "The model could not be loaded."
-            assert not window.send_button.isEnabled()
+            assert window.status_line.status_label.text() == "The model could not be loaded."
+            assert not window.chat_pane.send_button.isEnabled()
             assert not window.send("hello?")  # refused with a message, not a crash
         # Still usable: a good pair loads and answers, twice.
         with qtbot.waitSignal(window.model_loaded, timeout=30_000):

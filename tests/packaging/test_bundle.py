@@ -30,14 +30,23 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     started = time.monotonic()
     done = subprocess.run(
         [
-            sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
-            "--distpath", str(work / "dist"), "--workpath", str(work / "build"), str(SPEC),
+            sys.executable,
+            "-m",
+            "PyInstaller",
+            "--noconfirm",
+            "--log-level",
+            "WARN",
+            "--distpath",
+            str(work / "dist"),
+            "--workpath",
+            str(work / "build"),
+            str(SPEC),
         ],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=600,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     binary = work / "dist" / "specchat"
     assert binary.is_file()

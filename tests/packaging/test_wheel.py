@@ -45,12 +45,21 @@ def test_installed_wheel_finds_its_resources(wheel: Path, tmp_path: Path) -> Non
     # Nested two folders deep so paths.py's source-tree probe (two levels up) finds nothing.
     site = tmp_path / "install" / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
-         str(wheel)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     probe = (
         "import specchat, specchat.paths as p; "

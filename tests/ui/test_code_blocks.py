@@ -11,8 +11,9 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.types import TokenKind
-from specchat.ui.chat_view import TOKEN_PROPERTY, ChatView, Span
+from specchat.ui.chat_view import TOKEN_PROPERTY, ChatView
 from specchat.ui.rich_text import CODE_PROPERTY, paint_wrap_marks
+from specchat.ui.spans import Span
 
 
 def _view(qtbot: QtBot, pieces: list[str]) -> ChatView:
@@ -21,8 +22,9 @@ def _view(qtbot: QtBot, pieces: list[str]) -> ChatView:
     view.resize(600, 500)
     view.show()
     qtbot.waitExposed(view)
-    view.add_answer([Span(p, TokenKind.ACCEPTED if i % 2 else TokenKind.PLAIN)
-                     for i, p in enumerate(pieces)])  # fmt: skip
+    view.add_answer(
+        [Span(p, TokenKind.ACCEPTED if i % 2 else TokenKind.PLAIN) for i, p in enumerate(pieces)]
+    )
     QApplication.processEvents()
     return view
 
@@ -54,9 +56,13 @@ def test_long_code_lines_wrap_inside_the_block_with_a_mark(qtbot: QtBot) -> None
     image = QImage(view.viewport().size(), QImage.Format.Format_ARGB32)
     painter = QPainter(image)
     marks = paint_wrap_marks(
-        painter, view.document(), view.document().begin(), offset=QPointF(0, 0),
-        bottom=image.height(), colour=QColor("black"),
-    )  # fmt: skip
+        painter,
+        view.document(),
+        view.document().begin(),
+        offset=QPointF(0, 0),
+        bottom=image.height(),
+        colour=QColor("black"),
+    )
     painter.end()
     assert marks == code[0].layout().lineCount() - 1
     assert "".join(t for t, _k, _e in view.painted_spans()) == "".join(pieces)

@@ -57,7 +57,7 @@ def test_a_refused_message_stays_in_the_composer(
     long_message = "Please read all of this carefully. " * 80
     window.composer.setPlainText(long_message)
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
-        window.send_button.click()
+        window.chat_pane.send_button.click()
     assert window.composer.toPlainText() == long_message.strip()
     assert window.chat_view.message_count() == 0
     conversation = window._conversation_id
@@ -66,6 +66,6 @@ def test_a_refused_message_stays_in_the_composer(
     assert "message. Your message was not sent: it is back in the message box." in (
         window.banner.label.text()
     )
-    assert window.status_label.text() == "Message not sent."
+    assert window.status_line.status_label.text() == "Message not sent."
     window.new_conversation()
     assert not window.banner.isVisible()

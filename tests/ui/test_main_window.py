@@ -119,7 +119,7 @@ def test_tooltips_colours_and_ghosts(
     assert backgrounds.get(TokenKind.PLAIN) is None
     assert not ghosts  # off by default
     rejected = [r.result.rejected_text for r in rounds if r.result.rejected_text]
-    window.ghost_check.setChecked(True)
+    window.chat_pane.ghost_check.setChecked(True)
     assert window.settings.get(cfg.SHOW_REJECTED)
     ghost_text = []
     block = view.document().begin()
@@ -133,8 +133,8 @@ def test_tooltips_colours_and_ghosts(
     assert ghost_text == [t.replace("\n", "⏎") for t in rejected]
     # Ghosts are never part of the answer's spans or copies.
     assert len(view.painted_spans()) == len([e for r in rounds for e in r.result.events if e.text])
-    window.colour_check.setChecked(False)
-    assert not window.colour_action.isChecked()
+    window.chat_pane.colour_check.setChecked(False)
+    assert not window.menus.colour_action.isChecked()
     fmt = view.document().lastBlock().previous().begin().fragment().charFormat()
     assert not fmt.hasProperty(fmt.Property.BackgroundBrush)
 
@@ -295,7 +295,7 @@ def test_errors_are_readable_and_the_window_stays_usable(
     message = blocker.args[0]
     assert message.startswith("Incompatible draft model") and "Traceback" not in message
     assert window.banner.isVisible() and window.banner.label.text() == message
-    assert not window.send_button.isEnabled()
+    assert not window.chat_pane.send_button.isEnabled()
     assert not window.send("hello")  # refused with a message, not a crash
     corrupt = tmp_path / "corrupt.gguf"
     corrupt.write_bytes(b"GGUF" + b"\x00" * 64)
@@ -341,7 +341,7 @@ def test_copy_and_export(
     markdown = "Here:\n\n```python\nprint('hi')\n```\n\n**done**"
     window.chat_view.add_answer([])
     window.chat_view._messages[-1].spans = []
-    from specchat.ui.chat_view import Span
+    from specchat.ui.spans import Span
 
     window.chat_view.remove_last_answer()
     window.chat_view.add_answer([Span(markdown, TokenKind.PLAIN)])
@@ -358,7 +358,7 @@ def test_copy_and_export(
 
 
 def test_code_blocks_are_monospace(qtbot: QtBot, make_window: Maker) -> None:
-    from specchat.ui.chat_view import Span
+    from specchat.ui.spans import Span
 
     window: MainWindow = make_window()
     view = window.chat_view
@@ -424,9 +424,9 @@ def test_settings_and_conversations_survive_a_restart(
     controls.advanced_button.setChecked(True)
     controls.top_p_slider.setValue(90)
     controls.target_layers.setValue(0)
-    window.ghost_check.setChecked(True)
-    window.side_action.setChecked(False)
-    window.list_action.setChecked(False)
+    window.chat_pane.ghost_check.setChecked(True)
+    window.menus.side_action.setChecked(False)
+    window.menus.list_action.setChecked(False)
     done = _answer(qtbot, window, "Remember me")
     # restoreGeometry keeps a window on its screen: stay within the offscreen 800 × 600.
     # The minimum size depends on the panels shown, so compare with whatever size the
@@ -442,8 +442,10 @@ def test_settings_and_conversations_survive_a_restart(
     assert (state.sampling.temperature, state.sampling.top_p) == (0.55, 0.9)
     assert again.controls.advanced_button.isChecked()
     assert again.controls.gpu_layers().target == 0
-    assert again.chat_view.show_rejected and not again.side_action.isChecked()
-    assert not again.list_action.isChecked() and not again.conversation_list.isVisibleTo(again)
+    assert again.chat_view.show_rejected and not again.menus.side_action.isChecked()
+    assert not again.menus.list_action.isChecked() and not again.conversation_list.isVisibleTo(
+        again
+    )
     assert (again.width(), again.height()) == size
     assert again.conversation_list.ids() == [done.conversation_id]
     assert again._conversation_id == done.conversation_id

@@ -46,7 +46,7 @@ def test_a_broken_pair_keeps_the_working_one_loaded_and_is_not_remembered(
     assert isinstance(message, str) and "Still using good pair." in message
     assert window.loader.loaded is not None and window.loader.loaded.label == "good pair"
     assert window.controls.pair_label.text() == "good pair"
-    assert window.send_button.isEnabled()
+    assert window.chat_pane.send_button.isEnabled()
     with qtbot.waitSignal(window.answer_done, timeout=30_000) as done:
         assert window.send("still there?")
     assert done.args[0].stats is not None  # answered by the pair that stayed loaded
@@ -88,5 +88,6 @@ def test_every_custom_pair_is_remembered(
         (tiny_models.target, tiny_models.draft_close),
         (tiny_models.target, tiny_models.draft_far),
     ]
-    assert remembered[0].same_as(RememberedPair(target=tiny_models.target,
-                                                draft=tiny_models.draft_close))  # fmt: skip
+    assert remembered[0].same_as(
+        RememberedPair(target=tiny_models.target, draft=tiny_models.draft_close)
+    )

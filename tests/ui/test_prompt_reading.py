@@ -40,7 +40,9 @@ def test_long_prompt_shows_reading_progress_then_answers(
     def on_progress(update: PromptProgress) -> None:
         progress.append(update)
         QApplication.processEvents()
-        seen.append((window.status_label.text(), window.load_bar.isVisible()))
+        seen.append(
+            (window.status_line.status_label.text(), window.status_line.load_bar.isVisible())
+        )
         notes.append(window.chat_view.reading_note)
 
     window.answers.prompt_progress.connect(on_progress)
@@ -51,8 +53,8 @@ def test_long_prompt_shows_reading_progress_then_answers(
     assert last.done == last.total > 0
     assert all(text.startswith("Reading the prompt:") and bar for text, bar in seen)
     assert any("s left" in text for text, _bar in seen[1:])
-    assert not window.load_bar.isVisible()
-    assert not window.status_label.text().startswith("Reading")
+    assert not window.status_line.load_bar.isVisible()
+    assert not window.status_line.status_label.text().startswith("Reading")
     # Under the empty answer too, where the eye is; gone once the answer has text.
     assert all(note.startswith("Reading the conversation:") for note in notes)
     assert window.chat_view.reading_note == ""
@@ -70,7 +72,7 @@ def test_stop_while_the_prompt_is_read(
     assert done.args[0].stop == StopReason.CANCELLED
     qtbot.waitUntil(lambda: not window.service.worker.busy, timeout=10_000)
     assert rounds == []  # stopped before a single token
-    assert not window.load_bar.isVisible()
+    assert not window.status_line.load_bar.isVisible()
 
 
 def test_follow_up_after_restart_reuses_the_kept_state(
@@ -95,7 +97,7 @@ def test_follow_up_after_restart_reuses_the_kept_state(
     # Only the new message (and the template around it) was read: the rest came from disk.
     assert reading.restored > 300
     assert 0 < reading.total < 60
-    assert not restarted.load_bar.isVisible()
+    assert not restarted.status_line.load_bar.isVisible()
 
 
 def test_deleting_a_conversation_erases_its_kept_state(
@@ -113,5 +115,6 @@ def test_deleting_a_conversation_erases_its_kept_state(
     window.store.delete(first.args[0].conversation_id)
     left = sorted(f.name for f in kept.glob("*"))
     assert len(left) == 4  # the other conversation's state and tokens files, per model
-    assert all(name.split("-", 1)[1].startswith(f"{second.args[0].conversation_id}.")
-               for name in left)  # fmt: skip
+    assert all(
+        name.split("-", 1)[1].startswith(f"{second.args[0].conversation_id}.") for name in left
+    )

@@ -42,7 +42,7 @@ def test_the_status_line_says_how_the_answer_ended_in_words(
     load_tiny(qtbot, window, tiny_models)
     with qtbot.waitSignal(window.answer_done, timeout=30_000):
         window.send("hi")
-    text = window.status_label.text()
+    text = window.status_line.status_label.text()
     assert text.startswith(("Answer finished", "Answer cut at the token limit")), text
     assert "end of answer" not in text and "Answer token" not in text
 

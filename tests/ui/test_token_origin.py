@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specchat.engine.types import TokenEvent, TokenKind
-from specchat.ui.chat_view import Span, _tooltip
+from specchat.ui.spans import Span, span_tooltip
 
 
 def event(origin: str) -> TokenEvent:
@@ -11,7 +11,7 @@ def event(origin: str) -> TokenEvent:
 
 
 def test_the_tooltip_names_the_drafts_origin() -> None:
-    assert _tooltip(Span("x", TokenKind.ACCEPTED, event("an earlier chat"))).endswith(
+    assert span_tooltip(Span("x", TokenKind.ACCEPTED, event("an earlier chat"))).endswith(
         "drafted from an earlier chat"
     )
-    assert "drafted from" not in _tooltip(Span("x", TokenKind.ACCEPTED, event("")))
+    assert "drafted from" not in span_tooltip(Span("x", TokenKind.ACCEPTED, event("")))

@@ -169,10 +169,16 @@ def record_trace(
         )
         confidences = tuple(round(p, 6) for p in top)  # what a rounds file keeps of them
     return AnswerTrace(
-        prompt_id, tuple(prompt), tuple(answer), tuple(proposals), tuple(lengths),
-        tuple(matches), drafts, confidences,
+        prompt_id,
+        tuple(prompt),
+        tuple(answer),
+        tuple(proposals),
+        tuple(lengths),
+        tuple(matches),
+        drafts,
+        confidences,
         None if margins is None else tuple(round(float(m), 4) for m in margins[: len(answer)]),
-    )  # fmt: skip
+    )
 
 
 def _draft_argmax(

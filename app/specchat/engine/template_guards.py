@@ -22,12 +22,32 @@ from jinja2.visitor import NodeTransformer
 # globals). Names starting with "_" are refused as well.
 _INTERNAL_NAMES = frozenset(
     {
-        "mro", "func_globals", "func_code", "func_closure", "func_defaults",
-        "gi_frame", "gi_code", "gi_yieldfrom", "cr_frame", "cr_code", "cr_await",
-        "ag_frame", "ag_code", "ag_await", "f_globals", "f_locals", "f_builtins",
-        "f_code", "f_back", "tb_frame", "tb_next", "im_class", "im_func", "im_self",
+        "mro",
+        "func_globals",
+        "func_code",
+        "func_closure",
+        "func_defaults",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "f_globals",
+        "f_locals",
+        "f_builtins",
+        "f_code",
+        "f_back",
+        "tb_frame",
+        "tb_next",
+        "im_class",
+        "im_func",
+        "im_self",
     }
-)  # fmt: skip
+)
 
 PREFIX = "the model's chat template"
 _MESSAGE_LIMIT = 300  # characters of a template-supplied text quoted in an error
@@ -296,8 +316,9 @@ def method_bound(
         tabs = subject.count("\t") if isinstance(subject, str) else subject.count(b"\t")
         return len(subject) + tabs * tab
     if name == "replace":
-        return _replace_bound(subject, _arg(args, kw, 0, "old"), _arg(args, kw, 1, "new"),
-                              _arg(args, kw, 2, "count"))  # fmt: skip
+        return _replace_bound(
+            subject, _arg(args, kw, 0, "old"), _arg(args, kw, 1, "new"), _arg(args, kw, 2, "count")
+        )
     if name == "join":
         items = _arg(args, kw, 0, "iterable")
         if isinstance(items, (list, tuple, str, dict)):
@@ -332,8 +353,9 @@ def _filter_bound(name: str, subject: Any, args: Sequence[Any], kw: Mapping[str,
         )
         return len(text) + pad * (text.count("\n") + 1)
     if name == "replace":
-        return _replace_bound(text, _arg(args, kw, 0, "old"), _arg(args, kw, 1, "new"),
-                              _arg(args, kw, 2, "count"))  # fmt: skip
+        return _replace_bound(
+            text, _arg(args, kw, 0, "old"), _arg(args, kw, 1, "new"), _arg(args, kw, 2, "count")
+        )
     if name == "wordwrap":
         wrap = _arg(args, kw, 2, "wrapstring")
         return len(text) + (len(text) + 1) * (len(wrap) if isinstance(wrap, str) else 1)
@@ -355,8 +377,9 @@ def _filter_bound(name: str, subject: Any, args: Sequence[Any], kw: Mapping[str,
     if name in ("batch", "slice"):
         count = _check_int_arg(_arg(args, kw, 0, "linecount" if name == "batch" else "slices"))
         if count > current_budget().limits.max_range:
-            raise limit_error(f"asked for {count:,} groups (the limit is "
-                               f"{current_budget().limits.max_range:,})")  # fmt: skip
+            raise limit_error(
+                f"asked for {count:,} groups (the limit is {current_budget().limits.max_range:,})"
+            )
     return 0
 
 

@@ -35,10 +35,21 @@ _CACHE = 16
 #: Audit events no template has a reason to cause: refused inside the host, whatever the
 #: sandbox let through.
 _FORBIDDEN_EVENTS = (
-    "os.system", "subprocess.Popen", "os.exec", "os.posix_spawn", "os.fork", "os.forkpty",
-    "os.spawn", "pty.spawn", "ctypes.dlopen", "socket.connect", "os.remove", "os.rename",
-    "os.mkdir", "shutil.rmtree",
-)  # fmt: skip
+    "os.system",
+    "subprocess.Popen",
+    "os.exec",
+    "os.posix_spawn",
+    "os.fork",
+    "os.forkpty",
+    "os.spawn",
+    "pty.spawn",
+    "ctypes.dlopen",
+    "socket.connect",
+    "os.remove",
+    "os.rename",
+    "os.mkdir",
+    "shutil.rmtree",
+)
 
 
 @dataclass(frozen=True)
@@ -192,8 +203,9 @@ def _launch(memory_bytes: int) -> tuple[_Child, Any]:
         os.close(from_parent)
         os.close(to_parent)
     os.set_inheritable(to_child, False)
-    return _Child(pid=pid), _Duplex(Connection(from_child, writable=False),
-                                    Connection(to_child, readable=False))  # fmt: skip
+    return _Child(pid=pid), _Duplex(
+        Connection(from_child, writable=False), Connection(to_child, readable=False)
+    )
 
 
 _shared: TemplateHost | None = None
@@ -236,8 +248,10 @@ class _Duplex:
 
 def serve_pipes(read_fd: int, write_fd: int, memory_bytes: int) -> None:
     """Entry of the host process started by `_launch`."""
-    serve(_Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)),
-          memory_bytes)  # fmt: skip
+    serve(
+        _Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False)),
+        memory_bytes,
+    )
 
 
 def serve(conn: Any, memory_bytes: int) -> None:
@@ -262,9 +276,11 @@ def serve(conn: Any, memory_bytes: int) -> None:
             template = cache.get(spec)
             if template is None:
                 template = SandboxTemplate(
-                    spec.source, bos_token=spec.bos_token, eos_token=spec.eos_token,
+                    spec.source,
+                    bos_token=spec.bos_token,
+                    eos_token=spec.eos_token,
                     limits=spec.limits,
-                )  # fmt: skip
+                )
                 if len(cache) >= _CACHE:
                     cache.clear()
                 cache[spec] = template

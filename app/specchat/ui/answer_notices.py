@@ -81,4 +81,4 @@ class AnswerNotices(QObject):
             self._status.hide_loading()
             self._chat_view.set_reading_note("")
             if text is not None:
-                self._status.status_label.setText(text)
+                self._status.say(text)

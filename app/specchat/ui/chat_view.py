@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
@@ -36,41 +36,13 @@ from specchat.ui.rich_text import (
     style_fence_line,
     style_inline,
 )
+from specchat.ui.spans import Message, Span, span_tooltip, spans_from_store
 
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1
 #: How long rounds wait to be painted together: a fast stream becomes ~25 paints a second.
 FLUSH_INTERVAL_MS = 40
 _SPECIFIED_ONLY = QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly
-
-
-@dataclass(frozen=True)
-class Span:
-    """A piece of an answer as shown.
-
-    Attributes:
-        text: the token's text.
-        kind: how it was made.
-        event: the engine's event (None for answers loaded from the store).
-    """
-
-    text: str
-    kind: TokenKind
-    event: TokenEvent | None = None
-
-
-@dataclass
-class _Message:
-    role: str
-    spans: list[Span] = field(default_factory=list)
-    #: Rejected draft text shown before span i (only when a round had a correction).
-    ghosts: dict[int, str] = field(default_factory=dict)
-    note: str = ""
-    finished: bool = True
-
-    @property
-    def text(self) -> str:
-        return "".join(s.text for s in self.spans)
 
 
 @dataclass
@@ -131,7 +103,7 @@ class ChatView(QTextBrowser):
         self.palette_ = palette or palettes.current()
         self.colouring = colouring
         self.show_rejected = show_rejected
-        self._messages: list[_Message] = []
+        self._messages: list[Message] = []
         self._starts: list[int] = []  # document position where each message begins
         self._tokens: list[Span] = []  # the table TOKEN_PROPERTY indexes
         self._pending: list[RoundResult] = []
@@ -165,7 +137,7 @@ class ChatView(QTextBrowser):
 
     def add_user(self, text: str) -> None:
         self.flush()
-        message = _Message("user", [Span(text, TokenKind.PLAIN)])
+        message = Message("user", [Span(text, TokenKind.PLAIN)])
         self._messages.append(message)
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
@@ -173,7 +145,7 @@ class ChatView(QTextBrowser):
     def add_answer(self, spans: Sequence[Span], *, finished: bool = True, note: str = "") -> None:
         """A complete (stored) answer."""
         self.flush()
-        message = _Message("assistant", list(spans), note=note, finished=finished)
+        message = Message("assistant", list(spans), note=note, finished=finished)
         self._messages.append(message)
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
@@ -181,7 +153,7 @@ class ChatView(QTextBrowser):
     def begin_answer(self) -> None:
         """Start the answer that append_round will stream into."""
         self.flush()
-        self._messages.append(_Message("assistant", finished=False))
+        self._messages.append(Message("assistant", finished=False))
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
 
@@ -302,7 +274,7 @@ class ChatView(QTextBrowser):
         token = fmt.property(TOKEN_PROPERTY)
         if token is None or not 0 <= int(token) < len(self._tokens):
             return ""
-        return _tooltip(self._tokens[int(token)])
+        return span_tooltip(self._tokens[int(token)])
 
     def paintEvent(self, event: QPaintEvent) -> None:
         super().paintEvent(event)
@@ -311,12 +283,21 @@ class ChatView(QTextBrowser):
         offset = QPointF(-self.horizontalScrollBar().value(), -self.verticalScrollBar().value())
         first = self.cursorForPosition(QPoint(0, 0)).block()
         paint_wrap_marks(
-            painter, self.document(), first, offset=offset,
-            bottom=self.viewport().height(), colour=self.palette_.muted_text,
-        )  # fmt: skip
+            painter,
+            self.document(),
+            first,
+            offset=offset,
+            bottom=self.viewport().height(),
+            colour=self.palette_.muted_text,
+        )
         if self.reading_note:  # painted under the text, never part of the document
-            paint_note(painter, self.document(), self.reading_note, offset=offset,
-                       colour=self.palette_.muted_text)  # fmt: skip
+            paint_note(
+                painter,
+                self.document(),
+                self.reading_note,
+                offset=offset,
+                colour=self.palette_.muted_text,
+            )
         painter.end()
 
     def set_reading_note(self, note: str) -> None:
@@ -484,8 +465,9 @@ class ChatView(QTextBrowser):
         start, end = state.line_start, cursor.position()
         pal, mono = self.palette_, self._mono
         if state.fence_line:
-            style_fence_line(self.document(), start, end, opening=state.opening, palette=pal,
-                             mono=mono)  # fmt: skip
+            style_fence_line(
+                self.document(), start, end, opening=state.opening, palette=pal, mono=mono
+            )
             cursor.movePosition(QTextCursor.MoveOperation.End)
         elif not state.in_code and end > start:
             style_inline(self.document(), start, end, palette=pal, mono=mono)
@@ -569,30 +551,3 @@ class ChatView(QTextBrowser):
                 lambda: QGuiApplication.clipboard().setText(plain_text_of_markdown(text)),
             )
         menu.exec(event.globalPos())
-
-
-def _tooltip(span: Span) -> str:
-    name = span.kind.name.lower()
-    event = span.event
-    text = repr(span.text)
-    if event is None:
-        return f"{name} {text}"
-    p_draft = "—" if event.p_draft is None else f"{event.p_draft:.3f}"
-    found = f"\ndrafted from {event.origin}" if event.origin else ""
-    return (
-        f"{name} {text}\nround {event.round_index}, position {event.position}\n"
-        f"p_target {event.p_target:.3f}, p_draft {p_draft}{found}"
-    )
-
-
-def spans_from_store(token_kinds: Sequence[Sequence[str]] | None, content: str) -> list[Span]:
-    """Spans of a stored answer (plain text when it was stored without kinds)."""
-    if not token_kinds:
-        return [Span(content, TokenKind.PLAIN)] if content else []
-    spans = []
-    for text, kind in token_kinds:
-        try:
-            spans.append(Span(str(text), TokenKind[str(kind)]))
-        except KeyError:
-            spans.append(Span(str(text), TokenKind.PLAIN))
-    return spans

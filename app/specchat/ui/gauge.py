@@ -255,10 +255,14 @@ def bar_rects(plot: QRectF, rates: Sequence[float]) -> list[QRectF]:
     slot = plot.width() / len(rates)
     gap = min(2.0, slot * 0.25)
     return [
-        QRectF(plot.left() + i * slot, plot.bottom() - rate * plot.height(), slot - gap,
-               rate * plot.height())
+        QRectF(
+            plot.left() + i * slot,
+            plot.bottom() - rate * plot.height(),
+            slot - gap,
+            rate * plot.height(),
+        )
         for i, rate in enumerate(rates)
-    ]  # fmt: skip
+    ]
 
 
 class StatsPanel(QWidget):

@@ -60,7 +60,9 @@ class MainWindow(QMainWindow):
         settings: persisted settings.
         store: the conversation store.
         service: the generation worker and its thread.
-        chat_view, composer, controls, stats_panel, conversation_list: the parts.
+        chat_pane, side_panel, conversation_list, status_line, menus: the parts.
+        banner, chat_view, composer: the chat pane's parts most of the window drives.
+        controls, stats_panel: the side panel's two halves.
         latency: the event-loop latency probe (runs while an answer streams).
 
     Signals:
@@ -117,16 +119,13 @@ class MainWindow(QMainWindow):
             show_rejected=s.get(cfg.SHOW_REJECTED),
         )
         pane = self.chat_pane
-        self.banner, self.chat_view, self.legend = pane.banner, pane.chat_view, pane.legend
-        self.colour_check, self.ghost_check = pane.colour_check, pane.ghost_check
-        self.composer, self.send_button, self.stop_button = (
-            pane.composer,
-            pane.send_button,
-            pane.stop_button,
-        )
+        self.banner = pane.banner
+        self.chat_view = pane.chat_view
+        self.composer = pane.composer
 
         self.side_panel = SidePanel(settings=s, palette=self.palette_)
-        self.controls, self.stats_panel = self.side_panel.controls, self.side_panel.stats_panel
+        self.controls = self.side_panel.controls
+        self.stats_panel = self.side_panel.stats_panel
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.conversation_list)
@@ -139,23 +138,21 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(self.splitter)
 
         self.status_line = StatusLine(self.statusBar())
-        line = self.status_line
-        self.status_label, self.latency_label = line.status_label, line.latency_label
-        self.load_bar, self.cancel_load_button = line.load_bar, line.cancel_load_button
-        self.notices = AnswerNotices(answers=self.answers, banner=self.banner, status_line=line,
-                                     chat_view=self.chat_view, palette=lambda: self.palette_,
-                                     parent=self)  # fmt: skip
+        self.notices = AnswerNotices(
+            answers=self.answers,
+            banner=self.banner,
+            status_line=self.status_line,
+            chat_view=self.chat_view,
+            palette=lambda: self.palette_,
+            parent=self,
+        )
         self.resize(1180, 760)
 
     def _build_menus(self) -> None:
         self.menus = WindowMenus(self.menuBar(), theme=self.settings.get(cfg.THEME), parent=self)
         m = self.menus
-        self.new_action, self.send_action = m.new_action, m.send_action
-        self.stop_action, self.regenerate_action = m.stop_action, m.regenerate_action
-        self.colour_action, self.ghost_action = m.colour_action, m.ghost_action
-        self.list_action, self.side_action = m.list_action, m.side_action
-        self.colour_action.setChecked(self.chat_view.colouring)
-        self.ghost_action.setChecked(self.chat_view.show_rejected)
+        m.colour_action.setChecked(self.chat_view.colouring)
+        m.ghost_action.setChecked(self.chat_view.show_rejected)
         m.new_requested.connect(self.new_conversation)
         m.export_requested.connect(self._export)
         m.quit_requested.connect(self.close)
@@ -176,9 +173,9 @@ class MainWindow(QMainWindow):
         self.answers.round_shown.connect(self._on_round_shown)
         self.answers.ended.connect(self._on_answer_ended)
         self.composer.submitted.connect(self._on_send_clicked)
-        self.send_button.clicked.connect(self._on_send_clicked)
-        self.stop_button.clicked.connect(self._on_stop_clicked)
-        self.cancel_load_button.clicked.connect(self._on_cancel_load_clicked)
+        self.chat_pane.send_button.clicked.connect(self._on_send_clicked)
+        self.chat_pane.stop_button.clicked.connect(self._on_stop_clicked)
+        self.status_line.cancel_load_button.clicked.connect(self._on_cancel_load_clicked)
         self.controls.controls_changed.connect(self._on_controls_changed)
         self.controls.gpu_layers_changed.connect(self._on_gpu_layers_changed)
         self.controls.context_changed.connect(self._on_gpu_layers_changed)
@@ -189,20 +186,20 @@ class MainWindow(QMainWindow):
         self.conversation_list.new_requested.connect(self._on_new_requested)
         self.conversation_list.deleted.connect(self._on_conversation_deleted)
         self.conversation_list.failed.connect(self._show_error)
-        self.colour_action.toggled.connect(self._on_colouring_toggled)
-        self.colour_check.toggled.connect(self._on_colouring_toggled)
-        self.ghost_action.toggled.connect(self._on_ghosts_toggled)
-        self.ghost_check.toggled.connect(self._on_ghosts_toggled)
-        self.list_action.toggled.connect(self._on_list_toggled)
-        self.side_action.toggled.connect(self._on_side_toggled)
+        self.menus.colour_action.toggled.connect(self._on_colouring_toggled)
+        self.chat_pane.colour_check.toggled.connect(self._on_colouring_toggled)
+        self.menus.ghost_action.toggled.connect(self._on_ghosts_toggled)
+        self.chat_pane.ghost_check.toggled.connect(self._on_ghosts_toggled)
+        self.menus.list_action.toggled.connect(self._on_list_toggled)
+        self.menus.side_action.toggled.connect(self._on_side_toggled)
         hints = QGuiApplication.styleHints()
         if hasattr(hints, "colorSchemeChanged"):
             hints.colorSchemeChanged.connect(self._on_color_scheme_changed)
 
     def _restore(self) -> None:
         s = self.settings
-        self.list_action.setChecked(s.get(cfg.CONVERSATIONS_VISIBLE))
-        self.side_action.setChecked(s.get(cfg.SIDE_PANEL_VISIBLE))
+        self.menus.list_action.setChecked(s.get(cfg.CONVERSATIONS_VISIBLE))
+        self.menus.side_action.setChecked(s.get(cfg.SIDE_PANEL_VISIBLE))
         self.conversation_list.setVisible(s.get(cfg.CONVERSATIONS_VISIBLE))
         self.side_panel.setVisible(s.get(cfg.SIDE_PANEL_VISIBLE))
         # Geometry last: hiding a panel of a window not yet shown would shrink it again.
@@ -255,7 +252,7 @@ class MainWindow(QMainWindow):
         info = loaded.info
         kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
         self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv)
-        self.status_label.setText(f"{loaded.label} ready.")
+        self.status_line.say(f"{loaded.label} ready.")
         if self.banner.kind == "error":
             self.banner.hide()
         self._refresh_actions()
@@ -268,9 +265,9 @@ class MainWindow(QMainWindow):
         self.answers.pair_label = kept.label if kept else ""
         self.controls.set_pair(*pair_text(kept))
         if failure.cancelled:
-            self.status_label.setText("Loading cancelled.")
+            self.status_line.say("Loading cancelled.")
         else:
-            self.status_label.setText("The model could not be loaded.")
+            self.status_line.say("The model could not be loaded.")
             self._show_error(failure.message)
         self._refresh_actions()
 
@@ -419,7 +416,7 @@ class MainWindow(QMainWindow):
         self.chat_view.begin_answer()
         self.stats_panel.begin_answer()
         self.latency.start()
-        self.status_label.setText("Answering…")
+        self.status_line.say("Answering…")
         self._refresh_actions()
 
     @Slot(AnswerRound)
@@ -445,9 +442,9 @@ class MainWindow(QMainWindow):
                 self.stats_panel.show_stats(ended.stats, ended.speed)
             self.stats_panel.end_answer(ended.stats)
         worst = self.latency.worst_ms
-        self.latency_label.setText(f"UI latency ≤ {worst:.0f} ms")
+        self.status_line.latency_label.setText(f"UI latency ≤ {worst:.0f} ms")
         status = answer_status(ended.stop, ended.stats)
-        self.status_label.setText("Message not sent." if ended.returned else status)
+        self.status_line.say("Message not sent." if ended.returned else status)
         self.conversation_list.refresh(select=ended.conversation_id)
         self._refresh_actions()
         done = AnswerDone(ended.conversation_id, ended.message_id, ended.stop, ended.stats, worst)
@@ -482,13 +479,13 @@ class MainWindow(QMainWindow):
 
     @Slot(bool)
     def _on_colouring_toggled(self, on: bool) -> None:
-        set_checked_quietly(self.colour_action, on)
+        set_checked_quietly(self.menus.colour_action, on)
         self.chat_pane.set_colouring(on)
         self.settings.set(cfg.COLOUR_TOKENS, on)
 
     @Slot(bool)
     def _on_ghosts_toggled(self, on: bool) -> None:
-        set_checked_quietly(self.ghost_action, on)
+        set_checked_quietly(self.menus.ghost_action, on)
         self.chat_pane.set_show_rejected(on)
         self.settings.set(cfg.SHOW_REJECTED, on)
 
@@ -541,11 +538,11 @@ class MainWindow(QMainWindow):
     def _refresh_actions(self) -> None:
         busy = self.answers.active
         ready = self.loader.loaded is not None
-        self.send_button.setEnabled(ready and not busy)
-        self.send_action.setEnabled(ready and not busy)
-        self.stop_button.setEnabled(busy)
-        self.stop_action.setEnabled(busy)
-        self.regenerate_action.setEnabled(ready and self._conversation_id is not None)
+        self.chat_pane.send_button.setEnabled(ready and not busy)
+        self.menus.send_action.setEnabled(ready and not busy)
+        self.chat_pane.stop_button.setEnabled(busy)
+        self.menus.stop_action.setEnabled(busy)
+        self.menus.regenerate_action.setEnabled(ready and self._conversation_id is not None)
 
     def _show_error(self, message: str) -> None:
         self.banner.show_message(message, kind="error", palette=self.palette_)
@@ -560,11 +557,11 @@ class MainWindow(QMainWindow):
         text = self.chat_view.answer_markdown() if markdown else self.chat_view.answer_plain_text()
         if text:
             QGuiApplication.clipboard().setText(text)
-            self.status_label.setText("Answer copied.")
+            self.status_line.say("Answer copied.")
 
     def _export(self, kind: str) -> None:
         if self._conversation_id is None:
-            self.status_label.setText("Nothing to export yet.")
+            self.status_line.say("Nothing to export yet.")
             return
         title = self.store.get(self._conversation_id).title
         path = ask_export_path(self, title, kind=kind)
@@ -577,7 +574,7 @@ class MainWindow(QMainWindow):
         if error:
             self._show_error(error)
             return
-        self.status_label.setText(f"Exported to {path}.")
+        self.status_line.say(f"Exported to {path}.")
 
     # --- persistence and shutdown -------------------------------------------------------
     def save_settings(self) -> None:

@@ -153,8 +153,12 @@ class PairLoader(QObject):
         last = self.last_request
         if last is None:
             return self.from_settings()
-        return {"target": last.target, "draft": last.draft, "pair_id": last.pair_id,
-                "label": last.label}  # fmt: skip
+        return {
+            "target": last.target,
+            "draft": last.draft,
+            "pair_id": last.pair_id,
+            "label": last.label,
+        }
 
     def load(self, *, target_gpu_layers: int, draft_gpu_layers: int, **what: Any) -> None:
         """Send a load of `what` (LoadRequest fields) to the worker; it replaces any other."""

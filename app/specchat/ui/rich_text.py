@@ -83,9 +83,14 @@ def _merge(doc: QTextDocument, start: int, end: int, fmt: QTextCharFormat) -> No
 
 
 def style_fence_line(
-    doc: QTextDocument, start: int, end: int, *, opening: bool, palette: palettes.Palette,
+    doc: QTextDocument,
+    start: int,
+    end: int,
+    *,
+    opening: bool,
+    palette: palettes.Palette,
     mono: QFont,
-) -> None:  # fmt: skip
+) -> None:
     """A complete ``` line: the backticks hidden, the language as the block's header, and
     after it a link that copies the block."""
     text, positions = _line_positions(doc, start, end)
@@ -174,9 +179,14 @@ def code_text(doc: QTextDocument, header_block: int) -> str:
 
 
 def paint_wrap_marks(
-    painter: QPainter, doc: QTextDocument, first: QTextBlock, *, offset: QPointF, bottom: float,
+    painter: QPainter,
+    doc: QTextDocument,
+    first: QTextBlock,
+    *,
+    offset: QPointF,
+    bottom: float,
     colour: QColor,
-) -> int:  # fmt: skip
+) -> int:
     """Draw WRAP_MARK before every continuation line of the code lines from `first` down to
     `bottom` (viewport coordinates; `offset` = document origin in the viewport). Returns how
     many were drawn."""

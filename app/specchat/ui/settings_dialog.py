@@ -185,10 +185,10 @@ def apply_to_window(window: Any, changed: dict[str, Any]) -> None:
     controls = window.controls
     setters = {
         cfg.THEME.key: lambda v: window.menus.set_theme(v),
-        cfg.COLOUR_TOKENS.key: lambda v: window.colour_action.setChecked(v),
-        cfg.SHOW_REJECTED.key: lambda v: window.ghost_action.setChecked(v),
-        cfg.CONVERSATIONS_VISIBLE.key: lambda v: window.list_action.setChecked(v),
-        cfg.SIDE_PANEL_VISIBLE.key: lambda v: window.side_action.setChecked(v),
+        cfg.COLOUR_TOKENS.key: lambda v: window.menus.colour_action.setChecked(v),
+        cfg.SHOW_REJECTED.key: lambda v: window.menus.ghost_action.setChecked(v),
+        cfg.CONVERSATIONS_VISIBLE.key: lambda v: window.menus.list_action.setChecked(v),
+        cfg.SIDE_PANEL_VISIBLE.key: lambda v: window.menus.side_action.setChecked(v),
         cfg.MODE.key: lambda v: controls.set_mode(parse_mode(v)),
         cfg.K.key: lambda v: controls.k_slider.setValue(v),
         cfg.TEMPERATURE.key: lambda v: controls.temperature_slider.setValue(round(v * 100)),

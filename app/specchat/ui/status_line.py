@@ -51,6 +51,10 @@ class StatusLine:
         bar.addPermanentWidget(self.load_bar)
         bar.addPermanentWidget(self.cancel_load_button)
 
+    def say(self, text: str) -> None:
+        """Show what just happened ("Answer copied.", "Exported to …")."""
+        self.status_label.setText(text)
+
     def show_loading(self, label: str) -> None:
         """A load of `label` began."""
         self.load_bar.setValue(0)

@@ -1,0 +1,75 @@
+"""An answer as the transcript holds it: spans of text and how each token was made."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from specchat.engine.types import TokenEvent, TokenKind
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece of an answer as shown.
+
+    Attributes:
+        text: the token's text.
+        kind: how it was made.
+        event: the engine's event (None for answers loaded from the store).
+    """
+
+    text: str
+    kind: TokenKind
+    event: TokenEvent | None = None
+
+
+@dataclass
+class Message:
+    """One message of the transcript.
+
+    Attributes:
+        role: "user" or "assistant".
+        spans: its text: a span per token for an answer, one span for a question.
+        ghosts: rejected draft text shown before span i (only where a round corrected one).
+        note: what is said after it ("unfinished", "stopped").
+        finished: whether it is complete.
+    """
+
+    role: str
+    spans: list[Span] = field(default_factory=list)
+    ghosts: dict[int, str] = field(default_factory=dict)
+    note: str = ""
+    finished: bool = True
+
+    @property
+    def text(self) -> str:
+        return "".join(s.text for s in self.spans)
+
+
+def span_tooltip(span: Span) -> str:
+    """Kind, round, position, p_target and p_draft of a span's token, and where a draft came
+    from."""
+    name = span.kind.name.lower()
+    event = span.event
+    text = repr(span.text)
+    if event is None:
+        return f"{name} {text}"
+    p_draft = "—" if event.p_draft is None else f"{event.p_draft:.3f}"
+    found = f"\ndrafted from {event.origin}" if event.origin else ""
+    return (
+        f"{name} {text}\nround {event.round_index}, position {event.position}\n"
+        f"p_target {event.p_target:.3f}, p_draft {p_draft}{found}"
+    )
+
+
+def spans_from_store(token_kinds: Sequence[Sequence[str]] | None, content: str) -> list[Span]:
+    """Spans of a stored answer (plain text when it was stored without kinds)."""
+    if not token_kinds:
+        return [Span(content, TokenKind.PLAIN)] if content else []
+    spans = []
+    for text, kind in token_kinds:
+        try:
+            spans.append(Span(str(text), TokenKind[str(kind)]))
+        except KeyError:
+            spans.append(Span(str(text), TokenKind.PLAIN))
+    return spans
