@@ -51,10 +51,12 @@ def main() -> int:
     )
     parser.add_argument("--size", default="1366x768")
     parser.add_argument(
-        "--scenario", default="edit", choices=("edit", "explain"),
+        "--scenario",
+        default="edit",
+        choices=("edit", "explain"),
         help="edit: a code-editing request (the answer repeats most of its input); "
         "explain: a one-line question, then a new function",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     os.environ[paths.HOME_ENV] = tempfile.mkdtemp(prefix="specchat-shot-")
 
@@ -132,6 +134,9 @@ def main() -> int:
     window.service.round_ready.connect(on_round)
     window.load_files(files.target, files.draft, label=get_pair("default").name)
     code = app.exec()
+    # As the app does: a llama.cpp call outlasting the window's bounded wait must end before
+    # the interpreter destroys its thread, or Qt aborts the process.
+    window.service.wait_stopped(timeout_s=60)
     store.close()
     return code
 
