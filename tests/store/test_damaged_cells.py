@@ -38,11 +38,14 @@ def chat(path: Path) -> tuple[int, list[int]]:
         ids = [
             store.add_message(conversation.id, "user", "hello").id,
             store.add_message(
-                conversation.id, "assistant", "hi there", stats={"accepted": 3, "drafted": 4},
+                conversation.id,
+                "assistant",
+                "hi there",
+                stats={"accepted": 3, "drafted": 4},
                 token_kinds=[("hi", "ACCEPTED"), (" there", "PLAIN")],
             ).id,
             store.add_message(conversation.id, "user", "and again").id,
-        ]  # fmt: skip
+        ]
     return conversation.id, ids
 
 
@@ -94,8 +97,10 @@ def test_an_unreadable_schema_version_is_backed_up_then_repaired(
     db.close()
     with ConversationStore(path) as store:
         assert [m.content for m in store.messages(conversation)] == [
-            "hello", "hi there", "and again"
-        ]  # fmt: skip
+            "hello",
+            "hi there",
+            "and again",
+        ]
         assert "schema version ('abc')" in store.recovery
     backups = list(tmp_path.glob("conversations.db.backup-*"))
     assert len(backups) == 1
