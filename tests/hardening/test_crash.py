@@ -41,7 +41,7 @@ CHILD = textwrap.dedent(
     QUESTIONS = {QUESTIONS!r}
     LONG_QUESTION = {LONG_QUESTION!r}
     # One decode thread, as the in-process tests use: on a small shared CI machine a second
-    # llama.cpp thread spin-waiting against other processes makes the tiny model ~400x slower.
+    # llama.cpp thread spin-waiting against other processes makes even the tiny model crawl.
     specchat.engine.llama.default_threads = lambda: 1
     app = create_application(sys.argv)
     asked = []

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """dist/specchat built from the spec into a temporary folder (about 75 s on 2 cores)."""
+    """dist/specchat built from the spec into a temporary folder (slow: PyInstaller runs)."""
     if importlib.util.find_spec("PyInstaller") is None:
         # `make test` installs the package extra; a missing PyInstaller is a broken set-up.
         pytest.fail("PyInstaller is not installed: pip install -e '.[package]'")

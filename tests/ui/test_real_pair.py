@@ -22,7 +22,7 @@ def test_real_pair_answers_in_colour(
 ) -> None:
     target, draft = real_pair
     window: MainWindow = make_window()
-    window.settings.set(cfg.MAX_TOKENS, 24)  # the 1.5B makes ~15 tokens/s on 2 CPU cores
+    window.settings.set(cfg.MAX_TOKENS, 24)  # short: the 1.5B is slow on a small CPU
     window.show()
     with qtbot.waitSignal(window.model_loaded, timeout=300_000) as blocker:
         window.load_files(target, draft, label="default pair")

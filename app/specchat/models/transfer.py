@@ -201,7 +201,7 @@ def sha256_file(
 
 
 # --- verification stamps ----------------------------------------------------------------
-# Re-hashing 1.6 GB takes ~10 s on a laptop; `make run` checks the pair every time, so a
+# Re-hashing a model file takes seconds and `make run` checks the pair every time, so a
 # verified file gets a stamp of (size, mtime, sha256) and is trusted while those still match.
 
 
