@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from specchat import paths
+from specchat.engine.types import MAX_TEMPERATURE
 
 T = TypeVar("T")
 
@@ -29,6 +31,8 @@ class Setting(Generic[T]):
             function returning them, for a list known only at run time: see `allowed`).
         internal: kept by the window itself (geometry, the pairs Models… chose): the
             Settings dialog leaves it out.
+        bounds: the lowest and highest value of a number (None: any finite number); a
+            stored value outside them, or not finite (NaN, infinity), reads as the default.
     """
 
     key: str
@@ -37,6 +41,15 @@ class Setting(Generic[T]):
     description: str
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     internal: bool = False
+    bounds: tuple[float, float] | None = None
+
+    def accepts(self, value: Any) -> bool:
+        """Whether `value` (of the setting's type) is one the setting may hold."""
+        if self.type is not float and self.type is not int:
+            return True
+        if not math.isfinite(value):
+            return False
+        return self.bounds is None or self.bounds[0] <= value <= self.bounds[1]
 
     def allowed(self) -> tuple[str, ...]:
         """The values allowed (empty: any value of the type)."""
@@ -62,10 +75,11 @@ def declare(
     *,
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = (),
     internal: bool = False,
+    bounds: tuple[float, float] | None = None,
 ) -> Setting[T]:
     if key in REGISTRY:
         raise ValueError(f"setting {key!r} declared twice")
-    setting: Setting[T] = Setting(key, type_, default, description, choices, internal)
+    setting: Setting[T] = Setting(key, type_, default, description, choices, internal, bounds)
     REGISTRY[key] = setting
     return setting
 
@@ -108,8 +122,14 @@ MODE = declare(
     choices=lambda: _mode_names(),
 )
 K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
-TEMPERATURE = declare("sampling.temperature", float, 0.0, "Sampling temperature; 0 is greedy")
-TOP_P = declare("sampling.top_p", float, 1.0, "Nucleus sampling threshold")
+TEMPERATURE = declare(
+    "sampling.temperature",
+    float,
+    0.0,
+    "Sampling temperature; 0 is greedy",
+    bounds=(0.0, MAX_TEMPERATURE),
+)
+TOP_P = declare("sampling.top_p", float, 1.0, "Nucleus sampling threshold", bounds=(0.05, 1.0))
 MAX_TOKENS = declare("sampling.max_tokens", int, 1024, "Longest answer in tokens")
 N_CTX = declare("model.n_ctx", int, 4096, "Context window in tokens")
 TARGET_GPU_LAYERS = declare("gpu.target_layers", int, -1, "Target layers offloaded (-1 = all)")
@@ -174,12 +194,17 @@ class Settings:
             if setting.type in (list, dict) and not isinstance(raw, setting.type):
                 return copy.copy(setting.default)
             value = setting.type(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return setting.default
-        return value
+        return value if setting.accepts(value) else setting.default
 
     def set(self, setting: Setting[T], value: T) -> None:
-        self._values[setting.key] = setting.type(value)
+        """Store `value`; raises ValueError for one the setting may not hold (NaN, infinity,
+        a number outside its bounds)."""
+        value = setting.type(value)
+        if not setting.accepts(value):
+            raise ValueError(f"{setting.key} cannot be {value!r}")
+        self._values[setting.key] = value
         self.save()
 
     def save(self) -> None:

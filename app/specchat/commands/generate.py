@@ -51,6 +51,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", required=True, help="the user message")
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Raise UserError for an option no answer can be made with, before anything loads."""
+    if not 0 <= args.k <= 16:
+        raise UserError("--k must be between 0 and 16")
+    if args.max_tokens <= 0:
+        raise UserError(f"--max-tokens must be at least 1 (got {args.max_tokens})")
+    if args.n_ctx <= 0:
+        raise UserError(f"--n-ctx must be at least 1 (got {args.n_ctx})")
+    if args.threads is not None and args.threads <= 0:
+        raise UserError(f"--threads must be at least 1 (got {args.threads})")
+    try:
+        SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
+    except ValueError as error:  # NaN, infinity or out of range: its message says which
+        raise UserError(str(error)) from None
+    for option in ("prompt", "system", "stop"):
+        values = getattr(args, option)
+        for value in values if isinstance(values, list) else [values]:
+            if value is not None:
+                _check_text(f"--{option}", value)
+
+
+def _check_text(option: str, text: str) -> None:
+    # The shell hands Python undecodable bytes as lone surrogates (PEP 383): no model
+    # can read them, and encoding them later would fail with a traceback.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        byte = error.object[error.start].encode("utf-8", "surrogateescape")
+        raise UserError(
+            f"{option} is not UTF-8 text ({byte!r} at character {error.start})"
+        ) from None
+
+
 def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
     if args.target is not None:
         return args.target, args.draft
@@ -103,9 +136,11 @@ def run(args: argparse.Namespace) -> int:
     from specchat.engine.session import ChatEngine
     from specchat.engine.template_guards import ChatTemplateError
 
-    if not 0 <= args.k <= 16:
-        raise UserError("--k must be between 0 and 16")
+    check_arguments(args)
     target, draft = _resolve_files(args)
+    for path in (target, draft):
+        if path is not None and path.is_dir():
+            raise UserError(f"{path} is a folder; give the path of a GGUF model file")
     mode = args.mode
     if needs_model(mode) and draft is None:
         raise UserError(f"--mode {mode} needs a draft model (--draft or a --pair)")

@@ -73,7 +73,7 @@ def robust_rate(seconds: list[float]) -> float:
 def calibrate(engine: ChatEngine, *, cancel: threading.Event) -> PlainBaseline | None:
     """Time a few plain tokens, so the first answer's speed-up is already a measurement."""
     try:
-        prompt = engine.tokenize_prompt(engine.render([ChatMessage("user", "Hello!")]))
+        prompt = engine.prompt_tokens.tokens([ChatMessage("user", "Hello!")])
         request = GenerationRequest(
             tuple(prompt),
             max_tokens=CALIBRATION_WARMUP + CALIBRATION_TOKENS + 1,

@@ -83,6 +83,8 @@ def check_file(path: Path) -> None:
     from specchat.models.gguf_format import GGUFError
     from specchat.models.gguf_reader import validate
 
+    if path.is_dir():
+        raise ModelLoadError(f"{path} is a folder, not a model file")
     if not path.is_file():
         raise ModelLoadError(f"model file not found: {path}")
     try:

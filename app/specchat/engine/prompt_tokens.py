@@ -100,14 +100,24 @@ class PromptTokenizer:
         """The prompt tokens of `messages`; raises ChatTemplateError when the template's
         output is far larger than the messages (before anything is tokenized)."""
         specials = self.load()
+        for message in messages:
+            check_text(message)
         pasted: list[str] = []
         mark = _placeholder_char(messages)
         chat = [self._escape(m, pasted, mark) for m in messages]
         text = self._template.render(chat, add_generation_prompt=add_generation_prompt)
         check_template_size(text, messages)
         if not pasted:
-            return self._model.tokenize(text, add_special=False, parse_special=True)
-        return self._tokens_with_pasted(text, pasted, mark, specials)
+            tokens = self._model.tokenize(text, add_special=False, parse_special=True)
+        else:
+            tokens = self._tokens_with_pasted(text, pasted, mark, specials)
+        if not tokens and add_generation_prompt:
+            raise ChatTemplateError(
+                ChatTemplateProblem.FAILED,
+                f"{PREFIX} wrote nothing for this chat, so there is no prompt to answer; "
+                "the model's template, not your message, is the cause",
+            )
+        return tokens
 
     def _escape(self, message: ChatMessage, pasted: list[str], mark: str) -> ChatMessage:
         if self._in_messages is None or not self._in_messages.search(message.content):
@@ -131,6 +141,21 @@ class PromptTokenizer:
             for stretch in _restored(piece, restore, pasted, specials):
                 tokens += self._model.tokenize(stretch, add_special=False, parse_special=False)
         return tokens
+
+
+class MessageTextError(ValueError):
+    """A message holds what is not text (a lone surrogate: undecodable bytes read as
+    PEP 383 escapes, or a JSON string's unpaired \\ud800); the message is for people."""
+
+
+def check_text(message: ChatMessage) -> None:
+    try:
+        message.content.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise MessageTextError(
+            f"a {message.role} message is not valid text: character {error.start} is half "
+            "of a character (an unpaired surrogate)"
+        ) from None
 
 
 def check_template_size(text: str, messages: Sequence[ChatMessage]) -> None:

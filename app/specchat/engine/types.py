@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
+
+#: The highest sampling temperature SpecChat takes (OpenAI's API allows the same range);
+#: above it an answer is noise.
+MAX_TEMPERATURE = 2.0
 
 
 class TokenKind(enum.Enum):
@@ -43,9 +48,34 @@ class SamplingParams:
     min_p: float = 0.0
     seed: int | None = None
 
+    def __post_init__(self) -> None:
+        # Refused where a request is made, whoever makes it (window, CLI, API): a NaN
+        # temperature turns every probability into NaN and the answer into one token repeated.
+        problem = sampling_problem(self)
+        if problem:
+            raise ValueError(problem)
+
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+
+def _within(value: float, low: float, high: float) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high
+
+
+def sampling_problem(params: SamplingParams) -> str:
+    """What is wrong with `params`, for people, or "" when nothing is."""
+    if not _within(params.temperature, 0.0, MAX_TEMPERATURE):
+        top = f"{MAX_TEMPERATURE:g}"
+        return f"the temperature must be a number from 0 to {top} (got {params.temperature})"
+    if not _within(params.top_p, 0.0, 1.0):
+        return f"top-p must be a number from 0 to 1 (got {params.top_p})"
+    if not _within(params.min_p, 0.0, 1.0):
+        return f"min-p must be a number from 0 to 1 (got {params.min_p})"
+    if isinstance(params.top_k, bool) or not isinstance(params.top_k, int) or params.top_k < 0:
+        return f"top-k must be a whole number of at least 0 (got {params.top_k})"
+    return ""
 
 
 @dataclass(frozen=True)

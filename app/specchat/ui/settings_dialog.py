@@ -72,7 +72,7 @@ def make_editor(setting: Setting[Any], value: Any) -> Editor:
         editor.setValue(int(value))
     elif setting.type is float:
         editor = QDoubleSpinBox()
-        editor.setRange(0.0, 100.0)
+        editor.setRange(*(setting.bounds or (0.0, 100.0)))
         editor.setDecimals(2)
         editor.setSingleStep(0.05)
         editor.setValue(float(value))
