@@ -29,7 +29,7 @@ def test_a_template_that_renders_nothing_is_named_in_the_banner(
         window.load_files(model, None, label="mute")
     window.composer.setPlainText("hello")
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
-        window.send_button.click()
+        window.chat_pane.send_button.click()
     assert window.banner.kind == "error"
     said = window.banner.label.text()
     assert "chat template wrote nothing" in said
