@@ -20,6 +20,21 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+class _VersionAction(argparse._VersionAction):
+    """--version: SpecChat's version, then llama-cpp-python's and the backend it loaded."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        try:
+            from specchat.engine.llama_backend import build_line
+
+            line = build_line()
+        # A broken llama.cpp must not hide the version people are asked for in bug reports.
+        except Exception as error:
+            line = f"llama.cpp: not loadable ({type(error).__name__}: {error})"
+        print(f"{self.version}\n{line}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     from specchat import __version__
 
@@ -27,7 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specchat",
         description="Chat with local language models faster, through speculative decoding.",
     )
-    parser.add_argument("--version", action="version", version=f"SpecChat {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        version=f"SpecChat {__version__}",
+        help="show SpecChat's version and the llama.cpp build it runs on (CPU kernels, GPU)",
+    )
     parser.add_argument(
         "--self-test",
         action="store_true",

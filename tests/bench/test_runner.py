@@ -13,6 +13,7 @@ from specchat.bench.prompts import BenchPrompt
 from specchat.bench.report import write_report
 from specchat.bench.runner import FLOOR, BenchConfig, plan_runs, run_bench
 from specchat.engine.drafting import mode_names
+from specchat.engine.llama_backend import compute_backends
 from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels
 
@@ -83,6 +84,8 @@ def test_files_written(report: tuple[dict, Path]) -> None:
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "## Goals" in md and "geomean" in md and "C++ floor" in md
     assert "lookup ceiling" in md
+    # Which CPU kernels ran: the portable bundle's bench is compared with the native build's.
+    assert f"({compute_backends().describe()})" in md
 
 
 def test_each_prompt_gets_a_lookup_ceiling(report: tuple[dict, Path]) -> None:

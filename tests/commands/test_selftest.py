@@ -17,6 +17,7 @@ from specchat.engine.session import ChatEngine
 CHECKS = (
     "resources",
     "model catalog",
+    "llama.cpp backend",
     "load tiny pair",
     "plain decoding",
     "draft mode (K=3) matches plain",

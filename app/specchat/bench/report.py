@@ -261,7 +261,8 @@ def render_markdown(report: dict) -> str:
         "",
         f"Target: {info['target']} (`{info['target_file']}`)  ",
         f"Draft: {info['draft'] or '—'} (`{info['draft_file'] or '—'}`)  ",
-        f"Backend: {info['backend']}, {info['threads']} threads; max tokens "
+        f"Backend: {info['backend']} ({info.get('kernels', '?')}), {info['threads']} threads; "
+        f"max tokens "
         f"{config['max_tokens']}, repeat {config['repeat']}, K {config['ks']}, "
         f"temperatures {config['temperatures']} (sampled modes: {config['sampled_modes']})",
         "",

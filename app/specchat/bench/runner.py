@@ -18,6 +18,7 @@ from specchat.bench.sessions import Sessions
 from specchat.bench.trace import AnswerTrace, record_trace
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import AUTO, PLAIN, needs_model
+from specchat.engine.llama_backend import compute_backends
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
@@ -333,6 +334,8 @@ def run_bench(
         "draft": engine.info.draft.description if engine.info.draft else None,
         "draft_file": engine.info.draft.path.name if engine.info.draft else None,
         "backend": engine.info.target.backend,
+        # Which CPU kernels ran: the portable bundle picks one per CPU at start.
+        "kernels": compute_backends().describe(),
         "threads": engine.info.target.n_threads,
         "prompt_tokens": {pid: len(t) for pid, t in prepared.items()},
         "index_cost": measure_index_cost([*prepared.values(), *(r.tokens for r in records)]),

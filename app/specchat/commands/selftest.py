@@ -62,6 +62,16 @@ def _check_catalog() -> str:
     return f"{len(pairs)} pairs in {shipped}"
 
 
+def _check_backends() -> str:
+    from specchat.engine import ggml_backends
+    from specchat.engine.llama_backend import compute_backends
+
+    backends = compute_backends()
+    if not backends.cpu:
+        raise RuntimeError(f"{backends.describe()} in {ggml_backends.lib_dir()}")
+    return backends.describe()
+
+
 def _generate(engine: ChatEngine, mode: str) -> tuple[list[int], float]:
     """Token ids and acceptance rate of one greedy generation."""
     from specchat.engine.types import Controls, GenerationRequest
@@ -177,6 +187,8 @@ def run_self_test(*, out: TextIO | None = None) -> int:
     print(f"{HEADER}: SpecChat {__version__}{frozen}, Python {sys.version.split()[0]}", file=out)
     print(f"  llama-cpp-python {llama_cpp.__version__}", file=out)
     results = [_run("resources", _check_resources), _run("model catalog", _check_catalog)]
+    # Before the engine: a bundle without its CPU kernels names them, not a failed load.
+    results.append(_run("llama.cpp backend", _check_backends))
     with tempfile.TemporaryDirectory(prefix="specchat-selftest-") as workdir:
         try:
             results += _engine_checks(Path(workdir))

@@ -10,6 +10,8 @@ from collections import deque
 
 import llama_cpp
 
+from specchat.engine import ggml_backends
+
 log = logging.getLogger(__name__)
 
 _init_lock = threading.Lock()
@@ -38,10 +40,22 @@ def ensure_backend() -> None:
     global _initialised
     with _init_lock:
         if not _initialised:
-            llama_cpp.llama_backend_init()
             # Route llama.cpp's chatter away from the terminal; keep it to explain errors.
             llama_cpp.llama_log_set(_on_llama_log, ctypes.c_void_p(0))
+            ggml_backends.load()
+            llama_cpp.llama_backend_init()
             _initialised = True
+
+
+def compute_backends() -> ggml_backends.Backends:
+    """The CPU kernels and devices llama.cpp runs on here, once it is initialised."""
+    ensure_backend()
+    return ggml_backends.load()
+
+
+def build_line() -> str:
+    """llama-cpp-python's version and what it runs on, for --version and the self-test."""
+    return f"llama-cpp-python {llama_cpp.__version__}: {compute_backends().describe()}"
 
 
 def forget_log() -> None:

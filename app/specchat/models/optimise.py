@@ -156,6 +156,8 @@ def _child(source: str, output: str, ftype: int, threads: int, conn: Connection)
 
     import llama_cpp
 
+    from specchat.engine import ggml_backends
+
     # Ctrl-C reaches the whole process group; the parent decides what a cancel does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     lines: deque[str] = deque(maxlen=60)
@@ -172,8 +174,9 @@ def _child(source: str, output: str, ftype: int, threads: int, conn: Connection)
                 return line.split(": ", 1)[-1].strip()
         return "llama.cpp gave no reason"
 
-    llama_cpp.llama_backend_init()
     llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+    ggml_backends.load()  # a portable build has no CPU kernels until they are loaded
+    llama_cpp.llama_backend_init()
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.allow_requantize = True  # the shipped targets are Q4_K_M already
