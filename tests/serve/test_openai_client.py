@@ -180,3 +180,59 @@ def test_a_prompt_over_the_context_is_400_with_the_numbers(server: ApiServer) ->
     assert isinstance(error, dict)
     assert error["code"] == "context_length_exceeded"
     assert "1,024" in error["message"]
+
+
+def test_greedy_answer_with_a_prediction_equals_plain(
+    server: ApiServer, tiny_models: TinyModels, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = plain_cli_answer(tiny_models, capsys, max_tokens=60)
+    api = client(server)
+    garbage = "zq#" * 300
+    for prediction, mode in ((expected, "prediction"), (expected, "auto"), (garbage, "auto")):
+        reply = api.chat.completions.create(
+            model="m",
+            messages=MESSAGES,
+            temperature=0,
+            max_tokens=60,
+            prediction={"type": "content", "content": prediction},
+            extra_body={"speculative": {"mode": mode, "k": 8}},
+        )
+        assert reply.choices[0].message.content == expected, (mode, prediction[:9])
+    parts = [{"type": "text", "text": expected[:20]}, {"type": "text", "text": expected[20:]}]
+    pinned = api.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        temperature=0,
+        max_tokens=60,
+        prediction={"type": "content", "content": parts},  # type: ignore[typeddict-item]
+        extra_body={"speculative": {"mode": "prediction", "k": 8}},
+    )
+    assert pinned.choices[0].message.content == expected
+    assert pinned.usage is not None and pinned.usage.completion_tokens_details is not None
+    details = pinned.usage.completion_tokens_details
+    kept = (pinned.model_extra or {})["specchat"]["kept_by_source"]
+    # Less than all of it: the tiny model writes bytes that are no UTF-8, which come back as
+    # other tokens in a text prediction.
+    assert details.accepted_prediction_tokens == kept["prediction"] >= 10
+    timings = (pinned.model_extra or {})["timings"]
+    assert details.rejected_prediction_tokens == timings["draft_n"] - timings["draft_n_accepted"]
+
+
+def test_a_wrong_prediction_is_counted_as_rejected(server: ApiServer) -> None:
+    api = client(server)
+    answer = api.chat.completions.create(model="m", messages=MESSAGES, temperature=0, max_tokens=30)
+    backwards = (answer.choices[0].message.content or "")[::-1] * 3  # its tokens, out of order
+    reply = api.chat.completions.create(
+        model="m",
+        messages=MESSAGES,
+        temperature=0,
+        max_tokens=30,
+        prediction={"type": "content", "content": backwards},
+        extra_body={"speculative": {"mode": "prediction", "k": 4}},
+    )
+    assert reply.usage is not None and reply.usage.completion_tokens_details is not None
+    details = reply.usage.completion_tokens_details
+    assert reply.choices[0].message.content == answer.choices[0].message.content
+    timings = (reply.model_extra or {})["timings"]
+    assert details.rejected_prediction_tokens == timings["draft_n"] - timings["draft_n_accepted"]
+    assert details.rejected_prediction_tokens > details.accepted_prediction_tokens

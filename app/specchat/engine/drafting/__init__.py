@@ -19,6 +19,7 @@ from specchat.engine.drafting.chain import ChainDrafter
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter
+from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
     AUTO,
     PLAIN,
@@ -54,6 +55,7 @@ __all__ = [
     "ModeInfo",
     "Offer",
     "Outcome",
+    "PredictionDrafter",
     "PromptLookupDrafter",
     "SuffixDrafter",
     "auto_drafters",

@@ -1,0 +1,163 @@
+"""Predicted Outputs: draft by copying the text a request says the answer will mostly repeat
+(an editor's file before its edit), from wherever the answer's ending occurs in it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from specchat.engine.drafting.base import (
+    MAX_LOOKUP_K,
+    Draft,
+    Drafter,
+    Offer,
+    Outcome,
+    through_end,
+)
+from specchat.engine.drafting.copy_acceptance import CopyAcceptance
+from specchat.engine.drafting.registry import register
+from specchat.engine.types import SamplingParams
+
+#: How far back a match is followed (and the largest match length reported), as lookup's.
+MAX_EXTENT = 64
+#: Candidates few enough to measure one by one (by comparing slices).
+FEW = 8
+#: Where the kept tokens came from, for the answer's stats ("prediction").
+ORIGIN = "a prediction"
+
+
+def locate_in(document: np.ndarray, text: Sequence[int], max_extent: int) -> tuple[int, int]:
+    """Where `text`'s ending occurs in `document`: (position of the token that follows it
+    there, how far back it agrees, at most `max_extent`), or (-1, 0).
+
+    The occurrence that agrees furthest back wins; among equal ones the earliest, since an
+    edit's answer runs through its file from the top.
+    """
+    if len(text) < 1 or document.size < 2:
+        return -1, 0
+    ends = np.flatnonzero(document[:-1] == text[-1])
+    width = 1
+    limit = min(max_extent, len(text))
+    # While there are many, drop those that disagree one token further back, all at once.
+    while ends.size > FEW and width < limit:
+        earlier = ends - width
+        agree = earlier >= 0
+        agree[agree] = document[earlier[agree]] == text[len(text) - 1 - width]
+        if not agree.any():
+            return int(ends[0]) + 1, width
+        ends = ends[agree]
+        width += 1
+    best, found = 0, -1
+    tail = list(text[-limit:])
+    listed = document.tolist() if ends.size else []
+    for end in ends.tolist():
+        extent = _agreement(listed, end, tail, width, min(limit, end + 1))
+        if extent > best:
+            best, found = extent, end
+    return (found + 1, best) if found >= 0 else (-1, 0)
+
+
+def _agreement(document: list[int], end: int, tail: list[int], known: int, cap: int) -> int:
+    """How many tokens (at least `known`, at most `cap`) agree backwards from `end` in the
+    document with the end of `tail`: agreement over w tokens implies it over fewer, so a
+    bisection of slice comparisons finds it."""
+    low, high = known, cap
+    while low < high:
+        mid = (low + high + 1) // 2
+        if document[end - mid + 1 : end + 1] == tail[len(tail) - mid :]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+@register
+class PredictionDrafter(Drafter):
+    """Draft from a request's prediction: what followed the answer's ending there.
+
+    No model, so a draft costs microseconds. Its acceptance is learnt as lookup's is, at
+    every position, drafted or not (CopyAcceptance): a prediction the answer follows is
+    priced up within a few tokens, and one it does not follow (unrelated text) is priced
+    down as fast, so `auto` stops asking the target to check it.
+
+    Attributes:
+        copies: acceptance by match length and by the target's certainty.
+    """
+
+    name = "prediction"
+    label = "Predicted output (API requests)"
+    priority = 4  # the request's own hint first on ties
+    fills_pass = True  # a long copy goes on into the rows a cheap pass size leaves over
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies = CopyAcceptance()
+        self._document = np.zeros(0, dtype=np.int64)
+        # The last offer's (position, proposal, match length, ms): the round's draft, if chosen.
+        self._offered: tuple[int, tuple[int, ...], int, float] | None = None
+
+    def use_prediction(self, tokens: Sequence[int]) -> None:
+        self._document = np.asarray(tokens, dtype=np.int64)
+
+    def use_sampling(self, sampling: SamplingParams) -> None:
+        self.copies.sampled = not sampling.greedy
+
+    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
+        self.copies.restart(len(prompt))
+        self._offered = None
+
+    def find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
+        """(continuation of up to k tokens from the prediction, match length), or ((), 0)."""
+        if k <= 0 or not self._document.size:
+            return (), 0
+        start, longest = locate_in(self._document, context, MAX_EXTENT)
+        if start < 0:
+            return (), 0
+        tokens = tuple(int(t) for t in self._document[start : start + k])
+        return through_end(tokens, self.ends_answer), longest
+
+    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
+        if not self._document.size:
+            return None
+        began = time.perf_counter()
+        tokens, match_len = self.find(context, min(k_cap, MAX_LOOKUP_K))
+        ms = (time.perf_counter() - began) * 1000.0
+        self._offered = (len(context), tokens, match_len, ms)
+        counted = self.copies.evidence(len(context), match_len)
+        self.copies.note(len(context), tokens, counted)
+        if not tokens:
+            return None
+        curve = self.copies.curve(counted, len(tokens))
+        detail = f"{match_len}-token match in the prediction, α ≈ {self.copies.alpha(counted):.2f}"
+        return Offer(len(curve) - 1, curve, detail=detail)
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        offered = self._offered
+        if offered is not None and offered[0] == len(context):
+            _, tokens, match_len, ms = offered
+            if len(tokens) < k:  # auto may ask for a whole pass: find that much
+                began = time.perf_counter()
+                tokens, match_len = self.find(context, k)
+                ms += (time.perf_counter() - began) * 1000.0
+        else:
+            began = time.perf_counter()
+            tokens, match_len = self.find(context, k)
+            ms = (time.perf_counter() - began) * 1000.0
+        return Draft(tokens[:k], None, ms, self.name, match_len, origin=ORIGIN if tokens else "")
+
+    def expected_tokens_curve(self, k_max: int) -> list[float]:
+        """Without a match in view: the shortest matches' estimate."""
+        return self.copies.curve(1, k_max)
+
+    def observe(self, outcome: Outcome) -> None:
+        """Learn from every proposal the text has now decided."""
+        self._offered = None
+        self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)
