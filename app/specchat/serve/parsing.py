@@ -199,11 +199,14 @@ def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> Chat
         if not isinstance(include_usage, bool):
             raise _type_error("stream_options.include_usage", "a boolean")
     seed = _optional_int(body, "seed", -(1 << 63), (1 << 64) - 1)
-    sampling = SamplingParams(
-        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-        top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
-        seed=None if seed is None else seed % (1 << 32),
-    )
+    try:
+        sampling = SamplingParams(
+            temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+            top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
+            seed=None if seed is None else seed % (1 << 32),
+        )
+    except ValueError as error:  # what the engine refuses to sample with
+        raise invalid(str(error)) from None
     mode, k = _speculative(body.get("speculative"), modes)
     return ChatCall(
         model=model,
