@@ -20,7 +20,14 @@ from specchat.engine.template_guards import ChatTemplateError, ChatTemplateProbl
 from specchat.engine.template_host import TemplateHost
 from specchat.engine.template_sandbox import SandboxTemplate
 from specchat.tinymodels import TinySpec, write_tiny_model
-from tests.helpers.chat_templates import BUILDERS, ONE_CALL, PAYLOADS, QWEN25_TEMPLATE, Payload
+from tests.helpers.chat_templates import (
+    BOUNDED,
+    BUILDERS,
+    ONE_CALL,
+    PAYLOADS,
+    QWEN25_TEMPLATE,
+    Payload,
+)
 
 CONVERSATION = [
     ChatMessage("system", "Be brief."),
@@ -252,6 +259,22 @@ def test_builders_are_refused_before_they_build(payload: Payload) -> None:
     assert peak < 12_000_000, f"{peak / 1e6:.0f} MB allocated before the refusal"
 
 
+@pytest.mark.parametrize("payload", BOUNDED, ids=[p.name for p in BOUNDED])
+def test_lists_printing_and_dates_are_bounded_as_they_are_built(payload: Payload) -> None:
+    # Printing a list of big strings, the repr of a nested list, batch(1) or sort over
+    # millions of items, the list of a long string's characters, a date in a 2,000,000-character
+    # format: each reached hundreds of MB inside the host before its limit stopped it.
+    tracemalloc.start()
+    try:
+        with pytest.raises(ChatTemplateError) as caught:
+            SandboxTemplate(payload.source).render(CONVERSATION)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.problem is ChatTemplateProblem.LIMIT
+    assert peak < 12_000_000, f"{peak / 1e6:.0f} MB allocated before the refusal"
+
+
 @pytest.mark.parametrize("payload", ONE_CALL, ids=[p.name for p in ONE_CALL])
 def test_one_long_call_is_stopped_by_its_process(payload: Payload) -> None:
     # No hook runs inside one filter call, so only killing the host process stops it. The
@@ -259,7 +282,9 @@ def test_one_long_call_is_stopped_by_its_process(payload: Payload) -> None:
     # (what leads up to the call takes a fraction of it).
     host = TemplateHost(grace_s=0.1)
     try:
-        limits = RenderLimits(time_s=0.4)
+        # The sort's 4,000,000 items are refused before the call by the default max_items:
+        # allowed here, so that the call runs and the process has to stop it.
+        limits = RenderLimits(time_s=0.4, max_items=10_000_000)
         with pytest.raises(ChatTemplateError) as caught:
             ChatTemplate(payload.source, limits=limits, host=host).render(CONVERSATION)
         assert caught.value.problem is ChatTemplateProblem.LIMIT

@@ -86,124 +86,77 @@ LIMIT = ChatTemplateProblem.LIMIT
 FAILED = ChatTemplateProblem.FAILED
 
 #: Known escapes from Jinja sandboxes (SSTI write-ups, CVE-2024-34359, jinja2 advisories),
-#: resource exhaustion and recursion. Every one must be refused or neutralised.
+#: resource exhaustion and recursion: one payload a line, its name, how SpecChat must stop
+#: it (UNSAFE, LIMIT or FAILED, then "static" when refused while compiling, before any of it
+#: runs) and the template. SENTINEL is replaced by a path the payload tries to create. A name
+#: ending in "-one-call" is one long call only the host process's kill stops; one ending in
+#: "-mem" must be refused before it allocates much (checked under tracemalloc).
+_TABLE = """
+mro-subclasses                  UNSAFE static {{ ''.__class__.__mro__[1].__subclasses__() }}
+subclasses-popen                UNSAFE static {% for c in ''.__class__.__base__.__subclasses__() %}{% if c.__name__ == 'Popen' %}{{ c(['touch', 'SENTINEL']) }}{% endif %}{% endfor %}
+cycler-globals-os               UNSAFE static {{ cycler.__init__.__globals__.os.popen('touch SENTINEL').read() }}
+template-reference-context      UNSAFE static {{ self._TemplateReference__context.cycler.__init__.__globals__.os.system('touch SENTINEL') }}
+lipsum-globals                  UNSAFE static {{ lipsum.__globals__['os'].popen('touch SENTINEL').read() }}
+flask-request-application       UNSAFE static {{ request.application.__self__._get_data_for_json.__globals__['json'].JSONEncoder.default.__globals__['os'].popen('touch SENTINEL').read() }}
+flask-request-plain             FAILED {{ request.application }}
+flask-config-class              UNSAFE static {{ config.__class__.__init__.__globals__['os'].popen('touch SENTINEL').read() }}
+format-method-walk              UNSAFE static {{ '{0.__class__.__init__.__globals__}'.format(cycler) }}
+format-method-built-at-runtime  UNSAFE {% set f = '{0._' ~ '_init__._' ~ '_globals__}' %}{{ f.format(cycler) }}
+format-map-walk                 UNSAFE static {{ '{x.__class__}'.format_map({'x': cycler}) }}
+format-filter                   UNSAFE static {{ '%s'|format(cycler.__init__.__globals__) }}
+namespace-globals               UNSAFE static {{ namespace.__init__.__globals__.os.system('touch SENTINEL') }}
+joiner-globals                  UNSAFE static {{ joiner.__init__.__globals__.os.popen('touch SENTINEL').read() }}
+attr-filter                     UNSAFE static {{ cycler|attr('__init__')|attr('__globals__') }}
+attr-filter-built-at-runtime    UNSAFE {% set a = '__in' ~ 'it__' %}{{ (cycler|attr(a))|attr('__glo' ~ 'bals__') }}
+getitem-built-at-runtime        UNSAFE {% set k = '__cla' ~ 'ss__' %}{{ ''[k] }}
+map-attribute                   UNSAFE static {{ messages|map(attribute='__class__')|list }}
+type-mro                        UNSAFE static {{ dict.mro() }}
+mutate-list                     UNSAFE {{ messages.append({'role': 'system'}) }}
+mutate-dict                     UNSAFE {{ messages[0].update({'content': 'x'}) }}
+huge-range                      LIMIT  {% for x in range(10**9) %}{% endfor %}
+nested-loops                    LIMIT  {% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}
+string-times-huge               LIMIT  {{ 'a'*10**10 }}
+list-times-huge                 LIMIT  {{ [0]*10**10 }}
+huge-power                      LIMIT  {{ 10**(10**10) }}
+format-width                    LIMIT  {{ '{:>1000000000}'.format(1) }}
+format-nested-width             LIMIT  {{ '{:>{w}}'.format(1, w=10**9) }}
+percent-width                   LIMIT  {{ '%1000000000d' % 1 }}
+center-filter                   LIMIT  {{ 'x'|center(10**10) }}
+str-method-ljust                LIMIT  {{ 'x'.ljust(10**10) }}
+replace-explosion               LIMIT  {{ ('a'*1000000).replace('', 'b'*1000) }}
+namespace-doubling              LIMIT  {% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}
+deep-macro-recursion            LIMIT  {% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}
+wide-macro-recursion            LIMIT  {% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}
+output-flood                    LIMIT  {% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}
+print-list-of-big-strings-mem   LIMIT  {% set xs = ['x' * 3000000] * 20 %}{{ xs }}
+repr-nested-list-mem            LIMIT  {% set x = 'x' * 100000 %}{{ [[[[x] * 10] * 10] * 10] }}
+batch-one-over-millions-mem     LIMIT  {{ ('x' * 3000000) | batch(1) | list | length }}
+sort-millions-of-strings-mem    LIMIT  {{ ('ab' * 1500000) | list | sort | length }}
+list-of-a-long-string-mem       LIMIT  {{ ('x' * 3000000) | list | length }}
+strftime-huge-format-mem        LIMIT  {{ strftime_now('%c' * 1000000) | length }}
+sort-one-call                   LIMIT  {{ (range(100000) | list * 40) | sort(reverse=true) | first }}
+urlize-one-call                 LIMIT  {{ ('see www.a.example ' * 200000) | urlize | length }}
+include-file                    UNSAFE static {% include '/etc/passwd' %}
+import-module                   UNSAFE static {% from 'os' import system %}{{ system('touch SENTINEL') }}
+lipsum-huge                     FAILED {{ lipsum(n=10**9) }}
+"""  # noqa: E501 - one payload a line, however long
+
+
+def _parse(table: str) -> tuple[Payload, ...]:
+    payloads = []
+    for line in table.strip().splitlines():
+        name, problem, source = line.split(maxsplit=2)
+        static = source.startswith("static ")
+        source = source.removeprefix("static ").strip() if static else source
+        payloads.append(Payload(name, source, ChatTemplateProblem[problem], static))
+    return tuple(payloads)
+
+
+#: Every payload: the table's, and builders whose inputs are each under the limits but
+#: whose result is not, refused before anything is built (BUILDERS below lists them for the
+#: memory check).
 PAYLOADS: tuple[Payload, ...] = (
-    Payload("mro-subclasses", "{{ ''.__class__.__mro__[1].__subclasses__() }}", UNSAFE, True),
-    Payload(
-        "subclasses-popen",
-        "{% for c in ''.__class__.__base__.__subclasses__() %}{% if c.__name__ == 'Popen' %}"
-        "{{ c(['touch', 'SENTINEL']) }}{% endif %}{% endfor %}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "cycler-globals-os",
-        "{{ cycler.__init__.__globals__.os.popen('touch SENTINEL').read() }}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "template-reference-context",
-        "{{ self._TemplateReference__context.cycler.__init__.__globals__.os.system("
-        "'touch SENTINEL') }}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "lipsum-globals",
-        "{{ lipsum.__globals__['os'].popen('touch SENTINEL').read() }}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "flask-request-application",
-        "{{ request.application.__self__._get_data_for_json.__globals__['json'].JSONEncoder"
-        ".default.__globals__['os'].popen('touch SENTINEL').read() }}",
-        UNSAFE,
-        True,
-    ),
-    Payload("flask-request-plain", "{{ request.application }}", FAILED),
-    Payload(
-        "flask-config-class",
-        "{{ config.__class__.__init__.__globals__['os'].popen('touch SENTINEL').read() }}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "format-method-walk",
-        "{{ '{0.__class__.__init__.__globals__}'.format(cycler) }}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "format-method-built-at-runtime",
-        "{% set f = '{0._' ~ '_init__._' ~ '_globals__}' %}{{ f.format(cycler) }}",
-        UNSAFE,
-    ),
-    Payload("format-map-walk", "{{ '{x.__class__}'.format_map({'x': cycler}) }}", UNSAFE, True),
-    Payload("format-filter", "{{ '%s'|format(cycler.__init__.__globals__) }}", UNSAFE, True),
-    Payload(
-        "namespace-globals",
-        "{{ namespace.__init__.__globals__.os.system('touch SENTINEL') }}",
-        UNSAFE,
-        True,
-    ),
-    Payload(
-        "joiner-globals",
-        "{{ joiner.__init__.__globals__.os.popen('touch SENTINEL').read() }}",
-        UNSAFE,
-        True,
-    ),
-    Payload("attr-filter", "{{ cycler|attr('__init__')|attr('__globals__') }}", UNSAFE, True),
-    Payload(
-        "attr-filter-built-at-runtime",
-        "{% set a = '__in' ~ 'it__' %}{{ (cycler|attr(a))|attr('__glo' ~ 'bals__') }}",
-        UNSAFE,
-    ),
-    Payload("getitem-built-at-runtime", "{% set k = '__cla' ~ 'ss__' %}{{ ''[k] }}", UNSAFE),
-    Payload("map-attribute", "{{ messages|map(attribute='__class__')|list }}", UNSAFE, True),
-    Payload("type-mro", "{{ dict.mro() }}", UNSAFE, True),
-    Payload("mutate-list", "{{ messages.append({'role': 'system'}) }}", UNSAFE),
-    Payload("mutate-dict", "{{ messages[0].update({'content': 'x'}) }}", UNSAFE),
-    Payload("huge-range", "{% for x in range(10**9) %}{% endfor %}", LIMIT),
-    Payload(
-        "nested-loops",
-        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
-        LIMIT,
-    ),
-    Payload("string-times-huge", "{{ 'a'*10**10 }}", LIMIT),
-    Payload("list-times-huge", "{{ [0]*10**10 }}", LIMIT),
-    Payload("huge-power", "{{ 10**(10**10) }}", LIMIT),
-    Payload("format-width", "{{ '{:>1000000000}'.format(1) }}", LIMIT),
-    Payload("format-nested-width", "{{ '{:>{w}}'.format(1, w=10**9) }}", LIMIT),
-    Payload("percent-width", "{{ '%1000000000d' % 1 }}", LIMIT),
-    Payload("center-filter", "{{ 'x'|center(10**10) }}", LIMIT),
-    Payload("str-method-ljust", "{{ 'x'.ljust(10**10) }}", LIMIT),
-    Payload("replace-explosion", "{{ ('a'*1000000).replace('', 'b'*1000) }}", LIMIT),
-    Payload(
-        "namespace-doubling",
-        "{% set ns = namespace(s='ab') %}{% for i in range(64) %}"
-        "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
-        LIMIT,
-    ),
-    Payload(
-        "deep-macro-recursion",
-        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
-        LIMIT,
-    ),
-    Payload(
-        "wide-macro-recursion",
-        "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}"
-        "{{ f(40) }}",
-        LIMIT,
-    ),
-    Payload(
-        "output-flood",
-        "{% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}",
-        LIMIT,
-    ),
-    # Builders whose inputs are each under the limits but whose result is not: refused
-    # before anything is built (BUILDERS below lists them for the memory check).
+    *_parse(_TABLE),
     *(
         Payload(name, "{% set x = 'a' * 3000000 %}{% set xs = [x] * 20 %}" + body, LIMIT)
         for name, body in (
@@ -219,20 +172,11 @@ PAYLOADS: tuple[Payload, ...] = (
             ("pprint-items", "{{ xs | pprint }}"),
         )
     ),
-    # One long call into a filter, which no hook interrupts: the render's own process is
-    # stopped when the time limit passes.
-    Payload(
-        "sort-one-call", "{{ (range(100000) | list * 40) | sort(reverse=true) | first }}", LIMIT
-    ),
-    Payload("urlize-one-call", "{{ ('see www.a.example ' * 200000) | urlize | length }}", LIMIT),
-    Payload("include-file", "{% include '/etc/passwd' %}", UNSAFE, True),
-    Payload(
-        "import-module", "{% from 'os' import system %}{{ system('touch SENTINEL') }}", UNSAFE, True
-    ),
-    Payload("lipsum-huge", "{{ lipsum(n=10**9) }}", FAILED),
 )
 
 #: The payloads refused for what they would build: each must be refused before building it.
 BUILDERS = tuple(p for p in PAYLOADS if p.source.startswith("{% set x = 'a' * 3000000 %}"))
+#: The payloads whose building the sandbox bounds as it goes (lists, printing, dates).
+BOUNDED = tuple(p for p in PAYLOADS if p.name.endswith("-mem"))
 #: The payloads only a hard stop ends: one call into a filter that runs for many seconds.
 ONE_CALL = tuple(p for p in PAYLOADS if p.name.endswith("-one-call"))

@@ -8,7 +8,7 @@ import re
 import string
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +116,9 @@ class RenderLimits:
         max_work: total characters/items all checked operations may produce together, so a
             template cannot hoard many values each under `max_chars`.
         max_range: longest range() and longest slice/batch count.
+        max_items: most items a list, mapping or set may hold, checked before a filter
+            builds one from a sized input and while it draws from an unsized one (an item
+            costs tens of bytes where a character of a string costs one).
         max_depth: deepest nesting of calls (macros calling macros).
         max_int_bits: largest integer arithmetic may produce.
     """
@@ -124,6 +127,7 @@ class RenderLimits:
     max_chars: int = 4_000_000
     max_work: int = 64_000_000
     max_range: int = 100_000
+    max_items: int = 100_000
     max_depth: int = 64
     max_int_bits: int = 10_000
 
@@ -146,11 +150,11 @@ class Budget:
 
     def allow(self, size: int, what: str = "a string of") -> None:
         """Refuse, before it is built, a value of `size` characters or items."""
-        if size > self.limits.max_chars:
-            unit = "characters" if "string" in what or "field" in what else "items"
-            raise limit_error(
-                f"tried to build {what} {size:,} {unit} (the limit is {self.limits.max_chars:,})"
-            )
+        text = "string" in what or "field" in what
+        limit = self.limits.max_chars if text else self.limits.max_items
+        if size > limit:
+            unit = "characters" if text else "items"
+            raise limit_error(f"tried to build {what} {size:,} {unit} (the limit is {limit:,})")
 
     def produced(self, value: object) -> None:
         size = value_size(value)
@@ -393,12 +397,37 @@ def guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         budget = current_budget()
         budget.tick()
         if len(args) > skip:
-            budget.allow(_filter_bound(name, args[skip], args[skip + 1 :], kwargs))
+            subject = args[skip]
+            budget.allow(_filter_bound(name, subject, args[skip + 1 :], kwargs))
+            # A string's characters become items only where a filter lists them.
+            listed = not isinstance(subject, str) or name in _ITEM_FILTERS
+            if isinstance(subject, Sized) and listed:
+                budget.allow(len(subject), "a list of")
+            elif isinstance(subject, Iterator):
+                args = (*args[:skip], _counted(subject, budget), *args[skip + 1 :])
         result = func(*args, **kwargs)
         budget.produced(result)
         return result
 
     return guarded
+
+
+#: Filters that build a list of their input's items (a string's are its characters).
+_ITEM_FILTERS = frozenset(
+    {"list", "batch", "slice", "sort", "unique", "reverse", "map", "select", "reject"}
+    | {"selectattr", "rejectattr", "groupby", "dictsort", "items"}
+)
+
+
+def _counted(items: Iterator[Any], budget: Budget) -> Iterator[Any]:
+    """An unsized input (a filter's generator), refused once it yields more than a list may
+    hold: what a filter builds from it is bounded while it is built, not after."""
+    for count, item in enumerate(items, 1):
+        if count > budget.limits.max_items:
+            budget.allow(count, "a list of")
+        if count % 1024 == 0:
+            budget.tick()
+        yield item
 
 
 class _GuardedIterable:

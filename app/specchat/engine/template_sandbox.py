@@ -41,6 +41,7 @@ from specchat.engine.template_guards import (
     sized_guard,
     static_refusal,
     swap_budget,
+    text_bound,
     unsafe_error,
     value_size,
 )
@@ -109,8 +110,28 @@ def _raise_exception(message: object) -> None:
     raise TemplateRaised(str(message))
 
 
+#: Longest format strftime_now takes: real templates ask for a date ("%d %b %Y"); a long
+#: format is expanded by the C library before any hook could see its size.
+STRFTIME_CHARS = 256
+
+
 def _strftime_now(fmt: str) -> str:
+    if not isinstance(fmt, str):
+        raise limit_error("asked for a date in a format that is not text")
+    if len(fmt) > STRFTIME_CHARS:
+        raise limit_error(
+            f"asked for a date in a {len(fmt):,}-character format (at most {STRFTIME_CHARS})"
+        )
     return datetime.now().strftime(fmt)
+
+
+def _finalize(value: Any) -> Any:
+    # Every {{ expression }} is made text by str() in one call: bounded before it runs, as
+    # printing a list of big strings would otherwise build it whole first.
+    if not isinstance(value, str):
+        budget = current_budget()
+        budget.allow(text_bound(value, budget.limits.max_chars))
+    return value
 
 
 def _tojson(
@@ -143,6 +164,7 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
             extensions=["jinja2.ext.loopcontrols", _GenerationTag],
             autoescape=False,
             keep_trailing_newline=False,
+            finalize=_finalize,
         )
         self.limits = limits
         self.globals.pop("lipsum", None)  # lipsum(n=10**9) would loop inside Python
