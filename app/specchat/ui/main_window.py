@@ -31,7 +31,7 @@ from specchat.ui.answer import (
     acceptance_totals,
 )
 from specchat.ui.answer_notices import AnswerNotices
-from specchat.ui.chat_pane import ChatPane, set_checked_quietly
+from specchat.ui.chat_pane import ChatPane
 from specchat.ui.controls import GpuLayers
 from specchat.ui.conversations import ConversationList
 from specchat.ui.export import ask_export_path, write_export
@@ -40,6 +40,7 @@ from specchat.ui.pair_loader import PairLoader, catalog_pair, local_pair, pair_t
 from specchat.ui.regenerate_hint import offer_warmer
 from specchat.ui.side_panel import SidePanel
 from specchat.ui.status_line import StatusLine, answer_status
+from specchat.ui.view_options import ViewOptions
 from specchat.ui.window_menus import WindowMenus
 from specchat.ui.window_state import decode, encode, overflow_policy, save_controls
 from specchat.workers.generation import (
@@ -63,6 +64,7 @@ class MainWindow(QMainWindow):
         chat_pane, side_panel, conversation_list, status_line, menus: the parts.
         banner, chat_view, composer: the chat pane's parts most of the window drives.
         controls, stats_panel: the side panel's two halves.
+        view: the view switches (token colours, rejected drafts, panels, theme).
         latency: the event-loop latency probe (runs while an answer streams).
 
     Signals:
@@ -87,7 +89,6 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self.store = store
         self.setWindowTitle("SpecChat")
-        self.palette_ = palettes.current()
         self._conversation_id: int | None = None
         self._closing = False
 
@@ -110,11 +111,12 @@ class MainWindow(QMainWindow):
     # --- construction --------------------------------------------------------------------
     def _build(self) -> None:
         s = self.settings
+        palette = palettes.current()
         self.conversation_list = ConversationList(self.store)
         self.conversation_list.setMinimumWidth(160)
 
         self.chat_pane = ChatPane(
-            palette=self.palette_,
+            palette=palette,
             colouring=s.get(cfg.COLOUR_TOKENS),
             show_rejected=s.get(cfg.SHOW_REJECTED),
         )
@@ -123,7 +125,7 @@ class MainWindow(QMainWindow):
         self.chat_view = pane.chat_view
         self.composer = pane.composer
 
-        self.side_panel = SidePanel(settings=s, palette=self.palette_)
+        self.side_panel = SidePanel(settings=s, palette=palette)
         self.controls = self.side_panel.controls
         self.stats_panel = self.side_panel.stats_panel
 
@@ -150,9 +152,16 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         self.menus = WindowMenus(self.menuBar(), theme=self.settings.get(cfg.THEME), parent=self)
+        self.view = ViewOptions(
+            settings=self.settings,
+            menus=self.menus,
+            chat_pane=self.chat_pane,
+            side_panel=self.side_panel,
+            conversation_list=self.conversation_list,
+            palette=self.chat_view.palette_,
+            parent=self,
+        )
         m = self.menus
-        m.colour_action.setChecked(self.chat_view.colouring)
-        m.ghost_action.setChecked(self.chat_view.show_rejected)
         m.new_requested.connect(self.new_conversation)
         m.export_requested.connect(self._export)
         m.quit_requested.connect(self.close)
@@ -160,7 +169,6 @@ class MainWindow(QMainWindow):
         m.send_requested.connect(self._on_send_clicked)
         m.stop_requested.connect(self._on_stop_clicked)
         m.regenerate_requested.connect(self.regenerate)
-        m.theme_chosen.connect(self._on_theme_chosen)
         m.models_requested.connect(self._on_models_requested)
         m.reload_requested.connect(self._on_reload_requested)
 
@@ -186,22 +194,10 @@ class MainWindow(QMainWindow):
         self.conversation_list.new_requested.connect(self._on_new_requested)
         self.conversation_list.deleted.connect(self._on_conversation_deleted)
         self.conversation_list.failed.connect(self._show_error)
-        self.menus.colour_action.toggled.connect(self._on_colouring_toggled)
-        self.chat_pane.colour_check.toggled.connect(self._on_colouring_toggled)
-        self.menus.ghost_action.toggled.connect(self._on_ghosts_toggled)
-        self.chat_pane.ghost_check.toggled.connect(self._on_ghosts_toggled)
-        self.menus.list_action.toggled.connect(self._on_list_toggled)
-        self.menus.side_action.toggled.connect(self._on_side_toggled)
-        hints = QGuiApplication.styleHints()
-        if hasattr(hints, "colorSchemeChanged"):
-            hints.colorSchemeChanged.connect(self._on_color_scheme_changed)
 
     def _restore(self) -> None:
         s = self.settings
-        self.menus.list_action.setChecked(s.get(cfg.CONVERSATIONS_VISIBLE))
-        self.menus.side_action.setChecked(s.get(cfg.SIDE_PANEL_VISIBLE))
-        self.conversation_list.setVisible(s.get(cfg.CONVERSATIONS_VISIBLE))
-        self.side_panel.setVisible(s.get(cfg.SIDE_PANEL_VISIBLE))
+        self.view.restore()
         # Geometry last: hiding a panel of a window not yet shown would shrink it again.
         geometry = s.get(cfg.WINDOW_GEOMETRY)
         if geometry:
@@ -477,53 +473,15 @@ class MainWindow(QMainWindow):
     def _on_save_due(self) -> None:
         self.save_settings()
 
-    @Slot(bool)
-    def _on_colouring_toggled(self, on: bool) -> None:
-        set_checked_quietly(self.menus.colour_action, on)
-        self.chat_pane.set_colouring(on)
-        self.settings.set(cfg.COLOUR_TOKENS, on)
-
-    @Slot(bool)
-    def _on_ghosts_toggled(self, on: bool) -> None:
-        set_checked_quietly(self.menus.ghost_action, on)
-        self.chat_pane.set_show_rejected(on)
-        self.settings.set(cfg.SHOW_REJECTED, on)
-
-    @Slot(bool)
-    def _on_list_toggled(self, on: bool) -> None:
-        self.conversation_list.setVisible(on)
-        self.settings.set(cfg.CONVERSATIONS_VISIBLE, on)
-
-    @Slot(bool)
-    def _on_side_toggled(self, on: bool) -> None:
-        self.side_panel.setVisible(on)
-        self.settings.set(cfg.SIDE_PANEL_VISIBLE, on)
-
-    @Slot(str)
-    def _on_theme_chosen(self, theme: str) -> None:
-        self.settings.set(cfg.THEME, theme)
-        palettes.apply_theme(theme)
-        self._apply_palette()
-
-    @Slot(object)
-    def _on_color_scheme_changed(self, _scheme: object) -> None:
-        if self.settings.get(cfg.THEME) == "system":
-            palettes.apply_theme("system")
-            self._apply_palette()
-
-    def _apply_palette(self) -> None:
-        self.palette_ = palettes.current()
-        self.chat_pane.set_palette(self.palette_)
-        self.stats_panel.set_palette(self.palette_)
+    @property
+    def palette_(self) -> palettes.Palette:
+        """The colours in use."""
+        return self.view.palette
 
     def changeEvent(self, event: QEvent) -> None:
-        # The system switched light/dark: recolour what we paint ourselves.
-        if (
-            event.type() == QEvent.Type.ApplicationPaletteChange
-            and hasattr(self, "chat_view")
-            and palettes.current().dark != self.palette_.dark
-        ):
-            self._apply_palette()
+        # The system may have switched light/dark: recolour what SpecChat paints itself.
+        if event.type() == QEvent.Type.ApplicationPaletteChange and hasattr(self, "view"):
+            self.view.follow_application_palette()
         super().changeEvent(event)
 
     # --- buttons --------------------------------------------------------------------------
