@@ -90,8 +90,9 @@ def test_greedy_output_is_plain_with_any_prediction(decoder: SpeculativeDecoder)
             for mode in ("prediction", "auto"):
                 rounds = _answer(decoder, prompt, mode=mode, prediction=prediction)
                 assert _tokens(rounds) == plain, (text, mode, len(prediction))
-        drafted, kept = _from_prediction(_answer(decoder, prompt, mode="prediction",
-                                                 prediction=right))  # fmt: skip
+        drafted, kept = _from_prediction(
+            _answer(decoder, prompt, mode="prediction", prediction=right)
+        )
         assert kept >= len(plain) // 2 and drafted > 0
 
 
