@@ -127,3 +127,35 @@ def test_a_session_runs_its_turns_after_the_answers_before_them() -> None:
 def test_bad_sessions_are_refused(fields: dict[str, object], message: str) -> None:
     with pytest.raises(PromptFileError, match=message.replace("{", "\\{").replace("(", "\\(")):
         parse_prompts(json.dumps({"id": "a", **fields}), source="p.jsonl")
+
+
+def test_the_attachments_set_asks_the_same_of_an_attached_and_a_pasted_file() -> None:
+    attached, pasted = load_prompts(prompt_file("attachments"))
+    assert (attached.id, pasted.id) == ("edit-attached-file", "edit-pasted-file")
+    (file,) = attached.attachments
+    assert file.name == "inventory.py" and 90 <= file.text.count("\n") <= 110
+    assert pasted.attachments == ()
+    # One prompt, token for token: only where drafting finds the file differs.
+    assert attached.messages() == pasted.messages()
+    content = attached.messages()[-1]["content"]
+    assert content.startswith("inventory.py\n```python\n") and file.text in content
+
+
+def test_attachments_go_with_the_first_user_message_only() -> None:
+    line = json.dumps(
+        {"id": "s", "turns": ["look", "again"], "attachments": [{"name": "f.txt", "text": "hi"}]}
+    )
+    (prompt,) = parse_prompts(line)
+    chat = prompt.messages(["ok"])
+    assert chat[0]["content"] == "f.txt\n```text\nhi\n```\n\nlook"
+    assert chat[2]["content"] == "again"
+
+
+@pytest.mark.parametrize(
+    "attachments",
+    [{"name": "f"}, [{"name": "f"}], [{"name": "", "text": "x"}], [{"name": "f", "text": 3}]],
+)
+def test_bad_attachments_are_refused(attachments: object) -> None:
+    line = json.dumps({"id": "a", "user": "hi", "attachments": attachments})
+    with pytest.raises(PromptFileError, match=r"^prompts:1: 'attachments' must be a list of"):
+        parse_prompts(line)

@@ -1,4 +1,5 @@
-"""The benchmark's prompt set: JSON Lines of {id, user or turns, system, category, history}."""
+"""The benchmark's prompt set: JSON Lines of {id, user or turns, system, category, history,
+attachments}."""
 
 from __future__ import annotations
 
@@ -7,18 +8,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat.engine.attachments import Attachment, with_attachments
+
 #: The prompt set that ships inside the package.
 SHIPPED_PROMPTS = Path(__file__).with_name("prompts.jsonl")
 #: Thirty everyday single-turn prompts beside the shipped set (new code, edits of given code,
 #: extraction, explanations, prose): for checking a policy on text it was not shaped on.
 EVERYDAY_PROMPTS = Path(__file__).with_name("everyday-prompts.jsonl")
+#: An edit of an attached file of about 100 lines, and the same request with the file pasted
+#: into the message: drafting from an attachment against drafting from this chat.
+ATTACHMENT_PROMPTS = Path(__file__).with_name("attachment-prompts.jsonl")
 #: Prompt sets `--prompts` knows by name.
-PROMPT_SETS = {"shipped": SHIPPED_PROMPTS, "everyday": EVERYDAY_PROMPTS}
+PROMPT_SETS = {
+    "shipped": SHIPPED_PROMPTS,
+    "everyday": EVERYDAY_PROMPTS,
+    "attachments": ATTACHMENT_PROMPTS,
+}
 
 #: Category of a prompt whose line names none.
 DEFAULT_CATEGORY = "general"
 
-_KNOWN_KEYS = {"id", "user", "turns", "system", "category", "history"}
+_KNOWN_KEYS = {"id", "user", "turns", "system", "category", "history", "attachments"}
 
 #: A turn that asks for the previous answer again (the window's Regenerate), written
 #: {"regenerate": true} in a prompt file.
@@ -46,6 +56,7 @@ class BenchPrompt:
         turns: a session's user messages in order (REGENERATE: answer the previous one
             again); empty for a single prompt.
         history: earlier conversations, as if stored, that drafting may draw on.
+        attachments: files attached to the first user message.
     """
 
     id: str
@@ -54,6 +65,7 @@ class BenchPrompt:
     category: str = DEFAULT_CATEGORY
     turns: tuple[str | None, ...] = ()
     history: tuple[tuple[dict[str, str], ...], ...] = ()
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def turn_count(self) -> int:
@@ -69,7 +81,8 @@ class BenchPrompt:
             if turn is REGENERATE:
                 chat.pop()  # the answer being regenerated
             else:
-                chat.append({"role": "user", "content": turn})
+                files = self.attachments if index == 0 else ()
+                chat.append({"role": "user", "content": with_attachments(turn, files)})
             if index < len(answers):
                 chat.append({"role": "assistant", "content": answers[index]})
         return chat
@@ -121,6 +134,7 @@ def parse_prompts(text: str, *, source: str = "prompts") -> tuple[BenchPrompt, .
                 category=(item.get("category") or DEFAULT_CATEGORY).strip(),
                 turns=turns,
                 history=_history(item.get("history", []), where),
+                attachments=_attachments(item.get("attachments", []), where),
             )
         )
     if not prompts:
@@ -168,6 +182,25 @@ def _history(value: object, where: str) -> tuple[tuple[dict[str, str], ...], ...
             messages.append({"role": message["role"], "content": message["content"]})
         conversations.append(tuple(messages))
     return tuple(conversations)
+
+
+def _attachments(value: object, where: str) -> tuple[Attachment, ...]:
+    problem = f'{where}: \'attachments\' must be a list of {{"name": text, "text": text}}'
+    if not isinstance(value, list):
+        raise PromptFileError(problem)
+    found = []
+    for item in value:
+        if (
+            not isinstance(item, dict)
+            or set(item) != {"name", "text"}
+            or not isinstance(item["name"], str)
+            or not item["name"].strip()
+            or not isinstance(item["text"], str)
+        ):
+            raise PromptFileError(problem)
+        size = len(item["text"].encode("utf-8"))
+        found.append(Attachment(item["name"].strip(), item["text"], "utf-8", size))
+    return tuple(found)
 
 
 def prompt_file(spec: str) -> Path:

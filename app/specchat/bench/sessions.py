@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.records import RunRecord
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.history import suffix_index_of, template_tokenizer
+from specchat.engine.history import suffix_index_of, template_tokenizer, text_tokenizer
 from specchat.engine.session import ChatEngine
 from specchat.engine.suffix_index import Source
 
@@ -85,8 +85,8 @@ class Sessions:
         records: Sequence[RunRecord],
     ) -> None:
         """Leave drafting remembering exactly this session so far, as a user's chat would:
-        its stored history, and every earlier turn's prompt and plain answer. Nothing of
-        another prompt or another run leaks into a run."""
+        its stored history and attachments, and every earlier turn's prompt and plain answer.
+        Nothing of another prompt or another run leaks into a run."""
         index = suffix_index_of(self.engine)
         if index is None:
             return
@@ -97,6 +97,9 @@ class Sessions:
         for number, conversation in enumerate(prompt.history):
             messages = [_Message(m["role"], m["content"]) for m in conversation]
             index.put((_HISTORY_KEY, number), tokenize(messages), source=Source.HISTORY)
+        for number, attachment in enumerate(prompt.attachments):
+            tokens = text_tokenizer(self.engine)(attachment.text)
+            index.put((_HISTORY_KEY, "attachment", number), tokens, source=Source.ATTACHMENT)
         index.wait_idle(timeout=60.0)
         for j in range(turn):
             earlier = self.prompt(prompt, j, temperature, repeat, records)

@@ -6,7 +6,7 @@ import argparse
 import sys
 import threading
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
 from specchat.engine.drafting.registry import mode_names, needs_model
@@ -19,6 +19,10 @@ from specchat.engine.types import (
     TokenKind,
 )
 from specchat.tokenstyle import ANSI_RESET, TOKEN_MEANINGS, ansi
+
+if TYPE_CHECKING:
+    from specchat.engine.session import ChatEngine
+    from specchat.store.attachments import Attachment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="colour tokens by kind (auto: only on a terminal)",
     )
     parser.add_argument("--prompt", required=True, help="the user message")
+    parser.add_argument(
+        "--attach",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="attach a text file to the message (repeatable)",
+    )
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -129,7 +141,34 @@ def format_stats(stats: Stats, *, stop: str, choice: str = "") -> str:
     return "\n".join(lines)
 
 
+def read_attachments(paths: list[Path]) -> list[Attachment]:
+    """The files of --attach, read and decoded; a UserError names the first that cannot be."""
+    from specchat.engine.attachments import AttachmentError, read_attachment
+
+    try:
+        return [read_attachment(path) for path in paths]
+    except AttachmentError as error:
+        raise UserError(f"--attach: {error}") from None
+
+
+def index_attachments(engine: ChatEngine, attachments: list[Attachment]) -> None:
+    """The attachments as documents of this conversation in the suffix index, as the window
+    stores them, so drafts can copy from them and say so."""
+    from specchat.engine.history import ATTACHMENT_KEY, suffix_index_of, text_tokenizer
+    from specchat.engine.suffix_index import Source
+
+    index = suffix_index_of(engine)
+    if index is None or not attachments:
+        return
+    tokenize = text_tokenizer(engine)
+    for position, attachment in enumerate(attachments):
+        tokens = tokenize(attachment.text)
+        index.put((ATTACHMENT_KEY, 0, position), tokens, source=Source.ATTACHMENT)
+    index.wait_idle(timeout=60.0)
+
+
 def run(args: argparse.Namespace) -> int:
+    from specchat.engine.attachments import attached_message
     from specchat.engine.chat_template import ChatMessage
     from specchat.engine.context import ContextOverflowError
     from specchat.engine.llama import ContextFullError, ModelLoadError
@@ -137,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat.engine.template_guards import ChatTemplateError
 
     check_arguments(args)
+    attachments = read_attachments(args.attach)
     target, draft = _resolve_files(args)
     for path in (target, draft):
         if path is not None and path.is_dir():
@@ -173,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))
-    messages.append(ChatMessage("user", args.prompt))
+    messages.append(attached_message("user", args.prompt, attachments))
+    index_attachments(engine, attachments)
     sampling = SamplingParams(temperature=args.temperature, top_p=args.top_p, seed=args.seed)
     controls = Controls(mode, args.k, sampling)
     cancel = threading.Event()

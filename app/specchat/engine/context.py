@@ -6,6 +6,7 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from specchat.engine.attachments import AttachedMessage
 from specchat.engine.chat_template import ChatMessage
 
 # --- prefix reuse across turns -----------------------------------------------------------------
@@ -90,11 +91,14 @@ def _conversation_too_long(needed: int, budget: int) -> ContextOverflowError:
     )
 
 
-def _essentials_too_long(needed: int, budget: int) -> ContextOverflowError:
-    """Even the system prompt and the latest user turn alone do not fit."""
+def _essentials_too_long(needed: int, budget: int, *, attached: int = 0) -> ContextOverflowError:
+    """Even the system prompt and the latest user turn alone do not fit (`attached`: tokens of
+    that turn's attachments)."""
+    share = f" ({attached:,} of them its attachments)" if attached else ""
+    advice = "remove an attachment or shorten the message" if attached else "shorten the message"
     return ContextOverflowError(
-        f"the system prompt and the latest message alone need {needed:,} tokens but the "
-        f"context holds {budget:,}; shorten the message",
+        f"the system prompt and the latest message alone need {needed:,} tokens{share} but the "
+        f"context holds {budget:,}; {advice}",
         needed=needed,
         budget=budget,
     )
@@ -197,7 +201,10 @@ def fit_messages(
         raise _conversation_too_long(total, budget)
     minimal = cost(keep_after(len(turns)))
     if minimal > budget:
-        raise _essentials_too_long(minimal, budget)
+        essentials = [messages[i] for i in keep_after(len(turns))]
+        bare = [_bare(m) for m in essentials]
+        attached = minimal - count_tokens(bare) if bare != essentials else 0
+        raise _essentials_too_long(minimal, budget, attached=attached)
     low, high = 1, len(turns)  # invariant: dropping `high` turns fits, dropping low-1 does not
     while low < high:
         middle = (low + high) // 2
@@ -209,3 +216,8 @@ def fit_messages(
     gone = tuple(i for turn in turns[:high] for i in turn)
     plan = ContextPlan(kept=tuple(kept), dropped=gone, tokens=cost(kept))
     return [messages[i] for i in kept], plan
+
+
+def _bare(message: ChatMessage) -> ChatMessage:
+    """The message without its attachments (itself when it has none)."""
+    return message.bare() if isinstance(message, AttachedMessage) else message

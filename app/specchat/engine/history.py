@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 #: Renders and tokenizes one conversation's messages (the target's chat template and
 #: tokenizer, so stored text matches the live prompt token for token).
 Tokenize = Callable[[Sequence[StoredMessage]], Sequence[int]]
+#: Tokenizes an attachment's text (the target's tokenizer, as the prompt holds it).
+TokenizeText = Callable[[str], Sequence[int]]
+
+#: First part of an attachment's key in the index: (ATTACHMENT_KEY, message id, position).
+ATTACHMENT_KEY = "attachment"
+AttachmentKey = tuple[str, int, int]
 
 
 class Said(Protocol):
@@ -47,17 +53,29 @@ class StoredHistory:
     Everything is read and tokenized on a background thread, so loading never holds up an
     answer. A conversation moved to the bin is dropped from the index before the store's
     delete() returns, and a load in flight for it is discarded: its text can never come back
-    as a draft. Unfinished answers are left out (they may still be streaming).
+    as a draft. Unfinished answers are left out (they may still be streaming). Each file
+    attached to a message is a document of its own (Source.ATTACHMENT), dropped before the
+    store's delete_message() or delete() returns.
 
     Attributes:
         store: the conversation store.
         index: the suffix index fed.
     """
 
-    def __init__(self, store: ConversationStore, index: SuffixIndex, tokenize: Tokenize) -> None:
+    def __init__(
+        self,
+        store: ConversationStore,
+        index: SuffixIndex,
+        tokenize: Tokenize,
+        *,
+        tokenize_text: TokenizeText | None = None,
+    ) -> None:
         self.store = store
         self.index = index
         self._tokenize = tokenize
+        self._tokenize_text = tokenize_text
+        # Attachment keys in the index, by conversation.
+        self._attached: dict[int, set[AttachmentKey]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._queue: list[int] = []
@@ -95,14 +113,35 @@ class StoredHistory:
             if change.kind == ChangeKind.DELETED:
                 self._deleted.add(key)
                 self.index.drop(key)
+                self._drop_attachments(key, self._attached.pop(key, set()))
                 # The chat being drafted from may be the deleted one.
                 self.index.forget_chat()
                 return
+            if change.kind == ChangeKind.MESSAGES and self._attached.get(key):
+                self._forget_erased_attachments(key)
             if change.kind == ChangeKind.RESTORED:
                 self._deleted.discard(key)
             if key not in self._queue:
                 self._queue.append(key)
             self._wake.notify_all()
+
+    def _drop_attachments(self, key: int, gone: set[AttachmentKey]) -> None:
+        for found in gone:
+            self.index.drop(found)
+        if gone:
+            self._attached[key] = self._attached.get(key, set()) - gone
+
+    def _forget_erased_attachments(self, key: int) -> None:
+        """A message was erased: its attachments leave the index now, and so does this chat
+        (the prompt it indexed held their text)."""
+        try:
+            kept = {m.id for m in self.store.messages(key)}
+        except KeyError:
+            kept = set()
+        gone = {found for found in self._attached[key] if found[1] not in kept}
+        if gone:
+            self._drop_attachments(key, gone)
+            self.index.forget_chat()
 
     def _run(self) -> None:
         # The whole history first, built once at the end rather than shard by shard.
@@ -139,14 +178,49 @@ class StoredHistory:
             tokens = list(self._tokenize(messages)) if messages else []
         except (ChatTemplateError, ValueError):
             tokens = []  # a conversation the template refuses is simply not drawn on
+        files = self._attachment_tokens(key, messages)
         with self._lock:
+            known = self._attached.get(key, set())
             # Deleted while it was being read: it must not come back.
             if key in self._deleted or conversation is None or conversation.deleted is not None:
                 self.index.drop(key)
-            elif tokens:
+                self._drop_attachments(key, known)
+                return
+            if tokens:
                 self.index.put(key, tokens, source=Source.HISTORY, order=conversation.updated)
             else:
                 self.index.drop(key)
+            self._drop_attachments(key, known - set(files))
+            for found, text_tokens in files.items():
+                if text_tokens is not None:
+                    order = conversation.updated
+                    self.index.put(found, text_tokens, source=Source.ATTACHMENT, order=order)
+            # One erased while this was read is not in `known` any more, nor indexed.
+            self._attached[key] = {f for f, t in files.items() if t is not None or f in known}
+
+    def _attachment_tokens(
+        self, key: int, messages: Sequence[StoredMessage]
+    ) -> dict[AttachmentKey, Sequence[int] | None]:
+        """Every attachment's key, with its tokens when it is not indexed already (None)."""
+        if self._tokenize_text is None:
+            return {}
+        with self._lock:
+            known = set(self._attached.get(key, set()))
+        files: dict[AttachmentKey, Sequence[int] | None] = {}
+        for message in messages:
+            for position, attachment in enumerate(message.attachments):
+                found = (ATTACHMENT_KEY, message.id, position)
+                files[found] = None if found in known else self._tokenize_text(attachment.text)
+        return files
+
+
+def text_tokenizer(engine: ChatEngine) -> TokenizeText:
+    """An attachment's text as the prompt holds it: text, never control tokens."""
+
+    def tokenize(text: str) -> list[int]:
+        return engine.target.tokenize(text, add_special=False, parse_special=False)
+
+    return tokenize
 
 
 def suffix_index_of(engine: ChatEngine) -> SuffixIndex | None:
@@ -164,6 +238,11 @@ def attach_history(store: ConversationStore | None, engine: ChatEngine) -> Store
     index = suffix_index_of(engine)
     if store is None or index is None:
         return None
-    history = StoredHistory(store, index, template_tokenizer(engine.prompt_tokens))
+    history = StoredHistory(
+        store,
+        index,
+        template_tokenizer(engine.prompt_tokens),
+        tokenize_text=text_tokenizer(engine),
+    )
     history.start()
     return history

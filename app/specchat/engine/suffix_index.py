@@ -22,6 +22,11 @@ OVERLAP = 64
 #: Seconds the building thread waits for work before it ends.
 IDLE_S = 30.0
 
+#: An attachment's match this many tokens shorter than this chat's still names the attachment
+#: as the source: the prompt holds the file too, after its name and fence, which the answer's
+#: copy often repeats, so this chat's match runs a few tokens further back.
+ATTACHMENT_MARGIN = 8
+
 #: A state with more continuations than this has no usable favourite; walking them all would
 #: cost more than a draft is worth.
 MAX_FANOUT = 32
@@ -379,6 +384,7 @@ class SuffixIndex:
             state = chat.link(state)
         if state > 0:
             best = (chat.length(state), 1, chat, state, Source.CHAT)
+        attached: tuple[int, int, SuffixAutomaton, int, Source] | None = None
         shards = self._shards
         for shard in shards:
             found = self._matches.get(shard)
@@ -392,6 +398,11 @@ class SuffixIndex:
                 matched = auto.length(state)
             if state > 0 and (best is None or (matched, 0) > best[:2]):
                 best = (matched, 0, auto, state, shard.source)
+            longer = attached is None or matched > attached[0]
+            if state > 0 and shard.source is Source.ATTACHMENT and longer:
+                attached = (matched, 0, auto, state, shard.source)
+        if attached is not None and best is not None and best[4] is Source.CHAT:
+            best = attached if attached[0] >= best[0] - ATTACHMENT_MARGIN else best
         if len(self._matches) > len(shards):
             self._matches = {s: m for s, m in self._matches.items() if s in shards}
         if best is None or best[0] < min_match:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
+from specchat.store import attachments as attached
+from specchat.store.attachments import Attachment
 from specchat.store.changes import ChangeKind, Listener, StoreChange
 from specchat.store.recovery import back_up, move_aside, report
 from specchat.store.rows import (
@@ -37,7 +39,7 @@ __all__ = [
 ]
 
 #: Version of the schema this code writes; older databases are migrated on open.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 DB_NAME = "conversations.db"
 
@@ -63,8 +65,8 @@ CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
 CREATE INDEX conversations_by_update ON conversations(deleted, updated);
 """
 
-#: Statements that take a database from version N-1 to N (index N); empty while at version 1.
-_MIGRATIONS: dict[int, str] = {}
+#: Statements that take a database from version N-1 to N (index N).
+_MIGRATIONS: dict[int, str] = {2: attached.SCHEMA}
 
 #: A conversation in the bin longer than this is purged when the store opens.
 DEFAULT_PURGE_AFTER_S = 7 * 24 * 3600.0
@@ -193,7 +195,7 @@ class ConversationStore:
                 )
             if version == 0:
                 db.execute("DELETE FROM schema_version")
-                for statement in _SCHEMA.split(";"):
+                for statement in (_SCHEMA + attached.SCHEMA).split(";"):
                     if statement.strip():
                         db.execute(statement)
                 db.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
@@ -342,14 +344,16 @@ class ConversationStore:
             rows = self._db.execute(
                 "SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conversation_id,)
             ).fetchall()
-        return [message_from_row(row) for row in rows]
+            found = attached.of_messages(self._db, "m.conversation_id = ?", conversation_id)
+        return [message_from_row(row, found.get(row["id"], ())) for row in rows]
 
     def message(self, message_id: int) -> StoredMessage:
         with self._lock:
             row = self._db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            found = attached.of_messages(self._db, "m.id = ?", message_id)
         if row is None:
             raise KeyError(f"no message {message_id}")
-        return message_from_row(row)
+        return message_from_row(row, found.get(message_id, ()))
 
     def add_message(
         self,
@@ -359,9 +363,10 @@ class ConversationStore:
         *,
         stats: Mapping[str, Any] | None = None,
         token_kinds: Sequence[Sequence[str]] | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> StoredMessage:
-        """Store a finished message; it is committed when this returns."""
-        return self._insert(conversation_id, role, content, True, stats, token_kinds)
+        """Store a finished message with its attachments; all committed when this returns."""
+        return self._insert(conversation_id, role, content, True, stats, token_kinds, attachments)
 
     def begin_assistant_message(self, conversation_id: int) -> StoredMessage:
         """Store an empty, unfinished answer to be filled by update_partial/finish_message."""
@@ -435,6 +440,7 @@ class ConversationStore:
         finished: bool,
         stats: Mapping[str, Any] | None,
         token_kinds: Sequence[Sequence[str]] | None,
+        attachments: Sequence[Attachment] = (),
     ) -> StoredMessage:
         now = time.time()
         with self._transaction() as db:
@@ -452,10 +458,12 @@ class ConversationStore:
                     spans_json(token_kinds),
                 ),
             )
+            assert cursor.lastrowid is not None
+            attached.insert(db, cursor.lastrowid, attachments)
             self._touch(db, conversation_id, now)
             row = db.execute("SELECT * FROM messages WHERE id = ?", (cursor.lastrowid,)).fetchone()
         self._notify(conversation_id, ChangeKind.MESSAGES)
-        return message_from_row(row)
+        return message_from_row(row, tuple(attachments))
 
     # --- export ---------------------------------------------------------------------------
 
@@ -466,7 +474,7 @@ class ConversationStore:
             heading = f"**{message.role.capitalize()}**"
             if not message.finished:
                 heading += " _(unfinished)_"
-            lines += [heading, "", message.content, ""]
+            lines += [heading, "", message.content, "", *attached.markdown(message.attachments)]
         return "\n".join(lines).rstrip("\n") + "\n"
 
     def export_json(self, conversation_id: int) -> str:
@@ -488,6 +496,7 @@ class ConversationStore:
                     "tokens": [list(span) for span in m.token_kinds]
                     if m.token_kinds is not None
                     else None,
+                    "attachments": [attached.as_json(a) for a in m.attachments],
                 }
                 for m in self.messages(conversation_id)
             ],

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specchat.store.attachments import Attachment
+
 TokenSpan = tuple[str, str]
 
 #: What each column that can be damaged holds, for people ("its statistics").
@@ -53,6 +55,7 @@ class StoredMessage:
         token_kinds: the answer as (text, kind) spans, kind being how each token was made.
         damaged: the columns whose cells could not be read (left as they are in the file;
             the message is read without them).
+        attachments: files attached to the message, in order.
     """
 
     id: int
@@ -64,6 +67,7 @@ class StoredMessage:
     stats: Mapping[str, Any] | None = None
     token_kinds: tuple[TokenSpan, ...] | None = None
     damaged: tuple[str, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def note(self) -> str:
@@ -98,9 +102,10 @@ def _number_or(value: Any, default: float | None) -> float | None:
         return default
 
 
-def message_from_row(row: sqlite3.Row) -> StoredMessage:
-    """The message in `row`; a cell that cannot be read is left out and named in `damaged`,
-    so that one bad cell never keeps a conversation (or the app) from opening."""
+def message_from_row(row: sqlite3.Row, attachments: tuple[Attachment, ...] = ()) -> StoredMessage:
+    """The message in `row` with its `attachments`; a cell that cannot be read is left out and
+    named in `damaged`, so that one bad cell never keeps a conversation (or the app) from
+    opening."""
     damaged: list[str] = []
 
     def read(column: str, decode: Any, default: Any) -> Any:
@@ -122,6 +127,7 @@ def message_from_row(row: sqlite3.Row) -> StoredMessage:
         created=read("created", _seconds, 0.0),
         stats=read("stats", _stats, None),
         token_kinds=read("token_kinds", _token_kinds, None),
+        attachments=attachments,
     )
     if not damaged:
         return message

@@ -11,6 +11,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from specchat.engine.attachments import Attachment, attached_message
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
 from specchat.engine.drafting.registry import AUTO
@@ -86,6 +87,7 @@ class AnswerEnded:
         error: the failure message, meant for people; "" when it did not fail.
         returned: the user's message, taken back out of the conversation because it was
             refused before any answer (it goes back to the composer); "" otherwise.
+        returned_attachments: that message's attachments, going back with it.
     """
 
     conversation_id: int
@@ -96,6 +98,12 @@ class AnswerEnded:
     note: str
     error: str = ""
     returned: str = ""
+    returned_attachments: tuple[Attachment, ...] = ()
+
+    @property
+    def gave_back(self) -> bool:
+        """Whether the message was taken back for the composer."""
+        return bool(self.returned or self.returned_attachments)
 
 
 @dataclass(frozen=True)
@@ -167,7 +175,7 @@ def chat_history(stored: Iterable[StoredMessage]) -> list[ChatMessage]:
             continue
         if message.role == "user" and history and history[-1].role == "user":
             history.append(ChatMessage("assistant", ""))
-        history.append(ChatMessage(message.role, message.content))
+        history.append(attached_message(message.role, message.content, message.attachments))
     return history
 
 
@@ -392,6 +400,7 @@ class AnswerController(QObject):
                     failure.message.rstrip(".")
                     + ". Your message was not sent: it is back in the message box.",
                     returned=answer.asked.content,
+                    returned_attachments=answer.asked.attachments,
                 )
             )
             return

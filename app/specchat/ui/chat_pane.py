@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtGui import QAction, QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -19,18 +19,37 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.engine.types import TokenKind
+from specchat.store.attachments import Attachment
 from specchat.ui import palette as palettes
+from specchat.ui.attaching import PendingAttachments
+from specchat.ui.attachments import AttachButton, AttachmentChips, FileDrops
 from specchat.ui.chat_view import ChatView
 
 
 class Composer(QPlainTextEdit):
-    """The message box: Enter sends, Shift+Enter starts a new line.
+    """The message box: Enter sends, Shift+Enter starts a new line; files pasted or dropped
+    onto it are attached rather than written in as their paths.
+
+    Attributes:
+        attachments: where pasted and dropped files go (None: pasted as text).
 
     Signals:
         submitted(): Enter was pressed.
     """
 
     submitted = Signal()
+    attachments: PendingAttachments | None = None
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        if self.attachments is not None and self.attachments.accepts(source):
+            return True
+        return super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        if self.attachments is not None and self.attachments.accepts(source):
+            self.attachments.add_mime(source)
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
@@ -132,6 +151,9 @@ class ChatPane(QWidget):
         chat_view: the transcript.
         legend: what the token tints mean.
         colour_check, ghost_check: token colours and rejected drafts on or off.
+        attachments: the files attached to the message being written.
+        chips: those files shown above the composer, each removable.
+        attach_button: the paperclip beside the composer.
         composer: the message box.
         send_button, stop_button: send the message, stop the answer.
     """
@@ -145,6 +167,7 @@ class ChatPane(QWidget):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        self._palette = palette
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         self.banner = Banner()
@@ -170,8 +193,15 @@ class ChatPane(QWidget):
         legend_row.addWidget(self.ghost_check)
         layout.addLayout(legend_row)
 
+        self.attachments = PendingAttachments(self)
+        self.attachments.refused.connect(self._on_attachment_refused)
+        self.chips = AttachmentChips(self.attachments, palette=palette)
+        layout.addWidget(self.chips)
         composer_row = QHBoxLayout()
+        self.attach_button = AttachButton(self.attachments)
+        composer_row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignTop)
         self.composer = Composer()
+        self.composer.attachments = self.attachments
         self.composer.setObjectName("composer")
         self.composer.setPlaceholderText(
             "Ask something — Enter sends, Shift+Enter adds a line, Esc stops"
@@ -188,8 +218,22 @@ class ChatPane(QWidget):
         composer_row.addLayout(buttons)
         layout.addLayout(composer_row)
 
+    def accept_file_drops(self, window: QWidget) -> None:
+        """Files dropped anywhere on `window` are attached to the message being written."""
+        self._drops = FileDrops(window, self.attachments)
+
+    def give_back(self, text: str, attachments: Sequence[Attachment]) -> None:
+        """A message that was not sent goes back to the composer, its files to the chips."""
+        self.composer.setPlainText(text)
+        self.attachments.restore(attachments)
+
+    def _on_attachment_refused(self, message: str) -> None:
+        self.banner.show_message(message, kind="error", palette=self._palette)
+
     def set_palette(self, palette: palettes.Palette) -> None:
-        """Recolour the transcript, the legend and a visible banner."""
+        """Recolour the transcript, the legend, the chips and a visible banner."""
+        self._palette = palette
+        self.chips.set_palette(palette)
         self.chat_view.set_palette(palette)
         self.legend.setText(legend_html(palette))
         if self.banner.isVisible():

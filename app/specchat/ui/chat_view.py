@@ -10,7 +10,6 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
     QContextMenuEvent,
     QFont,
-    QFontDatabase,
     QGuiApplication,
     QHelpEvent,
     QPainter,
@@ -18,21 +17,24 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
-    QTextDocument,
     QTextFormat,
 )
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
+from specchat.store.attachments import Attachment
 from specchat.store.conversations import StoredMessage
 from specchat.ui import palette as palettes
+from specchat.ui.attachment_blocks import Fold, fold_of, insert_attachments
 from specchat.ui.rich_text import (
     COPY_SCHEME,
     GHOST_PROPERTY,
     code_block_format,
     code_text,
+    monospace,
     paint_note,
     paint_wrap_marks,
+    plain_text_of_markdown,
     style_fence_line,
     style_inline,
 )
@@ -54,19 +56,6 @@ class _LineState:
     fence_line: bool = False
     in_code: bool = False
     opening: bool = False  #: the fence line opens a block (rather than closing one)
-
-
-def _monospace() -> QFont:
-    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-    font.setStyleHint(QFont.StyleHint.Monospace)
-    return font
-
-
-def plain_text_of_markdown(markdown: str) -> str:
-    """What a Markdown answer reads as without its markup."""
-    doc = QTextDocument()
-    doc.setMarkdown(markdown)
-    return doc.toPlainText()
 
 
 class ChatView(QTextBrowser):
@@ -108,7 +97,8 @@ class ChatView(QTextBrowser):
         self._tokens: list[Span] = []  # the table TOKEN_PROPERTY indexes
         self._pending: list[RoundResult] = []
         self._line = _LineState()
-        self._mono = _monospace()
+        self._mono = monospace()
+        self._open: set[Fold] = set()  # attachments shown whole
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
@@ -120,6 +110,7 @@ class ChatView(QTextBrowser):
     def clear_messages(self) -> None:
         self._pending.clear()
         self._messages.clear()
+        self._open.clear()
         self._rerender()
 
     def show_messages(self, messages: Sequence[StoredMessage]) -> None:
@@ -133,11 +124,11 @@ class ChatView(QTextBrowser):
                     note=message.note,
                 )
             elif message.role == "user":
-                self.add_user(message.content)
+                self.add_user(message.content, message.attachments)
 
-    def add_user(self, text: str) -> None:
+    def add_user(self, text: str, attachments: Sequence[Attachment] = ()) -> None:
         self.flush()
-        message = Message("user", [Span(text, TokenKind.PLAIN)])
+        message = Message("user", [Span(text, TokenKind.PLAIN)], attachments=tuple(attachments))
         self._messages.append(message)
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
@@ -309,6 +300,11 @@ class ChatView(QTextBrowser):
     def _on_anchor_clicked(self, url: QUrl) -> None:
         if url.scheme() == COPY_SCHEME:
             QGuiApplication.clipboard().setText(code_text(self.document(), int(url.path())))
+        elif (fold := fold_of(url)) is not None:  # open or shut an attachment, in place
+            self._open ^= {fold}
+            at = self.verticalScrollBar().value()
+            self._rerender()
+            self.verticalScrollBar().setValue(at)
 
     def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
@@ -401,6 +397,8 @@ class ChatView(QTextBrowser):
         cursor.insertBlock(body, QTextCharFormat())
         self._line = _LineState(line_start=cursor.position())
         if message.role == "user":  # Markdown as in answers, without token formats
+            insert_attachments(cursor, message.attachments, index, self._open, pal, self._mono)
+            self._line = _LineState(line_start=cursor.position())
             for n, piece in enumerate(message.text.split("\n")):
                 if n:
                     self._end_line(cursor, QTextCharFormat())

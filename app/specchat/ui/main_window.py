@@ -124,6 +124,7 @@ class MainWindow(QMainWindow):
         self.banner = pane.banner
         self.chat_view = pane.chat_view
         self.composer = pane.composer
+        pane.accept_file_drops(self)
 
         self.side_panel = SidePanel(settings=s, palette=palette)
         self.controls = self.side_panel.controls
@@ -340,7 +341,8 @@ class MainWindow(QMainWindow):
     def send(self, text: str | None = None) -> bool:
         """Send the composer's text (or `text`); returns whether an answer started."""
         message = (self.composer.toPlainText() if text is None else text).strip()
-        if not message or self.answers.active:
+        attached = self.chat_pane.attachments.items
+        if not (message or attached) or self.answers.active:
             return False
         if self.loader.loaded is None:
             self._show_error(
@@ -351,17 +353,18 @@ class MainWindow(QMainWindow):
             return False
         try:  # the composer keeps the text until it is saved: a refused write loses nothing
             if self._conversation_id is None:
-                title = message.splitlines()[0][:48].strip() or "New chat"
+                title = (message or attached[0].name).splitlines()[0][:48].strip() or "New chat"
                 conversation = self.store.create(title)
                 self._conversation_id = conversation.id
                 self.settings.set(cfg.LAST_CONVERSATION, conversation.id)
                 self.conversation_list.refresh(select=conversation.id)
-            self.store.add_message(self._conversation_id, "user", message)
+            self.store.add_message(self._conversation_id, "user", message, attachments=attached)
         except StoreError as failure:
             self._show_error(f"Your message was not sent, it could not be saved: {failure}.")
             return False
-        self.chat_view.add_user(message)
+        self.chat_view.add_user(message, attached)
         self.composer.clear()
+        self.chat_pane.attachments.clear()
         return self._start_answer(give_back=True)
 
     def regenerate(self) -> bool:
@@ -428,9 +431,9 @@ class MainWindow(QMainWindow):
         if ended.error:
             self._show_error(ended.error)
         self.latency.stop()
-        if ended.returned:
+        if ended.gave_back:
             self.chat_view.remove_last_exchange()
-            self.composer.setPlainText(ended.returned)
+            self.chat_pane.give_back(ended.returned, ended.returned_attachments)
         else:
             self.chat_view.end_answer(note=ended.note)
         if ended.stats is not None:
@@ -440,7 +443,7 @@ class MainWindow(QMainWindow):
         worst = self.latency.worst_ms
         self.status_line.latency_label.setText(f"UI latency ≤ {worst:.0f} ms")
         status = answer_status(ended.stop, ended.stats)
-        self.status_line.say("Message not sent." if ended.returned else status)
+        self.status_line.say("Message not sent." if ended.gave_back else status)
         self.conversation_list.refresh(select=ended.conversation_id)
         self._refresh_actions()
         done = AnswerDone(ended.conversation_id, ended.message_id, ended.stop, ended.stats, worst)

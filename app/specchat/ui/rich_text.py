@@ -7,6 +7,7 @@ from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import (
     QColor,
     QFont,
+    QFontDatabase,
     QPainter,
     QTextBlock,
     QTextBlockFormat,
@@ -32,6 +33,20 @@ _CODE_MARGIN = 10
 _WRAP_INDENT = 16
 WRAP_MARK = "↪"
 _SPECIFIED_ONLY = QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly
+
+
+def monospace() -> QFont:
+    """The system's fixed-width font, for code."""
+    font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+    font.setStyleHint(QFont.StyleHint.Monospace)
+    return font
+
+
+def plain_text_of_markdown(markdown: str) -> str:
+    """What a Markdown answer reads as without its markup."""
+    doc = QTextDocument()
+    doc.setMarkdown(markdown)
+    return doc.toPlainText()
 
 
 def code_block_format(palette: palettes.Palette, kind: str = "code") -> QTextBlockFormat:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specchat.engine.types import TokenEvent, TokenKind
+from specchat.store.attachments import Attachment
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Message:
         ghosts: rejected draft text shown before span i (only where a round corrected one).
         note: what is said after it ("unfinished", "stopped").
         finished: whether it is complete.
+        attachments: the files attached to a question.
     """
 
     role: str
@@ -40,6 +42,7 @@ class Message:
     ghosts: dict[int, str] = field(default_factory=dict)
     note: str = ""
     finished: bool = True
+    attachments: tuple[Attachment, ...] = ()
 
     @property
     def text(self) -> str:
