@@ -189,9 +189,9 @@ def test_a_message_with_files_is_answered_stored_shown_exported_and_regenerated(
     ]
     # The transcript shows each file folded, and opens it in place.
     shown = window.chat_view.toPlainText()
-    assert "▸ 📎 add.py · 32 B · utf-8" in shown and "return a + b" not in shown
+    assert "▸ Attached: add.py · 32 B · utf-8" in shown and "return a + b" not in shown
     window.chat_view.anchorClicked.emit(QUrl(f"{ATTACHMENT_SCHEME}:0/0"))
-    assert "▾ 📎 add.py" in window.chat_view.toPlainText()
+    assert "▾ Attached: add.py" in window.chat_view.toPlainText()
     assert "    return a + b" in window.chat_view.toPlainText()
     # Exports carry the files.
     md, js = Path(window.store.path).with_suffix(".md"), Path(window.store.path).with_suffix(".js")
@@ -207,7 +207,7 @@ def test_a_message_with_files_is_answered_stored_shown_exported_and_regenerated(
     # Reopened from the store, the transcript shows them still.
     window.new_conversation()
     window.open_conversation(conversation)
-    assert "▸ 📎 notes.txt · 15 B · utf-8" in window.chat_view.toPlainText()
+    assert "▸ Attached: notes.txt · 15 B · utf-8" in window.chat_view.toPlainText()
 
 
 def test_a_message_whose_files_cannot_fit_goes_back_with_them(

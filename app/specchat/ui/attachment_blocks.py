@@ -22,7 +22,7 @@ Fold = tuple[int, int]
 def header_text(attachment: Attachment, *, is_open: bool) -> str:
     arrow = "▾" if is_open else "▸"
     size = describe_size(attachment.size)
-    return f"{arrow} 📎 {attachment.name} · {size} · {attachment.encoding}"
+    return f"{arrow} Attached: {attachment.name} · {size} · {attachment.encoding}"
 
 
 def insert_attachments(

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
+from PySide6.QtCore import QEvent, QObject, QRectF, QSize, Qt
+from PySide6.QtGui import (
+    QColor,
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QIcon,
+    QPainter,
+    QPainterPath,
+    QPen,
+    QPixmap,
+)
 from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from specchat.engine.attachments import describe_size, estimate_tokens
@@ -20,6 +30,32 @@ def chip_text(attachment: Attachment) -> str:
     return f"{attachment.name} · {describe_size(attachment.size)} · ≈{tokens:,} tokens"
 
 
+def paperclip_icon(colour: QColor, *, size: int = 64) -> QIcon:
+    """A paperclip drawn as a path (no emoji font needed), in `colour`."""
+    path = QPainterPath()
+    path.moveTo(15, 11)
+    path.lineTo(15, 21)
+    path.arcTo(QRectF(10, 18.5, 5, 5), 0, -180)
+    path.lineTo(10, 8)
+    path.arcTo(QRectF(10, 3, 10, 10), 180, -180)
+    path.lineTo(20, 24)
+    path.arcTo(QRectF(10, 19, 10, 10), 0, -180)
+    pixmap = QPixmap(size, size)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.scale(size / 32, size / 32)
+    painter.translate(16, 16)
+    painter.rotate(40)
+    painter.translate(-15, -16)
+    pen = QPen(colour, 2.4)
+    pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+    painter.setPen(pen)
+    painter.drawPath(path)
+    painter.end()
+    return QIcon(pixmap)
+
+
 class AttachButton(QToolButton):
     """The paperclip beside the composer: picks files to attach.
 
@@ -27,17 +63,27 @@ class AttachButton(QToolButton):
         attachments: where the chosen files go.
     """
 
-    def __init__(self, attachments: PendingAttachments, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        attachments: PendingAttachments,
+        *,
+        palette: palettes.Palette,
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.attachments = attachments
         self.setObjectName("attachButton")
-        self.setText("📎")
+        self.set_palette(palette)
+        self.setIconSize(QSize(22, 22))
         self.setToolTip(
             "Attach text files (or drop them on the window, or paste them)\n"
             "The text goes into your message and is a source of drafts"
         )
         self.setAccessibleName("Attach files")
         self.clicked.connect(self._on_clicked)
+
+    def set_palette(self, palette: palettes.Palette) -> None:
+        self.setIcon(paperclip_icon(palette.text))
 
     def _on_clicked(self) -> None:
         paths, _ = QFileDialog.getOpenFileNames(self, "Attach files", str(Path.home()))

@@ -198,7 +198,7 @@ class ChatPane(QWidget):
         self.chips = AttachmentChips(self.attachments, palette=palette)
         layout.addWidget(self.chips)
         composer_row = QHBoxLayout()
-        self.attach_button = AttachButton(self.attachments)
+        self.attach_button = AttachButton(self.attachments, palette=palette)
         composer_row.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignTop)
         self.composer = Composer()
         self.composer.attachments = self.attachments
@@ -234,6 +234,7 @@ class ChatPane(QWidget):
         """Recolour the transcript, the legend, the chips and a visible banner."""
         self._palette = palette
         self.chips.set_palette(palette)
+        self.attach_button.set_palette(palette)
         self.chat_view.set_palette(palette)
         self.legend.setText(legend_html(palette))
         if self.banner.isVisible():
