@@ -174,7 +174,7 @@ def test_a_message_with_files_is_answered_stored_shown_exported_and_regenerated(
     window.chat_pane.attachments.add_paths([files["add.py"], files["notes.txt"]])
     window.composer.setPlainText("Add logging")
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
-        window.send_button.click()
+        window.chat_pane.send_button.click()
     asked = sent[-1].messages[-1].content
     assert asked.startswith(f"add.py\n```python\n{CODE}```\n\nnotes.txt\n```text\n")
     assert asked.endswith("```\n\nAdd logging")
@@ -219,14 +219,14 @@ def test_a_message_whose_files_cannot_fit_goes_back_with_them(
     window.chat_pane.attachments.add_paths([big])
     window.composer.setPlainText("Summarise")
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
-        window.send_button.click()
+        window.chat_pane.send_button.click()
     text = window.banner.label.text()
     assert "of them its attachments) but the context holds" in text, text
     assert "remove an attachment or shorten the message" in text
     assert window.composer.toPlainText() == "Summarise"
     assert [a.name for a in window.chat_pane.attachments.items] == ["big.txt"]
     assert window.chat_view.message_count() == 0
-    assert window.status_label.text() == "Message not sent."
+    assert window.status_line.status_label.text() == "Message not sent."
 
 
 def test_drafts_copied_from_an_attachment_say_so_until_it_is_deleted(
