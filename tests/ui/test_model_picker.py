@@ -84,11 +84,11 @@ def test_lists_the_catalog_with_its_facts(qtbot: QtBot, make_picker, env: Env) -
         pass
     assert PAIR_ID in picker.catalog.ids() and "default" in picker.catalog.ids()
     picker.select(PAIR_ID)
-    assert picker.title.text() == "Tiny target + close draft"
-    assert "F32" in picker.file_labels["target"].text()
-    assert "mit" in picker.file_labels["target"].text()
-    assert "not downloaded" in picker.file_labels["target"].text()
-    assert picker.recommended.text() == "draft model mode, K = 5"
+    assert picker.details.title.text() == "Tiny target + close draft"
+    assert "F32" in picker.details.file_labels["target"].text()
+    assert "mit" in picker.details.file_labels["target"].text()
+    assert "not downloaded" in picker.details.file_labels["target"].text()
+    assert picker.details.recommended.text() == "draft model mode, K = 5"
     assert picker.status_text(PAIR_ID) == "Not downloaded"
     assert not picker.use_button.isEnabled()
 
@@ -103,26 +103,27 @@ def test_download_fills_the_bars_and_marks_the_pair_ready(
 
     def on_progress(event: FileProgress) -> None:  # runs after the picker's own slot
         if event.role == "target":
-            seen.append((event.stage, picker.bars["target"].value()))
+            seen.append((event.stage, picker.details.bars["target"].value()))
 
     picker.service.progress.connect(on_progress)
 
     with qtbot.waitSignal(
         picker.service.surveyed, timeout=30_000, check_params_cb=_status(PAIR_ID, lambda s: s.ready)
     ):
-        qtbot.mouseClick(picker.download_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(picker.details.download_button, Qt.MouseButton.LeftButton)
 
     downloading = [value for stage, value in seen if stage == "download"]
     assert downloading == sorted(downloading) and downloading[-1] == BAR_MAX
     assert seen[-1] == ("done", BAR_MAX)
     for role in ("target", "draft"):
-        bar = picker.bars[role]
+        bar = picker.details.bars[role]
         assert bar.maximum() == BAR_MAX and bar.value() == BAR_MAX
     assert picker.status_text(PAIR_ID).startswith("Ready")
-    assert "sha256" in picker.checksum.text() and "matches" in picker.checksum.text()
-    assert "✓ compatible" in picker.verdict.text()
+    checksum = picker.details.checksum.text()
+    assert "sha256" in checksum and "matches" in checksum
+    assert "✓ compatible" in picker.details.verdict.text()
     assert picker.use_button.isEnabled()
-    assert not picker.download_button.isEnabled()  # nothing left to do
+    assert not picker.details.download_button.isEnabled()  # nothing left to do
 
     # Enter uses the pair.
     with qtbot.waitSignal(picker.pair_chosen, timeout=5_000) as chosen:
@@ -138,8 +139,8 @@ def test_cancel_keeps_the_partial_and_a_retry_resumes(  # type: ignore[no-untype
     picker.select(PAIR_ID)
     with qtbot.waitSignal(picker.service.progress, timeout=30_000, check_params_cb=_under_way):
         picker.start_download()
-    assert picker.cancel_button.isEnabled()
-    assert "downloading" in picker.bars["target"].format()
+    assert picker.details.cancel_button.isEnabled()
+    assert "downloading" in picker.details.bars["target"].format()
 
     with qtbot.waitSignal(
         picker.service.surveyed,
@@ -150,19 +151,19 @@ def test_cancel_keeps_the_partial_and_a_retry_resumes(  # type: ignore[no-untype
 
     kept = paused.args[0].target.partial
     assert picker.status_text(PAIR_ID).startswith("Paused")
-    assert picker.download_button.text() == "Resume download"
-    assert "kept" in picker.message.text()
-    assert 0 < picker.bars["target"].value() < BAR_MAX
+    assert picker.details.download_button.text() == "Resume download"
+    assert "kept" in picker.details.message.text()
+    assert 0 < picker.details.bars["target"].value() < BAR_MAX
 
     env.hub.faults.chunk_delay = 0.0
     with qtbot.waitSignal(
         picker.service.surveyed, timeout=30_000, check_params_cb=_status(PAIR_ID, lambda s: s.ready)
     ):
-        qtbot.mouseClick(picker.download_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(picker.details.download_button, Qt.MouseButton.LeftButton)
 
     target_gets = [r for r in env.hub.gets() if env.tiny.target.name in r.path]
     assert target_gets[-1].range == f"bytes={kept}-"  # resumed, not restarted
-    assert picker.bars["target"].value() == BAR_MAX
+    assert picker.details.bars["target"].value() == BAR_MAX
     assert picker.status_text(PAIR_ID).startswith("Ready")
 
 
@@ -182,7 +183,7 @@ def test_cancel_and_delete_removes_the_partial(  # type: ignore[no-untyped-def]
 
     assert not list(env.cache.rglob("*.incomplete"))
     assert picker.status_text(PAIR_ID) == "Not downloaded"
-    assert "deleted" in picker.message.text()
+    assert "deleted" in picker.details.message.text()
 
 
 def test_the_cancel_question_defaults_to_keeping_the_partial(  # type: ignore[no-untyped-def]
@@ -203,7 +204,7 @@ def test_the_cancel_question_defaults_to_keeping_the_partial(  # type: ignore[no
     with qtbot.waitSignal(picker.service.progress, timeout=30_000, check_params_cb=_under_way):
         picker.start_download()
     with qtbot.waitSignal(picker.service.cancelled, timeout=10_000) as blocker:
-        qtbot.mouseClick(picker.cancel_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(picker.details.cancel_button, Qt.MouseButton.LeftButton)
 
     assert asked and "Keep" in asked[0]
     assert blocker.args[0].kept > 0
@@ -221,10 +222,10 @@ def test_incompatible_local_pair_is_refused_with_its_reason(
     checked = blocker.args[0]
     assert isinstance(checked, LocalChecked) and not checked.ok
     assert picker.tree.topLevelItemCount() == rows  # not listed
-    assert picker.message.isVisibleTo(picker)
-    assert picker.message.text().startswith("Refused tiny-target.gguf + tiny-odd.gguf")
-    assert checked.reason in picker.message.text()
-    assert picker.message.property("error") is True
+    assert picker.details.message.isVisibleTo(picker)
+    assert picker.details.message.text().startswith("Refused tiny-target.gguf + tiny-odd.gguf")
+    assert checked.reason in picker.details.message.text()
+    assert picker.details.message.property("error") is True
 
 
 def test_compatible_local_pair_is_listed_and_used(qtbot: QtBot, make_picker, env: Env) -> None:  # type: ignore[no-untyped-def]
@@ -233,7 +234,7 @@ def test_compatible_local_pair_is_listed_and_used(qtbot: QtBot, make_picker, env
         picker.add_local(env.tiny.target, env.tiny.draft_close)
     assert picker.selected_key().startswith("local:")
     assert picker.use_button.isEnabled()
-    assert "✓" in picker.verdict.text()
+    assert "✓" in picker.details.verdict.text()
 
     with qtbot.waitSignal(picker.pair_chosen, timeout=5_000) as chosen:
         qtbot.mouseClick(picker.use_button, Qt.MouseButton.LeftButton)
@@ -262,7 +263,7 @@ def test_files_already_in_the_hub_cache_are_found_without_downloading(  # type: 
     assert blocker.args[0].ready
     picker.select(PAIR_ID)
     assert picker.status_text(PAIR_ID).startswith("Ready")
-    assert "hub cache" in picker.file_labels["target"].text()
+    assert "hub cache" in picker.details.file_labels["target"].text()
     assert picker.use_button.isEnabled()
     assert len(env.hub.file_requests()) == before
 
@@ -274,9 +275,9 @@ def test_not_enough_disk_space_is_refused_before_starting(
     picker.select(PAIR_ID)
     with qtbot.waitSignal(picker.service.failed, timeout=10_000):
         picker.start_download()
-    assert "not enough disk space" in picker.message.text().lower()
+    assert "not enough disk space" in picker.details.message.text().lower()
     assert picker.status_text(PAIR_ID) == "Failed"
-    assert picker.download_button.text() == "Retry"
+    assert picker.details.download_button.text() == "Retry"
     assert env.hub.gets() == []
 
 
@@ -290,7 +291,7 @@ def test_an_incompatible_catalog_pair_cannot_be_used(qtbot: QtBot, make_picker, 
     ):
         picker.start_download()
     assert picker.status_text(ODD_PAIR_ID) == "Incompatible"
-    assert "✗ incompatible" in picker.verdict.text()
+    assert "✗ incompatible" in picker.details.verdict.text()
     assert not picker.use_button.isEnabled()
 
 

@@ -62,7 +62,7 @@ def test_optimise_for_this_cpu_then_choose_the_copy(qtbot: QtBot, picker: ModelP
     assert done.ok and done.path is not None and done.path.is_file()
     assert done.path.parent == paths.models_dir()
     assert any("next-token agreement" in line for line in done.quality)
-    assert "Choose it under Target file" in picker.message.text()
+    assert "Choose it under Target file" in picker.details.message.text()
     qtbot.waitUntil(lambda: "optimised" in chooser.options, timeout=20_000)
     assert "agreement" in chooser.reasons.text() and "single quantisation" in chooser.reasons.text()
     assert chooser.options["target"].isChecked()  # making a copy does not switch to it
@@ -82,7 +82,7 @@ def test_cancel_keeps_nothing(qtbot: QtBot, picker: ModelPicker) -> None:
         picker.targets.cancel_button.click()
     assert ended.args[0].cancelled and not ended.args[0].ok
     assert not list(paths.models_dir().glob("*derived*"))
-    assert "no partial file was kept" in picker.message.text()
+    assert "no partial file was kept" in picker.details.message.text()
 
 
 def test_another_pair_never_shows_the_previous_pairs_files(

@@ -31,7 +31,7 @@ def test_a_truncated_local_gguf_is_refused_not_listed_ready(  # type: ignore[no-
     checked: LocalChecked = blocker.args[0]
     assert not checked.ok and "truncated" in checked.reason
     assert picker.tree.topLevelItemCount() == rows
-    assert picker.message.property("error") is True
+    assert picker.details.message.property("error") is True
 
 
 def test_every_remembered_custom_pair_is_listed(  # type: ignore[no-untyped-def]
@@ -68,7 +68,7 @@ def test_a_random_bytes_gguf_is_refused_before_asking_for_a_draft(  # type: igno
     picker: ModelPicker = make_picker()
     picker._on_add_local_clicked()
     assert asked == []
-    text = picker.message.text()
+    text = picker.details.message.text()
     assert text.startswith("Refused: the target noise.gguf cannot be used: not a GGUF file")
     assert "b'" not in text and "\\x" not in text  # no Python bytes value
 

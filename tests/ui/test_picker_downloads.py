@@ -63,7 +63,7 @@ def test_cancel_pauses_the_transfer_while_it_asks(  # type: ignore[no-untyped-de
     gets = len(env.hub.gets())
     qtbot.wait(300)
     assert len(env.hub.gets()) == gets  # nothing more was fetched
-    assert picker.message.text().startswith("Download cancelled;")
+    assert picker.details.message.text().startswith("Download cancelled;")
     assert not picker.status_text(PAIR_ID).startswith("Ready")
 
 
@@ -112,7 +112,7 @@ def test_an_unreachable_hub_is_said_plainly_and_each_retry_shows(  # type: ignor
     for _ in range(2):
         with qtbot.waitSignal(picker.service.failed, timeout=30_000):
             picker.start_download()
-        messages.append(picker.message.text())
+        messages.append(picker.details.message.text())
     assert messages[0].startswith("The hub cannot be reached (no network?)")
     assert "Errno" not in messages[0]
     assert "Attempt 1 at" in messages[0] and "Attempt 2 at" in messages[1]

@@ -33,8 +33,8 @@ def test_catalog_pairs_show_exact_or_approximate_sizes(qtbot: QtBot, make_picker
         assert _size(qtbot, picker, pair_id) != UNKNOWN_SIZE, pair_id
 
     picker.select("llama-3.1-8b")
-    assert "≈ 4.92 GB" in picker.file_labels["target"].text()
-    assert "≈ 808 MB" in picker.file_labels["draft"].text()
+    assert "≈ 4.92 GB" in picker.details.file_labels["target"].text()
+    assert "≈ 808 MB" in picker.details.file_labels["draft"].text()
     picker.select("default")
-    assert "1.1 GB" in picker.file_labels["target"].text()
-    assert "≈" not in picker.file_labels["target"].text()
+    assert "1.1 GB" in picker.details.file_labels["target"].text()
+    assert "≈" not in picker.details.file_labels["target"].text()

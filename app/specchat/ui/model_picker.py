@@ -87,9 +87,8 @@ class ModelPicker(QDialog):
         catalog: the pairs listed (shipped and user catalog).
         service: the download worker's thread and its signals.
         tree: the list of pairs.
-        details: the selected pair's detail column (its widgets are also attributes here:
-            title, note, file_labels, recommended, verdict, bars, checksum, message,
-            download_button, cancel_button).
+        details: the selected pair's detail column: its title, file labels, bars, checksum,
+            message and download buttons.
         downloads: what is being fetched, what failed, the checksum results.
         statuses: the latest PairStatus of each catalog pair id.
 
@@ -168,14 +167,9 @@ class ModelPicker(QDialog):
     def _build(self) -> None:
         self.tree = PairList()
         self.details = PairDetails(pal=self._palette)
-        d = self.details
-        self.title, self.note, self.file_labels = d.title, d.note, d.file_labels
-        self.recommended, self.verdict, self.bars = d.recommended, d.verdict, d.bars
-        self.checksum, self.message = d.checksum, d.message
-        self.download_button, self.cancel_button = d.download_button, d.cancel_button
         self.targets = TargetChooser(pal=self._palette)
         self.targets.hide()
-        column = d.layout()
+        column = self.details.layout()
         assert isinstance(column, QVBoxLayout)
         # Below the download buttons, above the stretch and the message banner.
         column.insertWidget(column.count() - 2, self.targets)
@@ -209,8 +203,8 @@ class ModelPicker(QDialog):
     def _wire(self) -> None:
         self.tree.currentItemChanged.connect(self._on_current_changed)
         self.tree.itemDoubleClicked.connect(self._on_item_double_clicked)
-        self.download_button.clicked.connect(self._on_download_clicked)
-        self.cancel_button.clicked.connect(self._on_cancel_clicked)
+        self.details.download_button.clicked.connect(self._on_download_clicked)
+        self.details.cancel_button.clicked.connect(self._on_cancel_clicked)
         self.add_local_button.clicked.connect(self._on_add_local_clicked)
         self.close_button.clicked.connect(self.reject)
         self.use_button.clicked.connect(self._on_use_clicked)
@@ -271,7 +265,7 @@ class ModelPicker(QDialog):
         self.downloads.discard_after_cancel = not keep_partial
         self.service.cancel()
         self.tree.set_status(self.downloads.fetching, "cancelling…")
-        self.cancel_button.setEnabled(False)
+        self.details.cancel_button.setEnabled(False)
 
     def add_local(self, target: Path, draft: Path | None) -> None:
         """Check files from disk as a custom pair; it is listed only if the check passes."""
