@@ -55,3 +55,18 @@ def test_an_earlier_prefix_comes_back_after_another_chat(server: ApiServer) -> N
     timings = back["timings"]
     assert timings["cache_n"] >= first["usage"]["prompt_tokens"]
     assert timings["prompt_n"] <= back["usage"]["prompt_tokens"] - first["usage"]["prompt_tokens"]
+
+
+def test_an_earlier_api_chat_joins_the_suffix_index_in_memory(server: ApiServer) -> None:
+    from specchat.engine.chat_template import ChatMessage
+    from specchat.engine.history import suffix_index_of
+    from specchat.serve.engine_thread import conversation_key
+
+    index = suffix_index_of(server.engine_thread.engine)
+    assert index is not None
+    first = _turns("You count sheep. " * 5, 0)
+    _ask(server, first)
+    key = ("api", conversation_key([ChatMessage(m["role"], m["content"]) for m in first]))
+    assert key not in index.stored()  # still this chat
+    _ask(server, _turns("You count goats. " * 5, 0))
+    assert key in index.stored()  # an earlier chat now

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING
 from specchat.engine.baseline import BaselineMeter, calibrate
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
+from specchat.engine.history import suffix_index_of
 from specchat.engine.kept_sources import KeptSources
+from specchat.engine.suffix_index import Source
 from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
 from specchat.serve.errors import ApiError, busy, engine_failed, invalid
@@ -77,6 +79,9 @@ class EngineThread:
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=capacity)
         self._stop = threading.Event()
         self._current: Job | None = None
+        # The last conversation answered and its text: filed in the suffix index as an
+        # earlier chat when another one starts (memory only, see _file_previous).
+        self._said: tuple[str, tuple[int, ...]] | None = None
         self._thread = threading.Thread(target=self._run, name="specchat-engine", daemon=True)
         self.ready = threading.Event()
 
@@ -152,6 +157,16 @@ class EngineThread:
             log.info("measuring the cost table failed", exc_info=True)
             self._profile = False
 
+    def _file_previous(self, key: str) -> None:
+        """Another conversation starts: the last one's text joins the suffix index as an
+        earlier chat, so its answers can still be copied (held in memory only)."""
+        said = self._said
+        if said is None or said[0] == key:
+            return
+        index = suffix_index_of(self.engine)
+        if index is not None:
+            index.put(("api", said[0]), said[1], source=Source.HISTORY, order=time.time())
+
     def _answer(self, job: Job) -> None:
         if job.cancel.is_set():
             job.deliver(Failed(ApiError(499, "the client went away", kind="cancelled")))
@@ -199,13 +214,10 @@ class EngineThread:
             prediction = tuple(
                 engine.target.tokenize(call.prediction, add_special=False, parse_special=False)
             )
+        key = conversation_key(call.messages)
+        self._file_previous(key)
         request = GenerationRequest(
-            prompt,
-            max_tokens,
-            call.controls,
-            call.stop,
-            conversation=conversation_key(call.messages),
-            prediction=prediction,
+            prompt, max_tokens, call.controls, call.stop, conversation=key, prediction=prediction
         )
         if self.prefixes is not None:
             # The target's cache holds the prompt but its last token (see the decoder).
@@ -234,6 +246,7 @@ class EngineThread:
             yield Round(result)
         if result is None:  # pragma: no cover - the decoder always yields a last round
             raise RuntimeError("the answer ended without a round")
+        self._said = (key, tuple(engine.target.tokens))
         yield Finished(
             Summary(
                 stop=result.stop or StopReason.EOS,
