@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from specchat import paths
-from specchat.engine.types import MAX_TEMPERATURE
+from specchat.engine.types import KV_CACHES, MAX_TEMPERATURE
 
 T = TypeVar("T")
 
@@ -132,6 +132,16 @@ TEMPERATURE = declare(
 TOP_P = declare("sampling.top_p", float, 1.0, "Nucleus sampling threshold", bounds=(0.05, 1.0))
 MAX_TOKENS = declare("sampling.max_tokens", int, 1024, "Longest answer in tokens")
 N_CTX = declare("model.n_ctx", int, 4096, "Context window in tokens")
+KV_CACHE = declare(
+    "model.kv_cache",
+    str,
+    KV_CACHES[0],
+    "How the KV cache stores keys on a CPU: q8_0 (a batch's rows equal single ones, so "
+    "speculative answers equal plain ones exactly; half the key memory) or f16 (llama.cpp's "
+    "default: plain answers equal stock llama.cpp's; a verify pass can part from plain at "
+    "a near-tie)",
+    choices=KV_CACHES,
+)
 TARGET_GPU_LAYERS = declare("gpu.target_layers", int, -1, "Target layers offloaded (-1 = all)")
 DRAFT_GPU_LAYERS = declare("gpu.draft_layers", int, -1, "Draft layers offloaded (-1 = all)")
 CONTEXT_OVERFLOW = declare(

@@ -204,6 +204,7 @@ def build_report(outcome: BenchOutcome) -> dict:
         "sessions": sessions,
         "ttft": ttft_rows(results),
         "first_answer": first,
+        "kv_cache": outcome.kv_cache or None,
         "results": results,
     }
 
@@ -254,6 +255,28 @@ def _identity(row: dict) -> str:
     return f"diverges @{row['divergence']} ({tie}, margin {_fmt(row['divergence_margin'])})"
 
 
+def _kv_cache_lines(kv: dict | None) -> list[str]:
+    """Which key cache the run used, and the batch noise of each (bench/kv_noise.py)."""
+    if not kv:
+        return []
+    caches = kv["caches"]
+    sizes = list(next(iter(caches.values()))["batch_noise"])
+    lines = [
+        "",
+        "## KV cache",
+        "",
+        f"This run: `--kv-cache {kv['in_use']}` ({caches[kv['in_use']]['key_type']} keys). "
+        "Batch noise: the largest |logit| gap between a batch's rows and the same positions "
+        f"decoded one at a time, after {kv['context_tokens']} cached tokens, batch of n:",
+        "",
+    ]
+    rows = [
+        (f"{name} ({c['key_type']} keys)", *(f"{c['batch_noise'][n]:.4f}" for n in sizes))
+        for name, c in caches.items()
+    ]
+    return [*lines, *_table(["cache", *(f"n={n}" for n in sizes)], rows), ""]
+
+
 def render_markdown(report: dict) -> str:
     info, config, results = report["info"], report["config"], report["results"]
     lines = [
@@ -266,6 +289,7 @@ def render_markdown(report: dict) -> str:
         f"{config['max_tokens']}, repeat {config['repeat']}, K {config['ks']}, "
         f"temperatures {config['temperatures']} (sampled modes: {config['sampled_modes']})",
         "",
+        *_kv_cache_lines(report.get("kv_cache")),
         "## Goals",
         "",
     ]

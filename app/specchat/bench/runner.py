@@ -90,6 +90,8 @@ class BenchOutcome:
         traces: per prompt, every drafter's proposal at every position of plain's T = 0
             answer, so any policy can be replayed on other costs (see bench/replay.py).
         first_answer: the first answers after a fresh load (empty when not measured).
+        kv_cache: the KV cache the run used and each cache type's batch noise on its
+            target (bench/kv_noise.py; empty when not measured).
     """
 
     records: tuple[RunRecord, ...]
@@ -100,6 +102,7 @@ class BenchOutcome:
     ceilings: dict[str, float] = field(default_factory=dict)
     traces: dict[str, AnswerTrace] = field(default_factory=dict)
     first_answer: tuple[FirstAnswer, ...] = ()
+    kv_cache: dict[str, object] = field(default_factory=dict)
 
 
 def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:

@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
-from specchat.commands.pairs import load_engine
+from specchat.commands.pairs import add_kv_cache_argument, load_engine
 
 if TYPE_CHECKING:
     from specchat.bench.first_answer import FirstAnswer
@@ -62,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="run the whole set R times")
     parser.add_argument("--threads", type=int, default=None, help="decode threads")
     parser.add_argument("--ctx", type=int, default=4096, help="context window")
+    add_kv_cache_argument(parser)
     parser.add_argument(
         "--gpu-layers", type=int, default=-1, help="layers to offload where the build can (-1: all)"
     )
@@ -246,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
     finally:
         engine.close()
+    if config.physical:
+        # After the pair is closed too: one target in memory at a time.
+        outcome = replace(outcome, kv_cache=_cache_noise(target, prompts, args))
     if config.first_answer and AUTO in config.modes:
         # After the bench's pair is closed: one pair in memory at a time, and its files
         # already read once, so no load pays for the disk and another not.
@@ -254,6 +259,18 @@ def run(args: argparse.Namespace) -> int:
     _print_summary(report, args.out)
     failed = [g for g in report["goals"] if g["result"] == "FAIL"]
     return 1 if failed else 0
+
+
+def _cache_noise(
+    target: Path, prompts: Sequence[BenchPrompt], args: argparse.Namespace
+) -> dict[str, object]:
+    """The cache this run used and each cache type's batch noise (bench/kv_noise.py)."""
+    from specchat.bench.kv_noise import cache_noise
+
+    print("specchat bench: batch noise of each KV cache …", file=sys.stderr)
+    return cache_noise(
+        target, prompts, in_use=args.kv_cache, n_threads=args.threads, gpu_layers=args.gpu_layers
+    )
 
 
 def _first_answers(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
+from specchat.commands.pairs import add_kv_cache_argument
 from specchat.engine.drafting.registry import mode_names, needs_model
 from specchat.engine.types import (
     Controls,
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--n-ctx", type=int, default=4096)
+    add_kv_cache_argument(parser)
     parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--system", default=None, help="system message")
@@ -195,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             target_gpu_layers=args.gpu_layers,
             draft_gpu_layers=args.gpu_layers,
             n_threads=args.threads,
+            kv_cache=args.kv_cache,
         )
     except ModelLoadError as error:
         raise UserError(str(error)) from None

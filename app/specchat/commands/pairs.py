@@ -45,6 +45,18 @@ def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
         raise UserError(str(error)) from None
 
 
+def add_kv_cache_argument(parser: argparse.ArgumentParser) -> None:
+    """--kv-cache, from the setting's declaration (its choices, default and description)."""
+    from specchat import settings as cfg
+
+    parser.add_argument(
+        "--kv-cache",
+        choices=cfg.KV_CACHE.allowed(),
+        default=cfg.KV_CACHE.default,
+        help=cfg.KV_CACHE.description + f" (default: {cfg.KV_CACHE.default})",
+    )
+
+
 def load_engine(
     target: Path,
     draft: Path | None,
@@ -58,6 +70,7 @@ def load_engine(
     where its cost tables are kept (by default the user's cache)."""
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
+    from specchat.engine.types import KV_CACHES
 
     try:
         return ChatEngine.load(
@@ -68,6 +81,7 @@ def load_engine(
             target_gpu_layers=args.gpu_layers,
             draft_gpu_layers=args.gpu_layers,
             cost_store=cost_store,
+            kv_cache=getattr(args, "kv_cache", KV_CACHES[0]),
         )
     except ModelLoadError as error:
         raise UserError(f"{label}: {error}" if label else str(error)) from None

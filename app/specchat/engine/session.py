@@ -17,9 +17,7 @@ from specchat.engine.profiling import PairProfiler, load_costs
 from specchat.engine.prompt_tokens import PromptTokenizer
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.template_family import TemplateChoice, choose_template
-from specchat.engine.types import (
-    GenerationRequest,
-)
+from specchat.engine.types import KV_CACHES, GenerationRequest
 
 
 class IncompatibleDraftError(ModelLoadError):
@@ -180,9 +178,13 @@ class ChatEngine:
         progress: Callable[[LoadProgress], None] | None = None,
         cancel: threading.Event | None = None,
         cost_store: CostStore | None = None,
+        kv_cache: str = KV_CACHES[0],
     ) -> ChatEngine:
         """Load a pair, checking the draft's vocabulary before any weights are read
-        (`cost_store`: where its cost tables are kept, by default the user's cache)."""
+        (`cost_store`: where its cost tables are kept, by default the user's cache;
+        `kv_cache`: how a CPU context stores keys, one of KV_CACHES)."""
+        if kv_cache not in KV_CACHES:
+            raise ValueError(f"unknown KV cache {kv_cache!r} (use {' or '.join(KV_CACHES)})")
         target = Path(target)
         compat_reason = ""
         if draft is not None:
@@ -208,6 +210,7 @@ class ChatEngine:
             n_threads=n_threads,
             progress=report("target", 0.0, share),
             cancel=cancel,
+            exact_keys=kv_cache == "q8_0",
         )
         draft_model = None
         if draft is not None:
@@ -219,6 +222,7 @@ class ChatEngine:
                     n_threads=n_threads,
                     progress=report("draft", share, 1.0 - share),
                     cancel=cancel,
+                    exact_keys=kv_cache == "q8_0",
                 )
             except BaseException:
                 target_model.close()

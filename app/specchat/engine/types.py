@@ -6,6 +6,12 @@ import enum
 import math
 from dataclasses import dataclass, field
 
+#: How a CPU context's KV cache stores keys (setting model.kv_cache, --kv-cache): "q8_0"
+#: makes a batch's rows bit-identical to single ones, so speculative output equals plain at
+#: half the key memory; "f16" is llama.cpp's default, so plain output equals stock
+#: llama.cpp's, while a verify pass can part from plain at a near-tie (docs/formats.md).
+KV_CACHES = ("q8_0", "f16")
+
 #: The highest sampling temperature SpecChat takes (OpenAI's API allows the same range);
 #: above it an answer is noise.
 MAX_TEMPERATURE = 2.0

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.engine.drafting.registry import AUTO, PLAIN, modes
-from specchat.engine.types import Controls, SamplingParams
+from specchat.engine.types import KV_CACHES, Controls, SamplingParams
 from specchat.ui.fixed_label import FixedLinesLabel
 from specchat.ui.fold import Fold
 from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
@@ -62,6 +62,7 @@ class ControlsPanel(QWidget):
         gpu: GpuLayers = ALL_LAYERS,
         advanced_open: bool = False,
         n_ctx: int = 4096,
+        kv_cache: str = KV_CACHES[0],
     ) -> None:
         super().__init__(parent)
         state = state or Controls()
@@ -153,11 +154,12 @@ class ControlsPanel(QWidget):
         layout.addWidget(box)
 
         # --- context and hardware: rarely changed, folded away so the panel fits
-        self.memory = MemorySection(n_ctx=n_ctx, gpu=gpu)
+        self.memory = MemorySection(n_ctx=n_ctx, kv_cache=kv_cache, gpu=gpu)
         self.target_layers, self.draft_layers = self.memory.target_layers, self.memory.draft_layers
         self.memory_fold = Fold("Context and GPU", self.memory)
         self.memory.gpu_layers_changed.connect(self._on_memory_changed)
         self.memory.context_changed.connect(self._on_memory_changed)
+        self.memory.kv_cache_changed.connect(self._on_memory_changed)
         layout.addWidget(self.memory_fold)
 
         self.advanced_button.setChecked(advanced_open)
@@ -227,12 +229,16 @@ class ControlsPanel(QWidget):
         self.memory_fold.set_summary(self.memory.summary())
         if isinstance(value, GpuLayers):
             self.gpu_layers_changed.emit(value)
-        else:
+        elif isinstance(value, int):
             self.context_changed.emit(self.memory.n_ctx())
 
-    def set_memory_use(self, *, n_ctx: int | None, kv_bytes_per_token: int) -> None:
-        """The loaded pair's context and KV bytes per token, for the cost shown."""
-        self.memory.set_loaded(n_ctx=n_ctx, kv_bytes_per_token=kv_bytes_per_token)
+    def set_memory_use(
+        self, *, n_ctx: int | None, kv_bytes_per_token: int, key_type: str | None = None
+    ) -> None:
+        """The loaded pair's context, KV bytes per token and key type, for the cost shown."""
+        self.memory.set_loaded(
+            n_ctx=n_ctx, kv_bytes_per_token=kv_bytes_per_token, key_type=key_type
+        )
         self.memory_fold.set_summary(self.memory.summary())
 
     @Slot(bool)

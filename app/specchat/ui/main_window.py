@@ -227,7 +227,8 @@ class MainWindow(QMainWindow):
     def _request_load(self, **what: Any) -> None:
         self.answers.end_locally(StopReason.CANCELLED, note="stopped: switching models")
         gpu = self.controls.gpu_layers()
-        self.settings.set(cfg.N_CTX, self.controls.memory.n_ctx())  # the loader reads it
+        self.settings.set(cfg.N_CTX, self.controls.memory.n_ctx())  # the loader reads them
+        self.settings.set(cfg.KV_CACHE, self.controls.memory.kv_cache())
         self.loader.load(target_gpu_layers=gpu.target, draft_gpu_layers=gpu.draft, **what)
 
     @Slot(LoadRequest)
@@ -248,7 +249,8 @@ class MainWindow(QMainWindow):
         self.controls.set_pair(*pair_text(loaded))
         info = loaded.info
         kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
-        self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv)
+        keys = info.target.key_type
+        self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv, key_type=keys)
         self.status_line.say(f"{loaded.label} ready.")
         if self.banner.kind == "error":
             self.banner.hide()

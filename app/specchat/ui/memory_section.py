@@ -1,4 +1,5 @@
-"""The context size and GPU layers, with what the context costs in memory; applied on reload."""
+"""The context size, the key cache and GPU layers, with what the context costs in memory; applied
+on reload."""
 
 from __future__ import annotations
 
@@ -7,8 +8,18 @@ from dataclasses import dataclass
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QWidget
 
+from specchat.engine.types import KV_CACHES
+
 #: The context sizes offered (tokens); a saved size outside the list is added to it.
 CONTEXT_SIZES = (2048, 4096, 8192, 16384, 32768)
+#: Each key cache's name in the box, and what choosing it does (settings' model.kv_cache).
+CACHE_LABELS = {"q8_0": "Q8_0 keys", "f16": "F16 keys"}
+CACHE_EFFECTS = {
+    "q8_0": "Speculative answers equal plain ones exactly; keys take half the memory. "
+    "A plain answer can differ from stock llama.cpp's at a near-tie.",
+    "f16": "Plain answers equal stock llama.cpp's. A speculative answer can part from "
+    "plain at a near-tie (a verify pass rounds a little differently).",
+}
 
 
 @dataclass(frozen=True)
@@ -41,15 +52,18 @@ class MemorySection(QWidget):
 
     Attributes:
         context_box: the context size in tokens.
+        cache_box: how a CPU context stores keys (KV_CACHES), with `cache_note` its effect.
         cost_label: what the chosen context costs in KV cache memory.
         target_layers, draft_layers: GPU layer spin boxes.
 
     Signals:
         context_changed(int): a context size was chosen.
+        kv_cache_changed(str): a key cache was chosen (one of KV_CACHES).
         gpu_layers_changed(GpuLayers): a GPU layer count changed.
     """
 
     context_changed = Signal(int)
+    kv_cache_changed = Signal(str)
     gpu_layers_changed = Signal(GpuLayers)
 
     def __init__(
@@ -57,11 +71,14 @@ class MemorySection(QWidget):
         parent: QWidget | None = None,
         *,
         n_ctx: int = 4096,
+        kv_cache: str = KV_CACHES[0],
         gpu: GpuLayers = GpuLayers(-1, -1),
     ) -> None:
         super().__init__(parent)
         self._kv_bytes_per_token = 0
         self._loaded_ctx: int | None = None
+        self._loaded_keys: str | None = None
+        self._loaded_cache: str | None = None
         form = QFormLayout(self)
         form.setContentsMargins(12, 0, 0, 0)
         self.context_box = QComboBox()
@@ -74,6 +91,18 @@ class MemorySection(QWidget):
         )
         self.context_box.currentIndexChanged.connect(self._on_context_changed)
         form.addRow("Context", self.context_box)
+        self.cache_box = QComboBox()
+        self.cache_box.setObjectName("kv_cache")
+        for cache in KV_CACHES:
+            self.cache_box.addItem(CACHE_LABELS[cache], cache)
+        self.cache_box.setCurrentIndex(max(0, self.cache_box.findData(kv_cache)))
+        self.cache_box.setToolTip("How a CPU context stores keys (a GPU keeps F16 keys).")
+        self.cache_box.currentIndexChanged.connect(self._on_cache_changed)
+        form.addRow("Key cache", self.cache_box)
+        self.cache_note = QLabel("")
+        self.cache_note.setObjectName("kv_cache_effect")
+        self.cache_note.setWordWrap(True)
+        form.addRow(self.cache_note)
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("context_cost")
         form.addRow(self.cost_label)
@@ -97,13 +126,22 @@ class MemorySection(QWidget):
     def n_ctx(self) -> int:
         return int(self.context_box.currentData())
 
+    def kv_cache(self) -> str:
+        return str(self.cache_box.currentData())
+
     def gpu_layers(self) -> GpuLayers:
         return GpuLayers(self.target_layers.value(), self.draft_layers.value())
 
-    def set_loaded(self, *, n_ctx: int | None, kv_bytes_per_token: int) -> None:
-        """The pair in use: its context and its KV bytes per token (target + draft)."""
+    def set_loaded(
+        self, *, n_ctx: int | None, kv_bytes_per_token: int, key_type: str | None = None
+    ) -> None:
+        """The pair in use: its context, its KV bytes per token (target + draft) and how its
+        target's cache stores keys ("Q8_0" or "F16")."""
         self._loaded_ctx = n_ctx
         self._kv_bytes_per_token = kv_bytes_per_token
+        self._loaded_keys = key_type
+        # What the pair was loaded with is what the box said when it was asked for.
+        self._loaded_cache = self.kv_cache() if n_ctx is not None else None
         self._refresh()
 
     def summary(self) -> str:
@@ -121,9 +159,23 @@ class MemorySection(QWidget):
     def _refresh(self) -> None:
         cost = self._cost()
         text = f"KV cache ≈ {cost} (target + draft)" if cost else "KV cache: known once loaded"
-        if self._loaded_ctx is not None and self._loaded_ctx != self.n_ctx():
+        if self._loaded_keys is not None:
+            text += f", {self._loaded_keys} keys"
+        context_moved = self._loaded_ctx is not None and self._loaded_ctx != self.n_ctx()
+        if context_moved or self._cache_moved():
             text += " · Reload to apply"
         self.cost_label.setText(text)
+        self.cache_note.setText(CACHE_EFFECTS[self.kv_cache()])
+
+    def _cache_moved(self) -> bool:
+        # Compared with the choice, not the key type: a GPU context (and a model whose heads
+        # Q8_0 blocks do not divide) keeps F16 keys whatever is chosen.
+        return self._loaded_cache is not None and self._loaded_cache != self.kv_cache()
+
+    @Slot(int)
+    def _on_cache_changed(self, _index: int) -> None:
+        self._refresh()
+        self.kv_cache_changed.emit(self.kv_cache())
 
     @Slot(int)
     def _on_context_changed(self, _index: int) -> None:

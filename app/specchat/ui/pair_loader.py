@@ -165,6 +165,7 @@ class PairLoader(QObject):
         request = LoadRequest(
             self.service.new_id(),
             n_ctx=self.settings.get(cfg.N_CTX),
+            kv_cache=self.settings.get(cfg.KV_CACHE),
             target_gpu_layers=target_gpu_layers,
             draft_gpu_layers=draft_gpu_layers,
             calibrate=self.settings.get(cfg.CALIBRATE_PLAIN),

@@ -44,6 +44,7 @@ class SidePanel(QScrollArea):
             gpu=GpuLayers(s.get(cfg.TARGET_GPU_LAYERS), s.get(cfg.DRAFT_GPU_LAYERS)),
             advanced_open=s.get(cfg.ADVANCED_OPEN),
             n_ctx=max(256, s.get(cfg.N_CTX)),
+            kv_cache=s.get(cfg.KV_CACHE),
         )
         self.stats_panel = StatsPanel(palette=palette)
         side = QWidget()

@@ -205,6 +205,7 @@ class GenerationWorker(QObject):
                 target,
                 draft,
                 n_ctx=request.n_ctx,
+                kv_cache=request.kv_cache,
                 target_gpu_layers=request.target_gpu_layers,
                 draft_gpu_layers=request.draft_gpu_layers,
                 n_threads=self._n_threads,

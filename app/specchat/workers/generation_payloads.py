@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
-from specchat.engine.types import Controls, GenerationRequest, RoundResult, Stats, StopReason
+from specchat.engine.types import (
+    KV_CACHES,
+    Controls,
+    GenerationRequest,
+    RoundResult,
+    Stats,
+    StopReason,
+)
 
 if TYPE_CHECKING:
     from specchat.engine.prompt_reading import PromptReading
@@ -30,6 +37,7 @@ class LoadRequest:
         pair_id: catalog id used when `target` is None.
         label: what the window calls this pair.
         n_ctx: context window.
+        kv_cache: how a CPU context stores keys (engine.types.KV_CACHES).
         target_gpu_layers, draft_gpu_layers: layers to offload (-1 = all).
         calibrate: measure the plain rate right after loading.
         target_variant: which of the pair's target files runs ("target", "cpu" or
@@ -42,6 +50,7 @@ class LoadRequest:
     pair_id: str | None = None
     label: str = ""
     n_ctx: int = 4096
+    kv_cache: str = KV_CACHES[0]
     target_gpu_layers: int = -1
     draft_gpu_layers: int = -1
     calibrate: bool = True
