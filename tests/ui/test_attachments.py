@@ -24,6 +24,7 @@ from specchat.store.attachments import Attachment
 from specchat.tinymodels import TinyModels
 from specchat.ui.attachment_blocks import ATTACHMENT_SCHEME
 from specchat.ui.main_window import MainWindow
+from specchat.ui.spans import Span, span_tooltip
 from specchat.workers.generation import GenerateRequest
 from tests.ui.conftest import load_tiny
 
@@ -267,6 +268,10 @@ def test_drafts_copied_from_an_attachment_say_so_until_it_is_deleted(
     kept = kept_origins()
     assert kept.get(Source.ATTACHMENT.value, 0) > 0, kept
     assert "attachment" in window.stats_panel.kept_sources.text()
+    # The transcript's token tooltips say so too, read back from the painted document.
+    from_file = [e for _, _, e in window.chat_view.painted_spans() if e is not None]
+    tips = [span_tooltip(Span(e.text, e.kind, e)) for e in from_file]
+    assert any(tip.endswith("drafted from an attachment") for tip in tips)
     # The conversation holding the file goes: its text is never proposed again.
     window.conversation_list.delete(holder.id)
     assert not any(isinstance(k, tuple) and k[0] == ATTACHMENT_KEY for k in index.stored())
