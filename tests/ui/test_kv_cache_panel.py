@@ -33,15 +33,14 @@ def test_the_key_cache_is_shown_with_its_effect_and_applies_on_reload(
     with qtbot.waitSignal(window.model_loaded, timeout=30_000) as blocker:
         window.load_files(wide_q4_0, None, label="wide")
     assert blocker.args[0].info.target.key_type == "Q8_0"
-    assert memory.cache_note.text() == CACHE_EFFECTS["q8_0"]
-    assert "Q8_0 keys" in memory.cost_label.text()
+    assert memory.cache_note.text() == CACHE_EFFECTS["q8_0"] + " Loaded: Q8_0 keys."
     assert "Reload" not in memory.cost_label.text()
     memory.cache_box.setCurrentIndex(memory.cache_box.findData("f16"))
-    assert memory.cache_note.text() == CACHE_EFFECTS["f16"]
+    assert memory.cache_note.text() == CACHE_EFFECTS["f16"] + " Loaded: Q8_0 keys."
     assert "Reload to apply" in memory.cost_label.text()
     with qtbot.waitSignal(window.model_loaded, timeout=30_000) as blocker:
         window.controls.reload_button.click()
     assert blocker.args[0].info.target.key_type == "F16"
     assert window.settings.get(cfg.KV_CACHE) == "f16"
-    assert "F16 keys" in memory.cost_label.text()
+    assert memory.cache_note.text().endswith("Loaded: F16 keys.")
     assert "Reload" not in memory.cost_label.text()

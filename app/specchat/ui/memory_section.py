@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QComboBox, QFormLayout, QHBoxLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QSpinBox,
+    QWidget,
+)
 
 from specchat.engine.types import KV_CACHES
 
@@ -15,10 +23,10 @@ CONTEXT_SIZES = (2048, 4096, 8192, 16384, 32768)
 #: Each key cache's name in the box, and what choosing it does (settings' model.kv_cache).
 CACHE_LABELS = {"q8_0": "Q8_0 keys", "f16": "F16 keys"}
 CACHE_EFFECTS = {
-    "q8_0": "Speculative answers equal plain ones exactly; keys take half the memory. "
-    "A plain answer can differ from stock llama.cpp's at a near-tie.",
-    "f16": "Plain answers equal stock llama.cpp's. A speculative answer can part from "
-    "plain at a near-tie (a verify pass rounds a little differently).",
+    "q8_0": "Speculative answers equal plain ones exactly, at half the key memory; plain "
+    "can differ from stock llama.cpp at a near-tie.",
+    "f16": "Plain answers equal stock llama.cpp's; a speculative one can part from plain "
+    "at a near-tie.",
 }
 
 
@@ -102,9 +110,13 @@ class MemorySection(QWidget):
         self.cache_note = QLabel("")
         self.cache_note.setObjectName("kv_cache_effect")
         self.cache_note.setWordWrap(True)
+        # Wrapped to the panel's width, never widening it.
+        self.cache_note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         form.addRow(self.cache_note)
         self.cost_label = QLabel("")
         self.cost_label.setObjectName("context_cost")
+        self.cost_label.setWordWrap(True)
+        self.cost_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         form.addRow(self.cost_label)
 
         self.target_layers = _layers_box(gpu.target)
@@ -159,13 +171,12 @@ class MemorySection(QWidget):
     def _refresh(self) -> None:
         cost = self._cost()
         text = f"KV cache ≈ {cost} (target + draft)" if cost else "KV cache: known once loaded"
-        if self._loaded_keys is not None:
-            text += f", {self._loaded_keys} keys"
         context_moved = self._loaded_ctx is not None and self._loaded_ctx != self.n_ctx()
         if context_moved or self._cache_moved():
             text += " · Reload to apply"
         self.cost_label.setText(text)
-        self.cache_note.setText(CACHE_EFFECTS[self.kv_cache()])
+        loaded = f" Loaded: {self._loaded_keys} keys." if self._loaded_keys else ""
+        self.cache_note.setText(CACHE_EFFECTS[self.kv_cache()] + loaded)
 
     def _cache_moved(self) -> bool:
         # Compared with the choice, not the key type: a GPU context (and a model whose heads
