@@ -151,3 +151,23 @@ def test_stored_history_reads_past_a_damaged_conversation(tmp_path: Path) -> Non
             assert index.stored() == {damaged, intact}
         finally:
             history.close()
+
+
+def test_an_unreadable_version_of_an_older_schema_is_migrated_on(tmp_path: Path) -> None:
+    """A version-1 file (no attachments table) whose version cell is damaged."""
+    path = tmp_path / "conversations.db"
+    conversation, _ids = chat(path)
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("DROP TABLE attachments")
+        db.execute("UPDATE schema_version SET version = 'one'")
+    db.close()
+    with ConversationStore(path) as store:
+        assert "read as version 1" in store.recovery
+        assert len(store.messages(conversation)) == 3
+        store.add_message(conversation, "user", "with the attachments table back")
+    check = sqlite3.connect(path)
+    tables = {r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "attachments" in tables
+    assert check.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    check.close()

@@ -67,6 +67,9 @@ CREATE INDEX conversations_by_update ON conversations(deleted, updated);
 
 #: Statements that take a database from version N-1 to N (index N).
 _MIGRATIONS: dict[int, str] = {2: attached.SCHEMA}
+#: The tables each version adds: a file whose version cannot be read is read as the last
+#: version whose tables, and every earlier one's, are all there (then migrated on).
+_VERSION_TABLES: dict[int, set[str]] = {1: {"conversations", "messages"}, 2: {"attachments"}}
 
 #: A conversation in the bin longer than this is purged when the store opens.
 DEFAULT_PURGE_AFTER_S = 7 * 24 * 3600.0
@@ -163,9 +166,9 @@ class ConversationStore:
         report(message)
 
     def _version(self, db: sqlite3.Connection) -> tuple[int, bool]:
-        """The schema version the file says it has, and whether it must be written again:
-        a version that cannot be read is taken as this code's where the tables are there
-        (as none where they are not), once a backup of the file is taken."""
+        """The schema version the file says it has, and whether it must be written again: a
+        version that cannot be read is inferred from the tables there (_VERSION_TABLES),
+        once a backup of the file is taken."""
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "schema_version" not in tables:
             return 0, False
@@ -175,7 +178,9 @@ class ConversationStore:
         with contextlib.suppress(TypeError, ValueError):
             if int(row[0]) >= 0:
                 return int(row[0]), False
-        assumed = SCHEMA_VERSION if {"conversations", "messages"} <= tables else 0
+        assumed = 0
+        while assumed + 1 in _VERSION_TABLES and _VERSION_TABLES[assumed + 1] <= tables:
+            assumed += 1
         copy = back_up(db, self.path)
         self._recovered(
             f"The conversation database's schema version ({row[0]!r}) could not be read; "
