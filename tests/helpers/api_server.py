@@ -12,6 +12,7 @@ from typing import Any
 
 from specchat.engine.prefix_cache import PrefixCache
 from specchat.engine.session import ChatEngine
+from specchat.serve.engine_thread import EngineThread
 from specchat.serve.guard import ServeOptions
 from specchat.serve.server import Address, ApiServer
 
@@ -45,7 +46,7 @@ def running_server(
 ) -> Iterator[ApiServer]:
     """Load the pair, serve it on a free port, and stop both afterwards (checked)."""
     engine = ChatEngine.load(target, draft, n_ctx=n_ctx, n_threads=1)
-    server = ApiServer(
+    server = ApiServer.for_engine(
         engine,
         ServeOptions(port=0, **options),
         calibrate_plain=False,
@@ -83,3 +84,9 @@ def request(
         )
     finally:
         connection.close()
+
+
+def engine_thread(server: ApiServer) -> EngineThread:
+    """The engine thread of a server made by `running_server`."""
+    assert isinstance(server.executor, EngineThread)
+    return server.executor

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from specchat.serve.server import ApiServer
-from tests.helpers.api_server import request
+from tests.helpers.api_server import engine_thread, request
 
 CHAT = "/v1/chat/completions"
 SYSTEM_A = "You review code. " + "Here is the file:\n" + "def f(x):\n    return x + 1\n" * 12
@@ -60,9 +60,9 @@ def test_an_earlier_prefix_comes_back_after_another_chat(server: ApiServer) -> N
 def test_an_earlier_api_chat_joins_the_suffix_index_in_memory(server: ApiServer) -> None:
     from specchat.engine.chat_template import ChatMessage
     from specchat.engine.history import suffix_index_of
-    from specchat.serve.engine_thread import conversation_key
+    from specchat.serve.runner import conversation_key
 
-    index = suffix_index_of(server.engine_thread.engine)
+    index = suffix_index_of(engine_thread(server).engine)
     assert index is not None
     first = _turns("You count sheep. " * 5, 0)
     _ask(server, first)

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat.engine.session import ChatEngine
     from specchat.engine.template_guards import ChatTemplateError
     from specchat.serve.guard import ServeOptions, check_options
-    from specchat.serve.server import ApiServer, model_id
+    from specchat.serve.server import ApiServer
 
     options = ServeOptions(
         host=args.host,
@@ -87,13 +87,13 @@ def run(args: argparse.Namespace) -> int:
     from specchat.engine.prefix_cache import PrefixCache
 
     try:
-        server = ApiServer(engine, options, prefixes=PrefixCache())
+        server = ApiServer.for_engine(engine, options, prefixes=PrefixCache())
         address = server.bind()
     except OSError as error:
         engine.close()
         raise UserError(f"cannot listen on {args.host}:{args.port}: {error.strerror}") from None
     err.write(
-        f"serving {model_id(engine)} at {address.base_url}"
+        f"serving {server.served.model_id} at {address.base_url}"
         + (" (API key required)" if options.api_key else "")
         + "\nCtrl-C stops it.\n"
     )

@@ -22,9 +22,10 @@ MIN_TOKENS = 64
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """One model's cache as it was: the tokens it held and llama.cpp's state of them."""
+    """One model's cache as it was: whose (see _key), the tokens it held and llama.cpp's
+    state of them."""
 
-    model: int
+    model: str
     tokens: tuple[int, ...]
     data: bytes
 
@@ -63,7 +64,7 @@ class PrefixCache:
             self._keep(model)
         best, best_common = None, common
         for snapshot in self._snapshots:
-            if snapshot.model != id(model):
+            if snapshot.model != _key(model):
                 continue
             shared = _common_prefix(snapshot.tokens, prompt)
             if shared > best_common:
@@ -85,7 +86,7 @@ class PrefixCache:
         self._snapshots = [
             s
             for s in self._snapshots
-            if s.model != id(model) or tokens[: len(s.tokens)] != s.tokens
+            if s.model != _key(model) or tokens[: len(s.tokens)] != s.tokens
         ]
         size = int(llama_cpp.llama_state_seq_get_size(model.context, 0))
         if size <= 0 or size > self.max_bytes:
@@ -95,7 +96,7 @@ class PrefixCache:
         if written <= 0:
             log.info("llama.cpp could not copy a cache's state")
             return
-        self._snapshots.append(_Snapshot(id(model), tokens, bytes(buffer)[:written]))
+        self._snapshots.append(_Snapshot(_key(model), tokens, bytes(buffer)[:written]))
         while self.size_bytes > self.max_bytes and len(self._snapshots) > 1:
             self._snapshots.pop(0)
 
@@ -115,7 +116,13 @@ class PrefixCache:
 
     def forget(self, model: LlamaModel) -> None:
         """Drop `model`'s kept states (it is being closed)."""
-        self._snapshots = [s for s in self._snapshots if s.model != id(model)]
+        self._snapshots = [s for s in self._snapshots if s.model != _key(model)]
+
+
+def _key(model: LlamaModel) -> str:
+    """Whose state a snapshot is: a state belongs to the weights and to the cache's key type
+    (a pair loaded again finds its kept states; another file never does)."""
+    return f"{model.path.resolve()}|{model.info.key_type}"
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

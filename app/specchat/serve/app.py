@@ -7,7 +7,8 @@ import itertools
 import logging
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -19,11 +20,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from specchat.serve import shaping
-from specchat.serve.engine_thread import EngineThread
 from specchat.serve.errors import ApiError
 from specchat.serve.guard import KeyGuard, ServeOptions, error_response, read_json
-from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
+from specchat.serve.jobs import Executor, Failed, Finished, Job, JobEvent, Round, Started
 from specchat.serve.parsing import ChatCall, parse_chat_call
+
+if TYPE_CHECKING:
+    from specchat.engine.session import ChatEngine
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +108,8 @@ class _EventStream(Response):
             self._answer.job.cancel.set()  # a no-op once the answer ended
 
 
-def build_app(engine: EngineThread, served: ServedModel, options: ServeOptions) -> Starlette:
-    """The ASGI app over `engine` (already started)."""
+def build_app(engine: Executor, served: ServedModel, options: ServeOptions) -> Starlette:
+    """The ASGI app over `engine`, whatever runs its jobs (started)."""
     numbers = itertools.count(1)
 
     async def health(request: Request) -> Response:
@@ -203,7 +206,8 @@ def _model_entry(model_id: str) -> dict[str, Any]:
     return {"id": model_id, "object": "model", "created": 0, "owned_by": "specchat"}
 
 
-def modes_of(engine: EngineThread) -> tuple[str, ...]:
-    """auto, plain and the drafters this pair can run."""
-    names: Collection[str] = engine.engine.decoder.drafters.names()
-    return ("auto", *names, "plain")
+def served_model(engine: ChatEngine) -> ServedModel:
+    """What a loaded pair is served as: the target file's name, its modes, its context."""
+    names: Collection[str] = engine.decoder.drafters.names()
+    modes = ("auto", *names, "plain")
+    return ServedModel(Path(engine.target.path).stem, modes, engine.target.n_ctx)

@@ -7,14 +7,14 @@ import contextlib
 import socket
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
 
-from specchat.serve.app import ServedModel, build_app, modes_of
+from specchat.serve.app import ServedModel, build_app, served_model
 from specchat.serve.engine_thread import EngineThread
 from specchat.serve.guard import ServeOptions, check_options
+from specchat.serve.jobs import Executor
 
 if TYPE_CHECKING:
     from specchat.engine.prefix_cache import PrefixCache
@@ -39,44 +39,46 @@ class Address:
         return f"http://{host}:{self.port}/v1"
 
 
-def model_id(engine: ChatEngine) -> str:
-    """The name clients see: the target file's, without its extension."""
-    return Path(engine.target.path).stem
-
-
 class ApiServer:
     """An engine thread and the HTTP server in front of it.
 
     Attributes:
         options: how it listens and what it allows.
-        engine_thread: the thread answering requests.
+        executor: what runs the jobs on the engine's thread.
+        served: what it answers as (the model's name, its modes, its context).
         address: where it listens, once started.
     """
 
-    def __init__(
-        self,
+    def __init__(self, executor: Executor, served: ServedModel, options: ServeOptions) -> None:
+        check_options(options)
+        self.options = options
+        self.executor = executor
+        self.served = served
+        self.app = build_app(executor, served, options)
+        self.address: Address | None = None
+        self._socket: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def for_engine(
+        cls,
         engine: ChatEngine,
         options: ServeOptions,
         *,
         calibrate_plain: bool = True,
         profile: bool = True,
         prefixes: PrefixCache | None = None,
-    ) -> None:
-        check_options(options)
-        self.options = options
-        self.engine_thread = EngineThread(
+    ) -> ApiServer:
+        """A server with an engine thread of its own over `engine` (`specchat serve`)."""
+        executor = EngineThread(
             engine,
             capacity=options.capacity,
             calibrate_plain=calibrate_plain,
             profile=profile,
             prefixes=prefixes,
         )
-        served = ServedModel(model_id(engine), modes_of(self.engine_thread), engine.target.n_ctx)
-        self.app = build_app(self.engine_thread, served, options)
-        self.address: Address | None = None
-        self._socket: socket.socket | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        return cls(executor, served_model(engine), options)
 
     def bind(self) -> Address:
         """Open the listening socket (OSError when the address is taken)."""
@@ -108,11 +110,11 @@ class ApiServer:
             self.bind()
             sock = self._socket
         assert sock is not None
-        self.engine_thread.start()
+        self.executor.start()
         try:
             self._uvicorn().run(sockets=[sock])
         finally:
-            self.engine_thread.stop()
+            self.executor.stop()
             self._close_socket()
 
     def start(self) -> Address:
@@ -120,7 +122,7 @@ class ApiServer:
         address = self.address or self.bind()
         sock = self._socket
         assert sock is not None
-        self.engine_thread.start()
+        self.executor.start()
         server = self._uvicorn()
         self._thread = threading.Thread(
             target=lambda: asyncio.run(server.serve(sockets=[sock])),
@@ -136,7 +138,7 @@ class ApiServer:
         """Stop accepting, cancel what runs, wait a bounded time; True once both ended."""
         if self._server is not None:
             self._server.should_exit = True
-        stopped = self.engine_thread.stop(timeout_s=timeout_s)
+        stopped = self.executor.stop(timeout_s=timeout_s)
         if self._thread is not None:
             self._thread.join(timeout_s)
             stopped = stopped and not self._thread.is_alive()

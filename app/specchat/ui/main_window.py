@@ -31,6 +31,7 @@ from specchat.ui.answer import (
     acceptance_totals,
 )
 from specchat.ui.answer_notices import AnswerNotices
+from specchat.ui.api_panel import ApiPanel, with_api_section
 from specchat.ui.chat_pane import ChatPane
 from specchat.ui.controls import GpuLayers
 from specchat.ui.conversations import ConversationList
@@ -43,6 +44,7 @@ from specchat.ui.status_line import StatusLine, answer_status
 from specchat.ui.view_options import ViewOptions
 from specchat.ui.window_menus import WindowMenus
 from specchat.ui.window_state import decode, encode, overflow_policy, save_controls
+from specchat.workers.api_jobs import ApiService
 from specchat.workers.generation import (
     Failure,
     GenerationService,
@@ -130,8 +132,10 @@ class MainWindow(QMainWindow):
         self.controls = self.side_panel.controls
         self.stats_panel = self.side_panel.stats_panel
 
+        self.api = ApiService(self.service.worker, parent=self)
+        self.api_panel = ApiPanel(self.api)
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
-        self.splitter.addWidget(self.conversation_list)
+        self.splitter.addWidget(with_api_section(self.conversation_list, self.api_panel))
         self.splitter.addWidget(self.chat_pane)
         self.splitter.addWidget(self.side_panel)
         self.splitter.setStretchFactor(0, 0)
@@ -555,5 +559,6 @@ class MainWindow(QMainWindow):
                 self.answers.end_locally(StopReason.CANCELLED, note="stopped")
             self._save_timer.stop()
             self.save_settings()
+            self.api.stop()
             self.service.shutdown(timeout_s=2.0)
         super().closeEvent(event)

@@ -1,0 +1,169 @@
+"""One API request answered on the engine's thread: the prompt checked against the context,
+the rounds streamed to the job, and the summary its response reports."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from specchat.engine.baseline import BaselineMeter
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.context import ContextOverflowError, OverflowPolicy
+from specchat.engine.history import suffix_index_of
+from specchat.engine.kept_sources import KeptSources
+from specchat.engine.suffix_index import Source
+from specchat.engine.template_guards import ChatTemplateError
+from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
+from specchat.serve.errors import ApiError, engine_failed, invalid
+from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
+
+if TYPE_CHECKING:
+    from specchat.engine.prefix_cache import PrefixCache
+    from specchat.engine.session import ChatEngine
+
+log = logging.getLogger(__name__)
+
+#: The name of the drafter that copies from a request's prediction (engine/drafting).
+PREDICTION = "prediction"
+
+
+def conversation_key(messages: Sequence[ChatMessage]) -> str:
+    """The same chat across requests: its opening messages (system prompt, first question)
+    name it, so a follow-up is "this chat" to the drafters and another chat is not."""
+    digest = hashlib.sha256()
+    for message in messages[:2]:
+        digest.update(f"{message.role}\0{message.content}\0".encode())
+    return "api-" + digest.hexdigest()[:16]
+
+
+class JobRunner:
+    """Answers jobs, one at a time, on whichever thread owns the engine.
+
+    Attributes:
+        baseline: the plain rate speed-ups are measured against.
+        prefixes: recent prompts' caches kept in memory, or None.
+        on_job: called as a job starts (with None) and as it ends (with its last event).
+        on_round: called with each round of a job's answer.
+    """
+
+    def __init__(self, *, prefixes: PrefixCache | None = None) -> None:
+        self.baseline = BaselineMeter()
+        self.prefixes = prefixes
+        self.on_job: Callable[[Job, object], None] | None = None
+        self.on_round: Callable[[Job, RoundResult], None] | None = None
+        # The last conversation answered and its text: filed in the suffix index as an
+        # earlier chat when another one starts (memory only, see _file_previous).
+        self._said: tuple[str, tuple[int, ...]] | None = None
+
+    def run(self, engine: ChatEngine, job: Job) -> None:
+        """Answer `job` with `engine`; every outcome reaches the job as an event."""
+        self._answer(engine, job)
+
+    def _file_previous(self, engine: ChatEngine, key: str) -> None:
+        """Another conversation starts: the last one's text joins the suffix index as an
+        earlier chat, so its answers can still be copied (held in memory only)."""
+        said = self._said
+        if said is None or said[0] == key:
+            return
+        index = suffix_index_of(engine)
+        if index is not None:
+            index.put(("api", said[0]), said[1], source=Source.HISTORY, order=time.time())
+
+    def _answer(self, engine: ChatEngine, job: Job) -> None:
+        if job.cancel.is_set():
+            job.deliver(Failed(ApiError(499, "the client went away", kind="cancelled")))
+            return
+        if self.on_job is not None:
+            self.on_job(job, None)
+        last: object = None
+        try:
+            for event in self._events(engine, job):
+                job.deliver(event)
+                last = event
+        except ApiError as error:
+            last = Failed(error)
+            job.deliver(last)
+        except Exception as error:
+            log.warning("an API request failed", exc_info=True)
+            last = Failed(engine_failed(str(error) or type(error).__name__))
+            job.deliver(last)
+        finally:
+            engine.profiler.save()  # what the answer's rounds taught
+            if self.on_job is not None:
+                self.on_job(job, last)
+
+    def _events(self, engine: ChatEngine, job: Job) -> Iterator[JobEvent]:
+        call = job.call
+        n_ctx = engine.target.n_ctx
+        try:
+            # Nothing is dropped to fit: an API client sends the chat it means.
+            prepared = engine.prepare(call.messages, max_tokens=1, policy=OverflowPolicy.REFUSE)
+        except ContextOverflowError as error:
+            raise invalid(
+                f"the messages need {error.needed:,} tokens but the context holds {n_ctx:,} "
+                f"(at most {error.budget:,} for the prompt, so the answer has room)",
+                param="messages",
+                code="context_length_exceeded",
+            ) from None
+        except ChatTemplateError as error:
+            raise invalid(f"the model's chat template refused the messages: {error}") from None
+        prompt = prepared.tokens
+        room = n_ctx - len(prompt)
+        max_tokens = min(call.max_tokens or room, room)
+        prediction: tuple[int, ...] = ()
+        if call.prediction:
+            # As text, never as control tokens: a prediction cannot end a turn.
+            prediction = tuple(
+                engine.target.tokenize(call.prediction, add_special=False, parse_special=False)
+            )
+        key = conversation_key(call.messages)
+        self._file_previous(engine, key)
+        request = GenerationRequest(
+            prompt, max_tokens, call.controls, call.stop, conversation=key, prediction=prediction
+        )
+        if self.prefixes is not None:
+            # The target's cache holds the prompt but its last token (see the decoder).
+            for model in (engine.target, engine.draft):
+                if model is not None:
+                    self.prefixes.prepare(model, prompt[:-1])
+        yield Started(len(prompt), max_tokens)
+        kept = KeptSources()
+        accepted = rejected = 0
+        text: list[str] = []
+        previous = 0.0
+        result: RoundResult | None = None
+        engine.profiler.pause()
+        for result in engine.generate(request, cancel=job.cancel):
+            now = time.perf_counter()
+            plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
+            # As the window measures it: later plain rounds, from the previous round's end.
+            if plain and result.index > 0 and previous:
+                self.baseline.observe(now - previous)
+            previous = now
+            kept.add(result)
+            if result.choice.mode == PREDICTION:
+                accepted += result.accepted
+                rejected += result.drafted - result.accepted
+            text.append(result.text)
+            if self.on_round is not None:
+                self.on_round(job, result)
+            yield Round(result)
+        if result is None:  # pragma: no cover - the decoder always yields a last round
+            raise RuntimeError("the answer ended without a round")
+        self._said = (key, tuple(engine.target.tokens))
+        yield Finished(
+            Summary(
+                stop=result.stop or StopReason.EOS,
+                stats=result.stats,
+                prompt_tokens=len(prompt),
+                text="".join(text),
+                kept=kept.counts(),
+                prediction_accepted=accepted,
+                prediction_rejected=rejected,
+                baseline=self.baseline.current(),
+                mode=call.controls.mode,
+            )
+        )
