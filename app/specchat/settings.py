@@ -151,6 +151,13 @@ CONTEXT_OVERFLOW = declare(
     "What to do when a chat outgrows the context",
     choices=("drop_oldest", "refuse"),
 )
+# --- the API (`specchat serve`, the window's "Serve API") -----------------------------------
+REMEMBER_API_CHATS = declare(
+    "api.remember_chats",
+    bool,
+    False,
+    "Keep the API's conversations in the conversation list (off: in memory while it serves)",
+)
 # --- window ---------------------------------------------------------------------------------
 COLOUR_TOKENS = declare("view.colour_tokens", bool, True, "Colour tokens by how they were made")
 SHOW_REJECTED = declare("view.show_rejected", bool, False, "Show rejected drafts as ghost text")

@@ -72,3 +72,36 @@ def test_the_switch_needs_a_loaded_pair(qtbot: QtBot, make_window: Callable[...,
     window.api_panel.switch.setChecked(True)
     assert not window.api_panel.switch.isChecked()
     assert "load a model pair first" in window.api_panel.address.text()
+
+
+def test_kept_api_chats_appear_in_the_conversation_list(
+    qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
+) -> None:
+    from specchat import settings
+
+    window = make_window()
+    window.settings.set(settings.REMEMBER_API_CHATS, True)
+    load_tiny(qtbot, window, tiny_models)
+    window.api_panel.port = 0
+    with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
+        window.api_panel.switch.setChecked(True)
+    address = window.api.server.address
+    done: list[bool] = []
+
+    def ask() -> None:
+        client = openai.OpenAI(base_url=address.base_url, api_key="none", max_retries=0)
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "keep me"}], max_tokens=5
+        )
+        done.append(True)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    listed = window.conversation_list.list
+    qtbot.waitUntil(
+        lambda: any(listed.item(i).text() == "API: keep me" for i in range(listed.count())),
+        timeout=30_000,
+    )
+    asking.join(10)
+    assert done
+    window.api_panel.switch.setChecked(False)

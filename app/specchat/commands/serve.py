@@ -6,8 +6,12 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specchat.commands.errors import UserError
+
+if TYPE_CHECKING:
+    from specchat.serve.keeper import ChatKeeper
 
 #: Where the key may come from instead of the command line (which other users can see).
 KEY_ENV = "SPECCHAT_API_KEY"
@@ -50,6 +54,20 @@ def _files(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return pair_on_disk(args.pair or "default")
 
 
+def _keeper() -> ChatKeeper | None:
+    """The conversation store's writer when the user keeps API chats (else None)."""
+    from specchat import settings
+    from specchat.serve.keeper import ChatKeeper
+    from specchat.store.conversations import ConversationStore, StoreError
+
+    if not settings.Settings().get(settings.REMEMBER_API_CHATS):
+        return None
+    try:
+        return ChatKeeper(ConversationStore())
+    except StoreError as error:
+        raise UserError(f"API chats cannot be kept: {error}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
@@ -88,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         server = ApiServer.for_engine(engine, options, prefixes=PrefixCache())
+        keeper = _keeper()
+        if keeper is not None:
+            server.executor.runner.keeper = keeper
         address = server.bind()
     except OSError as error:
         engine.close()
@@ -99,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         server.serve_forever()
+    except KeyboardInterrupt:
+        pass  # uvicorn stopped on Ctrl-C and raises it again once it has
     finally:
         engine.close()
+    err.write("stopped\n")
     return 0

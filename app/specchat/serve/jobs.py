@@ -5,13 +5,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
+
+if TYPE_CHECKING:
+    from specchat.serve.runner import JobRunner
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,13 @@ class Job:
 
 class Executor(Protocol):
     """Whatever runs jobs on the engine's thread: its own (`EngineThread`, `specchat
-    serve`) or the window's generation worker's (workers/api_jobs.py)."""
+    serve`) or the window's generation worker's (workers/api_jobs.py).
+
+    Attributes:
+        runner: answers each job.
+    """
+
+    runner: JobRunner
 
     def start(self) -> None: ...
 

@@ -23,6 +23,7 @@ from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started,
 if TYPE_CHECKING:
     from specchat.engine.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
+    from specchat.serve.keeper import ChatKeeper
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +32,13 @@ PREDICTION = "prediction"
 
 
 def conversation_key(messages: Sequence[ChatMessage]) -> str:
-    """The same chat across requests: its opening messages (system prompt, first question)
+    """The same chat across requests: its opening messages (system prompts, first question)
     name it, so a follow-up is "this chat" to the drafters and another chat is not."""
     digest = hashlib.sha256()
-    for message in messages[:2]:
+    for message in messages:
         digest.update(f"{message.role}\0{message.content}\0".encode())
+        if message.role == "user":
+            break
     return "api-" + digest.hexdigest()[:16]
 
 
@@ -47,6 +50,8 @@ class JobRunner:
         prefixes: recent prompts' caches kept in memory, or None.
         on_job: called as a job starts (with None) and as it ends (with its last event).
         on_round: called with each round of a job's answer.
+        keeper: writes each answered chat to the conversation store, or None (the setting
+            "api.remember_chats" is off: API chats live in memory only).
     """
 
     def __init__(self, *, prefixes: PrefixCache | None = None) -> None:
@@ -54,6 +59,7 @@ class JobRunner:
         self.prefixes = prefixes
         self.on_job: Callable[[Job, object], None] | None = None
         self.on_round: Callable[[Job, RoundResult], None] | None = None
+        self.keeper: ChatKeeper | None = None
         # The last conversation answered and its text: filed in the suffix index as an
         # earlier chat when another one starts (memory only, see _file_previous).
         self._said: tuple[str, tuple[int, ...]] | None = None
@@ -154,12 +160,15 @@ class JobRunner:
         if result is None:  # pragma: no cover - the decoder always yields a last round
             raise RuntimeError("the answer ended without a round")
         self._said = (key, tuple(engine.target.tokens))
+        answer = "".join(text)
+        if self.keeper is not None:
+            self.keeper.keep(call.messages, answer)
         yield Finished(
             Summary(
                 stop=result.stop or StopReason.EOS,
                 stats=result.stats,
                 prompt_tokens=len(prompt),
-                text="".join(text),
+                text=answer,
                 kept=kept.counts(),
                 prediction_accepted=accepted,
                 prediction_rejected=rejected,

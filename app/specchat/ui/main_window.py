@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import (
@@ -52,6 +52,9 @@ from specchat.workers.generation import (
     LoadProgressUpdate,
     LoadRequest,
 )
+
+if TYPE_CHECKING:
+    from specchat.serve.keeper import ChatKeeper
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +135,10 @@ class MainWindow(QMainWindow):
         self.controls = self.side_panel.controls
         self.stats_panel = self.side_panel.stats_panel
 
-        self.api = ApiService(self.service.worker, parent=self)
+        self.api = ApiService(self.service.worker, keeper=self._api_keeper, parent=self)
         self.api_panel = ApiPanel(self.api)
+        # A kept API chat (settings) shows in the list when its answer ends.
+        self.api.ended.connect(lambda _ended: self.conversation_list.refresh())
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(with_api_section(self.conversation_list, self.api_panel))
         self.splitter.addWidget(self.chat_pane)
@@ -549,6 +554,14 @@ class MainWindow(QMainWindow):
         save_controls(s, self.controls)
         s.set(cfg.WINDOW_GEOMETRY, encode(self.saveGeometry()))
         s.set(cfg.WINDOW_STATE, encode(self.splitter.saveState()))
+
+    def _api_keeper(self) -> ChatKeeper | None:
+        """Where API chats are written while the user keeps them (settings), else None."""
+        if not self.settings.get(cfg.REMEMBER_API_CHATS):
+            return None
+        from specchat.serve.keeper import ChatKeeper
+
+        return ChatKeeper(self.store)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closing:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from specchat.engine.types import RoundResult
 
 if TYPE_CHECKING:
     from specchat.serve.jobs import Job
+    from specchat.serve.keeper import ChatKeeper
     from specchat.serve.runner import JobRunner
     from specchat.workers.generation import GenerationWorker
 
@@ -219,6 +221,8 @@ class ApiService(QObject):
     Attributes:
         server: the server while it runs, else None.
         jobs: its executor on the worker's thread, while it runs.
+        keeper: gives the writer of API chats to the conversation store when they are kept
+            (asked at each start: the setting may have changed), else None.
 
     Signals:
         started(ApiStarted), round_ready(ApiRound), ended(ApiEnded), queue_changed(ApiQueue):
@@ -230,9 +234,16 @@ class ApiService(QObject):
     ended = Signal(ApiEnded)
     queue_changed = Signal(ApiQueue)
 
-    def __init__(self, worker: GenerationWorker, parent: QObject | None = None) -> None:
+    def __init__(
+        self,
+        worker: GenerationWorker,
+        *,
+        keeper: Callable[[], ChatKeeper | None] = lambda: None,
+        parent: QObject | None = None,
+    ) -> None:
         super().__init__(parent)
         self._worker = worker
+        self._keeper = keeper
         self.server: object | None = None
         self.jobs: ApiJobs | None = None
 
@@ -251,7 +262,9 @@ class ApiService(QObject):
             raise ValueError("load a model pair first")
         options = ServeOptions(host=host, port=port, api_key=api_key)
         check_options(options)
-        jobs = ApiJobs(self._worker, JobRunner(prefixes=PrefixCache()), capacity=options.capacity)
+        runner = JobRunner(prefixes=PrefixCache())
+        runner.keeper = self._keeper()
+        jobs = ApiJobs(self._worker, runner, capacity=options.capacity)
         jobs.moveToThread(self._worker.thread())
         for name in ("started", "round_ready", "ended", "queue_changed"):
             getattr(jobs, name).connect(getattr(self, name).emit)
