@@ -123,6 +123,8 @@ def test_an_attachment_is_named_though_this_chats_prompt_holds_it_too() -> None:
     found = index.propose(6)
     assert found[0].source is Source.ATTACHMENT
     assert bytes(found[0].tokens) == b", b):\n"
+    # Priced as the pasted file would be: the match runs back through the fence.
+    assert found[0].match_len == len("```\ndef add(a")
     # Text only this chat holds stays this chat's.
     index.prepare(tokens(f"{text} -- fix it<answer>fix it<ans"))
     assert index.propose(3)[0].source is Source.CHAT

@@ -40,6 +40,10 @@ class Source(enum.Enum):
     ATTACHMENT = "an attachment"
 
 
+#: A match of the text's ending: (length, tie-break, automaton, state, source).
+_Match = tuple[int, int, SuffixAutomaton, int, Source]
+
+
 @dataclass(frozen=True)
 class Continuation:
     """A proposed continuation of the text, read from earlier text.
@@ -377,14 +381,14 @@ class SuffixIndex:
         self._forgetting()
         if k <= 0:
             return []
-        best: tuple[int, int, SuffixAutomaton, int, Source] | None = None
+        best: _Match | None = None
         chat = self._chat
         state = chat.last
         while state > 0 and not chat.children(state):
             state = chat.link(state)
         if state > 0:
             best = (chat.length(state), 1, chat, state, Source.CHAT)
-        attached: tuple[int, int, SuffixAutomaton, int, Source] | None = None
+        attached: _Match | None = None
         shards = self._shards
         for shard in shards:
             found = self._matches.get(shard)
@@ -402,13 +406,22 @@ class SuffixIndex:
             if state > 0 and shard.source is Source.ATTACHMENT and longer:
                 attached = (matched, 0, auto, state, shard.source)
         if attached is not None and best is not None and best[4] is Source.CHAT:
-            best = attached if attached[0] >= best[0] - ATTACHMENT_MARGIN else best
+            best = _named_for_attachment(best, attached)
         if len(self._matches) > len(shards):
             self._matches = {s: m for s, m in self._matches.items() if s in shards}
         if best is None or best[0] < min_match:
             return []
         matched, _, auto, state, source = best
         return _tree(auto, state, matched, source, k, branches, min_share)
+
+
+def _named_for_attachment(chat: _Match, attached: _Match) -> _Match:
+    """This chat's match, or the attachment's where it is nearly as long: the file's text is
+    the attachment's though the prompt holds it too. The match keeps this chat's length (the
+    text's ending is found that long), so a copy is priced alike attached or pasted."""
+    if attached[0] >= chat[0] - ATTACHMENT_MARGIN:
+        return (chat[0], *attached[1:])
+    return chat
 
 
 def _walk(
