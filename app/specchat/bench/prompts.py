@@ -1,5 +1,5 @@
 """The benchmark's prompt set: JSON Lines of {id, user or turns, system, category, history,
-attachments}."""
+attachments, prediction}."""
 
 from __future__ import annotations
 
@@ -18,17 +18,30 @@ EVERYDAY_PROMPTS = Path(__file__).with_name("everyday-prompts.jsonl")
 #: An edit of an attached file of about 100 lines, and the same request with the file pasted
 #: into the message: drafting from an attachment against drafting from this chat.
 ATTACHMENT_PROMPTS = Path(__file__).with_name("attachment-prompts.jsonl")
+#: The shipped whole-file edits sent with a prediction (Predicted Outputs, as an editor sends
+#: the file through `specchat serve`): the original file, none, and an unrelated text.
+PREDICTION_PROMPTS = Path(__file__).with_name("prediction-prompts.jsonl")
 #: Prompt sets `--prompts` knows by name.
 PROMPT_SETS = {
     "shipped": SHIPPED_PROMPTS,
     "everyday": EVERYDAY_PROMPTS,
     "attachments": ATTACHMENT_PROMPTS,
+    "predictions": PREDICTION_PROMPTS,
 }
 
 #: Category of a prompt whose line names none.
 DEFAULT_CATEGORY = "general"
 
-_KNOWN_KEYS = {"id", "user", "turns", "system", "category", "history", "attachments"}
+_KNOWN_KEYS = {
+    "id",
+    "user",
+    "turns",
+    "system",
+    "category",
+    "history",
+    "attachments",
+    "prediction",
+}
 
 #: A turn that asks for the previous answer again (the window's Regenerate), written
 #: {"regenerate": true} in a prompt file.
@@ -57,6 +70,8 @@ class BenchPrompt:
             again); empty for a single prompt.
         history: earlier conversations, as if stored, that drafting may draw on.
         attachments: files attached to the first user message.
+        prediction: the text the (first) answer is expected to mostly repeat, sent as an
+            API request's Predicted Output; None for none.
     """
 
     id: str
@@ -66,6 +81,7 @@ class BenchPrompt:
     turns: tuple[str | None, ...] = ()
     history: tuple[tuple[dict[str, str], ...], ...] = ()
     attachments: tuple[Attachment, ...] = ()
+    prediction: str | None = None
 
     @property
     def turn_count(self) -> int:
@@ -117,7 +133,7 @@ def parse_prompts(text: str, *, source: str = "prompts") -> tuple[BenchPrompt, .
             value = item.get(key)
             if not isinstance(value, str) or not value.strip():
                 raise PromptFileError(f"{where}: {key!r} must be a non-empty string")
-        for key in ("system", "category"):
+        for key in ("system", "category", "prediction"):
             if key in item and not isinstance(item[key], str):
                 raise PromptFileError(f"{where}: {key!r} must be a string")
         prompt_id = item["id"].strip()
@@ -135,6 +151,7 @@ def parse_prompts(text: str, *, source: str = "prompts") -> tuple[BenchPrompt, .
                 turns=turns,
                 history=_history(item.get("history", []), where),
                 attachments=_attachments(item.get("attachments", []), where),
+                prediction=item.get("prediction") or None,
             )
         )
     if not prompts:

@@ -185,7 +185,12 @@ def run_one(
     last = None
     first_token: float | None = None
     began = previous = time.perf_counter()
-    for result in engine.generate(GenerationRequest(tuple(tokens), config.max_tokens, controls)):
+    prediction: tuple[int, ...] = ()
+    if prompt.prediction:
+        # As an API request's prediction is read: text, never control tokens.
+        prediction = tuple(engine.target.tokenize(prompt.prediction, parse_special=False))
+    request = GenerationRequest(tuple(tokens), config.max_tokens, controls, prediction=prediction)
+    for result in engine.generate(request):
         now = time.perf_counter()
         # Timed from outside the engine: what a user waits for, whatever the engine counts.
         if first_token is None and result.events:

@@ -38,8 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prompts",
         metavar="FILE",
-        help="JSON Lines prompt file, or a set's name: 'shipped' (the default) or 'everyday' "
-        "(thirty everyday single-turn prompts)",
+        help="JSON Lines prompt file, or a set's name: 'shipped' (the default), 'everyday' "
+        "(thirty everyday single-turn prompts), 'attachments' or 'predictions' (whole-file "
+        "edits sent with the file, no prediction, or a wrong one)",
     )
     parser.add_argument(
         "--modes",
