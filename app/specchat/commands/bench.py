@@ -91,6 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="folder for report.json, report.md, report.png, rounds.jsonl (replay: replay.json)",
     )
     parser.add_argument(
+        "--via-api",
+        action="store_true",
+        help="answer every prompt (auto, T = 0) directly and through `specchat serve`'s API, "
+        "side by side (writes via-api.json)",
+    )
+    parser.add_argument(
         "--replay",
         type=Path,
         metavar="ROUNDS",
@@ -245,6 +251,13 @@ def run(args: argparse.Namespace) -> int:
     if args.targets:
         return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
     engine = load_engine(target, draft, args)
+    if args.via_api:
+        from specchat.commands.bench_api import run_via_api
+
+        try:
+            return run_via_api(engine, prompts, args)
+        finally:
+            engine.close()
     try:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
     finally:

@@ -1,0 +1,182 @@
+"""The bench through `specchat serve`: each prompt answered by the engine called directly and
+through the HTTP API (same engine, same settings), timed from outside, side by side."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specchat.bench.prompts import BenchPrompt
+from specchat.engine.chat_template import ChatMessage
+from specchat.engine.session import ChatEngine
+from specchat.engine.types import Controls, GenerationRequest, SamplingParams
+
+#: The server's overhead goal: tokens per second through the API against the engine direct.
+OVERHEAD_GOAL = 0.98
+
+
+@dataclass(frozen=True)
+class ViaApi:
+    """One prompt's answers, direct and through the API.
+
+    Attributes:
+        prompt: the prompt's id.
+        tokens: answer tokens (the same both ways at temperature 0).
+        direct_s: wall time of the direct answer, prompt reading included.
+        api_s: wall time of the API request, from sending it to its last byte.
+        same_text: whether both answers are the same text.
+        kept_prediction: the API's accepted_prediction_tokens.
+    """
+
+    prompt: str
+    tokens: int
+    direct_s: float
+    api_s: float
+    same_text: bool
+    kept_prediction: int
+
+    @property
+    def ratio(self) -> float:
+        """Tokens per second through the API ÷ direct (1.0: no overhead)."""
+        return self.direct_s / self.api_s if self.api_s > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prompt": self.prompt,
+            "tokens": self.tokens,
+            "direct_s": round(self.direct_s, 4),
+            "api_s": round(self.api_s, 4),
+            "api_vs_direct": round(self.ratio, 4),
+            "same_text": self.same_text,
+            "accepted_prediction_tokens": self.kept_prediction,
+        }
+
+
+def _direct(
+    engine: ChatEngine, prompt: BenchPrompt, *, mode: str, max_tokens: int
+) -> tuple[str, int, float]:
+    began = time.perf_counter()
+    messages = [ChatMessage(m["role"], m["content"]) for m in prompt.messages()]
+    prepared = engine.prepare(messages, max_tokens=1)
+    prediction: tuple[int, ...] = ()
+    if prompt.prediction:
+        prediction = tuple(engine.target.tokenize(prompt.prediction, parse_special=False))
+    room = engine.target.n_ctx - len(prepared.tokens)
+    request = GenerationRequest(
+        prepared.tokens,
+        min(max_tokens, room),
+        Controls(mode, 4, SamplingParams(temperature=0.0)),
+        prediction=prediction,
+    )
+    text, tokens = [], 0
+    for result in engine.generate(request):
+        text.append(result.text)
+        tokens += len(result.events)
+    return "".join(text), tokens, time.perf_counter() - began
+
+
+def _api(
+    host: str, port: int, prompt: BenchPrompt, *, mode: str, max_tokens: int
+) -> tuple[dict[str, Any], float]:
+    body: dict[str, Any] = {
+        "model": "bench",
+        "messages": prompt.messages(),
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "speculative": {"mode": mode, "k": 4},
+    }
+    if prompt.prediction:
+        body["prediction"] = {"type": "content", "content": prompt.prediction}
+    connection = http.client.HTTPConnection(host, port, timeout=3600)
+    try:
+        began = time.perf_counter()
+        headers = {"Content-Type": "application/json"}
+        connection.request("POST", "/v1/chat/completions", json.dumps(body).encode(), headers)
+        reply = connection.getresponse()
+        data = reply.read()
+        elapsed = time.perf_counter() - began
+    finally:
+        connection.close()
+    if reply.status != 200:
+        raise RuntimeError(f"the API answered {reply.status}: {data[:200]!r}")
+    return json.loads(data), elapsed
+
+
+def compare_via_api(
+    engine: ChatEngine,
+    prompts: Sequence[BenchPrompt],
+    *,
+    mode: str = "auto",
+    max_tokens: int = 128,
+    repeat: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[ViaApi]:
+    """Each prompt (`repeat` times), direct then through an API server on 127.0.0.1 over the
+    same engine; the engine stays open for the caller."""
+    from specchat.serve.guard import ServeOptions
+    from specchat.serve.server import ApiServer
+
+    server = ApiServer.for_engine(
+        engine, ServeOptions(port=0), calibrate_plain=False, profile=False
+    )
+    address = server.start()
+    results: list[ViaApi] = []
+    total = len(prompts) * repeat
+    try:
+        for round_index in range(repeat):
+            for prompt in prompts:
+                # Alternate which goes first, so a slow spell of the machine is shared.
+                first_direct = (round_index + len(results)) % 2 == 0
+                if first_direct:
+                    text, tokens, direct_s = _direct(
+                        engine, prompt, mode=mode, max_tokens=max_tokens
+                    )
+                    reply, api_s = _api(
+                        address.host, address.port, prompt, mode=mode, max_tokens=max_tokens
+                    )
+                else:
+                    reply, api_s = _api(
+                        address.host, address.port, prompt, mode=mode, max_tokens=max_tokens
+                    )
+                    text, tokens, direct_s = _direct(
+                        engine, prompt, mode=mode, max_tokens=max_tokens
+                    )
+                details = reply["usage"]["completion_tokens_details"]
+                results.append(
+                    ViaApi(
+                        prompt.id,
+                        tokens,
+                        direct_s,
+                        api_s,
+                        reply["choices"][0]["message"]["content"] == text,
+                        int(details["accepted_prediction_tokens"]),
+                    )
+                )
+                if progress is not None:
+                    progress(len(results), total)
+    finally:
+        server.stop()
+    return results
+
+
+def write_via_api(results: Sequence[ViaApi], out: Path) -> dict[str, Any]:
+    """`via-api.json` in `out`: every prompt's figures and the geometric mean ratio."""
+    import math
+
+    ratios = [r.ratio for r in results if r.ratio > 0]
+    mean = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else 0.0
+    report = {
+        "goal": f"tokens/s through the API >= {OVERHEAD_GOAL} x the engine called directly",
+        "api_vs_direct_geomean": round(mean, 4),
+        "result": "PASS" if mean >= OVERHEAD_GOAL else "FAIL",
+        "all_same_text": all(r.same_text for r in results),
+        "prompts": [r.to_json() for r in results],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "via-api.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
