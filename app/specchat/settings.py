@@ -47,7 +47,7 @@ class Setting(Generic[T]):
         """Whether `value` (of the setting's type) is one the setting may hold."""
         if self.type is not float and self.type is not int:
             return True
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             return False
         return self.bounds is None or self.bounds[0] <= value <= self.bounds[1]
 
@@ -218,7 +218,10 @@ class Settings:
     def set(self, setting: Setting[T], value: T) -> None:
         """Store `value`; raises ValueError for one the setting may not hold (NaN, infinity,
         a number outside its bounds)."""
-        value = setting.type(value)
+        try:
+            value = setting.type(value)
+        except OverflowError:  # an int too large for a float
+            raise ValueError(f"{setting.key} cannot be {value!r}") from None
         if not setting.accepts(value):
             raise ValueError(f"{setting.key} cannot be {value!r}")
         self._values[setting.key] = value

@@ -37,7 +37,11 @@ def test_a_template_that_renders_nothing_is_named_in_the_banner(
     assert window.composer.toPlainText() == "hello"
 
 
-@pytest.mark.parametrize("stored", [math.nan, math.inf, -math.inf, 99.0, -1.0])
+@pytest.mark.parametrize(
+    "stored",
+    [math.nan, math.inf, -math.inf, 99.0, -1.0, 10**400],
+    ids=["nan", "inf", "-inf", "99", "-1", "10**400"],
+)
 def test_a_stored_temperature_no_answer_can_use_reads_as_the_default(
     home: Path, stored: float
 ) -> None:
