@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from specchat.engine.template_guards import PREFIX, ChatTemplateError, ChatTemplateProblem
 from specchat.engine.template_sandbox import ChatMessage
@@ -45,8 +45,28 @@ class Renderer(Protocol):
 
 
 def _finder(texts: Iterable[str]) -> re.Pattern[str] | None:
-    ordered = sorted({t for t in texts if t}, key=len, reverse=True)
-    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+    """A pattern matching any of `texts`, the longest where several start at one place.
+
+    Built as a trie: a vocabulary can spell thousands of special tokens (Gemma's
+    `<unused…>`), and an alternation of them all is tried one by one at every `<` of a
+    message, about a second for 100 KB of code."""
+    trie: dict[str, Any] = {}
+    for text in {t for t in texts if t}:
+        node = trie
+        for char in text:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return re.compile(_pattern(trie)) if trie else None
+
+
+def _pattern(node: dict[str, Any]) -> str:
+    branches = [re.escape(char) + _pattern(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    # A spelling ending here as well: the longer one is tried first (greedy), as llama.cpp
+    # takes the longest special token.
+    return f"(?:{body})?" if "" in node else body
 
 
 def template_too_large(rendered: int, said: int) -> ChatTemplateError:
