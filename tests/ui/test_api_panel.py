@@ -60,6 +60,12 @@ def test_the_switch_serves_the_loaded_pair(
     assert "hello from an editor" in panel.requests.item(0).text()
     qtbot.waitUntil(lambda: answer[0] in panel.view.toPlainText(), timeout=5_000)
 
+    # Another pair loaded while serving: the server answers as that one.
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
+        window.load_files(tiny_models.draft_far, None, label="another")
+    listed = openai.OpenAI(base_url=address.base_url, api_key="none", max_retries=0).models.list()
+    assert [m.id for m in listed.data] == ["tiny-draft-far"]
+
     with qtbot.waitSignal(panel.serving, timeout=10_000):
         panel.switch.setChecked(False)
     assert window.api.server is None

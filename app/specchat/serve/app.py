@@ -108,21 +108,25 @@ class _EventStream(Response):
             self._answer.job.cancel.set()  # a no-op once the answer ended
 
 
-def build_app(engine: Executor, served: ServedModel, options: ServeOptions) -> Starlette:
-    """The ASGI app over `engine`, whatever runs its jobs (started)."""
+def build_app(
+    engine: Executor, served: Callable[[], ServedModel], options: ServeOptions
+) -> Starlette:
+    """The ASGI app over `engine`, whatever runs its jobs (started); `served` says what it
+    answers as now (the window may load another pair while it serves)."""
     numbers = itertools.count(1)
 
     async def health(request: Request) -> Response:
-        status = {"status": "ok", "model": served.model_id, "waiting": engine.waiting}
+        status = {"status": "ok", "model": served().model_id, "waiting": engine.waiting}
         return JSONResponse({**status, "busy": engine.running})
 
     async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [_model_entry(served.model_id)]})
+        return JSONResponse({"object": "list", "data": [_model_entry(served().model_id)]})
 
     async def chat(request: Request) -> Response:
         try:
             body = await read_json(request, limit=options.max_body_bytes)
-            call = parse_chat_call(body, modes=served.modes, n_ctx=served.n_ctx)
+            model = served()
+            call = parse_chat_call(body, modes=model.modes, n_ctx=model.n_ctx)
         except ApiError as error:
             return error_response(error)
         client = request.client.host if request.client else "?"
@@ -139,7 +143,7 @@ def build_app(engine: Executor, served: ServedModel, options: ServeOptions) -> S
         ident, created = shaping.completion_id(), shaping.now()
         if call.stream:
             return _EventStream(
-                lambda receive: _stream(answer, receive, call, served.model_id, ident, created),
+                lambda receive: _stream(answer, receive, call, model.model_id, ident, created),
                 answer,
             )
         while True:
@@ -147,7 +151,7 @@ def build_app(engine: Executor, served: ServedModel, options: ServeOptions) -> S
             if isinstance(event, Finished):
                 summary = event.summary
                 return JSONResponse(
-                    shaping.completion(summary, model=served.model_id, ident=ident, created=created)
+                    shaping.completion(summary, model=model.model_id, ident=ident, created=created)
                 )
             if isinstance(event, Failed):
                 return error_response(event.error)

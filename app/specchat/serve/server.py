@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,15 +46,17 @@ class ApiServer:
     Attributes:
         options: how it listens and what it allows.
         executor: what runs the jobs on the engine's thread.
-        served: what it answers as (the model's name, its modes, its context).
+        served: what it answers as now (the model's name, its modes, its context).
         address: where it listens, once started.
     """
 
-    def __init__(self, executor: Executor, served: ServedModel, options: ServeOptions) -> None:
+    def __init__(
+        self, executor: Executor, served: Callable[[], ServedModel], options: ServeOptions
+    ) -> None:
         check_options(options)
         self.options = options
         self.executor = executor
-        self.served = served
+        self._served = served
         self.app = build_app(executor, served, options)
         self.address: Address | None = None
         self._socket: socket.socket | None = None
@@ -78,7 +81,12 @@ class ApiServer:
             profile=profile,
             prefixes=prefixes,
         )
-        return cls(executor, served_model(engine), options)
+        served = served_model(engine)
+        return cls(executor, lambda: served, options)
+
+    @property
+    def served(self) -> ServedModel:
+        return self._served()
 
     def bind(self) -> Address:
         """Open the listening socket (OSError when the address is taken)."""

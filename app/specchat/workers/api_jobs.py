@@ -251,7 +251,7 @@ class ApiService(QObject):
         """Serve the loaded pair; returns the base URL. ValueError or OSError (the address
         is taken) say why it cannot."""
         from specchat.engine.prefix_cache import PrefixCache
-        from specchat.serve.app import served_model
+        from specchat.serve.app import ServedModel, served_model
         from specchat.serve.guard import ServeOptions, check_options
         from specchat.serve.runner import JobRunner
         from specchat.serve.server import ApiServer
@@ -268,7 +268,15 @@ class ApiService(QObject):
         jobs.moveToThread(self._worker.thread())
         for name in ("started", "round_ready", "ended", "queue_changed"):
             getattr(jobs, name).connect(getattr(self, name).emit)
-        server = ApiServer(jobs, served_model(engine), options)
+        first = served_model(engine)
+        worker = self._worker
+
+        def served() -> ServedModel:
+            # The pair loaded now: the window may load another while the server runs.
+            now = worker.engine
+            return served_model(now) if now is not None else first
+
+        server = ApiServer(jobs, served, options)
         try:
             address = server.bind()
         except OSError:
