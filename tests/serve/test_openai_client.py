@@ -58,6 +58,9 @@ def plain_cli_answer(
 def test_models_lists_the_loaded_target(server: ApiServer) -> None:
     listed = client(server).models.list()
     assert [m.id for m in listed.data] == ["tiny-target"]
+    assert client(server).models.retrieve("tiny-target").id == "tiny-target"
+    with pytest.raises(openai.NotFoundError):
+        client(server).models.retrieve("gpt-4")
 
 
 def test_answer_reports_usage_timings_and_speculative_stats(server: ApiServer) -> None:

@@ -122,6 +122,13 @@ def build_app(
     async def models(request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [_model_entry(served().model_id)]})
 
+    async def one_model(request: Request) -> Response:
+        name = request.path_params["model"]
+        if name != served().model_id:
+            error = ApiError(404, f"no model {name!r} here", param="model", code="model_not_found")
+            return error_response(error)
+        return JSONResponse(_model_entry(name))
+
     async def chat(request: Request) -> Response:
         try:
             body = await read_json(request, limit=options.max_body_bytes)
@@ -175,6 +182,7 @@ def build_app(
         routes=[
             Route("/health", health, methods=["GET"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/models/{model:path}", one_model, methods=["GET"]),
             Route("/v1/chat/completions", chat, methods=["POST"]),
         ],
         middleware=middleware,
