@@ -152,6 +152,13 @@ CONTEXT_OVERFLOW = declare(
     choices=("drop_oldest", "refuse"),
 )
 # --- the API (`specchat serve`, the window's "Serve API") -----------------------------------
+API_PORT = declare(
+    "api.port",
+    int,
+    8080,
+    "Port the window's Serve API listens on (on 127.0.0.1 only)",
+    bounds=(1, 65535),
+)
 REMEMBER_API_CHATS = declare(
     "api.remember_chats",
     bool,
