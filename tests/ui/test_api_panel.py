@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import openai
+import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.tinymodels import TinyModels
@@ -49,6 +50,7 @@ def test_the_switch_serves_the_loaded_pair(
             temperature=0,
             max_tokens=40,
             stream=True,
+            extra_body={"speculative": {"mode": "draft", "k": 3}},  # drafts: the gauge moves
         )
         answer.append("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
 
@@ -57,6 +59,10 @@ def test_the_switch_serves_the_loaded_pair(
     qtbot.waitUntil(lambda: bool(answer) and panel.requests.count() == 1, timeout=30_000)
     asking.join(10)
     assert len(rounds) > 1  # it streamed round by round into the section
+    drafted = sum(r.result.drafted for r in rounds)
+    accepted = sum(r.result.accepted for r in rounds)
+    assert drafted > 0
+    assert panel.gauge.value == pytest.approx(accepted / drafted)
     assert "hello from an editor" in panel.requests.item(0).text()
     qtbot.waitUntil(lambda: answer[0] in panel.view.toPlainText(), timeout=5_000)
 

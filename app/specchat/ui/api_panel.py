@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
+    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.ui.chat_view import ChatView
+from specchat.ui.gauge import AcceptanceGauge
 from specchat.workers.api_jobs import ApiEnded, ApiQueue, ApiRound, ApiService, ApiStarted
 
 #: What the address line says while the server is off.
@@ -31,6 +33,7 @@ class ApiPanel(QWidget):
         queue: requests waiting and whether one is answered.
         requests: one read-only item per request (item data: its job number).
         view: the requests' questions and answers, tokens coloured by how they were made.
+        gauge: the streaming request's acceptance (arc) and every request's so far (marker).
 
     Signals:
         serving(bool): the server started (True) or stopped (False).
@@ -55,6 +58,9 @@ class ApiPanel(QWidget):
         self.requests.setObjectName("api-requests")
         self.view = ChatView()
         self.view.setObjectName("api-transcript")
+        self.gauge = AcceptanceGauge()
+        self._totals = (0, 0)  # accepted, drafted over every request this session
+        self._answer = (0, 0)  # the same for the request streaming
         parts = QSplitter(Qt.Orientation.Vertical)
         parts.addWidget(self.requests)
         parts.addWidget(self.view)
@@ -65,7 +71,10 @@ class ApiPanel(QWidget):
         layout.addWidget(title)
         layout.addWidget(self.switch)
         layout.addWidget(self.address)
-        layout.addWidget(self.queue)
+        row = QHBoxLayout()
+        row.addWidget(self.queue, 1)
+        row.addWidget(self.gauge)
+        layout.addLayout(row)
         layout.addWidget(parts, 1)
         self._items: dict[int, QListWidgetItem] = {}
         self.switch.toggled.connect(self._on_switch)
@@ -108,10 +117,17 @@ class ApiPanel(QWidget):
         self._items[started.job_id] = item
         self.view.add_user(started.question)
         self.view.begin_answer()
+        self._answer = (0, 0)
 
     @Slot(ApiRound)
     def _on_round(self, update: ApiRound) -> None:
         self.view.append_round(update.result)
+        result = update.result
+        kept, drafted = self._answer
+        self._answer = (kept + result.accepted, drafted + result.drafted)
+        kept, drafted = self._totals
+        self._totals = (kept + result.accepted, drafted + result.drafted)
+        self.gauge.set_values(_rate(*self._answer), _rate(*self._totals))
 
     @Slot(ApiEnded)
     def _on_ended(self, ended: ApiEnded) -> None:
@@ -123,6 +139,10 @@ class ApiPanel(QWidget):
     @Slot(ApiQueue)
     def _on_queue(self, queue: ApiQueue) -> None:
         self.queue.setText(f"Waiting: {queue.waiting}" + (" · answering" if queue.busy else ""))
+
+
+def _rate(accepted: int, drafted: int) -> float | None:
+    return accepted / drafted if drafted else None
 
 
 def with_api_section(conversations: QWidget, panel: ApiPanel) -> QSplitter:
