@@ -35,6 +35,23 @@ def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def quiet_machine() -> Iterator[None]:
+    """The background measurement sees no other process's CPU time.
+
+    A test machine runs other work beside the tests, and the measurement drops every pass
+    timed while other processes are busy: tests that need a measured table would wait for a
+    quiet moment that may not come. tests/engine/test_busy_measurement.py checks the busy
+    check itself, with the real /proc/stat and with a scripted busy spell.
+    """
+    from specchat.engine import profiling
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(profiling, "other_cpu_seconds", lambda: 0.0)
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def gui_thread_gc() -> Iterator[tuple[int, ...]]:
     """Cyclic garbage collection on the main thread only, as the app does (ui/gc_guard.py).
 

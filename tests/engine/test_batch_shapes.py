@@ -38,7 +38,7 @@ def pinned(tiny_models: TinyModels, request: pytest.FixtureRequest) -> Iterator[
             draft = LlamaModel(getattr(tiny_models, request.param), n_ctx=1024)
         decoder = SpeculativeDecoder(target, draft)
         auto = decoder.auto
-        auto.costs.batch_ms = dict(JAGGED)
+        auto.costs.seed(JAGGED)
         auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
         if draft is not None:
             drafter = decoder.drafters["draft"]

@@ -93,7 +93,7 @@ def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr("specchat.engine.schedule.SCORED_HURDLE", 0.2)
     choice = _choose(_policy(), PromptLookupDrafter(), 40, 4)
     assert choice.mode == "plain"
-    assert "needs 1.20×" in choice.reason
+    assert "the 1.20× it needs" in choice.reason
 
 
 def test_a_new_answer_starts_from_the_priors() -> None:

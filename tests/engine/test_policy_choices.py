@@ -1,22 +1,54 @@
-"""With costs pinned, `auto` makes the recorded choice in every round of the shipped prompts."""
+"""What `auto` chooses, round by round on the shipped prompts with pinned costs: the best
+offer, never one below its hurdle, plain where nothing clears it."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import math
 
+import pytest
+
+from specchat.engine.drafting import PLAIN
+from specchat.engine.schedule import REFERENCE_ROUNDS, AutoPolicy, hurdle
 from specchat.tinymodels import TinyModels
-from tests.helpers.policy_choices import TABLES, record_all
-
-FIXTURE = Path(__file__).parent / "data" / "pinned_policy_choices.json"
+from tests.helpers.policy_choices import TABLES, Decision, PinnedCosts, decisions
 
 
-def test_auto_makes_the_recorded_choices(tiny_models: TinyModels) -> None:
-    # Re-record with tools/record_policy_choices.py only when the policy is meant to change.
-    expected = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    assert set(expected) == {t.name for t in TABLES}
-    got = record_all(tiny_models.target, tiny_models.draft_close)
-    for table, prompts in expected.items():
-        for prompt_id, choices in prompts.items():
-            assert got[table][prompt_id] == choices, (table, prompt_id)
-    assert got == expected
+def _rates(decision: Decision) -> dict[str, tuple[int, float, float]]:
+    """Per drafter: its best K, its rate over plain's, and the rate it needs."""
+    prices = decision.prices
+    out = {}
+    for drafter, offer in decision.offers:
+        k, rate = AutoPolicy._best_k(offer, drafter.token_ms(prices[1]), prices)
+        out[drafter.name] = (k, rate * prices[1], 1.0 + hurdle(drafter))
+    return out
+
+
+@pytest.mark.parametrize("costs", TABLES, ids=[t.name for t in TABLES])
+def test_auto_takes_the_best_offer_and_none_below_its_hurdle(
+    tiny_models: TinyModels, costs: PinnedCosts
+) -> None:
+    made = decisions(tiny_models.target, tiny_models.draft_close, costs)
+    drafted = references = 0
+    for decision in made:
+        choice, rates = decision.choice, _rates(decision)
+        if "timing one token" in choice.reason:
+            references += 1  # the plain round every price scales by, now and then
+        elif "probing" in choice.reason:
+            # A probe: K = 1 of a drafter learnt only from its own rounds, when none pays.
+            assert choice.k == 1 and all(speed < needs for _, speed, needs in rates.values())
+        elif choice.mode == PLAIN:
+            assert all(speed <= needs for _, speed, needs in rates.values()), choice.reason
+            for name, (_, speed, needs) in rates.items():
+                shown = math.floor(speed * 100) / 100
+                assert f"{shown:.2f}×, below the {needs:.2f}× it needs" in choice.reason, name
+        else:
+            drafted += 1
+            k, speed, needs = rates[choice.mode]
+            assert choice.k == k and speed > needs, choice.reason
+            # The best of the offers, each discounted by its hurdle.
+            assert speed / needs == max(s / n for _, s, n in rates.values())
+            # The reason says the expected speed-up and the bar, and they agree.
+            shown = math.ceil(speed * 100) / 100
+            assert f"≈ {shown:.2f}× plain (it needs {needs:.2f}×)" in choice.reason
+    assert drafted > 0  # the property was exercised
+    assert references <= 1 + drafted // REFERENCE_ROUNDS

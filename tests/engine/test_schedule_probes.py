@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from specchat.engine.costs import STALL_FACTOR
+from specchat.engine.cost_table import CLIP, GAIN
 from specchat.engine.drafting import (
     Acceptance,
     Drafter,
@@ -34,7 +34,7 @@ class _Timed(DraftModelDrafter):
 
 def _policy(batch_ms: dict[int, float], draft_token_ms: float | None) -> tuple[AutoPolicy, _Timed]:
     policy = AutoPolicy(probe_interval=4)
-    policy.costs.batch_ms.update(batch_ms)
+    policy.costs.seed(batch_ms)
     drafter = _Timed(draft_token_ms)
     policy.track([drafter])
     return policy, drafter
@@ -51,7 +51,9 @@ def _choose(policy: AutoPolicy, drafter: _Timed, *, lookup_len: int = 0) -> Poli
 
 def _plain_rounds(policy: AutoPolicy, n: int) -> None:
     for _ in range(n):
-        policy.observe(PLAIN, batch=1, verify_ms=policy.costs.batch_ms[1], drafted=0, accepted=0)
+        policy.observe(
+            PLAIN, batch=1, verify_ms=policy.costs.target.pass_ms[1], drafted=0, accepted=0
+        )
 
 
 def test_a_drafter_that_loses_even_at_perfect_acceptance_is_never_probed() -> None:
@@ -126,19 +128,11 @@ def test_the_offered_curve_is_acceptance_expected_at_every_k() -> None:
 
 def test_a_stall_does_not_poison_the_cost_model() -> None:
     policy = AutoPolicy()
-    policy.costs.seed({1: 3000.0, 2: 90.0, 4: 140.0})
-    # A stalled single-token calibration cannot make plain look slower than a batch of two...
-    assert policy.costs.target_ms(1) == 90.0
-    assert policy.costs.target_ms(4) == 140.0
-    fresh = AutoPolicy()
-    fresh.costs.seed({1: 50.0, 2: 90.0})
-    for _ in range(3):  # ...and stalled rounds move an estimate by a bounded step: the
-        fresh.costs.observe_batch(1, 5000.0)  # pace takes most of it, at most STALL_FACTOR
-    assert fresh.costs.batch_ms[1] < 50.0 * 1.5
-    assert fresh.costs.target_ms(1) <= STALL_FACTOR * fresh.costs.batch_ms[1]
-    for _ in range(10):  # rounds at the usual cost again bring the price back
-        fresh.costs.observe_batch(1, 50.0)
-    assert fresh.costs.target_ms(1) < 50.0 * 1.5
+    policy.costs.seed({1: 50.0, 2: 90.0})
+    policy.costs.observe_batch(1, 5000.0)  # a stalled round moves the price by CLIP ** GAIN
+    assert policy.costs.target_ms(1) == pytest.approx(50.0 * CLIP**GAIN)
+    policy.costs.observe_batch(1, 50.0)  # a round at the usual cost sets it back at once
+    assert policy.costs.target_ms(1) == pytest.approx(50.0)
 
 
 def test_a_long_idle_draft_model_is_not_probed_where_catching_up_is_dear() -> None:

@@ -155,7 +155,7 @@ def test_under_auto_a_tree_rides_in_the_rows_a_cheap_pass_leaves_over(
     auto = decoder.auto
     saved = auto.costs
     auto.costs = MachineCosts(CostTable(gpu=False))
-    auto.costs.batch_ms = dict(JAGGED)
+    auto.costs.seed(JAGGED)
     auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
     prompt = decoder.target.tokenize(CHAT_PROMPTS[2])
     plain = run(decoder, prompt, mode="plain", max_tokens=40).tokens

@@ -1,15 +1,16 @@
-"""Replays the shipped bench prompts through `auto` with pinned costs, recording each choice."""
+"""Runs the shipped bench prompts through `auto` with pinned costs, recording each decision."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.bench.prompts import load_prompts
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.drafting import DraftModelDrafter
+from specchat.engine.drafting import Drafter, DraftModelDrafter, Offer
 from specchat.engine.session import ChatEngine
-from specchat.engine.types import Controls, GenerationRequest, SamplingParams
+from specchat.engine.types import Controls, GenerationRequest, PolicyChoice, SamplingParams
 
 #: Answer length per prompt: long enough for lookup matches to build up and probes to fire.
 MAX_TOKENS = 96
@@ -70,7 +71,7 @@ def pin(engine: ChatEngine, costs: PinnedCosts) -> None:
     """Replace the measured costs with `costs` (the target's in the auto policy, the draft
     model's in its drafter), and stop both learning costs."""
     auto = engine.decoder.auto
-    auto.costs.batch_ms = dict(costs.batch_ms)
+    auto.costs.seed(costs.batch_ms)
     auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
     drafter = engine.decoder.drafters["draft"]
     assert isinstance(drafter, DraftModelDrafter)
@@ -80,12 +81,37 @@ def pin(engine: ChatEngine, costs: PinnedCosts) -> None:
         setattr(drafter, method, lambda *args, **kwargs: None)
 
 
-def record(target: Path, draft: Path, costs: PinnedCosts) -> dict[str, list[str]]:
-    """Per prompt id, the rounds' choices as "mode:K" (one decoder across all prompts)."""
+@dataclass(frozen=True)
+class Decision:
+    """One round's choice by `auto`, with what it chose from.
+
+    Attributes:
+        offers: (drafter, its offer) for every drafter that offered.
+        prices: the target's price list the round was priced with.
+        choice: what the policy chose.
+    """
+
+    offers: tuple[tuple[Drafter, Offer], ...]
+    prices: tuple[float, ...]
+    choice: PolicyChoice
+
+
+def decisions(target: Path, draft: Path, costs: PinnedCosts) -> list[Decision]:
+    """Every round's decision over the shipped prompts (one decoder across all of them)."""
     engine = ChatEngine.load(target, draft, n_ctx=2048)
     try:
         pin(engine, costs)
-        out: dict[str, list[str]] = {}
+        auto = engine.decoder.auto
+        made: list[Decision] = []
+        choose = auto.choose
+
+        def recording(offers: Sequence[tuple[Drafter, Offer]]) -> PolicyChoice:
+            prices = tuple(auto.costs.price_list(auto.longest + 1) or ())
+            choice = choose(offers)
+            made.append(Decision(tuple(offers), prices, choice))
+            return choice
+
+        auto.choose = recording  # type: ignore[method-assign]
         for prompt in load_prompts():
             messages = [ChatMessage(m["role"], m["content"]) for m in prompt.messages()]
             tokens = engine.prepare(messages, max_tokens=MAX_TOKENS).tokens
@@ -94,14 +120,8 @@ def record(target: Path, draft: Path, costs: PinnedCosts) -> dict[str, list[str]
                 max_tokens=MAX_TOKENS,
                 controls=Controls("auto", 4, SamplingParams(temperature=0.0)),
             )
-            out[prompt.id] = [
-                f"{r.choice.mode}:{r.choice.k}" for r in engine.decoder.generate(request)
-            ]
-        return out
+            for _ in engine.decoder.generate(request):
+                pass
+        return made
     finally:
         engine.close()
-
-
-def record_all(target: Path, draft: Path) -> dict[str, dict[str, list[str]]]:
-    """Choices under every pinned cost table, keyed by the table's name."""
-    return {costs.name: record(target, draft, costs) for costs in TABLES}

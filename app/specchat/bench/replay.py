@@ -440,6 +440,9 @@ def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayRes
     one = costs.target_ms(1)
     if one is None:
         raise ReplayError("the cost table has no pass of 1 token")
+    # The cost file is how this machine's passes run: every size counts as seen in rounds.
+    costs = copy.deepcopy(costs)
+    costs.target.seen = dict.fromkeys(costs.target.pass_ms, 1)
     results = []
     for trace in traces:
         if not trace.answer:

@@ -226,6 +226,12 @@ def _profile(args: argparse.Namespace) -> int:
             profiler.run(progress=bar)
             bar.close()
             print(f"measured in {time.monotonic() - began:.1f} s", file=sys.stderr)
+            if profiler.postponed:
+                print(
+                    "other programs kept the CPU busy: passes timed meanwhile were dropped, "
+                    "the rest is measured at a later load (or run this again when it is quiet)",
+                    file=sys.stderr,
+                )
         else:
             print("stored table (--remeasure measures again)", file=sys.stderr)
         info = engine.info.target

@@ -1,4 +1,4 @@
-"""The machine's cost table: a model's pass time at every batch size, measured outside answers."""
+"""The machine's cost table: what a model's pass costs at every batch size, as shape × scale."""
 
 from __future__ import annotations
 
@@ -11,9 +11,6 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from specchat.engine.costs import OUTLIER, STALL_FACTOR, Pace
-from specchat.engine.price_list import price_list
 
 if TYPE_CHECKING:
     # Only for annotations: the policy imports this module, and pricing needs no llama.cpp.
@@ -29,9 +26,7 @@ CATCHUP_ROWS = 64
 CONTEXT_TOKENS = 100
 
 #: Cached tokens added before the passes that time how a pass's cost grows with the context:
-#: long enough that the growth stands well above the timing noise (a pass of 32 on the 1.5B
-#: target on 2 cores: 269 ms after 100 cached tokens, 375 ms after 1,200; one pass in ten
-#: runs 10 % slow on a shared machine, so a span of 1,024 left the slope ±50 % off).
+#: long enough that the growth stands well above the timing noise (docs/costs.md).
 SLOPE_SPAN = 2048
 #: Timed passes at each depth (taken back to back: the best of them is the cost).
 SLOPE_SAMPLES = 3
@@ -39,24 +34,32 @@ SLOPE_SAMPLES = 3
 #: it scales with the rows; a big pass shows it clearest.
 SLOPE_ROWS = 32
 
-#: Timed passes per size: a stall (another process, a page fault) only ever makes a pass
-#: slower, so the best of two is the machine's cost. Every size gets both, those a larger
-#: size beats included: a stalled first sample is what makes a size look beaten (on the
-#: 2-core server, 8 and 9 rows of Q4_K_M once timed at 11.2× and 10.7× one token, their
-#: true 7.2× and 7.1×; next to each other, so neither stood out from its neighbours), and
-#: a draft of 8 or 9 rows was then priced as a pass of 12 (8.3×).
-SAMPLES = 2
-
 #: Sizes measured first, so that every size has a measured size at or above it after a
 #: couple of seconds; the others fill in after.
 COARSE_SIZES = (1, 2, 4, 8, 16, 32, 64)
 
-#: A pass over fewer rows never costs this many times a pass over more: it does part of the
-#: same work, and kernel structure moves a size by a third at most (the dearest case measured:
-#: Q8_0's 5 rows at 1.36 × its 8). A figure beyond it was measured while another program had
-#: the cores (llama.cpp's threads wait on each other at every step, so sharing two cores can
-#: make a pass 70 times slower): priced by it, a pass of 32 looked cheaper than one token.
-IMPOSSIBLE = 2.0
+#: Offline samples of a size that must agree before it counts as measured: a stall only ever
+#: slows a pass, so the first sample may be one, and two that agree are the machine's cost.
+SAMPLES = 2
+#: Two samples agree when the slower is at most this share over the faster.
+AGREE = 0.15
+#: Samples of one size before the best of them stands as its cost, agreeing or not.
+MAX_TRIES = 6
+
+#: A pass never costs less than this share of a pass over fewer rows: kernel structure makes
+#: the curve jagged, by a half at most (docs/costs.md). A smaller pass dearer than that was
+#: measured stalled: it is priced from the larger one by the prior's shape and measured again.
+FLOOR = 0.5
+
+#: Spread (standard deviation, in cached tokens) of the depths plain rounds ran at before the
+#: line through their times sets the slope: closer together, timing noise swamps the growth.
+SLOPE_FIT_SPREAD = 128
+
+#: A real round moves its price this far toward what it took (geometrically: 0.5 is halfway).
+GAIN = 0.5
+#: A real round counts as at most this many times its price, or this share of it: one stall
+#: moves a price by a factor of two at most.
+CLIP = 4.0
 
 #: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows
 #: are nearly free until the GPU is compute-bound.
@@ -64,9 +67,7 @@ PRIOR_GPU_ROW_SLOPE = 0.05
 
 #: A CPU pass over n tokens (logits for every row) as a multiple of one token, before this
 #: machine's sizes are measured: the powers of two measured for the 1.5B Q4_K_M target on a
-#: 2-core CPU (resources/costs/cpu-2core-qwen1.5b-q4_k_m.json), linear in between. A row
-#: costs less the bigger the pass, so a straight line through n = 2 would price a long copy
-#: at twice its cost and keep `auto` from trying one until the table is measured.
+#: 2-core CPU (resources/costs/cpu-2core-qwen1.5b-q4_k_m.json), linear in between.
 PRIOR_CPU_SHAPE = ((1, 1.0), (2, 1.63), (4, 2.61), (8, 4.56), (16, 5.16), (32, 9.21), (64, 17.5))
 
 
@@ -81,23 +82,6 @@ def prior_shape(n: int, *, gpu: bool) -> float:
     last, last_cost = PRIOR_CPU_SHAPE[-1]
     return last_cost * n / last  # beyond the table: the largest pass's cost per row
 
-
-#: Weight of a real round's time, at the usual pace, in its size's estimate: the pace follows
-#: the machine round to round (see Pace), a size's own cost moves slowly, for a size that runs
-#: only while the machine is slow keeps what it learnt then once it stops running.
-SMOOTHING = 0.05
-#: Weight of a new time in the draft model's catch-up estimate (learnt per token of text).
-CATCHUP_SMOOTHING = 0.2
-
-#: Weight of a real round in the drift: the machine's pace against its offline samples,
-#: learnt from rounds of every size (about the last twenty).
-DRIFT_SMOOTHING = 0.05
-#: Bounds of the drift: a round off by more than this is a stall or a re-measurement's cue.
-DRIFT_RANGE = (0.5, 3.0)
-
-#: A real round this much faster than the offline time at its size means the offline
-#: measurement was stalled: the table is measured again in the background.
-SUSPECT = 0.6
 
 SCHEMA = 1
 
@@ -147,13 +131,25 @@ class CostTableError(ValueError):
 
 @dataclass
 class CostTable:
-    """One model's pass time by batch size on this machine.
+    """One model's pass time by batch size on this machine: a shape times a scale.
+
+    A pass over n tokens after `context` cached tokens is priced
+
+        scale × pass_ms[n] / pass_ms[1]  +  slope_ms × n × (context − context_tokens) / 1000
+
+    `pass_ms[n] / pass_ms[1]` is the shape (each size relative to one token), measured outside
+    answers; `scale` is one token's time now, learnt from real plain rounds; the slope is
+    attention over the cache, row by row. Every real round corrects its own size's figure (or
+    the scale, for one token); plain rounds at several depths correct the slope; the
+    corrected table is what gets stored.
 
     Attributes:
         sizes: the sizes that matter (1 … 64 for a target, 1 for a draft model).
-        pass_ms: milliseconds of a pass over n tokens (logits for every row), by n: measured
-            outside answers, then refreshed by real rounds.
-        samples: offline samples taken per size (a resumed measurement goes on from these).
+        pass_ms: milliseconds of a pass over n tokens (logits for every row) after
+            `context_tokens` cached tokens, by n: measured, then corrected by real rounds.
+        samples: agreeing offline samples per size (a resumed measurement goes on from these).
+        seen: real rounds seen per size: a pass is grown to a larger size only where real
+            passes of that size have shown what it costs.
         gpu: whether the model runs on a GPU (picks the prior for sizes not measured yet).
         key: what the table is valid for (None for a table read from a file by name).
         description: the model, in words.
@@ -162,30 +158,20 @@ class CostTable:
             in one pass, as it catches up on text it has not seen (None: not measured, or not
             a draft model's table).
         slope_ms: what each row of a pass costs more per 1,000 tokens cached beyond
-            `context_tokens` (attention reads the whole cache for every row, so a pass of 32
-            grows 32 times as fast as one token: deep in a chat a long pass costs more than
-            `pass_ms` says). None: not measured yet (priced as no growth).
+            `context_tokens` (attention reads the whole cache for every row). None: not
+            measured yet (priced as no growth).
         slope_samples: (cached tokens, ms) of the passes of SLOPE_ROWS that time it, where
             the cache was when they began and SLOPE_SPAN tokens deeper.
-        offline_ms: each size's best offline sample.
-        fresh: the share of `pass_ms[n]` that is still the offline sample (1 when measured,
-            shrinking as real rounds of that size refresh it).
-        drift: what real rounds take over the offline samples of their size, smoothed over
-            rounds of every size. The offline samples are each size's best pass, taken
-            back to back; a real round also reads its logits and verifies, and the machine
-            is not always as quiet. Plain rounds refresh one token's cost all the time while
-            the sizes drafting uses are refreshed seldom, so without it one token would be
-            priced at what rounds take and a pass of 8 at its best case: on a shared 2-core
-            machine whose rounds ran 30 % over the samples, every draft looked that much
-            cheaper than plain than it was. A size's offline share is priced at the drift.
-        pace: how fast the machine runs right now (see Pace): every time the table gives is
-            its estimate at the usual pace times this factor; shared with the draft model's
-            table by MachineCosts, never stored.
+        scale: one token's time now, learnt from real rounds of one token (None: as
+            measured); never stored, the table is stored at it.
+        tries: offline samples of each size taken this session (see MAX_TRIES); never
+            stored.
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
     pass_ms: dict[int, float] = field(default_factory=dict)
     samples: dict[int, int] = field(default_factory=dict)
+    seen: dict[int, int] = field(default_factory=dict)
     gpu: bool = False
     key: CostKey | None = None
     description: str = ""
@@ -193,65 +179,62 @@ class CostTable:
     catchup_row_ms: float | None = None
     slope_ms: float | None = None
     slope_samples: list[tuple[int, float]] = field(default_factory=list)
-    offline_ms: dict[int, float] = field(default_factory=dict)
-    fresh: dict[int, float] = field(default_factory=dict)
-    drift: float = 1.0
-    pace: Pace = field(default_factory=Pace, compare=False, repr=False)
+    scale: float | None = field(default=None, compare=False)
+    tries: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    _plain: list[float] = field(default_factory=lambda: [0.0] * 5, compare=False, repr=False)
+    _last_depth: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
 
-    # --- what the policy reads ----------------------------------------------------------------
+    # --- prices ---------------------------------------------------------------------------
     @property
     def complete(self) -> bool:
         """Whether every size has its offline samples."""
         return not self.to_measure()
 
+    def _factor(self) -> float:
+        one = self.pass_ms.get(1)
+        return self.scale / one if self.scale is not None and one else 1.0
+
+    def depth_rows(self, n: int, context: int | None) -> float:
+        """Rows × thousands of tokens cached beyond the table's depth: what the slope prices."""
+        if context is None or context <= self.context_tokens:
+            return 0.0
+        return n * (context - self.context_tokens) / 1000.0
+
     def cost_ms(self, n: int, context: int | None = None) -> float | None:
         """A pass over exactly n tokens after `context` cached tokens (None: the table's own
-        context): measured, or a prior guess (None before any time)."""
+        depth): measured, or a prior guess (None before any time)."""
         base = self._base_ms(n)
-        return None if base is None else base + self.growth_ms(n, context)
-
-    def growth_ms(self, n: int, context: int | None) -> float:
-        """What a pass over n tokens costs more after `context` cached tokens than after the
-        table's own context (negative for a shorter context; 0 where the slope is unknown)."""
-        if context is None or not self.slope_ms:
-            return 0.0
-        return self.pace.factor * self.slope_ms * n * (context - self.context_tokens) / 1000.0
-
-    def _timed_ms(self, n: int) -> float:
-        """A timed size's cost now: its offline share priced at the drift (see `drift`)."""
-        ms = self.pass_ms[n]
-        share = self.fresh.get(n, 0.0)
-        if share and self.drift != 1.0:
-            ms += share * self.offline_ms.get(n, ms) * (self.drift - 1.0)
-        return ms * self.pace.factor
+        if base is None:
+            return None
+        return base * self._factor() + (self.slope_ms or 0.0) * self.depth_rows(n, context)
 
     def _base_ms(self, n: int) -> float | None:
-        if n in self.pass_ms:
-            return self._timed_ms(n)
-        if not self.pass_ms:
-            return None
+        ms = self.pass_ms.get(n)
+        if ms is not None or not self.pass_ms:
+            return ms
         # Nothing measured at n: the nearest measured size scaled by the prior's shape (a
         # partial table; and past the largest size, which `auto` prices every round).
         top = max(self.pass_ms)
         anchor = top if n >= top else min(self.pass_ms, key=lambda m: (abs(m - n), -m))
-        return self._timed_ms(anchor) * self._shape(n) / self._shape(anchor)
+        return self.pass_ms[anchor] * self._shape(n) / self._shape(anchor)
+
+    def _shape(self, n: int) -> float:
+        return prior_shape(n, gpu=self.gpu)
 
     def pass_size(self, n: int, context: int | None = None) -> int:
-        """The size of the cheapest pass that holds n rows: n itself or a larger size.
-
-        The extra rows carry more draft tokens, which can only add kept tokens, so a pass is
-        never sized where a larger one costs no more. Only sizes with a time (measured or seen)
-        are candidates: a prior guess is no reason to pay for rows. Deep in a chat each extra
-        row costs its attention over the cache too, which can make the larger pass dearer.
-        """
+        """The size of the cheapest pass that holds n rows: n itself, or a larger size that
+        real rounds have shown costs no more (the extra rows can carry more draft tokens,
+        which can only add kept tokens). A measurement alone is no reason to pay for rows: a
+        busy moment can make any size look cheap next to a stalled neighbour."""
         n = max(1, n)
         best, best_ms = n, self.cost_ms(n, context)
         if best_ms is None:
             return n
-        for m in self.pass_ms:
-            ms = self._timed_ms(m) + self.growth_ms(m, context)
-            if m > n and m <= self.sizes[-1] and (ms < best_ms or (ms == best_ms and m > best)):
-                best, best_ms = m, ms
+        for m in self.seen:
+            if n < m <= self.sizes[-1]:
+                ms = self.cost_ms(m, context)
+                if ms is not None and (ms < best_ms or (ms == best_ms and m > best)):
+                    best, best_ms = m, ms
         return best
 
     def target_ms(self, n: int, context: int | None = None) -> float | None:
@@ -259,90 +242,127 @@ class CostTable:
         return self.cost_ms(self.pass_size(n, context), context)
 
     def price_list(self, limit: int, context: int | None = None) -> list[float] | None:
-        """`target_ms(n, context)` for n = 1 … `limit`, by index (see price_list.py)."""
-        return price_list(self, limit, context)
+        """`target_ms(n, context)` for n = 1 … `limit`, by index (index 0 unused), in one
+        backward pass: `auto` prices every draft length of every drafter each round."""
+        if not self.pass_ms:
+            return None
+        prices = [0.0] * (limit + 1)
+        top = self.sizes[-1]
+        seen = [(m, self.cost_ms(m, context) or 0.0) for m in self.seen if limit < m <= top]
+        best = min(seen, key=lambda s: (s[1], -s[0]), default=(0, math.inf))[1]
+        for n in range(limit, 0, -1):
+            own = self.cost_ms(n, context) or 0.0
+            prices[n] = min(own, best)
+            if n in self.seen and n <= top:
+                best = min(best, own)
+        return prices
 
-    def _shape(self, n: int) -> float:
-        return prior_shape(n, gpu=self.gpu)
-
-    # --- learning -----------------------------------------------------------------------------
-    def record(self, n: int, ms: float) -> None:
-        """An offline sample: the table keeps the best (stalls only ever slow a pass)."""
-        old = self.pass_ms.get(n)
-        self.pass_ms[n] = ms if old is None else min(old, ms)
-        self.samples[n] = self.samples.get(n, 0) + 1
-        self.offline_ms[n] = min(self.offline_ms.get(n, ms), ms)
-        if self.pass_ms[n] == ms:
-            self.fresh[n] = 1.0
-
+    # --- what real rounds teach -------------------------------------------------------------
     def observe(self, n: int, ms: float, context: int | None = None) -> None:
-        """A pass seen in a real round after `context` cached tokens: moves the estimate a
-        little, stalls damped. The table holds costs at its own context, so the round's
-        attention over the rest of the cache is taken off first, and the time is brought to
-        the machine's usual pace (see Pace)."""
-        seen = max(ms - self.growth_ms(n, context), 0.05 * ms)
-        ms = seen / self.pace.factor
-        offline = self.offline_ms.get(n)
-        if offline:
-            over = min(ms / offline, STALL_FACTOR * self.drift)
-            over = min(max(over, DRIFT_RANGE[0]), DRIFT_RANGE[1])
-            self.drift += DRIFT_SMOOTHING * (over - self.drift)
-        old = self.pass_ms.get(n)
-        self.fresh[n] = self.fresh.get(n, 0.0) * (1.0 - SMOOTHING) if old is not None else 0.0
-        if old is None:
-            # A first real time at this size beats a guess, but a stall must not set it.
-            guess = self.cost_ms(n)
-            nominal = None if guess is None else guess / self.pace.factor
-            self.pass_ms[n] = ms if nominal is None else min(ms, STALL_FACTOR * nominal)
-            return
-        if self.samples.get(n) and seen < SUSPECT * old:
-            # A real round beat the offline time by far (as it ran, not at the pace, which
-            # lags a slowdown's end): that measurement was stalled. Take the round's time and
-            # measure every size again in the background; record() keeps each size's best.
-            self.pass_ms[n] = seen
-            self.fresh[n] = 0.0
-            self.drift = self.pace.factor = 1.0  # paces against stalled samples say nothing
-            self.samples.clear()
-            return
-        self.pass_ms[n] = old + SMOOTHING * (min(ms, OUTLIER * old) - old)
-        self._drop_impossible(n, ms)
+        """A pass of n rows took `ms` in a real round after `context` cached tokens: the
+        size's own part of its price (all but the slope's) moves GAIN of the way toward what
+        the round shows (a stall counted as CLIP times at most).
 
-    def _drop_impossible(self, n: int, ms: float) -> None:
-        """A real pass of n rows took `ms` (at the usual pace): a smaller size priced beyond
-        IMPOSSIBLE times that was measured stalled. Rounds at the long passes it makes look
-        cheap would never correct it, so it is priced from this round by the prior's shape,
-        its stalled sample is dropped, and the table is measured again in the background."""
-        stalled = [m for m in range(self.sizes[0], n) if self.pass_ms.get(m, 0) > IMPOSSIBLE * ms]
-        for m in stalled:
-            self.pass_ms[m] = ms * self._shape(m) / self._shape(n)
-            self.offline_ms.pop(m, None)
-            self.fresh[m] = 0.0
-        if stalled:
-            self.samples.clear()
+        One token's rounds move the scale (a quicker one sets it outright: stalls only ever
+        slow a pass); another size's rounds move that size's own figure, so a size the
+        measurement got wrong is re-priced by its own rounds, whatever the others did. Plain
+        rounds at depths SLOPE_FIT_SPREAD apart set the slope (see _fit_slope).
+        """
+        self.seen[n] = self.seen.get(n, 0) + 1
+        x = self.depth_rows(n, context)
+        self._last_depth[n] = x / n
+        if n == 1:
+            self._fit_slope(x, ms)
+        price = self.cost_ms(n, context)
+        if price is None or price <= 0:
+            self.pass_ms[n] = ms
+            return
+        growth = (self.slope_ms or 0.0) * x
+        own = price - growth
+        if n == 1 and growth and ms - growth < own / CLIP:
+            # The slope alone priced more than the whole round: it was measured stalled. It
+            # takes the round's excess over the scale, until plain rounds spread to fit it.
+            self.slope_ms = max(0.0, ms - own) / x
+            growth = self.slope_ms * x
+        ratio = min(max((ms - growth) / own, 1.0 / CLIP), CLIP)
+        step = ratio if n == 1 and ratio < 1.0 else ratio**GAIN
+        if n == 1:
+            self.scale = (self.scale or self.pass_ms[1]) * step
+            return
+        self.pass_ms[n] = (self._base_ms(n) or 0.0) * step
+        if step < 1.0:
+            self.check_shape()
 
-    def observe_pace(self, n: int, ms: float, context: int | None = None) -> None:
-        """Let a real round's time over its size's estimate move the pace (see Pace); call
-        before `observe`, which then learns the size's cost from the round at the new pace."""
-        estimate = self.cost_ms(n, context)
-        if estimate:
-            self.pace.observe(ms * self.pace.factor / estimate)
+    def _fit_slope(self, x: float, ms: float) -> None:
+        """Add a plain round (`x`: thousands of tokens cached beyond the table's depth) to the
+        line through plain rounds' times; once their depths spread, its slope is the table's.
+        Each size keeps its price where it last ran: what its rounds showed stays shown."""
+        sums = self._plain
+        for i, value in enumerate((1.0, x, x * x, ms, x * ms)):
+            sums[i] += value
+        count, sx, sxx, st, sxt = sums
+        spread = sxx / count - (sx / count) ** 2
+        if spread < (SLOPE_FIT_SPREAD / 1000.0) ** 2:
+            return
+        slope = max(0.0, (sxt / count - sx / count * st / count) / spread)
+        change, factor = (self.slope_ms or 0.0) - slope, self._factor()
+        for m, depth in self._last_depth.items():
+            if m in self.pass_ms:
+                base = self.pass_ms[m] * (factor if m == 1 else 1.0)
+                base = max(base + change * m * depth / (1.0 if m == 1 else factor), 0.05 * base)
+                if m == 1:
+                    self.scale = base
+                else:
+                    self.pass_ms[m] = base
+        self.slope_ms = slope
+
+    def check_shape(self) -> None:
+        """Reprice and re-measure any size dearer than a larger one beyond FLOOR: it was
+        measured stalled (a pass over fewer rows does part of the same work). A size real
+        rounds have priced is left as they taught it."""
+        cheapest, anchor = math.inf, 0
+        for m in sorted(self.pass_ms, reverse=True):
+            if FLOOR * self.pass_ms[m] > cheapest and anchor and m not in self.seen:
+                self.pass_ms[m] = self.pass_ms[anchor] * self._shape(m) / self._shape(anchor)
+                if self.tries.get(m, 0) < MAX_TRIES:
+                    self.samples.pop(m, None)
+            else:
+                anchor = m
+            cheapest = min(cheapest, self.pass_ms[m])
+
+    # --- what the offline measurement teaches ------------------------------------------------
+    def record(self, n: int, ms: float) -> None:
+        """An offline sample. The first, or one clearly quicker than those before (which were
+        then slowed), sets the size; one that agrees with it confirms it; a slower one was
+        stalled and is dropped."""
+        self.tries[n] = self.tries.get(n, 0) + 1
+        old = self.pass_ms.get(n) if self.samples.get(n) else None
+        if old is None or ms * (1.0 + AGREE) < old:
+            self.pass_ms[n] = ms
+            self.samples[n] = 1
+            if n == 1:
+                self.scale = None
+        elif ms <= old * (1.0 + AGREE):
+            self.pass_ms[n] = min(old, ms)
+            self.samples[n] += 1
+        if self.tries[n] >= MAX_TRIES:
+            self.samples[n] = max(self.samples[n], SAMPLES)
+        self.check_shape()
 
     @property
     def progress(self) -> float:
-        """Share of the offline samples taken (0 … 1; a skipped second sample counts as taken)."""
+        """Share of the offline samples taken (0 … 1)."""
         owed = set(self.to_measure())
         taken = sum(
-            SAMPLES if n not in owed and n in self.samples else min(self.samples.get(n, 0), 1)
+            SAMPLES if n not in owed else min(self.samples.get(n, 0), SAMPLES - 1)
             for n in self.sizes
         )
         return taken / (SAMPLES * len(self.sizes))
 
     def to_measure(self) -> list[int]:
-        """Sizes still owed an offline sample, in the order they are taken.
-
-        Coarse sizes first (so every size soon has a measured one at or above it), then the
-        rest; then each size's second sample, in the same order.
-        """
+        """Sizes still owed an offline sample, in the order they are taken: coarse sizes first
+        (so every size soon has a measured one at or above it), then the rest; then each
+        size's agreeing sample, in the same order."""
         order = [n for n in COARSE_SIZES if n in self.sizes]
         order += [n for n in self.sizes if n not in order]
         first = [n for n in order if self.samples.get(n, 0) < 1]
@@ -373,23 +393,21 @@ class CostTable:
 
     # --- files --------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
+        """The table at the scale real rounds have taught (exact times: which sizes are still
+        owed a sample turns on comparing them)."""
+        factor = self._factor()
         return {
             "description": self.description,
             "gpu": self.gpu,
             "context_tokens": self.context_tokens,
             "sizes": [self.sizes[0], self.sizes[-1]],
-            # Times stay exact: which sizes are still owed a sample turns on comparing them
-            # (see to_measure), and a tiny model's 0.3 ms pass rounded to 3 decimals moved by
-            # enough to turn a table that was complete when saved incomplete when loaded.
-            "pass_ms": {str(n): ms for n, ms in sorted(self.pass_ms.items())},
+            "pass_ms": {str(n): ms * factor for n, ms in sorted(self.pass_ms.items())},
             "samples": {str(n): c for n, c in sorted(self.samples.items())},
+            "seen": {str(n): c for n, c in sorted(self.seen.items())},
             "key": None if self.key is None else asdict(self.key),
             "catchup_row_ms": self.catchup_row_ms,
             "slope_ms": None if self.slope_ms is None else round(self.slope_ms, 4),
             "slope_samples": [[c, round(ms, 3)] for c, ms in self.slope_samples],
-            "offline_ms": {str(n): ms for n, ms in sorted(self.offline_ms.items())},
-            "fresh": {str(n): round(f, 4) for n, f in sorted(self.fresh.items())},
-            "drift": round(self.drift, 4),
         }
 
     @classmethod
@@ -398,15 +416,13 @@ class CostTable:
             low, high = (int(v) for v in data.get("sizes", (1, MAX_ROWS)))
             pass_ms = {int(n): float(ms) for n, ms in data["pass_ms"].items()}
             samples = {int(n): int(c) for n, c in data.get("samples", {}).items()}
+            seen = {int(n): int(c) for n, c in data.get("seen", {}).items()}
             key = CostKey(**data["key"]) if data.get("key") else None
             catchup = data.get("catchup_row_ms")
             catchup_row_ms = None if catchup is None else float(catchup)
             slope = data.get("slope_ms")
             slope_ms = None if slope is None else float(slope)
             slope_samples = [(int(c), float(ms)) for c, ms in data.get("slope_samples", [])]
-            offline_ms = {int(n): float(ms) for n, ms in data.get("offline_ms", {}).items()}
-            fresh = {int(n): float(f) for n, f in data.get("fresh", {}).items()}
-            drift = float(data.get("drift", 1.0))
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CostTableError(f"{what}: malformed ({error!r})") from None
         if not 1 <= low <= high <= 4096:
@@ -417,10 +433,11 @@ class CostTable:
                 f"{what}: pass times need size 1 and positive milliseconds "
                 f"for sizes {low}…{high} (bad: {bad[:5]})"
             )
-        return cls(
+        table = cls(
             sizes=tuple(range(low, high + 1)),
             pass_ms=pass_ms,
             samples=samples,
+            seen={n: c for n, c in seen.items() if n in pass_ms and c > 0},
             gpu=bool(data.get("gpu", False)),
             key=key,
             description=str(data.get("description", "")),
@@ -428,10 +445,9 @@ class CostTable:
             catchup_row_ms=catchup_row_ms if catchup_row_ms and catchup_row_ms > 0 else None,
             slope_ms=slope_ms if slope_ms is not None and slope_ms >= 0 else None,
             slope_samples=slope_samples,
-            offline_ms={n: ms for n, ms in offline_ms.items() if ms > 0},
-            fresh={n: min(max(f, 0.0), 1.0) for n, f in fresh.items()},
-            drift=min(max(drift, DRIFT_RANGE[0]), DRIFT_RANGE[1]),
         )
+        table.check_shape()  # a table stored before these checks existed is checked now
+        return table
 
 
 def estimate_catchup_ms(tokens: int, per_token_ms: float | None, draft: CostTable | None) -> float:
@@ -470,10 +486,6 @@ class MachineCosts:
     sources: tuple[str, ...] = ()
     context: int | None = None
 
-    def __post_init__(self) -> None:
-        if self.draft is not None:
-            self.draft.pace = self.target.pace  # one machine: one pace (see Pace)
-
     def target_ms(self, n: int) -> float | None:
         """Time to check n tokens in one target pass (the cheapest pass holding them)."""
         return self.target.target_ms(n, self.context)
@@ -498,39 +510,19 @@ class MachineCosts:
         """Estimated time for the draft model to evaluate `tokens` it has not seen."""
         return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft)
 
-    @property
-    def batch_ms(self) -> dict[int, float]:
-        """The target's pass times by size (the table itself: updating it pins costs)."""
-        return self.target.pass_ms
-
-    @batch_ms.setter
-    def batch_ms(self, pass_ms: Mapping[int, float]) -> None:
-        self.target.pass_ms = {int(n): float(ms) for n, ms in pass_ms.items()}
-
     def seed(self, batch_ms: Mapping[int, float], draft_token_ms: float | None = None) -> None:
-        """Pin target pass times (and a draft token's) as if measured: for tests and tools."""
+        """Pin target pass times (and a draft token's) as if measured and seen in real
+        rounds: for tests and tools."""
         self.target.pass_ms.update({int(n): float(ms) for n, ms in batch_ms.items()})
+        self.target.seen.update(dict.fromkeys(map(int, batch_ms), 1))
         if draft_token_ms is not None:
             if self.draft is None:
-                self.draft = CostTable(sizes=(1,), gpu=self.target.gpu, pace=self.target.pace)
+                self.draft = CostTable(sizes=(1,), gpu=self.target.gpu)
             self.draft.pass_ms[1] = float(draft_token_ms)
 
     def observe_batch(self, n: int, ms: float) -> None:
-        self.target.observe_pace(n, ms, self.context)
+        """A real round's target pass of n rows took `ms` (at `context`)."""
         self.target.observe(n, ms, self.context)
-
-    def observe_draft(self, tokens: int, ms: float) -> None:
-        if tokens > 0 and self.draft is not None:
-            self.draft.observe(1, ms / tokens)
-
-    def observe_catchup(self, tokens: int, ms: float) -> None:
-        if tokens <= 0:
-            return
-        per_token = ms / tokens
-        old = self.catchup_token_ms
-        self.catchup_token_ms = (
-            per_token if old is None else old + CATCHUP_SMOOTHING * (min(per_token, 3 * old) - old)
-        )
 
     # --- machine cost files (shipped profiles, `profile --out`, `bench --replay --costs`) ---
     def to_json(self) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 
@@ -21,6 +22,30 @@ from specchat.engine.llama import LlamaModel
 #: Filler tokens cached per step while deepening the cache for the slope's deep pass: one
 #: step stays a fraction of a second, so an answer never waits long for the measurement.
 FILL_CHUNK = 64
+
+#: Cores' worth of CPU time other processes may use during a timed pass before the pass is
+#: discarded: llama.cpp's threads wait on each other at every step, so one busy core can make
+#: a pass on two many times slower (docs/costs.md).
+BUSY_SHARE = 0.25
+#: Discarded passes in a row after which the measurement waits for a later, quieter time.
+BUSY_PASSES = 3
+#: Seconds over which others' CPU time is judged: /proc/stat counts in 10 ms ticks, too
+#: coarse for one short pass, so a pass is judged with the quarter second before it.
+BUSY_WINDOW = 0.25
+
+
+def other_cpu_seconds() -> float:
+    """CPU time used by every other process since boot (all cores, in seconds): the
+    machine's busy time in /proc/stat less this process's own. 0 where /proc/stat is not
+    readable (no busy check there)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    busy = (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    return busy - time.process_time()
 
 
 def _filler(model: LlamaModel, count: int) -> list[int]:
@@ -49,6 +74,10 @@ class TableMeasurer:
             catch-up rate (0: none).
         slope: whether to time how a pass's cost grows with the cached context (the target:
             its long passes deep in a chat), after the sizes.
+        load: CPU seconds other processes have used (see other_cpu_seconds): a pass during
+            which (and BUSY_WINDOW before it) they used more than BUSY_SHARE of a core is
+            discarded, and BUSY_PASSES of those in a row end this measurement for now.
+        postponed: whether the machine was too busy to go on (it resumes at the next load).
     """
 
     def __init__(
@@ -59,8 +88,13 @@ class TableMeasurer:
         logits: str = "all",
         catchup_rows: int = 0,
         slope: bool = False,
+        load: Callable[[], float] | None = None,
     ) -> None:
         self.model = model
+        self.load = load or other_cpu_seconds
+        self.postponed = False
+        self._busy_run = 0
+        self._readings: list[tuple[float, float]] = []  # (perf_counter, load) before passes
         self.table = table
         self.logits = logits
         self.catchup_rows = min(catchup_rows, model.n_batch)
@@ -72,6 +106,8 @@ class TableMeasurer:
 
     @property
     def done(self) -> bool:
+        if self.postponed:
+            return True
         if self._slope_base is not None:
             return False  # a slope pair is under way: it ends by rolling the cache back
         rows = max(self.table.sizes[-1], self.catchup_rows)
@@ -117,10 +153,13 @@ class TableMeasurer:
         owed = self.table.to_measure()
         n = owed[0] if owed else self.catchup_rows
         elapsed = self._timed(n)
+        if elapsed is None:
+            return n
         if owed:
             # Timed deeper than the table's own depth (between answers of a long chat): what
             # the extra depth costs is taken off, once the slope is known.
-            self.table.record(n, elapsed - self.table.growth_ms(n, base))
+            deeper = (self.table.slope_ms or 0.0) * self.table.depth_rows(n, base)
+            self.table.record(n, elapsed - deeper)
         else:
             # A catch-up evaluates unseen text in one pass, as this one did.
             self.table.catchup_row_ms = elapsed / n
@@ -140,23 +179,30 @@ class TableMeasurer:
             self._slope_deep = self._slope_base + self._slope_room()
             self._slope_taken = 0
         if self._slope_taken < SLOPE_SAMPLES:
-            self.table.record_slope(model.n_past, self._timed(rows))
-            self._slope_taken += 1
+            self._record_slope(rows)
             return rows
         if model.n_past < self._slope_deep:
             chunk = min(FILL_CHUNK, self._slope_deep - model.n_past)
             model.decode(_filler(model, chunk), logits="none")
             return 0
-        self.table.record_slope(model.n_past, self._timed(rows))
-        self._slope_taken += 1
-        if self._slope_taken >= 2 * SLOPE_SAMPLES:
+        self._record_slope(rows)
+        if self._slope_base is not None and self._slope_taken >= 2 * SLOPE_SAMPLES:
             model.truncate(self._slope_base)
             self._slope_base = None
         return rows
 
-    def _timed(self, n: int) -> float:
+    def _record_slope(self, rows: int) -> None:
+        elapsed = self._timed(rows)
+        if elapsed is not None:
+            self.table.record_slope(self.model.n_past, elapsed)
+            self._slope_taken += 1
+        elif self.postponed:
+            self.pause()  # drops the filler and this pair's passes
+
+    def _timed(self, n: int) -> float | None:
         """Milliseconds of one pass over n filler tokens after the cache, rolled back after
-        (warmed first if an answer or a load came before)."""
+        (warmed first if an answer or a load came before); None when other processes were
+        busy during it (see `load`)."""
         model = self.model
         base = model.n_past
         rows = _filler(model, n)
@@ -164,11 +210,32 @@ class TableMeasurer:
             model.decode(rows[:1], logits=self.logits)
             model.truncate(base)
             self._warm = True
+        self._readings.append((time.perf_counter(), self.load()))
         began = time.perf_counter()
         model.decode(rows, logits=self.logits)
-        elapsed = (time.perf_counter() - began) * 1000.0
+        ended = time.perf_counter()
         model.truncate(base)
-        return elapsed
+        if self._busy(ended):
+            self._busy_run += 1
+            self.postponed = self._busy_run >= BUSY_PASSES
+            return None
+        self._busy_run = 0
+        return (ended - began) * 1000.0
+
+    def _busy(self, now: float) -> bool:
+        """Whether others used more than BUSY_SHARE of a core since the latest reading at
+        least BUSY_WINDOW old (or the oldest kept)."""
+        readings = self._readings
+        while len(readings) > 1 and readings[1][0] <= now - BUSY_WINDOW:
+            readings.pop(0)
+        since, load = readings[0]
+        if now - since < BUSY_WINDOW:
+            # The first pass of a measurement: wait until its window is long enough to judge.
+            time.sleep(BUSY_WINDOW - (now - since))
+            now = time.perf_counter()
+        # /proc/stat counts in clock ticks: a tick or two of others' time is noise.
+        slack = 2.0 / os.sysconf("SC_CLK_TCK")
+        return self.load() - load > BUSY_SHARE * (now - since) + slack
 
     def run(
         self,
@@ -229,14 +296,22 @@ class PairProfiler:
         draft: LlamaModel | None = None,
         *,
         store: CostStore | None = None,
+        load: Callable[[], float] | None = None,
     ) -> None:
         self.costs = costs
         self.store = store or CostStore()
-        self._measurers = [TableMeasurer(target, costs.target, slope=True)]
+        self._measurers = [TableMeasurer(target, costs.target, slope=True, load=load)]
         if draft is not None and costs.draft is not None:
             self._measurers.append(
-                TableMeasurer(draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS)
+                TableMeasurer(
+                    draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS, load=load
+                )
             )
+
+    @property
+    def postponed(self) -> bool:
+        """Whether the machine was too busy to measure (see TableMeasurer.load)."""
+        return any(m.postponed for m in self._measurers)
 
     @property
     def done(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from specchat.engine.cost_table import CostTable, MachineCosts
@@ -14,6 +15,7 @@ __all__ = [
     "MAX_K",
     "MAX_LOOKUP_K",
     "PROBE_BUDGET",
+    "REFERENCE_ROUNDS",
     "SCORED_HURDLE",
     "AutoPolicy",
     "FixedPolicy",
@@ -33,6 +35,12 @@ PROBE_BUDGET = 0.03
 #: it draft with a cache in step. Charging it all to one round would keep a drafter that
 #: pays out for good, since its catch-up only grows while it is not used.
 CATCHUP_ROUNDS = 8
+
+#: Rounds after which `auto` makes a plain round to time one token again, whatever the
+#: offers: every price is a shape times one token's time, and only a plain round shows that
+#: time. Without it a table measured while the machine was busy (one token timed slow, so
+#: every larger pass looked cheap next to it) was never corrected while drafting went on.
+REFERENCE_ROUNDS = 32
 
 #: Expected gain over plain a drafter must promise before it is used: estimated acceptance
 #: and costs both carry noise, and choosing a drafter on a marginal estimate loses more often
@@ -110,6 +118,7 @@ class AutoPolicy:
         self._since_used: dict[str, int] = {}
         self._probing: str | None = None
         self._answer_rounds = 0  # rounds of the answer under way
+        self._since_plain = 0  # rounds since one token was timed
 
     def begin_answer(self) -> None:
         """A new answer starts: the probing budget of its own begins at nothing."""
@@ -203,6 +212,8 @@ class AutoPolicy:
         if prices is None:
             # Nothing measured yet: one plain round gives the reference cost.
             return PolicyChoice(PLAIN, 0, "plain: measuring the target's cost")
+        if self._since_plain >= REFERENCE_ROUNDS:
+            return PolicyChoice(PLAIN, 0, "plain: timing one token, which every price scales")
         plain_ms = prices[1]
         plain_rate = 1.0 / plain_ms
         best = PolicyChoice(PLAIN, 0, "")
@@ -213,14 +224,17 @@ class AutoPolicy:
         for drafter, offer in offers:
             k, rate = self._best_k(offer, drafter.token_ms(plain_ms), prices)
             needs = 1.0 + hurdle(drafter)
-            notes.append(f"{drafter.name} {rate / plain_rate:.2f}× (needs {needs:.2f}×)")
+            speed = rate / plain_rate
+            # Rounded away from the bar, so that the words never contradict the choice.
+            below = math.floor(speed * 100) / 100
+            notes.append(f"{_short(drafter.name)} {below:.2f}×, below the {needs:.2f}× it needs")
             if rate / needs > best_score:
                 best_score = rate / needs
                 best = PolicyChoice(
                     drafter.name,
                     k,
                     f"{_short(drafter.name)}, K = {k}: {offer.detail}, "
-                    f"≈ {rate / plain_rate:.2f}× plain",
+                    f"≈ {math.ceil(speed * 100) / 100:.2f}× plain (it needs {needs:.2f}×)",
                 )
         if best.mode != PLAIN:
             return best
@@ -232,7 +246,7 @@ class AutoPolicy:
                 )
         if not notes:
             return PolicyChoice(PLAIN, 0, "plain: nothing to draft from")
-        return PolicyChoice(PLAIN, 0, f"plain: drafting would not pay ({', '.join(notes)})")
+        return PolicyChoice(PLAIN, 0, f"plain: no drafter expected to pay ({', '.join(notes)})")
 
     def _probe_due(self, drafter: Drafter, offer: Offer, prices: list[float]) -> bool:
         """Whether to probe `drafter` now: its turn has come, it could pay at all, and the
@@ -269,6 +283,7 @@ class AutoPolicy:
         round's draft (it has already learnt from the round)."""
         self.costs.observe_batch(batch, verify_ms)
         self._answer_rounds += 1
+        self._since_plain = 0 if batch == 1 else self._since_plain + 1
         for name in self._since_used:
             self._since_used[name] += 1
         if choice.mode in self._since_used and drafted:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specchat.engine.cost_table import CostTable, estimate_catchup_ms
-from specchat.engine.costs import smoothed
 from specchat.engine.drafting.base import (
     MAX_K,
     Acceptance,
@@ -167,11 +166,11 @@ class DraftModelDrafter(Drafter):
     # --- timing --------------------------------------------------------------------------
     @property
     def draft_token_ms(self) -> float | None:
-        ms = self.table.pass_ms.get(1)
-        return None if ms is None else ms * self.table.pace.factor  # at the machine's pace now
+        return self.table.cost_ms(1)
 
     @draft_token_ms.setter
     def draft_token_ms(self, ms: float | None) -> None:
+        self.table.scale = None
         if ms is None:
             self.table.pass_ms.pop(1, None)
         else:
@@ -183,9 +182,8 @@ class DraftModelDrafter(Drafter):
 
     def observe_catchup(self, tokens: int, ms: float) -> None:
         if tokens > 0:
-            self.catchup_token_ms = smoothed(
-                self.catchup_token_ms, ms / tokens, self.smoothing, damp=False
-            )
+            old, new = self.catchup_token_ms, ms / tokens
+            self.catchup_token_ms = new if old is None else old + self.smoothing * (new - old)
 
     def catchup_ms(self, tokens: int) -> float:
         """Estimated time to evaluate `tokens` of text it has not seen."""

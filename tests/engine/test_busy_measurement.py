@@ -1,0 +1,86 @@
+"""Measuring while other programs keep the CPU busy: those passes are dropped, never stored."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from specchat.engine.cost_store import CostStore
+from specchat.engine.llama import LlamaModel
+from specchat.engine.profiling import (
+    BUSY_PASSES,
+    PairProfiler,
+    TableMeasurer,
+    load_costs,
+    other_cpu_seconds,
+)
+
+
+class BusySpell:
+    """Other processes' CPU time as /proc/stat would show it: nothing, except for a spell of
+    calls during which every call finds a whole second more.
+
+    Attributes:
+        calls: calls so far.
+        spell: the calls (by index) during which the machine is busy.
+    """
+
+    def __init__(self, spell: range) -> None:
+        self.calls = 0
+        self.spell = spell
+        self._total = 0.0
+
+    def __call__(self) -> float:
+        if self.calls in self.spell:
+            self._total += 1.0
+        self.calls += 1
+        return self._total
+
+
+def test_passes_timed_in_a_busy_spell_are_dropped_and_not_stored(
+    tiny_target: LlamaModel, tmp_path: Path
+) -> None:
+    tiny_target.reset()
+    store = CostStore(tmp_path / "costs")
+    costs = load_costs(tiny_target, None, store=store)
+    # Two load readings a pass: the first four passes are quiet, then the machine is busy.
+    load = BusySpell(range(8, 10_000))
+    profiler = PairProfiler(costs, tiny_target, store=store, load=load)
+    timed: list[int] = []
+    profiler.run(progress=lambda n, share: timed.append(n))
+    assert profiler.postponed and profiler.done
+    assert len(timed) == 4 + BUSY_PASSES  # it stopped after BUSY_PASSES dropped passes
+    stored = store.load(tiny_target)
+    assert set(stored.pass_ms) <= set(timed[:4])  # only the quiet passes
+    assert not PairProfiler(load_costs(tiny_target, None, store=store), tiny_target).done
+
+
+def test_a_real_cpu_burner_is_seen_and_its_passes_dropped(tiny_target: LlamaModel) -> None:
+    burners = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import time\nend = time.time() + 20\nwhile time.time() < end: pass",
+            ]
+        )
+        for _ in range(2)
+    ]
+    try:
+        time.sleep(0.3)
+        before = other_cpu_seconds()
+        time.sleep(0.5)
+        assert other_cpu_seconds() - before > 0.4  # two burners: about a core's second
+        tiny_target.reset()
+        table = load_costs(tiny_target, None, store=CostStore(Path("/nonexistent"))).target
+        measurer = TableMeasurer(tiny_target, table, load=other_cpu_seconds)
+        while not measurer.done:
+            measurer.step()
+        assert measurer.postponed
+        assert table.samples == {}
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
