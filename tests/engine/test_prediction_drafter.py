@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specchat.engine.decoder import SpeculativeDecoder
-from specchat.engine.drafting.prediction import PredictionDrafter, locate_in
+from specchat.engine.drafting.prediction import ANCHOR_FIRST, PredictionDrafter, locate_in
 from specchat.engine.llama import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 from specchat.tinymodels import TinyModels
@@ -105,6 +105,10 @@ def test_a_right_prediction_is_copied_under_auto(decoder: SpeculativeDecoder) ->
     _, kept = _from_prediction(rounds)
     assert kept >= 80
     assert len(rounds) < 60  # far fewer target passes than tokens
+    # The answer follows the prediction from its first token: copied from the first round
+    # that may draft (the very first measures the target's cost).
+    first = next(r.index for r in rounds if r.choice.mode == "prediction")
+    assert first <= 1
     assert {e.origin for r in rounds for e in r.events if e.origin} <= {"a prediction"}
 
 
@@ -120,8 +124,12 @@ def test_a_garbage_prediction_costs_next_to_nothing_under_auto(
     fresh = _pinned(decoder, costs)
     rounds = _answer(fresh, prompt, mode="auto", prediction=garbage, max_tokens=200)
     drafted, kept = _from_prediction(rounds)
-    # Auto learns from every position that the copies fail: it checks few of them.
-    assert drafted - kept <= 20
+    # Auto learns from every position that the copies fail: it checks few of them (a tenth
+    # of a row per answer token at most, where a pinned copy checked five).
+    assert drafted - kept <= 20 + 4
+    anchored = [r for r in rounds if "start of the prediction" in r.choice.reason]
+    assert len(anchored) <= 1  # the guess at the prediction's start: once, and short
+    assert all(r.drafted <= ANCHOR_FIRST + 1 for r in anchored)
 
 
 def test_sampled_output_keeps_the_plain_law(decoder: SpeculativeDecoder) -> None:

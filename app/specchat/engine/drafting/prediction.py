@@ -26,6 +26,14 @@ MAX_EXTENT = 64
 FEW = 8
 #: Where the kept tokens came from, for the answer's stats ("prediction").
 ORIGIN = "a prediction"
+#: The match length a copy anchored at the prediction's start is priced as, however short:
+#: before the answer's first token, and while the answer has followed the prediction from
+#: its first token. A prediction is sent as the answer's expected text, so that is where a
+#: copy of it most likely begins (an edit's file). Such a copy is at most twice as long as
+#: its match (ANCHOR_FIRST before the first token), and once one is refused in an answer the
+#: anchor counts no more there: a wrong guess costs one short pass per answer.
+ANCHORED = 16
+ANCHOR_FIRST = 4
 
 
 def locate_in(document: np.ndarray, text: Sequence[int], max_extent: int) -> tuple[int, int]:
@@ -95,8 +103,12 @@ class PredictionDrafter(Drafter):
         super().__init__()
         self.copies = CopyAcceptance()
         self._document = np.zeros(0, dtype=np.int64)
-        # The last offer's (position, proposal, match length, ms): the round's draft, if chosen.
-        self._offered: tuple[int, tuple[int, ...], int, float] | None = None
+        self._answer_start = 0
+        self._anchor = True
+        # The last offer's (position, proposal, match length, anchored, ms): the round's
+        # draft, if chosen.
+        self._offered: tuple[int, tuple[int, ...], int, bool, float] | None = None
+        self._anchored_draft = False  # the round's draft was anchored (see ANCHORED)
 
     def use_prediction(self, tokens: Sequence[int]) -> None:
         self._document = np.asarray(tokens, dtype=np.int64)
@@ -106,31 +118,54 @@ class PredictionDrafter(Drafter):
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.copies.restart(len(prompt))
+        self._answer_start = len(prompt)
+        self._anchor = True  # until an anchored copy is refused (see ANCHORED)
         self._offered = None
 
     def find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
         """(continuation of up to k tokens from the prediction, match length), or ((), 0)."""
+        tokens, match_len, _ = self._find(context, k)
+        return tokens, match_len
+
+    def _find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int, bool]:
+        """The continuation, its match length, and whether it is anchored at the
+        prediction's start (see ANCHORED)."""
         if k <= 0 or not self._document.size:
-            return (), 0
-        start, longest = locate_in(self._document, context, MAX_EXTENT)
-        if start < 0:
-            return (), 0
+            return (), 0, False
+        if len(context) <= self._answer_start:
+            if not self._anchor:
+                return (), 0, False
+            start, longest, anchored = 0, 0, True  # nothing written yet
+        else:
+            start, longest = locate_in(self._document, context, MAX_EXTENT)
+            if start < 0:
+                return (), 0, False
+            # The match begins at the prediction's first token.
+            anchored = self._anchor and start == longest
+        if anchored and longest < ANCHORED:
+            k = min(k, max(ANCHOR_FIRST, 2 * longest))
         tokens = tuple(int(t) for t in self._document[start : start + k])
-        return through_end(tokens, self.ends_answer), longest
+        return through_end(tokens, self.ends_answer), longest, anchored
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         if not self._document.size:
             return None
         began = time.perf_counter()
-        tokens, match_len = self.find(context, min(k_cap, MAX_LOOKUP_K))
+        tokens, match_len, anchored = self._find(context, min(k_cap, MAX_LOOKUP_K))
         ms = (time.perf_counter() - began) * 1000.0
-        self._offered = (len(context), tokens, match_len, ms)
-        counted = self.copies.evidence(len(context), match_len)
+        self._offered = (len(context), tokens, match_len, anchored, ms)
+        # Priced and learnt by lookup's rule (CopyAcceptance), except that an anchored copy
+        # counts as ANCHORED long, sampling or not (the prediction is no earlier sample).
+        if anchored:
+            counted = max(match_len, ANCHORED)
+        else:
+            counted = self.copies.evidence(len(context), match_len)
         self.copies.note(len(context), tokens, counted)
         if not tokens:
             return None
         curve = self.copies.curve(counted, len(tokens))
-        detail = f"{match_len}-token match in the prediction, α ≈ {self.copies.alpha(counted):.2f}"
+        where = "the start of the prediction" if anchored else "the prediction"
+        detail = f"{match_len}-token match at {where}, α ≈ {self.copies.alpha(counted):.2f}"
         return Offer(len(curve) - 1, curve, detail=detail)
 
     def propose(
@@ -141,16 +176,14 @@ class PredictionDrafter(Drafter):
         rng: np.random.Generator,
     ) -> Draft:
         offered = self._offered
-        if offered is not None and offered[0] == len(context):
-            _, tokens, match_len, ms = offered
-            if len(tokens) < k:  # auto may ask for a whole pass: find that much
-                began = time.perf_counter()
-                tokens, match_len = self.find(context, k)
-                ms += (time.perf_counter() - began) * 1000.0
+        began = time.perf_counter()
+        if offered is not None and offered[0] == len(context) and len(offered[1]) >= k:
+            _, tokens, match_len, anchored, ms = offered
         else:
-            began = time.perf_counter()
-            tokens, match_len = self.find(context, k)
+            # Not offered here, or auto asks for a whole pass: find that much.
+            tokens, match_len, anchored = self._find(context, k)
             ms = (time.perf_counter() - began) * 1000.0
+        self._anchored_draft = anchored and bool(tokens)
         return Draft(tokens[:k], None, ms, self.name, match_len, origin=ORIGIN if tokens else "")
 
     def expected_tokens_curve(self, k_max: int) -> list[float]:
@@ -159,5 +192,13 @@ class PredictionDrafter(Drafter):
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from every proposal the text has now decided."""
+        draft = outcome.draft
+        if (
+            draft.source == self.name
+            and self._anchored_draft
+            and outcome.accepted < len(draft.tokens)
+        ):
+            self._anchor = False
+        self._anchored_draft = False
         self._offered = None
         self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)
