@@ -21,8 +21,9 @@ from starlette.types import Receive, Scope, Send
 
 from specchat.serve import shaping
 from specchat.serve.errors import ApiError
+from specchat.serve.executor import Executor
 from specchat.serve.guard import KeyGuard, ServeOptions, error_response, read_json
-from specchat.serve.jobs import Executor, Failed, Finished, Job, JobEvent, Round, Started
+from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
 from specchat.serve.parsing import ChatCall, parse_chat_call
 
 if TYPE_CHECKING:

@@ -5,16 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
-
-if TYPE_CHECKING:
-    from specchat.serve.runner import JobRunner
 
 
 @dataclass(frozen=True)
@@ -111,28 +107,3 @@ class Job:
         self.cancel = threading.Event()
         self.deliver = deliver
         self.label = label
-
-
-class Executor(Protocol):
-    """Whatever runs jobs on the engine's thread: its own (`EngineThread`, `specchat
-    serve`) or the window's generation worker's (workers/api_jobs.py).
-
-    Attributes:
-        runner: answers each job.
-    """
-
-    runner: JobRunner
-
-    def start(self) -> None: ...
-
-    def submit(self, job: Job) -> None:
-        """Queue `job`; raises ApiError (503) when the queue is full or closing."""
-
-    @property
-    def waiting(self) -> int: ...
-
-    @property
-    def running(self) -> bool: ...
-
-    def stop(self, *, timeout_s: float = 10.0) -> bool:
-        """Cancel what runs and waits; True once nothing runs any more."""

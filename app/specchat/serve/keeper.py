@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 
 from specchat.engine.chat_template import ChatMessage
-from specchat.serve.runner import conversation_key
+from specchat.serve.parsing import conversation_key
 from specchat.store.conversations import ConversationStore, StoreError
 
 log = logging.getLogger(__name__)

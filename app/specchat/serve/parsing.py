@@ -1,9 +1,10 @@
-"""A chat-completions request body checked field by field into a `ChatCall`."""
+"""A chat-completions request body checked field by field into a `ChatCall`; the chat's key."""
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,3 +219,14 @@ def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> Chat
         include_usage=include_usage,
         prediction=_prediction(body.get("prediction")),
     )
+
+
+def conversation_key(messages: Sequence[ChatMessage]) -> str:
+    """The same chat across requests: its opening messages (system prompts, first question)
+    name it, so a follow-up is "this chat" to the drafters and another chat is not."""
+    digest = hashlib.sha256()
+    for message in messages:
+        digest.update(f"{message.role}\0{message.content}\0".encode())
+        if message.role == "user":
+            break
+    return "api-" + digest.hexdigest()[:16]

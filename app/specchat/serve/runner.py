@@ -3,14 +3,12 @@ the rounds streamed to the job, and the summary its response reports."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import BaselineMeter
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
 from specchat.engine.history import suffix_index_of
 from specchat.engine.kept_sources import KeptSources
@@ -19,6 +17,7 @@ from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
 from specchat.serve.errors import ApiError, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
+from specchat.serve.parsing import conversation_key
 
 if TYPE_CHECKING:
     from specchat.engine.prefix_cache import PrefixCache
@@ -29,17 +28,6 @@ log = logging.getLogger(__name__)
 
 #: The name of the drafter that copies from a request's prediction (engine/drafting).
 PREDICTION = "prediction"
-
-
-def conversation_key(messages: Sequence[ChatMessage]) -> str:
-    """The same chat across requests: its opening messages (system prompts, first question)
-    name it, so a follow-up is "this chat" to the drafters and another chat is not."""
-    digest = hashlib.sha256()
-    for message in messages:
-        digest.update(f"{message.role}\0{message.content}\0".encode())
-        if message.role == "user":
-            break
-    return "api-" + digest.hexdigest()[:16]
 
 
 class JobRunner:

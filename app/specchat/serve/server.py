@@ -14,8 +14,8 @@ import uvicorn
 
 from specchat.serve.app import ServedModel, build_app, served_model
 from specchat.serve.engine_thread import EngineThread
+from specchat.serve.executor import Executor
 from specchat.serve.guard import ServeOptions, check_options
-from specchat.serve.jobs import Executor
 
 if TYPE_CHECKING:
     from specchat.engine.prefix_cache import PrefixCache

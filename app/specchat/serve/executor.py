@@ -1,0 +1,36 @@
+"""The `Executor` protocol: whatever runs the API's jobs on the engine's thread."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from specchat.serve.jobs import Job
+
+if TYPE_CHECKING:
+    # Only named here: the HTTP side never loads the runner (and the engine code under it).
+    from specchat.serve.runner import JobRunner
+
+
+class Executor(Protocol):
+    """Whatever runs jobs on the engine's thread: its own (`EngineThread`, `specchat
+    serve`) or the window's generation worker's (workers/api_jobs.py).
+
+    Attributes:
+        runner: answers each job.
+    """
+
+    runner: JobRunner
+
+    def start(self) -> None: ...
+
+    def submit(self, job: Job) -> None:
+        """Queue `job`; raises ApiError (503) when the queue is full or closing."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def stop(self, *, timeout_s: float = 10.0) -> bool:
+        """Cancel what runs and waits; True once nothing runs any more."""
