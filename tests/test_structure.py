@@ -2,9 +2,10 @@
 
 The import walk reads the sources (AST), resolving absolute `specchat.*` and relative
 imports. It counts imports inside functions: a deferred import still makes the two
-modules depend on each other, only later, and deferring was how earlier cycles hid
-(ui/app.py ↔ ui/main_window.py). It leaves out imports under `if TYPE_CHECKING:`, which
-never run. See tests/helpers/imports.py for what else it does not see.
+modules depend on each other, only later. It counts imports under `if TYPE_CHECKING:` too:
+they never run, but a module that needs another's types to be read is no more separable
+from it than one that calls it, and such imports are how a cycle hides from the run-time
+walk. See tests/helpers/imports.py for what it does not see.
 """
 
 from __future__ import annotations
@@ -48,5 +49,8 @@ def test_cycles_are_found_through_relative_and_deferred_imports(tmp_path: Path) 
     )
     graph = import_graph(package)
     assert graph["pkg.b"] == {"pkg.c"} and graph["pkg.sub.d"] == {"pkg.a"}
-    assert graph["pkg.e"] == set()  # a type-checking import never runs
-    assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.a"]]
+    assert graph["pkg.e"] == {"pkg.f"}  # a type-checking import counts
+    assert find_cycles(graph) == [
+        ["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.a"],
+        ["pkg.e", "pkg.f", "pkg.e"],
+    ]

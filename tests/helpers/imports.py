@@ -30,23 +30,13 @@ def module_names(package_dir: Path) -> dict[str, Path]:
     return modules
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def _runtime_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Imports that run: at module level and inside functions, classes, try and if blocks,
-    but not under `if TYPE_CHECKING:` (those only exist for the type checker)."""
-    for node in ast.iter_child_nodes(tree):
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement: at module level and inside functions, classes, try and if
+    blocks, those under `if TYPE_CHECKING:` included (a module that needs another's types
+    depends on it as much as one that needs its code)."""
+    for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
-        elif isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                yield from _runtime_imports(ast.Module(body=[child], type_ignores=[]))
-        else:
-            yield from _runtime_imports(node)
 
 
 def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
@@ -71,7 +61,7 @@ def import_graph(package_dir: Path) -> dict[str, set[str]]:
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         is_package = path.name == "__init__.py"
-        for node in _runtime_imports(tree):
+        for node in _imports(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
