@@ -154,7 +154,7 @@ def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
     """Per answer position, the suffix drafter's (proposal length, tokens kept) over this
     chat: its main path's length, and what its best branch — or the copy carried through the
     answer's substitutions — keeps (the ceiling's optimism)."""
-    from specchat.engine.drafting.lookup import locate
+    from specchat.engine.drafting.matching import locate
     from specchat.engine.drafting.substitutions import Substitutions
     from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
     from specchat.engine.suffix_index import SuffixIndex
@@ -349,8 +349,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes).
 
     The real policy and the real draft-free drafters `auto` asks (the suffix index over this
-    chat; prompt lookup only fills spare rows, as live) run on the recorded text; the draft
-    model's proposals come from the trace.
+    chat) run on the recorded text; the draft model's proposals come from the trace.
     Each pass is sized as the decoder sizes it (the cheapest size holding the draft, extra
     rows filled as `fill_tokens` fills them; a draft-model round's extra rows count as
     keeping nothing, since what would fill them live was not recorded), and a suffix tree
@@ -363,8 +362,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
 
     costs = copy.deepcopy(costs)
     policy = AutoPolicy(gpu=costs.target.gpu, costs=costs)
-    lookup = PromptLookupDrafter()  # fills a pass's spare rows (as the decoder's does)
-    built: list[Drafter] = [SuffixDrafter(), lookup]
+    built: list[Drafter] = [SuffixDrafter(), PromptLookupDrafter()]
     if trace.draft is not None and costs.draft_token_ms is not None:
         built.append(_RecordedDraftModel(trace, costs))
     drafters = auto_drafters(built)
@@ -406,7 +404,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
             if drafter.needs_model:
                 model_ms = made.ms  # a copying drafter's lookups cost next to nothing
             elif made.tokens and rows > used:
-                more = fill_tokens(context, made, rows - used, lookup)
+                more = fill_tokens(context, made, rows - used)
                 made = replace(made, tokens=(*made.tokens, *more))
             rows = max(rows, draft_rows(made))
             # Greedy keeps the path that goes furthest (one path unless a tree was drafted).

@@ -10,16 +10,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting import (
-    AUTO,
-    PLAIN,
-    Draft,
-    Drafter,
-    Drafters,
-    Offer,
-    Outcome,
-    PromptLookupDrafter,
-)
+from specchat.engine.drafting import AUTO, PLAIN, Draft, Drafter, Drafters, Offer, Outcome
+from specchat.engine.drafting.matching import locate
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.types import (
@@ -125,12 +117,14 @@ class SpeculativeDecoder:
         self.target = target
         self.draft = draft
         self.drafting_refused = rollback_refusal(target, draft)
-        # A draft model whose cache cannot be rolled back would re-read the whole context
-        # after every proposal: its drafters are not built (lookup still drafts).
-        self.drafters = drafters or Drafters(
-            target, draft if draft is not None and draft.can_rollback else None
-        )
         self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
+        # A draft model whose cache cannot be rolled back would re-read the whole context
+        # after every proposal: the drafters that need it are not built.
+        self.drafters = drafters or Drafters(
+            target,
+            draft if draft is not None and draft.can_rollback else None,
+            costs=self.auto.costs,
+        )
         self.auto.track(self.drafters)
         self._fixed = FixedPolicy()
 
@@ -144,43 +138,9 @@ class SpeculativeDecoder:
     def _rounds(
         self, request: GenerationRequest, live: LiveControls, cancel: threading.Event | None
     ) -> Iterator[RoundResult]:
-        prompt = list(request.prompt_tokens)
-        if not prompt:
-            raise ValueError("empty prompt")
+        prompt, stats = self._read_prompt(request, live)
         target = self.target
-        if len(prompt) >= target.n_ctx:
-            raise ContextFullError(
-                f"the prompt ({len(prompt)} tokens) does not fit the context window "
-                f"({target.n_ctx} tokens)"
-            )
         rng = np.random.default_rng(request.controls.sampling.seed)
-
-        began = time.perf_counter()
-        # The target's cache always holds the context minus its last token: each round then
-        # evaluates [last, d1..dK] in one pass and reads K + 1 rows of logits.
-        cached = target.sync(prompt[:-1])
-        if cached < len(prompt) - 1:
-            target.decode(prompt[cached:-1], logits="none")
-        prompt_evaluated = len(prompt) - 1 - cached
-        mode = self.drafters.resolve(live.get().mode)
-        self.auto.begin_answer()
-        # `auto` prices passes from the machine's cost table, measured outside answers (see
-        # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
-        for drafter in self.drafters:
-            if request.conversation is not None:
-                drafter.enter_conversation(request.conversation)
-            drafter.use_prediction(request.prediction)
-            # Auto readies a drafter (the draft model's prompt evaluation, before the first
-            # token) only where it expects to use it: otherwise the first token waits for
-            # work that mostly buys nothing (on a CPU, ~0.5 s for a 70-token prompt).
-            eager = drafter.name == mode or (
-                mode == AUTO
-                and drafter in self.drafters.for_auto
-                and self.auto.worth_readying(drafter)
-            )
-            drafter.prepare(prompt, eager=eager)
-        stats = Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
-
         context = prompt  # grows with every emitted token
         text = _TextStream(target)
         stops = _StopStringFilter(request.stop_strings)
@@ -220,46 +180,12 @@ class SpeculativeDecoder:
             verify_began = time.perf_counter()
             last = context[-1]
             n_before = target.n_past
-            rows = len(draft.tokens) + 1
-            # A tree: the branches ride in rows the policy paid for (see
-            # SuffixDrafter.propose and Drafter.fills_pass).
-            if draft.branches and sampling.greedy and target.max_branches > 1:
-                draft, verdict, rows = self._verify_tree(draft, last, sampling, rng)
-            else:
-                logits = target.decode([last, *draft.tokens], logits="all")
-                verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
+            draft, verdict, rows = self._verify(draft, last, sampling, rng)
             j = verdict.n_accepted
             target.truncate(n_before + 1 + j)
             verify_ms = _ms_since(verify_began)
 
-            new_tokens = [*draft.tokens[:j], verdict.next_token]
-            events: list[TokenEvent] = []
-            stop: StopReason | None = None
-            for i, token in enumerate(new_tokens):
-                if target.is_eog(token):
-                    stop = StopReason.EOS
-                    break
-                if i < j:
-                    kind = TokenKind.ACCEPTED
-                elif not draft.tokens:
-                    kind = TokenKind.PLAIN
-                elif j < len(draft.tokens):
-                    kind = TokenKind.CORRECTED
-                else:
-                    kind = TokenKind.BONUS
-                events.append(
-                    TokenEvent(
-                        kind=kind,
-                        token=token,
-                        text=text.push(token),
-                        p_target=verdict.p_target[i],
-                        p_draft=verdict.p_draft[i] if draft.tokens else None,
-                        round_index=round_index,
-                        position=i,
-                        margin=verdict.margins[i],
-                        origin=draft.origin if i < j else "",
-                    )
-                )
+            events, stop = self._events(draft, verdict, round_index, text)
             context = context + [e.token for e in events]
             # Drafters learn from their own tokens only, not from the rows filled for them.
             margin = events[-1].margin if events else None
@@ -314,6 +240,93 @@ class SpeculativeDecoder:
                 return
 
     # --- helpers -----------------------------------------------------------------------------
+    def _read_prompt(
+        self, request: GenerationRequest, live: LiveControls
+    ) -> tuple[list[int], Stats]:
+        """Bring the target's cache to the prompt less its last token (each round then
+        evaluates [last, d1..dK] in one pass) and ready the drafters for a new answer."""
+        prompt = list(request.prompt_tokens)
+        if not prompt:
+            raise ValueError("empty prompt")
+        target = self.target
+        if len(prompt) >= target.n_ctx:
+            raise ContextFullError(
+                f"the prompt ({len(prompt)} tokens) does not fit the context window "
+                f"({target.n_ctx} tokens)"
+            )
+
+        began = time.perf_counter()
+        # The target's cache always holds the context minus its last token: each round then
+        # evaluates [last, d1..dK] in one pass and reads K + 1 rows of logits.
+        cached = target.sync(prompt[:-1])
+        if cached < len(prompt) - 1:
+            target.decode(prompt[cached:-1], logits="none")
+        prompt_evaluated = len(prompt) - 1 - cached
+        mode = self.drafters.resolve(live.get().mode)
+        self.auto.begin_answer()
+        # `auto` prices passes from the machine's cost table, measured outside answers (see
+        # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
+        for drafter in self.drafters:
+            if request.conversation is not None:
+                drafter.enter_conversation(request.conversation)
+            drafter.use_prediction(request.prediction)
+            # Auto readies a drafter (the draft model's prompt evaluation, before the first
+            # token) only where it expects to use it: otherwise the first token waits for
+            # work that mostly buys nothing (on a CPU, ~0.5 s for a 70-token prompt).
+            eager = drafter.name == mode or (
+                mode == AUTO
+                and drafter in self.drafters.for_auto
+                and self.auto.worth_readying(drafter)
+            )
+            drafter.prepare(prompt, eager=eager)
+        return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
+
+    def _verify(
+        self, draft: Draft, last: int, sampling: SamplingParams, rng: np.random.Generator
+    ) -> tuple[Draft, Verdict, int]:
+        """Check `draft` in one target pass: (the draft as checked, its verdict, the pass's
+        rows). A tree rides in rows the policy paid for (see Drafter.fills_pass)."""
+        if draft.branches and sampling.greedy and self.target.max_branches > 1:
+            return self._verify_tree(draft, last, sampling, rng)
+        logits = self.target.decode([last, *draft.tokens], logits="all")
+        verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
+        return draft, verdict, len(draft.tokens) + 1
+
+    def _events(
+        self, draft: Draft, verdict: Verdict, round_index: int, text: _TextStream
+    ) -> tuple[list[TokenEvent], StopReason | None]:
+        """The round's tokens as events, up to an end-of-generation token (then EOS)."""
+        j = verdict.n_accepted
+        new_tokens = [*draft.tokens[:j], verdict.next_token]
+        events: list[TokenEvent] = []
+        stop: StopReason | None = None
+        for i, token in enumerate(new_tokens):
+            if self.target.is_eog(token):
+                stop = StopReason.EOS
+                break
+            if i < j:
+                kind = TokenKind.ACCEPTED
+            elif not draft.tokens:
+                kind = TokenKind.PLAIN
+            elif j < len(draft.tokens):
+                kind = TokenKind.CORRECTED
+            else:
+                kind = TokenKind.BONUS
+            events.append(
+                TokenEvent(
+                    kind=kind,
+                    token=token,
+                    text=text.push(token),
+                    p_target=verdict.p_target[i],
+                    p_draft=verdict.p_draft[i] if draft.tokens else None,
+                    round_index=round_index,
+                    position=i,
+                    margin=verdict.margins[i],
+                    origin=draft.origin if i < j else "",
+                )
+            )
+        return events, stop
+
     def _draft(
         self,
         context: Sequence[int],
@@ -351,9 +364,9 @@ class SpeculativeDecoder:
         """The draft grown to the cheapest pass at or above its size (see pass_size).
 
         A pass of 16 can cost less than one of 15 on a CPU (kernels work on rows in groups):
-        the extra rows carry more of lookup's copy, a lookup continuation of the draft
-        model's tokens, or else a repeat of the last token. Any token in a row is checked
-        exactly like the others, so output is unchanged; more rows can only keep more.
+        the extra rows carry a copy on from the draft's end, or else a repeat of its last
+        token (see fill_tokens). Any token in a row is checked exactly like the others, so
+        output is unchanged; more rows can only keep more.
         """
         if not draft.tokens:
             return draft  # plain chose not to draft
@@ -363,10 +376,7 @@ class SpeculativeDecoder:
         extra = rows - used
         if extra <= 0:
             return draft
-        lookup = self.drafters.get("lookup")
-        more = fill_tokens(
-            context, draft, extra, lookup if isinstance(lookup, PromptLookupDrafter) else None
-        )
+        more = fill_tokens(context, draft, extra)
         probs = draft.probs
         if probs is not None:
             # A filled row is a deterministic proposal: q is one-hot at its token.
@@ -569,23 +579,16 @@ def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
     if draft is not None and not draft.can_rollback:
         return (
             f"the draft model {draft.path.name} is a recurrent or hybrid model, whose cache "
-            "cannot drop rejected drafts: it is not used (prompt lookup still drafts)"
+            "cannot drop rejected drafts: it is not used (drafters without a model still draft)"
         )
     return ""
 
 
-def fill_tokens(
-    context: Sequence[int], draft: Draft, extra: int, lookup: PromptLookupDrafter | None
-) -> list[int]:
-    """`extra` tokens to lengthen `draft`'s main path into rows a cheap pass leaves over:
-    more of lookup's copy when lookup made the draft, else a copy on from the draft's own end
-    (a repeating stretch goes on repeating), else repeats of its last token."""
-    more: list[int] = []
-    if lookup is not None:
-        if draft.source == lookup.name:
-            longer = lookup.find(context, len(draft.tokens) + extra)[0]
-            if longer[: len(draft.tokens)] == draft.tokens:
-                more = list(longer[len(draft.tokens) :])
-        if len(more) < extra:
-            more += lookup.find([*context, *draft.tokens, *more], extra - len(more))[0]
+def fill_tokens(context: Sequence[int], draft: Draft, extra: int) -> list[int]:
+    """`extra` tokens to lengthen `draft`'s main path into rows a cheap pass leaves over: what
+    followed where the text, draft included, ended the same way before (more of a copy, a
+    repeating stretch going on), else repeats of the draft's last token."""
+    text = [*context, *draft.tokens]
+    start, length = locate(text)
+    more = [int(t) for t in text[start : start + extra]] if length else []
     return more + [draft.tokens[-1]] * (extra - len(more))

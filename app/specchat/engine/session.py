@@ -11,7 +11,6 @@ from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
 from specchat.engine.cost_store import CostStore
 from specchat.engine.decoder import Generation, SpeculativeDecoder
-from specchat.engine.drafting import DraftModelDrafter
 from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.profiling import PairProfiler, load_costs
 from specchat.engine.prompt_tokens import PromptTokenizer
@@ -133,9 +132,6 @@ class ChatEngine:
         self.costs = load_costs(target, draft, store=store)
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
         self.decoder = SpeculativeDecoder(target, draft, auto=auto)
-        drafter = self.decoder.drafters.get(DraftModelDrafter.name)
-        if isinstance(drafter, DraftModelDrafter) and self.costs.draft is not None:
-            drafter.table = self.costs.draft
         self.profiler = PairProfiler(self.costs, target, draft, store=store)
         self.template_choice = choose_template(
             target.chat_template(),

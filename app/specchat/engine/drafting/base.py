@@ -14,6 +14,7 @@ from specchat.engine.types import SamplingParams
 if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
+    from specchat.engine.cost_table import MachineCosts
     from specchat.engine.llama import LlamaModel
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
@@ -215,10 +216,13 @@ class LoadedPair:
     Attributes:
         target: the target model.
         draft: the draft model, or None.
+        costs: the machine's stored cost tables for the pair (a drafter that runs a model
+            prices itself with that model's table), or None.
     """
 
     target: LlamaModel
     draft: LlamaModel | None
+    costs: MachineCosts | None = None
 
 
 class Drafter(abc.ABC):

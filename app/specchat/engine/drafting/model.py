@@ -69,15 +69,20 @@ class DraftModelDrafter(Drafter):
         self.min_confidence = min_confidence
         # A same-family draft model usually agrees more often than not.
         self.acceptance = Acceptance.prior(0.6, 0.6)
-        # Its time per token: the machine's stored table when the engine shares it (see
-        # ChatEngine), refreshed by every round it drafts.
+        # Its time per token, refreshed by every round it drafts (see create).
         self.table = CostTable(sizes=(1,))
         self.catchup_token_ms: float | None = None
         self.smoothing = 0.2
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
-        return cls(pair.draft) if pair.draft is not None else None
+        if pair.draft is None:
+            return None
+        drafter = cls(pair.draft)
+        if pair.costs is not None and pair.costs.draft is not None:
+            # The stored table the background measurement fills is the one it prices with.
+            drafter.table = pair.costs.draft
+        return drafter
 
     # --- the protocol --------------------------------------------------------------------
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:

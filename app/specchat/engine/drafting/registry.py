@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeVar
 from specchat.engine.drafting.base import Drafter, EndTokens, LoadedPair
 
 if TYPE_CHECKING:
+    from specchat.engine.cost_table import MachineCosts
     from specchat.engine.llama import LlamaModel
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
@@ -115,8 +116,10 @@ class Drafters:
         for_auto: the ones `auto` asks each round (see auto_drafters).
     """
 
-    def __init__(self, target: LlamaModel, draft: LlamaModel | None) -> None:
-        self.pair = LoadedPair(target, draft)
+    def __init__(
+        self, target: LlamaModel, draft: LlamaModel | None, *, costs: MachineCosts | None = None
+    ) -> None:
+        self.pair = LoadedPair(target, draft, costs)
         self._built: dict[str, Drafter] = {}
         ends = EndTokens(target.is_eog)
         for cls in drafter_classes():

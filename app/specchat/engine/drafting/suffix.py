@@ -12,15 +12,13 @@ import numpy as np
 from specchat.engine.drafting.base import (
     MAX_LOOKUP_K,
     Draft,
-    Drafter,
     Offer,
     Outcome,
     end_cut,
 )
-from specchat.engine.drafting.copy_acceptance import CopyAcceptance
-from specchat.engine.drafting.lookup import locate
+from specchat.engine.drafting.copying import CopyDrafter
+from specchat.engine.drafting.matching import locate
 from specchat.engine.drafting.registry import register
-from specchat.engine.drafting.substitutions import Substitutions
 from specchat.engine.suffix_index import Continuation, Source, SuffixIndex
 from specchat.engine.types import SamplingParams
 
@@ -32,7 +30,7 @@ MIN_SHARE = 0.3
 
 
 @register
-class SuffixDrafter(Drafter):
+class SuffixDrafter(CopyDrafter[tuple[list[Continuation], float]]):
     """Draft from a suffix index over everything already said.
 
     Like prompt lookup it costs no model, but it remembers more: every answer of this chat
@@ -56,13 +54,9 @@ class SuffixDrafter(Drafter):
     fills_pass = True  # the runners-up ride in the rows a cheap pass size leaves over
 
     def __init__(self, index: SuffixIndex | None = None) -> None:
-        super().__init__()
+        super().__init__(locate)
         self.index = index or SuffixIndex()
-        self.copies = CopyAcceptance()
-        self.substitutions = Substitutions(locate)
         self._conversation: int | str | None = None
-        # The last offer's (position, continuations, ms): the round's draft, if chosen.
-        self._offered: tuple[int, list[Continuation], float] | None = None
 
     def enter_conversation(self, conversation: int | str) -> None:
         """Another conversation than the last answer's: what was said there is an earlier
@@ -72,14 +66,9 @@ class SuffixDrafter(Drafter):
                 self.index.reset_chat()
             self._conversation = conversation
 
-    def use_sampling(self, sampling: SamplingParams) -> None:
-        self.copies.sampled = not sampling.greedy
-
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         self.index.prepare(prompt)
-        self.copies.restart(len(prompt))
-        self.substitutions.restart()
-        self._offered = None
+        super().prepare(prompt, eager=eager)
 
     def _find(self, context: Sequence[int], k: int) -> tuple[list[Continuation], float]:
         began = time.perf_counter()
@@ -105,12 +94,11 @@ class SuffixDrafter(Drafter):
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         found, ms = self._find(context, min(k_cap, MAX_LOOKUP_K))
-        self._offered = (len(context), found, ms)
+        self._keep(context, (found, ms))
         if not found:
             return None
         main = found[0]
-        counted = self.copies.evidence(len(context), main.match_len)
-        self.copies.note(len(context), main.tokens, counted)
+        counted = self._counted(context, main.tokens, main.match_len)
         base = self.copies.curve(counted, len(main.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
@@ -123,9 +111,6 @@ class SuffixDrafter(Drafter):
         detail = f"{main.match_len}-token match in {main.source.value}, α ≈ {alpha:.2f}"
         return Offer(len(curve) - 1, curve, detail=detail)
 
-    def expected_tokens_curve(self, k_max: int) -> list[float]:
-        return self.copies.curve(1, k_max)
-
     def propose(
         self,
         context: Sequence[int],
@@ -133,11 +118,8 @@ class SuffixDrafter(Drafter):
         sampling: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        offered = self._offered
-        if offered is not None and offered[0] == len(context):
-            _, found, ms = offered
-        else:
-            found, ms = self._find(context, k)
+        offered = self._kept(context)
+        found, ms = offered if offered is not None else self._find(context, k)
         if not found:
             return Draft((), None, ms, self.name)
         main = found[0]
@@ -166,6 +148,5 @@ class SuffixDrafter(Drafter):
 
     def observe(self, outcome: Outcome) -> None:
         """Index the kept text, and learn from every proposal the text has now decided."""
-        self._offered = None
+        super().observe(outcome)
         self.index.sync(outcome.context)
-        self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)
