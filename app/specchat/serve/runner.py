@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import BaselineMeter
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
+from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.history import suffix_index_of
 from specchat.engine.kept_sources import KeptSources
 from specchat.engine.suffix_index import Source
@@ -25,9 +26,6 @@ if TYPE_CHECKING:
     from specchat.serve.keeper import ChatKeeper
 
 log = logging.getLogger(__name__)
-
-#: The name of the drafter that copies from a request's prediction (engine/drafting).
-PREDICTION = "prediction"
 
 
 class JobRunner:
@@ -138,7 +136,7 @@ class JobRunner:
                 self.baseline.observe(now - previous)
             previous = now
             kept.add(result)
-            if result.choice.mode == PREDICTION:
+            if result.choice.mode == PredictionDrafter.name:
                 accepted += result.accepted
                 rejected += result.drafted - result.accepted
             text.append(result.text)

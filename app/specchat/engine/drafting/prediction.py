@@ -8,22 +8,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.engine.drafting.base import (
-    MAX_LOOKUP_K,
-    Draft,
-    Drafter,
-    Offer,
-    Outcome,
-    through_end,
-)
-from specchat.engine.drafting.copy_acceptance import CopyAcceptance
+from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Offer, Outcome, through_end
+from specchat.engine.drafting.copying import CopyDrafter
+from specchat.engine.drafting.matching import FEW
 from specchat.engine.drafting.registry import register
 from specchat.engine.types import SamplingParams
 
 #: How far back a match is followed (and the largest match length reported), as lookup's.
 MAX_EXTENT = 64
-#: Candidates few enough to measure one by one (by comparing slices).
-FEW = 8
 #: Where the kept tokens came from, for the answer's stats ("prediction").
 ORIGIN = "a prediction"
 #: The match length a copy anchored at the prediction's start is priced as, however short:
@@ -81,17 +73,24 @@ def _agreement(document: list[int], end: int, tail: list[int], known: int, cap: 
     return low
 
 
+#: What an offer's search found: the proposal, its match length, whether it is anchored
+#: at the prediction's start, and the search's time in ms.
+Found = tuple[tuple[int, ...], int, bool, float]
+
+
+def _no_copy_of_the_text(text: Sequence[int]) -> tuple[int, int]:
+    """Substitutions follow a copy of the text itself; a prediction is a document apart."""
+    return -1, 0
+
+
 @register
-class PredictionDrafter(Drafter):
+class PredictionDrafter(CopyDrafter[Found]):
     """Draft from a request's prediction: what followed the answer's ending there.
 
     No model, so a draft costs microseconds. Its acceptance is learnt as lookup's is, at
-    every position, drafted or not (CopyAcceptance): a prediction the answer follows is
-    priced up within a few tokens, and one it does not follow (unrelated text) is priced
-    down as fast, so `auto` stops asking the target to check it.
-
-    Attributes:
-        copies: acceptance by match length and by the target's certainty.
+    every position, drafted or not (CopyDrafter): a prediction the answer follows is priced
+    up within a few tokens, and one it does not follow (unrelated text) is priced down as
+    fast, so `auto` stops asking the target to check it.
     """
 
     name = "prediction"
@@ -100,27 +99,19 @@ class PredictionDrafter(Drafter):
     fills_pass = True  # a long copy goes on into the rows a cheap pass size leaves over
 
     def __init__(self) -> None:
-        super().__init__()
-        self.copies = CopyAcceptance()
+        super().__init__(_no_copy_of_the_text)
         self._document = np.zeros(0, dtype=np.int64)
         self._answer_start = 0
         self._anchor = True
-        # The last offer's (position, proposal, match length, anchored, ms): the round's
-        # draft, if chosen.
-        self._offered: tuple[int, tuple[int, ...], int, bool, float] | None = None
         self._anchored_draft = False  # the round's draft was anchored (see ANCHORED)
 
     def use_prediction(self, tokens: Sequence[int]) -> None:
         self._document = np.asarray(tokens, dtype=np.int64)
 
-    def use_sampling(self, sampling: SamplingParams) -> None:
-        self.copies.sampled = not sampling.greedy
-
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
-        self.copies.restart(len(prompt))
+        super().prepare(prompt, eager=eager)
         self._answer_start = len(prompt)
         self._anchor = True  # until an anchored copy is refused (see ANCHORED)
-        self._offered = None
 
     def find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
         """(continuation of up to k tokens from the prediction, match length), or ((), 0)."""
@@ -152,15 +143,13 @@ class PredictionDrafter(Drafter):
             return None
         began = time.perf_counter()
         tokens, match_len, anchored = self._find(context, min(k_cap, MAX_LOOKUP_K))
-        ms = (time.perf_counter() - began) * 1000.0
-        self._offered = (len(context), tokens, match_len, anchored, ms)
-        # Priced and learnt by lookup's rule (CopyAcceptance), except that an anchored copy
-        # counts as ANCHORED long, sampling or not (the prediction is no earlier sample).
+        self._keep(context, (tokens, match_len, anchored, (time.perf_counter() - began) * 1e3))
         if anchored:
+            # Counted ANCHORED long, sampling or not: the prediction is no earlier sample.
             counted = max(match_len, ANCHORED)
+            self.copies.note(len(context), tokens, counted)
         else:
-            counted = self.copies.evidence(len(context), match_len)
-        self.copies.note(len(context), tokens, counted)
+            counted = self._counted(context, tokens, match_len)
         if not tokens:
             return None
         curve = self.copies.curve(counted, len(tokens))
@@ -175,23 +164,20 @@ class PredictionDrafter(Drafter):
         sampling: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
-        offered = self._offered
-        began = time.perf_counter()
-        if offered is not None and offered[0] == len(context) and len(offered[1]) >= k:
-            _, tokens, match_len, anchored, ms = offered
+        offered = self._kept(context)
+        if offered is not None and len(offered[0]) >= k:
+            tokens, match_len, anchored, ms = offered
         else:
             # Not offered here, or auto asks for a whole pass: find that much.
+            began = time.perf_counter()
             tokens, match_len, anchored = self._find(context, k)
             ms = (time.perf_counter() - began) * 1000.0
         self._anchored_draft = anchored and bool(tokens)
         return Draft(tokens[:k], None, ms, self.name, match_len, origin=ORIGIN if tokens else "")
 
-    def expected_tokens_curve(self, k_max: int) -> list[float]:
-        """Without a match in view: the shortest matches' estimate."""
-        return self.copies.curve(1, k_max)
-
     def observe(self, outcome: Outcome) -> None:
-        """Learn from every proposal the text has now decided."""
+        """Learn from every proposal the text has now decided; an anchored copy refused
+        ends the anchor for this answer."""
         draft = outcome.draft
         if (
             draft.source == self.name
@@ -200,5 +186,4 @@ class PredictionDrafter(Drafter):
         ):
             self._anchor = False
         self._anchored_draft = False
-        self._offered = None
-        self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)
+        super().observe(outcome)
