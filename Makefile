@@ -28,12 +28,27 @@ endif
 # llama-cpp-python in seconds after the first build, and a CPU wheel is never taken for CUDA.
 WHEELHOUSE ?= $(HOME)/.cache/specchat/wheelhouse/$(BACKEND)
 
+# `make package` bundles a llama.cpp that runs on any x86-64 CPU: no -march=native, every CPU
+# kernel variant built as its own library (libggml-cpu-haswell.so, ...-skylakex.so, ...) and
+# the best one for the CPU loaded at start. It has its own virtual environment and wheelhouse,
+# so .venv's native build (fastest here, for `make run`) stays as it is. NATIVE=1 bundles
+# .venv's build instead: for this machine only. GGML_BACKEND_DIR puts the variants into
+# llama_cpp/lib beside libllama (by default they would land in site-packages/bin); :STRING
+# keeps CMake from making that relative path absolute (it would point into the build tree).
+NATIVE ?=
+PACKAGE_VENV ?= .venv-package
+PORTABLE_BACKEND ?= cpu-portable
+PORTABLE_CMAKE_ARGS ?= -DGGML_NATIVE=off -DGGML_BACKEND_DL=on -DGGML_CPU_ALL_VARIANTS=on \
+  -DGGML_BACKEND_DIR:STRING=llama_cpp/lib
+
 STAMP_LLAMA := $(VENV)/.llama-$(LLAMA_VERSION)-$(BACKEND)
 STAMP_APP := $(VENV)/.app-installed
 STAMP_TEST := $(VENV)/.test-installed
 STAMP_SYS := $(VENV)/.system-deps
+STAMP_PACKAGE := $(PACKAGE_VENV)/.package-installed
 
-.PHONY: run test lint bench soak fetch package install-desktop uninstall-desktop clean help
+.PHONY: run test lint bench soak fetch package package-env install-desktop uninstall-desktop \
+  clean help
 
 help:
 	@echo "make run      set up, fetch the default model pair, open SpecChat"
@@ -41,7 +56,8 @@ help:
 	@echo "make lint     ruff + mypy"
 	@echo "make bench    benchmark every drafting mode on the default pair"
 	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
-	@echo "make package  build the one-file bundle with PyInstaller (dist/specchat)"
+	@echo "make package  build the one-file bundle for any x86-64 CPU (dist/specchat)"
+	@echo "              NATIVE=1: with .venv's llama.cpp, tuned to this machine's CPU"
 	@echo "make install-desktop  menu entry + icons (+ dist/specchat) into ~/.local"
 
 $(PY):
@@ -57,7 +73,7 @@ $(STAMP_LLAMA): | $(PY)
 	@if ! ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "Building llama-cpp-python $(LLAMA_VERSION) for $(BACKEND) (one time, ~10 min on 2 cores)"; \
 	  mkdir -p $(WHEELHOUSE); \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-deps -w $(WHEELHOUSE) \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
 	    llama-cpp-python==$(LLAMA_VERSION); \
 	else echo "Using cached llama-cpp-python wheel from $(WHEELHOUSE)"; fi
 	$(PIP) install -q --no-deps $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
@@ -68,10 +84,20 @@ $(STAMP_APP): pyproject.toml $(STAMP_LLAMA) $(STAMP_SYS)
 	$(PIP) install -q -e .
 	@touch $@
 
-# `package` too: the bundle test (slow, but run in CI) builds dist/specchat with PyInstaller.
-$(STAMP_TEST): pyproject.toml $(STAMP_APP)
+# `package` too, and the portable packaging environment: the bundle tests (slow, but run in
+# CI) build the bundle that `make package` ships and check its instructions.
+$(STAMP_TEST): pyproject.toml $(STAMP_APP) $(STAMP_PACKAGE)
 	$(PIP) install -q -e ".[dev,bench,package]"
 	@touch $@
+
+# The packaging environment: this Makefile's own rules, run with the portable settings.
+$(STAMP_PACKAGE): pyproject.toml
+	$(MAKE) --no-print-directory VENV=$(PACKAGE_VENV) BACKEND=$(PORTABLE_BACKEND) \
+	  LLAMA_CMAKE_ARGS="$(PORTABLE_CMAKE_ARGS)" package-env
+
+package-env: $(STAMP_APP)
+	$(PIP) install -q -e ".[package]"
+	@touch $(VENV)/.package-installed
 
 fetch: $(STAMP_APP)
 	$(VENV)/bin/specchat models fetch default
@@ -95,10 +121,17 @@ SOAK_MINUTES ?= 10
 soak: $(STAMP_TEST)
 	$(VENV)/bin/specchat soak --minutes $(SOAK_MINUTES)
 
-package: $(STAMP_TEST)
+ifeq ($(NATIVE),1)
+package: $(STAMP_APP)
 	$(PIP) install -q -e ".[package]"
 	$(VENV)/bin/pyinstaller --noconfirm --clean --distpath dist --workpath build/pyinstaller \
 	  packaging/pyinstaller/specchat.spec
+else
+package: $(STAMP_PACKAGE)
+	$(PACKAGE_VENV)/bin/pyinstaller --noconfirm --clean --distpath dist \
+	  --workpath build/pyinstaller packaging/pyinstaller/specchat.spec
+	$(PACKAGE_VENV)/bin/python packaging/check_instructions.py dist/specchat
+endif
 
 # Menu entry, hicolor icons and metainfo (PREFIX=~/.local by default, DESTDIR for staging);
 # with a built bundle in dist/ the program itself goes to PREFIX/bin as well.

@@ -50,6 +50,12 @@ RUNTIME_DISPATCH: dict[str, str] = {
     "is_x86_feature_detected!",
 }
 
+#: Single instructions allowed in one of llama.cpp's own libraries, with the reason.
+GUARDED: dict[tuple[str, str], str] = {
+    (r"(^|/)libmtmd\.so", "lzcnt"): "miniaudio's (vendored in mtmd): the first site sits behind "
+    "a test of a global CPU-feature flag, and lzcnt never traps: without LZCNT it runs as bsr",
+}
+
 #: Mnemonics beyond SSE4.2 that are not VEX/EVEX-encoded (those start with 'v').
 BMI = frozenset(
     "andn bextr blsi blsmsk blsr bzhi mulx pdep pext rorx sarx shlx shrx lzcnt movbe".split()
@@ -110,11 +116,13 @@ class Finding:
         path: the library, relative to the bundle.
         counts: instructions per family.
         examples: the first instruction of each family, with its address and function.
+        mnemonics: every mnemonic counted.
     """
 
     path: str
     counts: Counter[str] = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    mnemonics: set[str] = field(default_factory=set)
 
     def summary(self) -> str:
         families = ", ".join(f"{name} {n}" for name, n in sorted(self.counts.items()))
@@ -159,10 +167,12 @@ def scan(path: Path, label: str, objdump: str) -> Finding:
         raise RuntimeError(f"objdump failed on {label}: {done.stderr.strip()[:200]}")
     listing = done.stdout
     for match in CANDIDATE.finditer(listing):
-        family = classify(*split_instruction(match["text"]))
+        mnemonic, operands, evex = split_instruction(match["text"])
+        family = classify(mnemonic, operands, evex)
         if family is None:
             continue
         finding.counts[family] += 1
+        finding.mnemonics.add(mnemonic)
         if family not in finding.examples:
             header = listing.rfind(">:\n", 0, match.start())
             function = listing[listing.rfind("<", 0, header) + 1 : header] if header > 0 else "?"
@@ -228,8 +238,15 @@ def check(root: Path, objdump: str) -> Report:
         if not finding.counts:
             continue
         reason = next((why for rx, why in RUNTIME_DISPATCH.items() if re.search(rx, label)), None)
+        guarded = [
+            why
+            for (rx, mnemonic), why in GUARDED.items()
+            if re.search(rx, label) and finding.mnemonics == {mnemonic}
+        ]
         if reason and "llama_cpp" not in label:
             report.dispatched.append((finding, reason))
+        elif guarded:
+            report.dispatched.append((finding, guarded[0]))
         else:
             report.stray.append(finding)
     return report

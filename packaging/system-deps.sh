@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages SpecChat's tests and tools use on Debian/Ubuntu: the Qt runtime libraries,
-# Xvfb for screenshots, and the desktop-file validators (with the hicolor theme that the
-# install test checks icon folders against). Installs only what is missing, and only where
+# Xvfb for screenshots, the desktop-file validators (with the hicolor theme that the
+# install test checks icon folders against), objdump for the bundle's instruction check and
+# QEMU's user-mode emulator to run the portable build as an older CPU. Installs only what is missing, and only where
 # apt is usable; elsewhere it lists what to install and carries on.
 set -u
 needed=()
@@ -11,7 +12,7 @@ command -v dpkg >/dev/null 2>&1 || { echo "system-deps: not a Debian system, ski
 for pkg in libgl1 libegl1 libxkbcommon0 libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 \
            libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 libxcb-render-util0 \
            libxcb-randr0 libxcb-shape0 libxcb-xfixes0 libxcb-xinerama0 libxcb-xkb1 \
-           xvfb xauth desktop-file-utils appstream hicolor-icon-theme; do
+           xvfb xauth desktop-file-utils appstream hicolor-icon-theme binutils qemu-user; do
   want "$pkg"
 done
 [ ${#needed[@]} -eq 0 ] && { echo "system-deps: all present"; exit 0; }

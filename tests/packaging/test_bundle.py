@@ -1,18 +1,18 @@
-"""The PyInstaller one-file bundle builds, and its `--self-test` passes offscreen and under X."""
+"""The one-file bundle `make package` ships builds, passes its self-test, has no stray code."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from specchat.commands import selftest
+from tests.helpers.portable import X86_VARIANTS, package_python, run_checker, variants_listed
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "packaging" / "pyinstaller" / "specchat.spec"
@@ -22,15 +22,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """dist/specchat built from the spec into a temporary folder (slow: PyInstaller runs)."""
-    if importlib.util.find_spec("PyInstaller") is None:
-        # `make test` installs the package extra; a missing PyInstaller is a broken set-up.
-        pytest.fail("PyInstaller is not installed: pip install -e '.[package]'")
+    """dist/specchat as `make package` builds it, into a temporary folder (75 s on 2 cores).
+
+    The packaging environment's Python runs PyInstaller, so the bundle carries its portable
+    llama.cpp, as the shipped one does.
+    """
+    python = package_python()
     work = tmp_path_factory.mktemp("pyinstaller")
     started = time.monotonic()
     done = subprocess.run(
         [
-            sys.executable,
+            str(python),
             "-m",
             "PyInstaller",
             "--noconfirm",
@@ -83,6 +85,11 @@ def test_bundle_self_test_offscreen(bundle: Path, tmp_path: Path) -> None:
     assert "/specchat/resources" in report and str(ROOT) not in report
     assert "ok   draft mode (K=3) matches plain" in report
     assert "ok   lookup mode (K=3) matches plain" in report
+    # The CPU kernels come from the variants inside the bundle, chosen for this CPU.
+    match = re.search(
+        r"ok   llama\.cpp backend: CPU kernels (\S+) \(chosen from (\d+) variants\)", report
+    )
+    assert match and match[1] in X86_VARIANTS and int(match[2]) == len(X86_VARIANTS), report
     assert "platform offscreen, icon rendered" in report
     assert selftest.PASSED in report
 
@@ -105,3 +112,19 @@ def test_bundle_runs_a_subcommand(bundle: Path, tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "default" in done.stdout
+
+
+def test_bundle_has_no_instructions_beyond_sse42_outside_the_cpu_variants(bundle: Path) -> None:
+    done = run_checker(bundle)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert variants_listed(done.stdout) == X86_VARIANTS
+    print(done.stdout)
+
+
+def test_bundle_version_names_the_cpu_kernels(bundle: Path, tmp_path: Path) -> None:
+    env = {**os.environ, "SPECCHAT_HOME": str(tmp_path), "PYTHONPATH": ""}
+    done = subprocess.run(
+        [str(bundle), "--version"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"llama-cpp-python [\d.]+: CPU kernels \w+ \(chosen from", done.stdout)

@@ -1,0 +1,115 @@
+"""The portable llama.cpp build picks a CPU variant at start and carries no stray instructions."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import llama_cpp.llama_cpp as llama_lib
+import pytest
+
+from specchat.commands import selftest
+from tests.helpers.portable import (
+    X86_VARIANTS,
+    cpu_flags,
+    portable_lib_dir,
+    run_checker,
+    variants_listed,
+)
+
+pytestmark = pytest.mark.slow
+
+#: Variants that use no AVX2: a CPU with AVX2 must get something better.
+PRE_AVX2 = {"x64", "sse42", "sandybridge", "ivybridge", "piledriver"}
+BACKEND_LINE = re.compile(
+    r"ok   llama\.cpp backend: CPU kernels (\S+) \(chosen from (\d+) variants\)"
+)
+
+
+@pytest.fixture(scope="module")
+def portable_lib() -> Path:
+    return portable_lib_dir()
+
+
+def _self_test(lib: Path, cwd: Path, *launcher: str) -> str:
+    # llama_cpp honours LLAMA_CPP_LIB_PATH: the same Python code over the portable libraries.
+    env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(lib), "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run(
+        [*launcher, sys.executable, "-m", "specchat", "--self-test"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,  # no libraries here: llama.cpp's own search of the working folder finds none
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert selftest.PASSED in done.stdout
+    return done.stdout
+
+
+def test_self_test_loads_the_best_variant_for_this_cpu(portable_lib: Path, tmp_path: Path) -> None:
+    report = _self_test(portable_lib, tmp_path)
+    match = BACKEND_LINE.search(report)
+    assert match, report
+    variant, count = match[1], int(match[2])
+    assert variant in X86_VARIANTS and count == len(X86_VARIANTS)
+    if "avx2" in cpu_flags():
+        assert variant not in PRE_AVX2, report
+
+
+def _qemu() -> str:
+    qemu = shutil.which("qemu-x86_64")
+    if qemu is None:
+        pytest.fail("qemu-x86_64 is missing: run packaging/system-deps.sh (Debian qemu-user)")
+    return qemu
+
+
+@pytest.mark.parametrize(("cpu", "variant"), [("Nehalem", "sse42"), ("SandyBridge", "sandybridge")])
+def test_self_test_on_an_older_cpu_model_takes_its_kernels(
+    portable_lib: Path, tmp_path: Path, cpu: str, variant: str
+) -> None:
+    # QEMU's user-mode emulator runs the whole process as that CPU (Nehalem, 2008: SSE4.2 and
+    # no AVX): an instruction it lacks, outside the variant chosen, stops it with SIGILL.
+    report = _self_test(portable_lib, tmp_path, _qemu(), "-cpu", cpu)
+    match = BACKEND_LINE.search(report)
+    assert match and match[1] == variant, report
+
+
+def test_the_native_build_stops_on_an_older_cpu_model(tmp_path: Path) -> None:
+    # What the emulator catches: make's .venv (-march=native) as a Nehalem.
+    if "avx2" not in cpu_flags():
+        pytest.skip("this CPU has no AVX2, so a native build runs on a Nehalem as well")
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    env.pop("LLAMA_CPP_LIB_PATH", None)
+    done = subprocess.run(
+        [_qemu(), "-cpu", "Nehalem", sys.executable, "-m", "specchat", "--self-test"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode != 0 and "Illegal instruction" in done.stderr, done.stderr
+
+
+def test_checker_passes_the_portable_libraries(portable_lib: Path) -> None:
+    done = run_checker(portable_lib)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert variants_listed(done.stdout) == X86_VARIANTS
+    assert "STRAY" not in done.stdout
+
+
+def test_checker_fails_a_native_build() -> None:
+    # The suite runs in make's .venv, whose llama.cpp is built with -march=native.
+    native = Path(llama_lib._base_path)
+    if any(native.glob("libggml-cpu-*.so")):
+        pytest.fail(f"{native} holds CPU variants: the suite expects make's native .venv")
+    if "avx2" not in cpu_flags():
+        pytest.skip("this CPU has no AVX2, so a native build has nothing beyond SSE4.2 to find")
+    done = run_checker(native)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"STRAY: libggml-cpu\.so\S*: .*AVX2 \d+", done.stdout), done.stdout
