@@ -371,7 +371,9 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     prompt, answer = list(trace.prompt_tokens), list(trace.answer)
     text = [*prompt, *answer]
     for drafter in drafters:
-        drafter.prepare(prompt, eager=policy.worth_readying(drafter))  # as the decoder does
+        # As the decoder does: a drafter with a model prices reading the prompt in its offer.
+        offer = drafter.offer(prompt, len(answer)) if drafter.needs_model else None
+        drafter.prepare(prompt, eager=policy.worth_readying(drafter, offer))
     greedy, rng = SamplingParams(), np.random.default_rng(0)
     n = len(answer)
     i, spent = 0, 0.0

@@ -271,13 +271,12 @@ class SpeculativeDecoder:
                 drafter.enter_conversation(request.conversation)
             drafter.use_prediction(request.prediction)
             # Auto readies a drafter (the draft model's prompt evaluation, before the first
-            # token) only where it expects to use it: otherwise the first token waits for
-            # work that mostly buys nothing (on a CPU, ~0.5 s for a 70-token prompt).
-            eager = drafter.name == mode or (
-                mode == AUTO
-                and drafter in self.drafters.for_auto
-                and self.auto.worth_readying(drafter)
-            )
+            # token) only where its first round would use it, the prompt read priced in its
+            # offer as a catch-up: otherwise the first token waits for work that buys nothing.
+            auto = mode == AUTO and drafter in self.drafters.for_auto
+            room = target.n_ctx - len(prompt)
+            offer = drafter.offer(prompt, room) if auto and drafter.needs_model else None
+            eager = drafter.name == mode or (auto and self.auto.worth_readying(drafter, offer))
             drafter.prepare(prompt, eager=eager)
         return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
 

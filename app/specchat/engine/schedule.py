@@ -186,12 +186,19 @@ class AutoPolicy:
         best = max(self._rate(kk + 1.0, kk, per_token, prices, extra) for kk in range(1, max_k + 1))
         return best > 1.0 / plain_ms
 
-    def worth_readying(self, drafter: Drafter) -> bool:
+    def worth_readying(self, drafter: Drafter, offer: Offer | None = None) -> bool:
         """Whether to ready `drafter` before an answer's first token: only where the current
         estimates would choose it over plain. Before the target's cost is measured nothing is
         chosen (the first round is plain); a drafter that starts to pay later catches up then,
-        its catch-up priced like any other."""
+        its catch-up priced like any other.
+
+        `offer`: its offer for the prompt, where readying costs time (the draft model reading
+        a prompt it has not seen, its one-off part): that read must also be one it could
+        repay at all (`could_pay`, as for a probe), else the first token waits for nothing.
+        """
         if self.costs.target_ms(1) is None:
+            return False
+        if offer is not None and not self.could_pay(drafter, extra_ms=offer.extra_ms):
             return False
         return self._pays(drafter)
 

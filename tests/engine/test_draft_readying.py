@@ -1,0 +1,103 @@
+"""Under `auto`, the draft model reads a follow-up's prompt before the first token only where
+the first round would pay for that read: otherwise the first token waits for nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.drafting.model import DraftModelDrafter
+from specchat.engine.llama import LlamaModel
+from specchat.engine.schedule import AutoPolicy
+from specchat.engine.types import Controls, GenerationRequest, RoundResult
+from tests.helpers.engine import CHAT_PROMPTS, run
+
+# A GPU's shape: a pass of a few rows costs about one row, a drafted token a tenth of it.
+FLAT_COSTS = {1: 20.0, 2: 21.0, 4: 22.0, 8: 24.0, 16: 30.0, 32: 40.0, 64: 60.0}
+DRAFT_TOKEN_MS = 2.0
+# A 2-core CPU's: a pass of n rows costs nearly n one-row passes.
+CPU_COSTS = {1: 36.0, 2: 70.0, 4: 140.0, 8: 280.0, 16: 560.0, 32: 1100.0, 64: 2200.0}
+
+
+class _Counted:
+    """Counts the tokens a model evaluates (its `decode` calls), passing them through."""
+
+    def __init__(self, model: LlamaModel, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.tokens = 0
+        decode = model.decode
+
+        def counted(tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+            self.tokens += len(tokens)
+            return decode(tokens, logits=logits)
+
+        monkeypatch.setattr(model, "decode", counted)
+
+
+def _decoder(target: LlamaModel, draft: LlamaModel, costs: dict[int, float]) -> SpeculativeDecoder:
+    target.reset()
+    draft.reset()
+    auto = AutoPolicy()
+    auto.costs.seed(costs, draft_token_ms=DRAFT_TOKEN_MS)
+    return SpeculativeDecoder(target, draft, auto=auto)
+
+
+def _follow_up(decoder: SpeculativeDecoder) -> list[int]:
+    """A first request answered (plain, so nothing is learnt about costs), then a follow-up
+    repeating its prompt and answer with a long new message: the draft model never read it."""
+    first = decoder.target.tokenize(CHAT_PROMPTS[0] * 6)
+    answer = run(decoder, first, mode="plain", max_tokens=24).tokens
+    more = decoder.target.tokenize(CHAT_PROMPTS[1] * 12, add_special=False)
+    prompt = [*first, *answer, *more]
+    assert 400 < len(prompt) < 900
+    return prompt
+
+
+def _first_round(decoder: SpeculativeDecoder, prompt: Sequence[int]) -> RoundResult:
+    """The follow-up's first round under auto (its first token)."""
+    return next(decoder.generate(GenerationRequest(tuple(prompt), 16, Controls("auto", 4))))
+
+
+def test_a_draft_model_that_cannot_pay_reads_nothing_before_the_first_token(
+    tiny_target: LlamaModel, tiny_draft: LlamaModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CPU's passes: it loses in step. Flat passes with a read as dear as a target pass
+    # a token: it wins in step, yet even at perfect acceptance never repays the prompt read.
+    for costs, read_ms in ((CPU_COSTS, None), (FLAT_COSTS, 20.0)):
+        decoder = _decoder(tiny_target, tiny_draft, costs)
+        prompt = _follow_up(decoder)
+        drafter = decoder.drafters["draft"]
+        assert isinstance(drafter, DraftModelDrafter)
+        drafter.catchup_token_ms = read_ms
+        if read_ms is not None:
+            assert decoder.auto.worth_readying(drafter)  # in step, it would be readied
+        counted = _Counted(tiny_draft, monkeypatch)
+        first = _first_round(decoder, prompt)
+        assert first.choice.mode != "draft", first.choice
+        assert counted.tokens == 0
+        monkeypatch.undo()
+
+
+def test_a_draft_model_that_pays_is_still_readied_before_the_first_token(
+    tiny_target: LlamaModel, tiny_draft: LlamaModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoder = _decoder(tiny_target, tiny_draft, FLAT_COSTS)
+    prompt = _follow_up(decoder)
+    # A catch-up read in one batch on a GPU: a few milliseconds for the whole prompt.
+    drafter = decoder.drafters["draft"]
+    assert isinstance(drafter, DraftModelDrafter)
+    drafter.catchup_token_ms = 0.001
+    counted = _Counted(tiny_draft, monkeypatch)
+    eager: list[bool] = []
+    prepare = drafter.prepare
+
+    def noted(prompt: Sequence[int], *, eager_now: bool) -> None:
+        eager.append(eager_now)
+        prepare(prompt, eager=eager_now)
+
+    monkeypatch.setattr(drafter, "prepare", lambda p, *, eager: noted(p, eager_now=eager))
+    _first_round(decoder, prompt)
+    assert eager == [True]  # readied before the first round, not caught up in it
+    assert counted.tokens >= len(prompt) - 1
