@@ -77,9 +77,14 @@ def test_under_this_cpus_table_auto_copies_or_decodes_plainly(traces: list[Answe
 
 def test_the_ceiling_is_plain_when_nothing_is_kept() -> None:
     trace = AnswerTrace(
-        "x", (1, 2, 3), (4, 5, 6, 7), lookup=((9,),) * 4, lookup_len=(1,) * 4,
-        match_len=(1,) * 4, draft=((9,),) * 4,
-    )  # fmt: skip
+        "x",
+        (1, 2, 3),
+        (4, 5, 6, 7),
+        lookup=((9,),) * 4,
+        lookup_len=(1,) * 4,
+        match_len=(1,) * 4,
+        draft=((9,),) * 4,
+    )
     costs = MachineCosts(
         CostTable(sizes=(1, 2), pass_ms={1: 10.0, 2: 11.0}),
         CostTable(sizes=(1,), pass_ms={1: 1.0}),

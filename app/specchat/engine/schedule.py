@@ -84,8 +84,16 @@ class FixedPolicy:
             return PolicyChoice(PLAIN, 0, "plain decoding")
         return PolicyChoice(mode, k, f"{_short(mode)}, K = {k} (fixed)")
 
-    def observe(self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int,
-                accepted: int, drafter: Drafter | None = None) -> None:  # fmt: skip
+    def observe(
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        drafted: int,
+        accepted: int,
+        drafter: Drafter | None = None,
+    ) -> None:
         """Fixed K learns nothing (the drafters still learn on their own)."""
 
 

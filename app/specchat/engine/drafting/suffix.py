@@ -89,8 +89,9 @@ class SuffixDrafter(CopyDrafter[tuple[list[Continuation], float]]):
         n = end_cut(found.tokens, self.ends_answer)
         if n == len(found.tokens):
             return found
-        return replace(found, tokens=found.tokens[:n], counts=found.counts[:n],
-                       shares=found.shares[:n])  # fmt: skip
+        return replace(
+            found, tokens=found.tokens[:n], counts=found.counts[:n], shares=found.shares[:n]
+        )
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
         found, ms = self._find(context, min(k_cap, MAX_LOOKUP_K))
