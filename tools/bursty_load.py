@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import random
+import signal
 import sys
 import time
 
@@ -44,12 +45,16 @@ def main(argv: list[str] | None = None) -> int:
         multiprocessing.Process(target=burst, args=(args.seconds, args.seed + i), daemon=True)
         for i in range(args.processes)
     ]
+    # A plain `kill` of this process must end the load too, not leave the workers spinning.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     for worker in workers:
         worker.start()
     try:
         for worker in workers:
             worker.join()
     except KeyboardInterrupt:
+        pass
+    finally:
         for worker in workers:
             worker.terminate()
     return 0
