@@ -70,6 +70,7 @@ def load_engine(
     where its cost tables are kept (by default the user's cache)."""
     from specchat.engine.llama import ModelLoadError
     from specchat.engine.session import ChatEngine
+    from specchat.engine.template_guards import ChatTemplateError
     from specchat.engine.types import KV_CACHES
 
     try:
@@ -83,5 +84,5 @@ def load_engine(
             cost_store=cost_store,
             kv_cache=getattr(args, "kv_cache", KV_CACHES[0]),
         )
-    except ModelLoadError as error:
+    except (ModelLoadError, ChatTemplateError) as error:
         raise UserError(f"{label}: {error}" if label else str(error)) from None

@@ -69,9 +69,7 @@ def _keeper() -> ChatKeeper | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.engine.llama import ModelLoadError
-    from specchat.engine.session import ChatEngine
-    from specchat.engine.template_guards import ChatTemplateError
+    from specchat.commands.pairs import load_engine
     from specchat.serve.guard import ServeOptions, check_options
     from specchat.serve.server import ApiServer
 
@@ -91,17 +89,7 @@ def run(args: argparse.Namespace) -> int:
     target, draft = _files(args)
     err = sys.stderr
     err.write(f"loading {target.name}" + (f" + {draft.name}" if draft else "") + " …\n")
-    try:
-        engine = ChatEngine.load(
-            target,
-            draft,
-            n_ctx=args.ctx,
-            target_gpu_layers=args.gpu_layers,
-            draft_gpu_layers=args.gpu_layers,
-            n_threads=args.threads,
-        )
-    except (ModelLoadError, ChatTemplateError) as error:
-        raise UserError(str(error)) from None
+    engine = load_engine(target, draft, args)
     from specchat.engine.prefix_cache import PrefixCache
 
     try:
