@@ -56,6 +56,11 @@ def test_an_edit_with_its_file_as_prediction_is_plain_output_copied(
     assert reply.usage is not None and reply.usage.completion_tokens_details is not None
     details = reply.usage.completion_tokens_details
     assert details.accepted_prediction_tokens is not None
-    assert details.accepted_prediction_tokens > reply.usage.completion_tokens // 2
+    assert details.accepted_prediction_tokens > 0
+    # The file is in the prompt too, so which copy source a round takes is a pricing choice
+    # that moves with the machine; what holds is that copying carried most of the answer.
+    kept = (reply.model_extra or {})["specchat"]["kept_by_source"]
+    copied = kept.get("prediction", 0) + kept.get("this chat", 0)
+    assert copied > reply.usage.completion_tokens // 2
     timings = (reply.model_extra or {})["timings"]
     assert timings["draft_n_accepted"] >= details.accepted_prediction_tokens
