@@ -6,6 +6,7 @@ import numpy as np
 
 from specchat.engine.drafting import PromptLookupDrafter, SuffixDrafter
 from specchat.engine.drafting.lookup import locate
+from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.substitutions import MAX_NEW, RESYNC, Substitutions
 from specchat.engine.types import SamplingParams
 
@@ -87,13 +88,17 @@ def test_a_new_answer_forgets_the_last_ones_renames() -> None:
 
 
 def _offers_at(
-    drafter: PromptLookupDrafter | SuffixDrafter, answer: list[int], upto: int
+    drafter: PromptLookupDrafter | SuffixDrafter | PredictionDrafter,
+    answer: list[int],
+    upto: int,
+    *,
+    prompt: list[int] = PROMPT,
 ) -> tuple[int, ...]:
     """The drafter's proposal at answer position `upto`, having offered at every position."""
-    drafter.prepare(PROMPT, eager=False)
+    drafter.prepare(prompt, eager=False)
     for i in range(upto):
-        drafter.offer([*PROMPT, *answer[:i]], 16)
-    context = [*PROMPT, *answer[:upto]]
+        drafter.offer([*prompt, *answer[:i]], 16)
+    context = [*prompt, *answer[:upto]]
     drafter.offer(context, 16)
     draft = drafter.propose(context, 16, SamplingParams(), np.random.default_rng(0))
     return tuple(draft.tokens)
@@ -105,3 +110,26 @@ def test_both_copying_drafters_carry_the_rename() -> None:
     for drafter in (PromptLookupDrafter(), SuffixDrafter()):
         proposal = _offers_at(drafter, answer, second)
         assert proposal[:8] == tuple(answer[second : second + 8]), drafter.name
+
+
+def test_the_prediction_drafter_carries_a_rename_made_in_its_prediction() -> None:
+    # The source is the request's prediction, not the prompt: the prompt never quotes it.
+    drafter = PredictionDrafter()
+    drafter.use_prediction(SOURCE)
+    answer = renamed(SOURCE)
+    second = occurrences(answer)[1]
+    proposal = _offers_at(drafter, answer, second, prompt=[1, 2, 3])
+    assert proposal[:8] == tuple(answer[second : second + 8])
+    assert drafter.substitutions.rules == {(OLD,): NEW}
+    # And on to the third occurrence, past the second's new name.
+    third = occurrences(answer)[2]
+    proposal = _offers_at(drafter, answer, third, prompt=[1, 2, 3])
+    assert proposal[:8] == tuple(answer[third : third + 8])
+
+
+def test_a_carried_copy_stops_at_the_end_of_its_document() -> None:
+    drafter = PredictionDrafter()
+    drafter.use_prediction(SOURCE)
+    answer = renamed(SOURCE)
+    proposal = _offers_at(drafter, answer, len(answer) - 3, prompt=[1, 2, 3])
+    assert proposal == tuple(answer[-3:])

@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 from specchat.engine.drafting.base import Drafter, Outcome
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
-from specchat.engine.drafting.substitutions import Substitutions
+from specchat.engine.drafting.substitutions import Source, Substitutions
 from specchat.engine.types import SamplingParams
 
 #: What a drafter's search found, kept from its offer for its proposal in the same round.
@@ -16,7 +16,7 @@ Found = TypeVar("Found")
 
 
 class CopyDrafter(Drafter, Generic[Found]):
-    """A drafter that copies text already said (no model): lookup and the suffix index.
+    """A drafter that copies text (no model): lookup, the suffix index, a prediction.
 
     Since proposing is free, every proposal `auto` looks at is scored against the text that
     follows (see CopyAcceptance), drafted or not.
@@ -27,10 +27,17 @@ class CopyDrafter(Drafter, Generic[Found]):
         substitutions: this answer's substitutions, through which a copy is carried.
     """
 
-    def __init__(self, locate: Callable[[Sequence[int]], tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        locate: Callable[[Sequence[int]], tuple[int, int]],
+        *,
+        source: Source | None = None,
+    ) -> None:
+        """`locate` finds the text's ending where the drafter copies from: the text itself,
+        or the document `source` gives (see Substitutions)."""
         super().__init__()
         self.copies = CopyAcceptance()
-        self.substitutions = Substitutions(locate)
+        self.substitutions = Substitutions(locate, source=source)
         # The last offer's (position, what its search found): the round's draft, if chosen.
         self._offered: tuple[int, Found] | None = None
 

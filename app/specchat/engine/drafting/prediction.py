@@ -78,11 +78,6 @@ def _agreement(document: list[int], end: int, tail: list[int], known: int, cap: 
 Found = tuple[tuple[int, ...], int, bool, float]
 
 
-def _no_copy_of_the_text(text: Sequence[int]) -> tuple[int, int]:
-    """Substitutions follow a copy of the text itself; a prediction is a document apart."""
-    return -1, 0
-
-
 @register
 class PredictionDrafter(CopyDrafter[Found]):
     """Draft from a request's prediction: what followed the answer's ending there.
@@ -90,7 +85,8 @@ class PredictionDrafter(CopyDrafter[Found]):
     No model, so a draft costs microseconds. Its acceptance is learnt as lookup's is, at
     every position, drafted or not (CopyDrafter): a prediction the answer follows is priced
     up within a few tokens, and one it does not follow (unrelated text) is priced down as
-    fast, so `auto` stops asking the target to check it.
+    fast, so `auto` stops asking the target to check it. A rename the answer makes at one
+    place in the prediction is carried to the next (Substitutions), as lookup's copies are.
     """
 
     name = "prediction"
@@ -99,14 +95,19 @@ class PredictionDrafter(CopyDrafter[Found]):
     fills_pass = True  # a long copy goes on into the rows a cheap pass size leaves over
 
     def __init__(self) -> None:
-        super().__init__(_no_copy_of_the_text)
+        super().__init__(
+            lambda text: locate_in(self._document, text, MAX_EXTENT),
+            source=lambda text: self._listed,
+        )
         self._document = np.zeros(0, dtype=np.int64)
+        self._listed: tuple[int, ...] = ()  # the same tokens, for Substitutions' slices
         self._answer_start = 0
         self._anchor = True
         self._anchored_draft = False  # the round's draft was anchored (see ANCHORED)
 
     def use_prediction(self, tokens: Sequence[int]) -> None:
         self._document = np.asarray(tokens, dtype=np.int64)
+        self._listed = tuple(int(t) for t in tokens)
 
     def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
         super().prepare(prompt, eager=eager)
@@ -129,13 +130,18 @@ class PredictionDrafter(CopyDrafter[Found]):
             start, longest, anchored = 0, 0, True  # nothing written yet
         else:
             start, longest = locate_in(self._document, context, MAX_EXTENT)
+            self.substitutions.track(context, longest, (start, longest))
+            carried = self.substitutions.copy(context, k)
+            if carried is not None and carried[0] and carried[1] >= longest:
+                # The copy carried through this answer's renames has run longer.
+                return through_end(carried[0], self.ends_answer), carried[1], False
             if start < 0:
                 return (), 0, False
             # The match begins at the prediction's first token.
             anchored = self._anchor and start == longest
         if anchored and longest < ANCHORED:
             k = min(k, max(ANCHOR_FIRST, 2 * longest))
-        tokens = tuple(int(t) for t in self._document[start : start + k])
+        tokens = self._listed[start : start + k]
         return through_end(tokens, self.ends_answer), longest, anchored
 
     def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:

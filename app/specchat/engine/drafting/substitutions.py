@@ -11,6 +11,9 @@ has the old one — and its match length keeps counting, so the drafts stay long
 A substitution is learnt only from a long copy that left its source and rejoined it for
 several tokens, and it is dropped the moment the answer writes the old tokens where the
 source has them (a change made in one place only).
+
+The source is the text itself (lookup, the suffix index over this chat) or a document apart
+from it (a request's prediction).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ MAX_RULES = 8
 #: Where the text's ending occurred before: (start of what followed there, match length), or
 #: (-1, 0). Prompt lookup's search.
 Locate = Callable[[Sequence[int]], tuple[int, int]]
+#: The tokens a copy of the text is taken from, given the text (a document apart from it).
+Source = Callable[[Sequence[int]], Sequence[int]]
 
 
 class Substitutions:
@@ -41,8 +46,12 @@ class Substitutions:
         rules: old source tokens → what the answer writes instead.
     """
 
-    def __init__(self, locate: Locate) -> None:
+    def __init__(self, locate: Locate, *, source: Source | None = None) -> None:
+        """`locate` finds the text's ending in the source; `source` gives the document
+        copied from, where that is not the text itself (`locate`'s positions are then
+        positions in it)."""
         self._locate = locate
+        self._source = source
         self.rules: dict[tuple[int, ...], tuple[int, ...]] = {}
         # A live copy: text position i matches source position j, after `run` tokens of copy
         # (`run` counts from where it last rejoined its source, if it did).
@@ -86,31 +95,35 @@ class Substitutions:
         if anchor is None or not self.rules or k <= 0:
             return None
         i, j, run = anchor
+        source = self._source_of(text)
         out: list[int] = []
         if i < len(text):
             # The text stopped halfway through a substitution's new tokens: the rest first.
-            rule = self._rule_at(text, j)
+            rule = self._rule_at(source, j)
             if rule is None:
                 return None
             old, new = rule
             out.extend(new[len(text) - i :])
             j += len(old)
-        while len(out) < k and j < len(text):
-            rule = self._rule_at(text, j)
+        while len(out) < k and j < len(source):
+            rule = self._rule_at(source, j)
             if rule is not None:
                 old, new = rule
                 out.extend(new)
                 j += len(old)
             else:
-                out.append(text[j])
+                out.append(int(source[j]))
                 j += 1
         return tuple(out[:k]), run
 
+    def _source_of(self, text: Sequence[int]) -> Sequence[int]:
+        return text if self._source is None else self._source(text)
+
     def _rule_at(
-        self, text: Sequence[int], j: int
+        self, source: Sequence[int], j: int
     ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
         for old, new in self.rules.items():
-            if tuple(text[j : j + len(old)]) == old:
+            if tuple(source[j : j + len(old)]) == old:
                 return old, new
         return None
 
@@ -118,12 +131,15 @@ class Substitutions:
         """Walk the copy forward; note where the text left it."""
         assert self._anchor is not None
         i, j, run = self._anchor
+        source = self._source_of(text)
         n = len(text)
         while i < n:
-            if j >= i:  # the source ran into the text itself: not a copy of earlier text
+            # The copy ran into the text itself (not a copy of earlier text), or off the
+            # end of its document.
+            if j >= (i if self._source is None else len(source)):
                 self._anchor = None
                 return
-            rule = self._rule_at(text, j)
+            rule = self._rule_at(source, j)
             if rule is not None:
                 old, new = rule
                 written = tuple(text[i : i + len(old)])
@@ -137,7 +153,7 @@ class Substitutions:
                     continue
                 if seen == new[: len(seen)]:
                     break  # halfway through the new tokens: wait for the rest
-            elif text[i] == text[j]:
+            elif text[i] == source[j]:
                 i, j, run = i + 1, j + 1, run + 1
                 continue
             self._departure = (i, j) if run >= MIN_ANCHOR or self._long else None
@@ -151,12 +167,14 @@ class Substitutions:
         is a guess, the next ones are what the substitution buys)."""
         assert self._departure is not None
         q, s = self._departure
+        source = self._source_of(text)
         n = len(text)
         for new_len in range(1, min(MAX_NEW, n - q - RESYNC) + 1):
             after = tuple(text[q + new_len : q + new_len + RESYNC])
             for old_len in range(1, MAX_OLD + 1):
-                if tuple(text[s + old_len : s + old_len + RESYNC]) == after:
-                    old, new = tuple(text[s : s + old_len]), tuple(text[q : q + new_len])
+                if tuple(source[s + old_len : s + old_len + RESYNC]) == after:
+                    old = tuple(int(t) for t in source[s : s + old_len])
+                    new = tuple(text[q : q + new_len])
                     if old != new and (len(self.rules) < MAX_RULES or old in self.rules):
                         self.rules[old] = new
                     self._departure = None
