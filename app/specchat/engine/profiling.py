@@ -32,6 +32,13 @@ BUSY_PASSES = 3
 #: Seconds over which others' CPU time is judged: /proc/stat counts in 10 ms ticks, too
 #: coarse for one short pass, so a pass is judged with the quarter second before it.
 BUSY_WINDOW = 0.25
+#: A one-token pass is timed after every measured pass: one slower than the measurement's
+#: quickest by more than this share (plus DRIFT_SLACK_MS) means the machine slowed in a way
+#: other processes' CPU time does not show (a neighbour on the same host, throttling), and
+#: the pass before it is dropped as busy.
+DRIFT = 0.3
+#: Timer and scheduler noise on passes of a millisecond or two, which are not drift.
+DRIFT_SLACK_MS = 5.0
 
 
 def other_cpu_seconds() -> float:
@@ -76,7 +83,9 @@ class TableMeasurer:
             its long passes deep in a chat), after the sizes.
         load: CPU seconds other processes have used (see other_cpu_seconds): a pass during
             which (and BUSY_WINDOW before it) they used more than BUSY_SHARE of a core is
-            discarded, and BUSY_PASSES of those in a row end this measurement for now.
+            discarded, as is one after which a one-token pass drifted (see DRIFT), and
+            BUSY_PASSES of those in a row end this measurement for now.
+        clock: the timer passes are timed with (seconds).
         postponed: whether the machine was too busy to go on (it resumes at the next load).
     """
 
@@ -89,11 +98,14 @@ class TableMeasurer:
         catchup_rows: int = 0,
         slope: bool = False,
         load: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model = model
         self.load = load or other_cpu_seconds
+        self.clock = clock
         self.postponed = False
         self._busy_run = 0
+        self._quickest_one: float | None = None  # this run's quickest one-token pass (ms)
         self._readings: list[tuple[float, float]] = []  # (perf_counter, load) before passes
         self.table = table
         self.logits = logits
@@ -202,7 +214,7 @@ class TableMeasurer:
     def _timed(self, n: int) -> float | None:
         """Milliseconds of one pass over n filler tokens after the cache, rolled back after
         (warmed first if an answer or a load came before); None when other processes were
-        busy during it (see `load`)."""
+        busy during it (see `load`) or a one-token pass after it drifted (see DRIFT)."""
         model = self.model
         base = model.n_past
         rows = _filler(model, n)
@@ -211,16 +223,37 @@ class TableMeasurer:
             model.truncate(base)
             self._warm = True
         self._readings.append((time.perf_counter(), self.load()))
-        began = time.perf_counter()
-        model.decode(rows, logits=self.logits)
-        ended = time.perf_counter()
-        model.truncate(base)
-        if self._busy(ended):
+        elapsed = self._pass_ms(rows)
+        if self._busy(time.perf_counter()) or self._drifted(elapsed if n == 1 else None):
             self._busy_run += 1
             self.postponed = self._busy_run >= BUSY_PASSES
             return None
         self._busy_run = 0
+        return elapsed
+
+    def _pass_ms(self, rows: list[int]) -> float:
+        """Milliseconds of one pass over `rows` after the cache, rolled back after."""
+        model = self.model
+        base = model.n_past
+        began = self.clock()
+        model.decode(rows, logits=self.logits)
+        ended = self.clock()
+        model.truncate(base)
         return (ended - began) * 1000.0
+
+    def _drifted(self, one_ms: float | None) -> bool:
+        """Whether a one-token pass now (`one_ms`, or timed here) runs slower than this run's
+        quickest by more than DRIFT. One clearly quicker than that means the passes before
+        it ran slowed: their samples are taken again."""
+        if one_ms is None:
+            one_ms = self._pass_ms(_filler(self.model, 1))
+        quickest = self._quickest_one
+        if quickest is None or one_ms < quickest:
+            if quickest is not None and one_ms * (1.0 + DRIFT) + DRIFT_SLACK_MS < quickest:
+                self.table.samples.clear()
+            self._quickest_one = one_ms
+            return False
+        return one_ms > quickest * (1.0 + DRIFT) + DRIFT_SLACK_MS
 
     def _busy(self, now: float) -> bool:
         """Whether others used more than BUSY_SHARE of a core since the latest reading at
@@ -256,8 +289,10 @@ class TableMeasurer:
         return self.table.complete
 
     def pause(self) -> None:
-        """An answer comes next: its first pass pages weights in, so warm up again after."""
+        """An answer comes next: its first pass pages weights in, so warm up again after.
+        Drift is judged within one run: the machine may run at another pace by the next."""
         self._warm = False
+        self._quickest_one = None
         if self._slope_base is not None:
             # A slope measurement under way: drop its filler and its passes (a slope is only
             # drawn from both depths of one measurement); it starts again later.
@@ -297,14 +332,16 @@ class PairProfiler:
         *,
         store: CostStore | None = None,
         load: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.costs = costs
         self.store = store or CostStore()
-        self._measurers = [TableMeasurer(target, costs.target, slope=True, load=load)]
+        timing = {"load": load, "clock": clock}
+        self._measurers = [TableMeasurer(target, costs.target, slope=True, **timing)]
         if draft is not None and costs.draft is not None:
             self._measurers.append(
                 TableMeasurer(
-                    draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS, load=load
+                    draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS, **timing
                 )
             )
 
