@@ -336,12 +336,16 @@ class PairProfiler:
     ) -> None:
         self.costs = costs
         self.store = store or CostStore()
-        timing = {"load": load, "clock": clock}
-        self._measurers = [TableMeasurer(target, costs.target, slope=True, **timing)]
+        self._measurers = [TableMeasurer(target, costs.target, slope=True, load=load, clock=clock)]
         if draft is not None and costs.draft is not None:
             self._measurers.append(
                 TableMeasurer(
-                    draft, costs.draft, logits="last", catchup_rows=CATCHUP_ROWS, **timing
+                    draft,
+                    costs.draft,
+                    logits="last",
+                    catchup_rows=CATCHUP_ROWS,
+                    load=load,
+                    clock=clock,
                 )
             )
 
