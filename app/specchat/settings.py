@@ -121,7 +121,15 @@ MODE = declare(
     "auto, plain or a drafter's name",
     choices=lambda: _mode_names(),
 )
-K = declare("drafting.k", int, 4, "Draft length per round when the mode is not auto")
+#: The longest draft a fixed mode runs (the K slider's range; longer rarely pays).
+MAX_FIXED_K = 16
+K = declare(
+    "drafting.k",
+    int,
+    4,
+    "Draft length per round when the mode is not auto",
+    bounds=(1, MAX_FIXED_K),
+)
 TEMPERATURE = declare(
     "sampling.temperature",
     float,
@@ -130,7 +138,9 @@ TEMPERATURE = declare(
     bounds=(0.0, MAX_TEMPERATURE),
 )
 TOP_P = declare("sampling.top_p", float, 1.0, "Nucleus sampling threshold", bounds=(0.05, 1.0))
-MAX_TOKENS = declare("sampling.max_tokens", int, 1024, "Longest answer in tokens")
+MAX_TOKENS = declare(
+    "sampling.max_tokens", int, 1024, "Longest answer in tokens", bounds=(1, 10**7)
+)
 N_CTX = declare("model.n_ctx", int, 4096, "Context window in tokens")
 KV_CACHE = declare(
     "model.kv_cache",

@@ -55,3 +55,16 @@ def test_a_stored_temperature_no_answer_can_use_reads_as_the_default(
     assert control_state(settings).sampling.temperature == cfg.TEMPERATURE.default
     with pytest.raises(ValueError, match=r"sampling\.temperature cannot be"):
         settings.set(cfg.TEMPERATURE, stored)
+
+
+@pytest.mark.parametrize("stored", [0, -3, 17, 10**9], ids=["0", "-3", "17", "10**9"])
+def test_a_stored_draft_length_off_the_slider_reads_as_the_default(home: Path, stored: int) -> None:
+    settings = Settings()
+    settings.path.parent.mkdir(parents=True, exist_ok=True)
+    settings.path.write_text(json.dumps({cfg.K.key: stored, cfg.MAX_TOKENS.key: -abs(stored)}))
+    settings = Settings()
+    assert settings.get(cfg.K) == cfg.K.default
+    assert settings.get(cfg.MAX_TOKENS) == cfg.MAX_TOKENS.default
+    assert control_state(settings).k == cfg.K.default
+    with pytest.raises(ValueError, match=r"drafting\.k cannot be"):
+        settings.set(cfg.K, stored)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 
 from specchat.engine.drafting.registry import AUTO, PLAIN, modes
 from specchat.engine.types import KV_CACHES, Controls, SamplingParams
+from specchat.settings import MAX_FIXED_K
 from specchat.ui.fixed_label import FixedLinesLabel
 from specchat.ui.fold import Fold
 from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
@@ -25,7 +26,7 @@ from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
 __all__ = ["K_MAX", "ControlsPanel", "GpuLayers"]
 
 #: Longest draft the K slider offers (the engine's MAX_K is larger; beyond 16 rarely pays).
-K_MAX = 16
+K_MAX = MAX_FIXED_K
 #: The temperature slider's steps per unit: 0.00–2.00 in steps of 0.01.
 _TEMP_STEPS = 100
 _TOP_P_STEPS = 100
