@@ -15,6 +15,8 @@ from specchat.engine.session import ChatEngine
 from specchat.engine.types import KV_CACHES
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinySpec, write_tiny_model
+from tests.commands.test_serve_cli import start_serve, stop_serve
+from tests.helpers.api_server import request
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +53,17 @@ def test_generate_takes_the_cache(wide_q4_0: Path, capsys: pytest.CaptureFixture
         main([*common, "--kv-cache", "q4", "--prompt", "hi"])
     assert refused.value.code == 2
     assert "invalid choice: 'q4'" in capsys.readouterr().err
+
+
+def test_serve_takes_the_cache(wide_q4_0: Path) -> None:
+    options = ["--target", str(wide_q4_0), "--ctx", "256", "--threads", "1", "--kv-cache", "f16"]
+    process, address, lines = start_serve(options, model_id=wide_q4_0.stem)
+    try:
+        assert any("keys stored as F16" in line for line in lines), "".join(lines)
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+        assert request(address, "POST", "/v1/chat/completions", body).status == 200
+    finally:
+        stop_serve(process)
 
 
 def test_the_bench_reports_the_cache_and_the_batch_noise_of_each(wide_q4_0: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
-from specchat.commands.pairs import add_kv_cache_argument
+from specchat.commands.pairs import add_kv_cache_argument, describe_load, model_files
 from specchat.engine.drafting.registry import mode_names, needs_model
 from specchat.engine.types import (
     Controls,
@@ -98,16 +98,6 @@ def _check_text(option: str, text: str) -> None:
         ) from None
 
 
-def _resolve_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    if args.target is not None:
-        return args.target, args.draft
-    if args.draft is not None:
-        raise UserError("--draft needs --target (or use --pair)")
-    from specchat.commands.pairs import pair_on_disk
-
-    return pair_on_disk(args.pair or "default")
-
-
 def _print_legend(out: TextIO, colour: bool) -> None:
     if not colour:
         return
@@ -179,10 +169,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_arguments(args)
     attachments = read_attachments(args.attach)
-    target, draft = _resolve_files(args)
-    for path in (target, draft):
-        if path is not None and path.is_dir():
-            raise UserError(f"{path} is a folder; give the path of a GGUF model file")
+    target, draft = model_files(args)
     mode = args.mode
     if needs_model(mode) and draft is None:
         raise UserError(f"--mode {mode} needs a draft model (--draft or a --pair)")
@@ -203,16 +190,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     except ChatTemplateError as error:
         raise UserError(str(error)) from None
-    info = engine.info
-    err.write(
-        f"target: {info.target.description} on {info.target.backend} "
-        f"({info.target.gpu_layers}/{info.target.n_layers + 1} layers on GPU), "
-        f"{info.target.n_threads} threads\n"
-    )
-    if info.draft:
-        err.write(f"draft: {info.draft.description}; {info.compat_reason}\n")
-    if info.drafting_refused:
-        err.write(f"note: {info.drafting_refused}\n")
+    err.write(describe_load(engine))
     messages = []
     if args.system:
         messages.append(ChatMessage("system", args.system))

@@ -45,6 +45,46 @@ def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
         raise UserError(str(error)) from None
 
 
+def model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """The target and draft files a command was given (--target/--draft, else --pair's,
+    else the default pair's), each checked before anything loads: a folder, a missing or
+    unreadable file, or one that is no GGUF is a one-line UserError."""
+    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.llama_load import check_file
+
+    if args.target is not None:
+        target, draft = args.target, args.draft
+    elif args.draft is not None:
+        raise UserError("--draft needs --target (or use --pair)")
+    else:
+        target, draft = pair_on_disk(args.pair or "default")
+    for path in (target, draft):
+        if path is None:
+            continue
+        try:
+            check_file(path)
+        except ModelLoadError as error:
+            raise UserError(str(error)) from None
+    return target, draft
+
+
+def describe_load(engine: ChatEngine) -> str:
+    """What a command says once its pair has loaded: where the target runs and how its
+    cache stores keys, and the draft with its compatibility (lines ending in a newline)."""
+    info = engine.info
+    target = info.target
+    text = (
+        f"target: {target.description} on {target.backend} "
+        f"({target.gpu_layers}/{target.n_layers + 1} layers on GPU), "
+        f"{target.n_threads} threads, keys stored as {target.key_type}\n"
+    )
+    if info.draft:
+        text += f"draft: {info.draft.description}; {info.compat_reason}\n"
+    if info.drafting_refused:
+        text += f"note: {info.drafting_refused}\n"
+    return text
+
+
 def add_kv_cache_argument(parser: argparse.ArgumentParser) -> None:
     """--kv-cache, from the setting's declaration (its choices, default and description)."""
     from specchat import settings as cfg

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.commands.errors import UserError
+from specchat.commands.pairs import add_kv_cache_argument
 
 if TYPE_CHECKING:
     from specchat.serve.keeper import ChatKeeper
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ctx", type=int, default=8192, help="context window in tokens")
     parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
     parser.add_argument("--threads", type=int, default=None)
+    add_kv_cache_argument(parser)
     parser.add_argument(
         "--cors",
         action="append",
@@ -42,16 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--queue", type=int, default=8, help="requests that may wait their turn (default 8)"
     )
-
-
-def _files(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    if args.target is not None:
-        return args.target, args.draft
-    if args.draft is not None:
-        raise UserError("--draft needs --target (or use --pair)")
-    from specchat.commands.pairs import pair_on_disk
-
-    return pair_on_disk(args.pair or "default")
 
 
 def _keeper() -> ChatKeeper | None:
@@ -69,7 +61,7 @@ def _keeper() -> ChatKeeper | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.commands.pairs import load_engine
+    from specchat.commands.pairs import describe_load, load_engine, model_files
     from specchat.serve.guard import ServeOptions, check_options
     from specchat.serve.server import ApiServer
 
@@ -86,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(error)) from None
     if args.ctx < 256:
         raise UserError("--ctx must be at least 256 tokens")
-    target, draft = _files(args)
+    target, draft = model_files(args)
     err = sys.stderr
     err.write(f"loading {target.name}" + (f" + {draft.name}" if draft else "") + " …\n")
     engine = load_engine(target, draft, args)
+    err.write(describe_load(engine))
     from specchat.engine.prefix_cache import PrefixCache
 
     try:
