@@ -16,7 +16,7 @@ from specchat.ui.gc_guard import collect_due
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
 
-    from specchat.workers.generation import GenerationService
+    from specchat.workers.generation_service import GenerationService
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -93,7 +93,7 @@ def real_pair() -> tuple[Path, Path]:
 def service(qtbot: QtBot) -> Iterator[GenerationService]:
     """A started one-thread GenerationService, shut down (and checked to stop) after the test."""
     # Imported here: most tests never need Qt.
-    from specchat.workers.generation import GenerationService
+    from specchat.workers.generation_service import GenerationService
 
     svc = GenerationService(n_threads=1)
     svc.start()

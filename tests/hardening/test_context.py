@@ -23,12 +23,12 @@ from specchat.workers.generation import (
     Failure,
     GenerateRequest,
     GenerationFinished,
-    GenerationService,
     Loaded,
     LoadRequest,
     PromptPrepared,
     RoundUpdate,
 )
+from specchat.workers.generation_service import GenerationService
 
 N_CTX = 256
 MAX_TOKENS = 32

@@ -26,11 +26,11 @@ from specchat.workers.generation import (
     Failure,
     GenerateRequest,
     GenerationFinished,
-    GenerationService,
     Loaded,
     LoadRequest,
     RoundUpdate,
 )
+from specchat.workers.generation_service import GenerationService
 from tests.helpers.engine import answer
 
 #: The walk CI runs; any other seed must pass too.

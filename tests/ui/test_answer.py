@@ -15,7 +15,8 @@ from specchat.engine.types import Controls, SamplingParams, StopReason
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
 from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
-from specchat.workers.generation import GenerationService, LoadRequest
+from specchat.workers.generation import LoadRequest
+from specchat.workers.generation_service import GenerationService
 
 DRAFT_K3 = Controls("draft", 3, SamplingParams())
 

@@ -14,11 +14,11 @@ from specchat.ui.model_picker import LocalPair
 from specchat.ui.pair_loader import PairLoader, local_pair
 from specchat.workers.generation import (
     Failure,
-    GenerationService,
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
 )
+from specchat.workers.generation_service import GenerationService
 
 
 @pytest.fixture

@@ -20,12 +20,12 @@ from specchat.workers.generation import (
     Failure,
     GenerateRequest,
     GenerationFinished,
-    GenerationService,
     GenerationWorker,
     Loaded,
     LoadRequest,
     RoundUpdate,
 )
+from specchat.workers.generation_service import GenerationService
 
 QUESTION = (ChatMessage("user", "Tell me about speculative decoding."),)
 

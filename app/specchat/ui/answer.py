@@ -23,12 +23,12 @@ from specchat.workers.generation import (
     Failure,
     GenerateRequest,
     GenerationFinished,
-    GenerationService,
     PlainBaseline,
     PromptPrepared,
     PromptProgress,
     RoundUpdate,
 )
+from specchat.workers.generation_service import GenerationService
 
 #: Least time between two saves of a streaming answer.
 PARTIAL_SAVE_S = 0.5

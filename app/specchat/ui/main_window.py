@@ -47,11 +47,11 @@ from specchat.ui.window_state import decode, encode, overflow_policy, save_contr
 from specchat.workers.api_jobs import ApiService
 from specchat.workers.generation import (
     Failure,
-    GenerationService,
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
 )
+from specchat.workers.generation_service import GenerationService
 
 if TYPE_CHECKING:
     from specchat.serve.keeper import ChatKeeper

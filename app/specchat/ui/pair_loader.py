@@ -14,11 +14,11 @@ from specchat.settings import Settings
 from specchat.ui.pair_memory import RememberedPair, fallback_for, remember_good
 from specchat.workers.generation import (
     Failure,
-    GenerationService,
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
 )
+from specchat.workers.generation_service import GenerationService
 
 log = logging.getLogger(__name__)
 
