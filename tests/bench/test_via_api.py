@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from specchat.bench.prompts import BenchPrompt
+from specchat.bench.via_api import compare_via_api
 from specchat.cli import main
+from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels
 
 
@@ -52,3 +55,31 @@ def test_via_api_compares_each_prompt_and_writes_the_report(
     # Tiny answers take milliseconds, where HTTP's own time shows: only the real pair's
     # ratio is a measurement, so the exit status is not judged here.
     assert code in (0, 1)
+
+
+def test_both_ways_start_alike_neither_reading_the_prompt_nor_copying_the_other(
+    tiny_models: TinyModels,
+) -> None:
+    # The same chat three times (with and without a prediction), then another: whichever
+    # way answers first must not leave the other a read prompt or an answer to copy.
+    user = "Rename total to subtotal in this file:\n" + "total = total + price\n" * 6
+    prompts = [
+        BenchPrompt("first", user, system="You edit code."),
+        BenchPrompt("again", user, system="You edit code.", prediction=user),
+        BenchPrompt("third", user, system="You edit code."),
+        BenchPrompt("other", "Write a poem about the sea. " * 4),
+    ]
+    engine = ChatEngine.load(tiny_models.target, tiny_models.draft_close, n_ctx=1024, n_threads=1)
+    try:
+        results = compare_via_api(engine, prompts, mode="suffix", max_tokens=24)
+    finally:
+        engine.close()
+    assert [r.prompt for r in results] == ["first", "again", "third", "other"]
+    for r in results:
+        assert r.same_text, r.prompt
+        # Prompt tokens evaluated by each way: none (both found it read).
+        assert r.direct_work[0] == r.api_work[0] == 0, r
+        # The same drafting state, so the same rounds at T = 0 (copying the other way's
+        # answer from the suffix index would take far fewer).
+        assert r.direct_work[1] == r.api_work[1], r
+        assert r.direct_work[1] > 0

@@ -150,7 +150,7 @@ def _seed(config: BenchConfig, prompt: BenchPrompt, repeat: int) -> int:
     return (config.seed + zlib.crc32(prompt.id.encode()) + 7919 * repeat) & 0x7FFFFFFF
 
 
-def _prime(engine: ChatEngine, tokens: Sequence[int]) -> None:
+def prime(engine: ChatEngine, tokens: Sequence[int]) -> None:
     """Leave both caches holding prompt[:-1], as a chat turn's prompt evaluation would.
 
     Every mode then starts from the same state: no run pays (or skips) a prompt or draft
@@ -175,7 +175,7 @@ def run_one(
     config: BenchConfig,
 ) -> RunRecord:
     """Generate once and collect tokens, margins, timings and what each round did."""
-    _prime(engine, tokens)
+    prime(engine, tokens)
     sampling = SamplingParams(temperature=temperature, seed=_seed(config, prompt, repeat))
     controls = Controls(variant.mode, variant.k or 0, sampling)
     out_tokens: list[int] = []

@@ -1,5 +1,10 @@
 """The bench through `specchat serve`: each prompt answered by the engine called directly and
-through the HTTP API (same engine, same settings), timed from outside, side by side."""
+through the HTTP API (same engine, same settings), timed from outside, side by side.
+
+Both ways start alike, as the main bench's runs do: the prompt already read (neither pays
+the prompt's reading for the other) and nothing of an earlier answer in the suffix index's
+chat (neither copies the other's answer). Each way's prompt tokens evaluated and rounds are
+recorded to show it."""
 
 from __future__ import annotations
 
@@ -12,9 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.prompts import BenchPrompt
+from specchat.bench.runner import prime
 from specchat.engine.chat_template import ChatMessage
+from specchat.engine.history import suffix_index_of
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
+from specchat.serve.engine_thread import EngineThread
+from specchat.serve.server import ApiServer
 
 #: The server's overhead goal: tokens per second through the API against the engine direct.
 OVERHEAD_GOAL = 0.98
@@ -31,6 +40,8 @@ class ViaApi:
         api_s: wall time of the API request, from sending it to its last byte.
         same_text: whether both answers are the same text.
         kept_prediction: the API's accepted_prediction_tokens.
+        direct_work: (prompt tokens evaluated, rounds) of the direct answer.
+        api_work: the same through the API (its timings.prompt_n and specchat.rounds).
     """
 
     prompt: str
@@ -39,6 +50,8 @@ class ViaApi:
     api_s: float
     same_text: bool
     kept_prediction: int
+    direct_work: tuple[int, int] = (0, 0)
+    api_work: tuple[int, int] = (0, 0)
 
     @property
     def ratio(self) -> float:
@@ -54,12 +67,31 @@ class ViaApi:
             "api_vs_direct": round(self.ratio, 4),
             "same_text": self.same_text,
             "accepted_prediction_tokens": self.kept_prediction,
+            "prompt_evaluated": {"direct": self.direct_work[0], "api": self.api_work[0]},
+            "rounds": {"direct": self.direct_work[1], "api": self.api_work[1]},
         }
+
+
+def _tokens(engine: ChatEngine, prompt: BenchPrompt) -> tuple[int, ...]:
+    messages = [ChatMessage(m["role"], m["content"]) for m in prompt.messages()]
+    return engine.prepare(messages, max_tokens=1).tokens
+
+
+def _level(engine: ChatEngine, tokens: Sequence[int], server: ApiServer) -> None:
+    """Start the next answer as the other way's started: the prompt read, the suffix
+    index's chat empty, no earlier API chat filed in it (unmeasured)."""
+    prime(engine, tokens)
+    index = suffix_index_of(engine)
+    if index is not None:
+        index.forget_chat()
+    executor = server.executor
+    if isinstance(executor, EngineThread):
+        executor.runner.forget_last_chat()
 
 
 def _direct(
     engine: ChatEngine, prompt: BenchPrompt, *, mode: str, max_tokens: int
-) -> tuple[str, int, float]:
+) -> tuple[str, int, float, tuple[int, int]]:
     began = time.perf_counter()
     messages = [ChatMessage(m["role"], m["content"]) for m in prompt.messages()]
     prepared = engine.prepare(messages, max_tokens=1)
@@ -74,10 +106,12 @@ def _direct(
         prediction=prediction,
     )
     text, tokens = [], 0
+    work = (0, 0)
     for result in engine.generate(request):
         text.append(result.text)
         tokens += len(result.events)
-    return "".join(text), tokens, time.perf_counter() - began
+        work = (result.stats.prompt_tokens, result.stats.rounds)
+    return "".join(text), tokens, time.perf_counter() - began, work
 
 
 def _api(
@@ -119,7 +153,6 @@ def compare_via_api(
     """Each prompt (`repeat` times), direct then through an API server on 127.0.0.1 over the
     same engine; the engine stays open for the caller."""
     from specchat.serve.guard import ServeOptions
-    from specchat.serve.server import ApiServer
 
     server = ApiServer.for_engine(
         engine, ServeOptions(port=0), calibrate_plain=False, profile=False
@@ -130,20 +163,21 @@ def compare_via_api(
     try:
         for round_index in range(repeat):
             for prompt in prompts:
+                tokens_in = _tokens(engine, prompt)
                 # Alternate which goes first, so a slow spell of the machine is shared.
                 first_direct = (round_index + len(results)) % 2 == 0
                 if first_direct:
-                    text, tokens, direct_s = _direct(
+                    _level(engine, tokens_in, server)
+                    text, tokens, direct_s, direct_work = _direct(
                         engine, prompt, mode=mode, max_tokens=max_tokens
                     )
-                    reply, api_s = _api(
-                        address.host, address.port, prompt, mode=mode, max_tokens=max_tokens
-                    )
-                else:
-                    reply, api_s = _api(
-                        address.host, address.port, prompt, mode=mode, max_tokens=max_tokens
-                    )
-                    text, tokens, direct_s = _direct(
+                _level(engine, tokens_in, server)
+                reply, api_s = _api(
+                    address.host, address.port, prompt, mode=mode, max_tokens=max_tokens
+                )
+                if not first_direct:
+                    _level(engine, tokens_in, server)
+                    text, tokens, direct_s, direct_work = _direct(
                         engine, prompt, mode=mode, max_tokens=max_tokens
                     )
                 details = reply["usage"]["completion_tokens_details"]
@@ -155,6 +189,8 @@ def compare_via_api(
                         api_s,
                         reply["choices"][0]["message"]["content"] == text,
                         int(details["accepted_prediction_tokens"]),
+                        direct_work,
+                        (int(reply["timings"]["prompt_n"]), int(reply["specchat"]["rounds"])),
                     )
                 )
                 if progress is not None:

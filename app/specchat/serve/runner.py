@@ -54,6 +54,11 @@ class JobRunner:
         """Answer `job` with `engine`; every outcome reaches the job as an event."""
         self._answer(engine, job)
 
+    def forget_last_chat(self) -> None:
+        """The last conversation answered is not filed in the suffix index when another
+        starts (the bench does this so that no request copies an earlier one's answer)."""
+        self._said = None
+
     def _file_previous(self, engine: ChatEngine, key: str) -> None:
         """Another conversation starts: the last one's text joins the suffix index as an
         earlier chat, so its answers can still be copied (held in memory only)."""
