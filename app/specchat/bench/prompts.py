@@ -21,12 +21,16 @@ ATTACHMENT_PROMPTS = Path(__file__).with_name("attachment-prompts.jsonl")
 #: The shipped whole-file edits sent with a prediction (Predicted Outputs, as an editor sends
 #: the file through `specchat serve`): the original file, none, and an unrelated text.
 PREDICTION_PROMPTS = Path(__file__).with_name("prediction-prompts.jsonl")
+#: Chats whose first request reads a file of about 2,000 tokens and whose next repeats it
+#: with a short question (`specchat bench --via-api`: the follow-up's first token).
+FOLLOW_UP_PROMPTS = Path(__file__).with_name("follow-up-prompts.jsonl")
 #: Prompt sets `--prompts` knows by name.
 PROMPT_SETS = {
     "shipped": SHIPPED_PROMPTS,
     "everyday": EVERYDAY_PROMPTS,
     "attachments": ATTACHMENT_PROMPTS,
     "predictions": PREDICTION_PROMPTS,
+    "follow-up": FOLLOW_UP_PROMPTS,
 }
 
 #: Category of a prompt whose line names none.

@@ -39,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prompts",
         metavar="FILE",
         help="JSON Lines prompt file, or a set's name: 'shipped' (the default), 'everyday' "
-        "(thirty everyday single-turn prompts), 'attachments' or 'predictions' (whole-file "
-        "edits sent with the file, no prediction, or a wrong one)",
+        "(thirty everyday single-turn prompts), 'attachments', 'predictions' (whole-file "
+        "edits sent with the file, no prediction, or a wrong one) or 'follow-up' (with "
+        "--via-api: a chat about a 2,000-token file, its follow-up's first token)",
     )
     parser.add_argument(
         "--modes",
@@ -94,7 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--via-api",
         action="store_true",
         help="answer every prompt (auto, T = 0) directly and through `specchat serve`'s API, "
-        "side by side (writes via-api.json)",
+        "side by side (writes via-api.json); a chat of several turns goes through the API "
+        "turn by turn, each follow-up's first token timed (writes follow-up.json)",
     )
     parser.add_argument(
         "--replay",

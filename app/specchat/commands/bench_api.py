@@ -1,11 +1,12 @@
 """`specchat bench --via-api`: every prompt through the engine directly and through the
-HTTP API, side by side (the server's overhead, and a prediction's effect through it)."""
+HTTP API, side by side (the server's overhead, and a prediction's effect through it); a chat
+of several turns through the API turn by turn (a follow-up's first token)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,18 +14,37 @@ if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
 
 
+def _progress(what: str) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        print(f"\r{what}: {done}/{total}", end="", file=sys.stderr, flush=True)
+
+    return progress
+
+
 def run_via_api(
     engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace
 ) -> int:
-    """Compare, print one line a prompt and the mean, write via-api.json; 1 if the goal
-    fails or an answer differs."""
+    """Run both kinds, print one line a prompt (or turn) and the goals, write their
+    reports; 1 if a goal fails or an answer differs."""
+    chats = [p for p in prompts if p.turn_count > 1]
+    singles = [p for p in prompts if p.turn_count == 1]
+    passed = True
+    if singles:
+        passed = _compare(engine, singles, args) and passed
+    if chats:
+        passed = _follow_ups(engine, chats, args) and passed
+    return 0 if passed else 1
+
+
+def _compare(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace) -> bool:
     from specchat.bench.via_api import compare_via_api, write_via_api
 
-    def progress(done: int, total: int) -> None:
-        print(f"\rvia API: {done}/{total}", end="", file=sys.stderr, flush=True)
-
     results = compare_via_api(
-        engine, prompts, max_tokens=args.max_tokens, repeat=args.repeat, progress=progress
+        engine,
+        prompts,
+        max_tokens=args.max_tokens,
+        repeat=args.repeat,
+        progress=_progress("via API"),
     )
     print(file=sys.stderr)
     for r in results:
@@ -40,4 +60,32 @@ def run_via_api(
         f"({report['result']}; goal ≥ 0.98)"
     )
     print(f"report: {args.out / 'via-api.json'}")
-    return 0 if report["result"] == "PASS" and report["all_same_text"] else 1
+    return bool(report["result"] == "PASS" and report["all_same_text"])
+
+
+def _follow_ups(
+    engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace
+) -> bool:
+    from specchat.bench.follow_up import FIRST_TOKEN_GOAL_S, measure_follow_ups, write_follow_ups
+
+    results = measure_follow_ups(
+        engine,
+        prompts,
+        max_tokens=args.max_tokens,
+        progress=_progress("follow-ups"),
+    )
+    print(file=sys.stderr)
+    for r in results:
+        for number, t in enumerate(r.turns):
+            print(
+                f"{r.prompt:32} turn {number}  prompt {t.prompt_tokens:5d} tokens, "
+                f"{t.evaluated:5d} evaluated ({t.cached} cached)  "
+                f"first token {t.first_token_s:6.3f} s"
+            )
+    report = write_follow_ups(results, args.out)
+    print(
+        f"slowest follow-up's first token: {report['slowest_follow_up_first_token_s']:.3f} s "
+        f"({report['result']}; goal < {FIRST_TOKEN_GOAL_S} s)"
+    )
+    print(f"report: {args.out / 'follow-up.json'}")
+    return bool(report["result"] == "PASS")
