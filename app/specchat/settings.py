@@ -33,6 +33,7 @@ class Setting(Generic[T]):
             Settings dialog leaves it out.
         bounds: the lowest and highest value of a number (None: any finite number); a
             stored value outside them, or not finite (NaN, infinity), reads as the default.
+        secret: a password-like text (a key), shown masked where it is edited.
     """
 
     key: str
@@ -42,6 +43,7 @@ class Setting(Generic[T]):
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = ()
     internal: bool = False
     bounds: tuple[float, float] | None = None
+    secret: bool = False
 
     def accepts(self, value: Any) -> bool:
         """Whether `value` (of the setting's type) is one the setting may hold."""
@@ -76,10 +78,13 @@ def declare(
     choices: tuple[str, ...] | Callable[[], tuple[str, ...]] = (),
     internal: bool = False,
     bounds: tuple[float, float] | None = None,
+    secret: bool = False,
 ) -> Setting[T]:
     if key in REGISTRY:
         raise ValueError(f"setting {key!r} declared twice")
-    setting: Setting[T] = Setting(key, type_, default, description, choices, internal, bounds)
+    setting: Setting[T] = Setting(
+        key, type_, default, description, choices, internal, bounds, secret
+    )
     REGISTRY[key] = setting
     return setting
 
@@ -162,12 +167,26 @@ CONTEXT_OVERFLOW = declare(
     choices=("drop_oldest", "refuse"),
 )
 # --- the API (`specchat serve`, the window's "Serve API") -----------------------------------
+API_HOST = declare(
+    "api.host",
+    str,
+    "127.0.0.1",
+    "Address the window's Serve API listens on (any other than this machine's needs a key)",
+)
 API_PORT = declare(
     "api.port",
     int,
     8080,
-    "Port the window's Serve API listens on (on 127.0.0.1 only)",
-    bounds=(1, 65535),
+    "Port the window's Serve API listens on (0: any free port)",
+    bounds=(0, 65535),
+)
+API_KEY = declare(
+    "api.key",
+    str,
+    "",
+    "Key editors must send to the window's Serve API (none: this machine only); kept in "
+    "settings.json as written",
+    secret=True,
 )
 REMEMBER_API_CHATS = declare(
     "api.remember_chats",

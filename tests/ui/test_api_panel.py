@@ -1,19 +1,24 @@
 """The window's "Serve API" switch: off at start; on, a request from the `openai` client
-streams into the API section; off again, the port is closed."""
+streams into the API section; off again, the port is closed. The address, port and key are
+settings, with the command line's rule: another address than this machine's needs a key."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import openai
 import pytest
+from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
+from specchat import settings as cfg
 from specchat.tinymodels import TinyModels
-from specchat.workers.api_jobs import ApiRound
+from specchat.workers.api_jobs import ApiQueue, ApiRound
+from tests.helpers.api_server import request
 from tests.ui.conftest import load_tiny
 
 
@@ -30,16 +35,21 @@ def test_the_switch_serves_the_loaded_pair(
     panel = window.api_panel
     assert not panel.switch.isChecked()
     assert window.api.server is None
+    assert panel.details.isHidden()  # off: the title row and one line
     load_tiny(qtbot, window, tiny_models)
-    panel.port = 0  # any free port: 8080 may be taken on the test machine
+    window.settings.set(cfg.API_PORT, 0)  # any free port: 8080 may be taken here
     with qtbot.waitSignal(panel.serving, timeout=10_000):
         panel.switch.setChecked(True)
     address = window.api.server.address
+    assert address.host == "127.0.0.1"
     assert address.base_url in panel.address.text()
     assert _port_open(address.host, address.port)
+    assert not panel.details.isHidden()
 
     rounds: list[ApiRound] = []
+    queues: list[ApiQueue] = []
     window.api.round_ready.connect(rounds.append)
+    window.api.queue_changed.connect(queues.append)
     answer: list[str] = []
 
     def ask() -> None:
@@ -65,6 +75,10 @@ def test_the_switch_serves_the_loaded_pair(
     assert panel.gauge.value == pytest.approx(accepted / drafted)
     assert "hello from an editor" in panel.requests.item(0).text()
     qtbot.waitUntil(lambda: answer[0] in panel.view.toPlainText(), timeout=5_000)
+    # The queue as it was: the request answered, then nothing waiting and nothing answered.
+    assert ApiQueue(0, True) in queues
+    qtbot.waitUntil(lambda: panel.queue.text() == "Waiting: 0", timeout=5_000)
+    assert queues[-1] == ApiQueue(0, False)
 
     # Another pair loaded while serving: the server answers as that one.
     with qtbot.waitSignal(window.model_loaded, timeout=30_000):
@@ -76,11 +90,12 @@ def test_the_switch_serves_the_loaded_pair(
         panel.switch.setChecked(False)
     assert window.api.server is None
     assert not _port_open(address.host, address.port)
+    assert panel.details.isHidden()
 
 
 def test_the_switch_needs_a_loaded_pair(qtbot: QtBot, make_window: Callable[..., Any]) -> None:
     window = make_window()
-    window.api_panel.port = 0
+    window.settings.set(cfg.API_PORT, 0)
     window.api_panel.switch.setChecked(True)
     assert not window.api_panel.switch.isChecked()
     assert "load a model pair first" in window.api_panel.address.text()
@@ -94,7 +109,7 @@ def test_kept_api_chats_appear_in_the_conversation_list(
     window = make_window()
     window.settings.set(settings.REMEMBER_API_CHATS, True)
     load_tiny(qtbot, window, tiny_models)
-    window.api_panel.port = 0
+    window.settings.set(cfg.API_PORT, 0)
     with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
         window.api_panel.switch.setChecked(True)
     address = window.api.server.address
@@ -116,4 +131,79 @@ def test_kept_api_chats_appear_in_the_conversation_list(
     )
     asking.join(10)
     assert done
+    window.api_panel.switch.setChecked(False)
+
+
+def test_another_address_without_a_key_is_refused_in_the_panel(
+    qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
+) -> None:
+    window = make_window()
+    load_tiny(qtbot, window, tiny_models)
+    window.settings.set(cfg.API_HOST, "0.0.0.0")
+    window.settings.set(cfg.API_PORT, 0)
+    panel = window.api_panel
+    with qtbot.waitSignal(panel.refused, timeout=5_000):
+        panel.switch.setChecked(True)
+    assert not panel.switch.isChecked()
+    assert window.api.server is None
+    said = panel.address.text()
+    assert said.startswith("Not serving: binding 0.0.0.0 lets other machines use the models")
+    assert "API key in File → Settings" in said
+    assert panel.details.isHidden()
+    # The whole reason is shown, however many lines it wraps to in the column.
+    assert panel.address.height() >= panel.address.heightForWidth(panel.address.width())
+
+
+def test_the_address_and_key_come_from_the_settings(
+    qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
+) -> None:
+    window = make_window()
+    load_tiny(qtbot, window, tiny_models)
+    # Another loopback address than the default (no other machine can reach it), and a key.
+    window.settings.set(cfg.API_HOST, "127.0.0.2")
+    window.settings.set(cfg.API_PORT, 0)
+    window.settings.set(cfg.API_KEY, "sesame")
+    panel = window.api_panel
+    with qtbot.waitSignal(panel.serving, timeout=10_000):
+        panel.switch.setChecked(True)
+    address = window.api.server.address
+    assert address.host == "127.0.0.2"
+    assert "key required" in panel.address.text()
+    assert request(address, "GET", "/v1/models").status == 401
+    keyed = request(address, "GET", "/v1/models", headers={"Authorization": "Bearer sesame"})
+    assert keyed.status == 200
+    with qtbot.waitSignal(panel.serving, timeout=10_000):
+        panel.switch.setChecked(False)
+    assert not _port_open(address.host, address.port)
+
+
+def test_the_queue_reaches_the_window_while_a_job_holds_the_worker(
+    qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
+) -> None:
+    # A request arriving while the worker's thread answers another is reported from the
+    # server's thread: the window must hear it then, not once the worker is free again
+    # (it would then arrive after newer reports, and the panel would show a stale queue).
+    window = make_window()
+    load_tiny(qtbot, window, tiny_models)
+    window.settings.set(cfg.API_PORT, 0)
+    with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
+        window.api_panel.switch.setChecked(True)
+    jobs = window.api.jobs
+    gate = threading.Event()
+    held = threading.Event()
+
+    def hold() -> None:  # on the worker's thread, as a job being answered would
+        held.set()
+        gate.wait(10)
+
+    QTimer.singleShot(0, jobs, hold)
+    assert held.wait(10)
+    try:
+        with qtbot.waitSignal(window.api.queue_changed, timeout=3_000) as heard:
+            threading.Thread(target=lambda: jobs.queue_changed.emit(ApiQueue(3, True))).start()
+        assert heard.args == [ApiQueue(3, True)]
+        assert not gate.is_set()  # heard while the worker was still held
+    finally:
+        gate.set()
+    time.sleep(0.05)
     window.api_panel.switch.setChecked(False)

@@ -6,7 +6,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDialog, QDoubleSpinBox, QSpinBox
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDoubleSpinBox,
+    QLineEdit,
+    QSpinBox,
+)
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
@@ -32,6 +39,13 @@ def test_every_setting_but_the_window_s_own_has_an_editor_of_its_type(
     overflow = dialog.editors[cfg.CONTEXT_OVERFLOW.key]
     assert isinstance(overflow, QComboBox) and overflow.currentText() == "drop_oldest"
     assert cfg.MAX_TOKENS.description in dialog.editors[cfg.MAX_TOKENS.key].toolTip()
+    # The API's key is masked (shown while it is edited); its address is plain text.
+    key = dialog.editors[cfg.API_KEY.key]
+    assert isinstance(key, QLineEdit)
+    assert key.echoMode() == QLineEdit.EchoMode.PasswordEchoOnEdit
+    host = dialog.editors[cfg.API_HOST.key]
+    assert isinstance(host, QLineEdit) and host.text() == "127.0.0.1"
+    assert host.echoMode() == QLineEdit.EchoMode.Normal
 
 
 def test_ok_saves_the_changes_and_the_window_shows_them(

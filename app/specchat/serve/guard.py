@@ -50,15 +50,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_options(options: ServeOptions) -> None:
-    """Refuses options that would expose the models; raises ValueError with the reason."""
+def check_options(
+    options: ServeOptions, *, key_from: str = "--api-key KEY", port_from: str = "--port"
+) -> None:
+    """Refuses options that would expose the models; raises ValueError with the reason.
+    `key_from` and `port_from` name where a person sets them (the CLI's options, or the
+    window's settings)."""
     if not is_loopback(options.host) and not options.api_key:
         raise ValueError(
-            f"binding {options.host} lets other machines use the models: give --api-key KEY "
-            "(clients send it as their API key), or keep the default 127.0.0.1"
+            f"binding {options.host} lets other machines use the models: give {key_from}, "
+            "which clients send as their API key, or keep the default 127.0.0.1"
         )
     if not 0 <= options.port <= 65535:
-        raise ValueError(f"--port must be between 0 and 65535 (got {options.port})")
+        raise ValueError(f"{port_from} must be between 0 and 65535 (got {options.port})")
     if options.capacity < 0:
         raise ValueError("the queue's capacity cannot be negative")
 

@@ -136,7 +136,7 @@ class MainWindow(QMainWindow):
         self.stats_panel = self.side_panel.stats_panel
 
         self.api = ApiService(self.service.worker, keeper=self._api_keeper, parent=self)
-        self.api_panel = ApiPanel(self.api, port=s.get(cfg.API_PORT))
+        self.api_panel = ApiPanel(self.api, settings=s)
         # A kept API chat (settings) shows in the list when its answer ends.
         self.api.ended.connect(lambda _ended: self.conversation_list.refresh())
         self.splitter = QSplitter(Qt.Orientation.Horizontal)

@@ -37,6 +37,7 @@ GROUPS = {
     "view": "View",
     "window": "Window",
     "speed": "Speed",
+    "api": "API (Serve API)",
 }
 
 
@@ -78,6 +79,8 @@ def make_editor(setting: Setting[Any], value: Any) -> Editor:
         editor.setValue(float(value))
     else:
         editor = QLineEdit(str(value))
+        if setting.secret:
+            editor.setEchoMode(QLineEdit.EchoMode.PasswordEchoOnEdit)
     editor.setToolTip(f"{setting.description}\n({setting.key}, default {setting.default!r})")
     return editor
 
@@ -138,7 +141,10 @@ class SettingsDialog(QDialog):
         buttons.rejected.connect(self.reject)
         restore = buttons.button(QDialogButtonBox.StandardButton.RestoreDefaults)
         restore.clicked.connect(self.restore_defaults)
-        note = QLabel("Context size and GPU layers apply when the pair is reloaded.")
+        note = QLabel(
+            "Context size and GPU layers apply when the pair is reloaded; the API's address, "
+            "port and key when Serve API is next switched on."
+        )
         note.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(scroll, 1)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: How often a request waiting for the window's answer to end looks again, in ms.
 RETRY_MS = 50
+#: Where a person sets the window's API key (named when an address needs one).
+KEY_FROM = "an API key in File → Settings… (API, Key)"
 
 
 @dataclass(frozen=True)
@@ -170,20 +172,23 @@ class ApiJobs(QObject):
             return
         with self._lock:
             job = self._jobs.popleft() if self._jobs else None
-        if job is None:
-            return
+            if job is None:
+                return
+            # Taken from the queue and answered in one step, as the window shows it.
+            self._running, self._current = True, job
         self._report_queue()
         engine = self._worker.engine
-        if engine is None:
-            from specchat.serve.errors import ApiError
-            from specchat.serve.jobs import Failed
+        try:
+            if engine is None:
+                from specchat.serve.errors import ApiError
+                from specchat.serve.jobs import Failed
 
-            job.deliver(Failed(ApiError(503, "no model pair is loaded", kind="server_error")))
-        else:
-            self._running, self._current = True, job
-            try:
+                error = ApiError(503, "no model pair is loaded", kind="server_error")
+                job.deliver(Failed(error))
+            else:
                 self.runner.run(engine, job)
-            finally:
+        finally:
+            with self._lock:
                 self._running, self._current = False, None
         self._report_queue()
         self._kick.emit()  # the next one, after whatever the window queued meanwhile
@@ -212,7 +217,11 @@ class ApiJobs(QObject):
         self.round_ready.emit(ApiRound(self._ids.get(id(job), 0), result))
 
     def _report_queue(self) -> None:
-        self.queue_changed.emit(ApiQueue(self.waiting, self._running))
+        # Read and sent under the lock: the server's thread and the worker's both report,
+        # and a report read before another but sent after it would leave the window showing
+        # a queue that is gone.
+        with self._lock:
+            self.queue_changed.emit(ApiQueue(len(self._jobs), self._running))
 
 
 class ApiService(QObject):
@@ -260,14 +269,19 @@ class ApiService(QObject):
         engine = self._worker.engine
         if engine is None:
             raise ValueError("load a model pair first")
-        options = ServeOptions(host=host, port=port, api_key=api_key)
-        check_options(options)
+        options = ServeOptions(host=host.strip(), port=port, api_key=api_key)
+        check_options(options, key_from=KEY_FROM, port_from="the API port (api.port)")
         runner = JobRunner(prefixes=PrefixCache())
         runner.keeper = self._keeper()
         jobs = ApiJobs(self._worker, runner, capacity=options.capacity)
         jobs.moveToThread(self._worker.thread())
-        for name in ("started", "round_ready", "ended", "queue_changed"):
-            getattr(jobs, name).connect(getattr(self, name).emit)
+        # To this object's slots, so each is queued to the window's thread as it is sent,
+        # from whichever thread: relayed through the jobs' own thread, the server's reports
+        # would wait there behind the job being answered and arrive after newer ones.
+        jobs.started.connect(self._on_started)
+        jobs.round_ready.connect(self._on_round)
+        jobs.ended.connect(self._on_ended)
+        jobs.queue_changed.connect(self._on_queue)
         first = served_model(engine)
         worker = self._worker
 
@@ -285,6 +299,22 @@ class ApiService(QObject):
         server.start()
         self.server, self.jobs = server, jobs
         return address.base_url
+
+    @Slot(ApiStarted)
+    def _on_started(self, started: ApiStarted) -> None:
+        self.started.emit(started)
+
+    @Slot(ApiRound)
+    def _on_round(self, update: ApiRound) -> None:
+        self.round_ready.emit(update)
+
+    @Slot(ApiEnded)
+    def _on_ended(self, ended: ApiEnded) -> None:
+        self.ended.emit(ended)
+
+    @Slot(ApiQueue)
+    def _on_queue(self, queue: ApiQueue) -> None:
+        self.queue_changed.emit(queue)
 
     def stop(self) -> bool:
         """Close the port and cancel what waits; True once the server ended."""
