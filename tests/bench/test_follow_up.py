@@ -39,9 +39,8 @@ def test_each_follow_up_evaluates_only_its_new_tokens(tiny_models: TinyModels) -
         engine.close()
     first, *later = chat.turns
     assert first.prompt_tokens >= 2000
-    # The first request reads its prefix whole (the decoder keeps its last token for the
-    # first round).
-    assert first.evaluated >= first.prompt_tokens - 1
+    # The first request reads its prefix whole.
+    assert first.evaluated == first.prompt_tokens and first.cached == 0
     assert len(later) == 2
     before = first
     for turn in later:
@@ -68,7 +67,8 @@ def test_a_follow_up_after_another_chat_still_reads_only_its_new_tokens(
         engine.close()
     again = results[2].turns
     # The same file and question as the first chat: its prefix comes back from memory.
-    assert again[0].cached >= results[0].turns[0].prompt_tokens - 1
+    # (All but its last token, which the first round reads.)
+    assert again[0].cached == results[0].turns[0].prompt_tokens - 1
     assert again[1].evaluated <= again[1].prompt_tokens - again[0].prompt_tokens
 
 
@@ -110,3 +110,24 @@ def test_bench_via_api_reports_each_follow_up(
     assert not (out / "via-api.json").exists()  # no single prompt to compare
     # The tiny pair answers in milliseconds: the goal is the default pair's, not judged here.
     assert code in (0, 1)
+
+
+def test_a_request_the_api_refuses_ends_the_bench_in_one_line(
+    tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = {
+        "id": "chat",
+        "turns": ["What does step_3 do?", "And step_4?"],
+        "attachments": [{"name": "steps.py", "text": FILE}],
+    }
+    prompts = tmp_path / "chats.jsonl"
+    prompts.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    target = ["--target", str(tiny_models.target), "--draft", str(tiny_models.draft_close)]
+    options = ["--prompts", str(prompts), "--via-api", "--max-tokens", "8", "--threads", "1"]
+    # The file alone outgrows a 1,024-token context.
+    assert main(["bench", *target, *options, "--ctx", "1024", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    said = [x for x in err.splitlines() if x.startswith("specchat:")]
+    assert len(said) == 1 and said[0].startswith("specchat: chat, turn 0: the API answered 400")
+    assert "context holds 1,024" in said[0]

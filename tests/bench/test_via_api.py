@@ -77,8 +77,9 @@ def test_both_ways_start_alike_neither_reading_the_prompt_nor_copying_the_other(
     assert [r.prompt for r in results] == ["first", "again", "third", "other"]
     for r in results:
         assert r.same_text, r.prompt
-        # Prompt tokens evaluated by each way: none (both found it read).
-        assert r.direct_work[0] == r.api_work[0] == 0, r
+        # Prompt tokens evaluated by each way: only the last, read with the first round (both
+        # found the rest read).
+        assert r.direct_work[0] == r.api_work[0] == 1, r
         # The same drafting state, so the same rounds at T = 0 (copying the other way's
         # answer from the suffix index would take far fewer).
         assert r.direct_work[1] == r.api_work[1], r

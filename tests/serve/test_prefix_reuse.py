@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from specchat.serve.server import ApiServer
-from tests.helpers.api_server import engine_thread, request
+from specchat.tinymodels import TinyModels
+from tests.helpers.api_server import engine_thread, request, running_server
 
 CHAT = "/v1/chat/completions"
 SYSTEM_A = "You review code. " + "Here is the file:\n" + "def f(x):\n    return x + 1\n" * 12
@@ -34,6 +35,20 @@ def _turns(system: str, n: int) -> list[dict[str, str]]:
         messages.append({"role": "assistant", "content": f"answer {i}: it adds one."})
     messages.append({"role": "user", "content": f"question {n}: what does f do?"})
     return messages
+
+
+def test_a_fresh_prompt_has_nothing_cached_and_a_repeat_all_but_its_last_token(
+    tiny_models: TinyModels,
+) -> None:
+    # As llama.cpp's server counts: the prompt's last token is read with the first round.
+    messages = _turns("You name colours. " * 9, 0)
+    with running_server(tiny_models.target, tiny_models.draft_close) as fresh_server:
+        fresh = _ask(fresh_server, messages)
+        again = _ask(fresh_server, messages)
+    assert fresh["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert fresh["timings"]["prompt_n"] == fresh["usage"]["prompt_tokens"]
+    assert again["timings"]["prompt_n"] == 1
+    assert again["timings"]["cache_n"] == again["usage"]["prompt_tokens"] - 1
 
 
 def test_a_follow_up_evaluates_only_its_new_tokens(server: ApiServer) -> None:

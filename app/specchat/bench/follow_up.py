@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.prompts import BenchPrompt
+from specchat.bench.via_api import ApiRefused
 from specchat.engine.session import ChatEngine
 
 #: The follow-up's goal: its first token within this many seconds (on the default pair).
@@ -97,7 +98,7 @@ def stream_turn(
         connection.request("POST", "/v1/chat/completions", json.dumps(body).encode(), headers)
         reply = connection.getresponse()
         if reply.status != 200:
-            raise RuntimeError(f"the API answered {reply.status}: {reply.read()[:200]!r}")
+            raise ApiRefused.of(reply.status, reply.read())
         first: float | None = None
         text: list[str] = []
         usage: dict[str, Any] = {}
@@ -117,7 +118,7 @@ def stream_turn(
     finally:
         connection.close()
     if not usage or not timings:
-        raise RuntimeError("the stream ended without its usage and timings")
+        raise ApiRefused("the stream ended without its usage and timings")
     return Turn(
         prompt_tokens=int(usage["prompt_tokens"]),
         evaluated=int(timings["prompt_n"]),
@@ -154,14 +155,17 @@ def measure_follow_ups(
         for prompt in prompts:
             answers: list[str] = []
             turns: list[Turn] = []
-            for _ in range(prompt.turn_count):
-                turn = stream_turn(
-                    address.host,
-                    address.port,
-                    prompt.messages(answers),
-                    mode=mode,
-                    max_tokens=max_tokens,
-                )
+            for number in range(prompt.turn_count):
+                try:
+                    turn = stream_turn(
+                        address.host,
+                        address.port,
+                        prompt.messages(answers),
+                        mode=mode,
+                        max_tokens=max_tokens,
+                    )
+                except ApiRefused as error:
+                    raise ApiRefused(f"{prompt.id}, turn {number}: {error}") from None
                 turns.append(turn)
                 answers.append(turn.text)
                 done += 1

@@ -24,9 +24,22 @@ from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 from specchat.serve.engine_thread import EngineThread
 from specchat.serve.server import ApiServer
+from specchat.serve.shaping import evaluated
 
 #: The server's overhead goal: tokens per second through the API against the engine direct.
 OVERHEAD_GOAL = 0.98
+
+
+class ApiRefused(RuntimeError):
+    """The API answered a bench request with an error (its message is OpenAI's)."""
+
+    @classmethod
+    def of(cls, status: int, body: bytes) -> ApiRefused:
+        try:
+            message = str(json.loads(body)["error"]["message"])
+        except (ValueError, KeyError, TypeError):
+            message = body[:200].decode("utf-8", "replace")
+        return cls(f"the API answered {status}: {message}")
 
 
 @dataclass(frozen=True)
@@ -110,7 +123,8 @@ def _direct(
     for result in engine.generate(request):
         text.append(result.text)
         tokens += len(result.events)
-        work = (result.stats.prompt_tokens, result.stats.rounds)
+        # Counted as the API counts them (timings.prompt_n).
+        work = (evaluated(len(prepared.tokens), result.stats), result.stats.rounds)
     return "".join(text), tokens, time.perf_counter() - began, work
 
 
@@ -137,7 +151,7 @@ def _api(
     finally:
         connection.close()
     if reply.status != 200:
-        raise RuntimeError(f"the API answered {reply.status}: {data[:200]!r}")
+        raise ApiRefused.of(reply.status, data)
     return json.loads(data), elapsed
 
 

@@ -26,13 +26,20 @@ def run_via_api(
 ) -> int:
     """Run both kinds, print one line a prompt (or turn) and the goals, write their
     reports; 1 if a goal fails or an answer differs."""
+    from specchat.bench.via_api import ApiRefused
+    from specchat.commands.errors import UserError
+
     chats = [p for p in prompts if p.turn_count > 1]
     singles = [p for p in prompts if p.turn_count == 1]
     passed = True
-    if singles:
-        passed = _compare(engine, singles, args) and passed
-    if chats:
-        passed = _follow_ups(engine, chats, args) and passed
+    try:
+        if singles:
+            passed = _compare(engine, singles, args) and passed
+        if chats:
+            passed = _follow_ups(engine, chats, args) and passed
+    except ApiRefused as error:
+        print(file=sys.stderr)
+        raise UserError(str(error)) from None
     return 0 if passed else 1
 
 

@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from specchat.engine.types import StopReason
+from specchat.engine.types import Stats, StopReason
 from specchat.serve.jobs import Summary
 
 #: OpenAI's finish_reason for each way an answer ends.
@@ -25,15 +25,23 @@ def completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
 
 
+def evaluated(prompt_tokens: int, stats: Stats) -> int:
+    """Prompt tokens evaluated for a request, as llama.cpp's server counts them: those read
+    before the answer, and the prompt's last token, which the decoder reads with the first
+    round (so a fresh prompt has none cached, and a repeated one all but that token)."""
+    return min(prompt_tokens, stats.prompt_tokens + 1) if stats.rounds else stats.prompt_tokens
+
+
 def usage(summary: Summary) -> dict[str, Any]:
     """OpenAI's usage; the prediction counts are draft tokens copied from the prediction that
     the target kept (accepted) and that it checked and threw away (rejected)."""
     stats = summary.stats
+    cached = summary.prompt_tokens - evaluated(summary.prompt_tokens, stats)
     return {
         "prompt_tokens": summary.prompt_tokens,
         "completion_tokens": stats.emitted,
         "total_tokens": summary.prompt_tokens + stats.emitted,
-        "prompt_tokens_details": {"cached_tokens": summary.prompt_tokens - stats.prompt_tokens},
+        "prompt_tokens_details": {"cached_tokens": cached},
         "completion_tokens_details": {
             "reasoning_tokens": 0,
             "accepted_prediction_tokens": summary.prediction_accepted,
@@ -47,12 +55,13 @@ def timings(summary: Summary) -> dict[str, Any]:
     answer tokens, and drafting."""
     stats = summary.stats
     predicted_ms = stats.elapsed_s * 1000.0
+    read = evaluated(summary.prompt_tokens, stats)
     return {
-        "cache_n": summary.prompt_tokens - stats.prompt_tokens,
-        "prompt_n": stats.prompt_tokens,
+        "cache_n": summary.prompt_tokens - read,
+        "prompt_n": read,
         "prompt_ms": round(stats.prompt_ms, 3),
-        "prompt_per_token_ms": _per(stats.prompt_ms, stats.prompt_tokens),
-        "prompt_per_second": _rate(stats.prompt_tokens, stats.prompt_ms),
+        "prompt_per_token_ms": _per(stats.prompt_ms, read),
+        "prompt_per_second": _rate(read, stats.prompt_ms),
         "predicted_n": stats.emitted,
         "predicted_ms": round(predicted_ms, 3),
         "predicted_per_token_ms": _per(predicted_ms, stats.emitted),
