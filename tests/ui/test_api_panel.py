@@ -154,6 +154,20 @@ def test_another_address_without_a_key_is_refused_in_the_panel(
     assert panel.address.height() >= panel.address.heightForWidth(panel.address.width())
 
 
+def test_an_emptied_address_serves_this_machine_only(
+    qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
+) -> None:
+    window = make_window()
+    load_tiny(qtbot, window, tiny_models)
+    window.settings.set(cfg.API_HOST, "  ")
+    window.settings.set(cfg.API_PORT, 0)
+    with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
+        window.api_panel.switch.setChecked(True)
+    assert window.api.server.address.host == "127.0.0.1"
+    with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
+        window.api_panel.switch.setChecked(False)
+
+
 def test_the_address_and_key_come_from_the_settings(
     qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
 ) -> None:

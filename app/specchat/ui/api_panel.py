@@ -135,7 +135,9 @@ class ApiPanel(QWidget):
             self.serving.emit(False)
             return
         settings = self.settings
-        host, port = settings.get(cfg.API_HOST).strip(), settings.get(cfg.API_PORT)
+        # An emptied field means the default, never "every address" (what "" binds).
+        host = settings.get(cfg.API_HOST).strip() or cfg.API_HOST.default
+        port = settings.get(cfg.API_PORT)
         key = settings.get(cfg.API_KEY)
         try:
             url = self.api.start(host=host, port=port, api_key=key)
