@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -11,15 +12,15 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace, agreement
+from specchat.bench.bounds import best_fixed_ms, ceiling_ms
+from specchat.bench.recorded_model import RecordedModel
+from specchat.bench.trace import AnswerTrace, agreement
 from specchat.engine.cost_table import MachineCosts
-from specchat.engine.drafting import Acceptance, Draft, Drafter, Offer, Outcome
-from specchat.engine.drafting.model import MIN_CONFIDENCE
+from specchat.engine.drafting import MAX_LOOKUP_K, Draft, Outcome
 from specchat.engine.types import SamplingParams
 
-#: Longest draft `auto` may ask of prompt lookup (a pass of 64) and of the draft model.
-LOOKUP_K = 63
-DRAFT_K = DRAFT_DEPTH
+#: Longest draft `auto` may ask for (a pass of MAX_LOOKUP_K rows).
+LONGEST = MAX_LOOKUP_K - 1
 
 #: Cost files shipped with SpecChat (resources/costs), by the name `--costs` accepts.
 SHIPPED = {
@@ -146,116 +147,6 @@ class ReplayResult:
         }
 
 
-def _draft_ms(costs: MachineCosts) -> float | None:
-    return costs.draft_token_ms
-
-
-def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
-    """Per answer position, the suffix drafter's (proposal length, tokens kept) over this
-    chat: its main path's length, and what its best branch — or the copy carried through the
-    answer's substitutions — keeps (the ceiling's optimism)."""
-    from specchat.engine.drafting.matching import locate
-    from specchat.engine.drafting.substitutions import Substitutions
-    from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
-    from specchat.engine.suffix_index import SuffixIndex
-
-    index = SuffixIndex()
-    substitutions = Substitutions(locate)
-    prompt, answer = list(trace.prompt_tokens), list(trace.answer)
-    index.prepare(prompt)
-    found = []
-    for i in range(len(answer)):
-        context = [*prompt, *answer[:i]]
-        index.sync(context)
-        found_paths = index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
-        substitutions.track(context, found_paths[0].match_len if found_paths else 0)
-        paths = [p.tokens for p in found_paths]
-        carried = substitutions.copy(context, LOOKUP_K)
-        if carried is not None and carried[0]:
-            paths.append(carried[0])
-        if not paths:
-            found.append((0, 0))
-            continue
-        kept = max(agreement(path, answer[i:]) for path in paths)
-        found.append((max(len(path) for path in paths), kept))
-    return found
-
-
-def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
-    """The least time to write `trace.answer` with plain, copied (lookup, suffix index) and
-    draft-model rounds.
-
-    A dynamic programme over positions, knowing the answer: each round picks plain, a copy
-    or a draft-model draft of any length at the cheapest pass holding it (a suffix tree is
-    priced as its longest path, with what its best branch keeps). While the draft model is in
-    use, text written by other rounds must be caught up; charging every round's tokens
-    beyond two at the catch-up rate is never more than a real catch-up costs, so no causal
-    policy can beat this.
-    """
-    n = len(trace.answer)
-    suffix = suffix_proposals(trace)
-    start = len(trace.prompt_tokens)
-    draft_token = _draft_ms(costs) if trace.draft is not None else None
-    catchup = costs.catchup_ms(3) / 3 if draft_token is not None else 0.0
-    inf = float("inf")
-    # never[i]: from position i on without the draft model; using[i]: with it kept in step.
-    never = [0.0] * (n + 1)
-    using = [0.0 if draft_token is not None else inf] * (n + 1)
-    for i in range(n - 1, -1, -1):
-        room = n - i - 1
-        depth = start + i  # passes cost more deeper in the text
-        one = costs.target.target_ms(1, depth)
-        assert one is not None
-        moves = [(one, i + 1)]
-        for length, kept in ((trace.lookup_len[i], trace.lookup_kept(i)), suffix[i]):
-            for k in range(1, min(length, room, LOOKUP_K) + 1):
-                ms = costs.target.target_ms(k + 1, depth)
-                assert ms is not None
-                moves.append((ms, i + min(k, kept) + 1))
-        never[i] = min(ms + never[j] for ms, j in moves)
-        if draft_token is None:
-            continue
-        best = min(ms + max(0, j - i - 2) * catchup + using[j] for ms, j in moves)
-        kept = trace.draft_kept(i)
-        for k in range(1, min(DRAFT_K, room) + 1):
-            ms = costs.target.target_ms(k + 1, depth)
-            assert ms is not None
-            j = i + min(k, kept) + 1
-            best = min(best, ms + k * draft_token + min(using[j], never[j]))
-        using[i] = best
-    return min(never[0], using[0])
-
-
-def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
-    """The least time of one fixed setting for the whole answer, chosen knowing it:
-    plain, lookup with K = 1 … 63 or the draft model with K = 1 … 16 (what a person tuning
-    the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
-    n = len(trace.answer)
-    best = (plain_ms(trace, costs), "plain")
-    options = [("lookup", k) for k in range(1, LOOKUP_K + 1)]
-    if trace.draft is not None and costs.draft_token_ms is not None:
-        options += [("draft", k) for k in range(1, DRAFT_K + 1)]
-    for mode, k in options:
-        i, spent = 0, 0.0
-        while i < n and spent < best[0]:
-            room = min(k, n - i - 1)
-            if mode == "lookup":
-                drafted = min(room, trace.lookup_len[i])
-                kept = min(drafted, trace.lookup_kept(i))
-                extra = 0.0
-            else:
-                drafted = room
-                kept = min(drafted, trace.draft_kept(i))
-                extra = drafted * (costs.draft_token_ms or 0.0)
-            ms = costs.target.target_ms(drafted + 1, len(trace.prompt_tokens) + i)
-            assert ms is not None
-            spent += ms + extra
-            i += kept + 1
-        if i >= n and spent < best[0]:
-            best = (spent, f"{mode} K={k}")
-    return best
-
-
 def plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     """Plain decoding's time for the answer: one pass a token, each a token deeper."""
     start, total = len(trace.prompt_tokens), 0.0
@@ -266,115 +157,46 @@ def plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     return total
 
 
-class _RecordedDraftModel(Drafter):
-    """The draft model as recorded in a trace: its greedy proposals, priced by a cost table.
-
-    Learns like the live draft model (the base acceptance estimate, probed by `auto`), and
-    tracks what its cache would hold, so a catch-up after rounds it sat out is priced.
-    """
-
-    name = "draft"
-    label = "Draft model"
-    priority = 20
-    needs_model = True
-    probed = True
-
-    def __init__(self, trace: AnswerTrace, costs: MachineCosts) -> None:
-        super().__init__()
-        self.min_confidence = MIN_CONFIDENCE
-        self.acceptance = Acceptance.prior(0.6, 0.6)  # as DraftModelDrafter's
-        self.trace = trace
-        self.costs = costs
-        self._synced = 0  # until prepare() evaluates the prompt (if auto readies it)
-        self._drafted_at = 0
-
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
-        if eager:
-            self._synced = len(prompt) - 1
-
-    def _lag(self, context: Sequence[int]) -> int:
-        return len(context) - self._synced
-
-    def token_ms(self, plain_ms: float) -> float:
-        token = self.costs.draft_token_ms
-        return plain_ms / 3.0 if token is None else token
-
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
-        k_max = min(DRAFT_K, k_cap)
-        if k_max <= 0:
-            return None
-        curve = self.expected_tokens_curve(k_max)
-        extra = self.costs.catchup_ms(self._lag(context))
-        return Offer(k_max, curve, extra, f"α ≈ {self.acceptance.alpha:.2f}")
-
-    def propose(
-        self, context: Sequence[int], k: int, sampling: SamplingParams, rng: np.random.Generator
-    ) -> Draft:
-        i = len(context) - len(self.trace.prompt_tokens)
-        recorded = self.trace.draft[i] if self.trace.draft is not None else ()
-        k = self._confident_length(i, k)
-        # Past the first refused token the proposal was not recorded: it is never kept.
-        tokens = (*recorded[:k], *[-1] * (k - min(k, len(recorded))))
-        lag = self._lag(context)
-        catchup_ms = self.costs.catchup_ms(lag)
-        ms = k * self.token_ms(0.0) + catchup_ms
-        self._drafted_at = len(context)
-        return Draft(tokens, None, ms, self.name, catchup=lag, catchup_ms=catchup_ms)
-
-    def _confident_length(self, i: int, k: int) -> int:
-        """Where the live draft model's confidence stop ends a draft of k at position i.
-
-        Its confidence at its t-th token is recorded while its first t tokens agree with the
-        answer; past its first miss it is unknown, and the draft is taken to go on (the
-        costlier guess, and those tokens are never kept anyway).
-        """
-        confidence = self.trace.draft_confidence
-        if confidence is None or self.min_confidence <= 0:
-            return k
-        agreeing = self.trace.draft_kept(i)
-        for t in range(1, min(k, agreeing + 1, len(confidence) - i)):
-            if confidence[i + t] < self.min_confidence:
-                return t
-        return k
-
-    def observe(self, outcome: Outcome) -> None:
-        super().observe(outcome)
-        drafted = len(outcome.draft.tokens)
-        if outcome.draft.source == self.name and drafted:
-            # Its cache holds the kept drafts, all but the last drafted token.
-            self._synced = self._drafted_at + min(outcome.accepted, drafted - 1)
-
-
 def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes).
 
-    The real policy and the real draft-free drafters `auto` asks (the suffix index over this
-    chat) run on the recorded text; the draft model's proposals come from the trace.
-    Each pass is sized as the decoder sizes it (the cheapest size holding the draft, extra
-    rows filled as `fill_tokens` fills them; a draft-model round's extra rows count as
-    keeping nothing, since what would fill them live was not recorded), and a suffix tree
-    keeps its branch that goes furthest.
+    The real policy and the real drafters `auto` asks (every registered one the pair serves)
+    run on the recorded text. A drafter that runs the draft model runs it as the trace
+    recorded it (RecordedModel: its choices along the answer, at the cost file's prices),
+    when the trace holds a record and the cost file prices the draft model. Each pass is
+    sized as the decoder sizes it (the cheapest size holding the draft, extra rows filled as
+    `fill_tokens` fills them, or by the drafter where its offer says it fills the pass), and
+    a tree keeps its branch that goes furthest.
     """
     from specchat.engine.decoder import draft_rows, fill_tokens
-    from specchat.engine.drafting import PLAIN, PromptLookupDrafter, SuffixDrafter, auto_drafters
+    from specchat.engine.drafting import PLAIN, Answer, LoadedPair, auto_drafters
+    from specchat.engine.drafting.registry import build
     from specchat.engine.schedule import AutoPolicy
     from specchat.engine.types import PolicyChoice
 
     costs = copy.deepcopy(costs)
     policy = AutoPolicy(gpu=costs.target.gpu, costs=costs)
-    built: list[Drafter] = [SuffixDrafter(), PromptLookupDrafter()]
+    model = None
     if trace.draft is not None and costs.draft_token_ms is not None:
-        built.append(_RecordedDraftModel(trace, costs))
-    drafters = auto_drafters(built)
+        model = RecordedModel(trace, costs)
+    pair = LoadedPair(
+        draft=model,  # type: ignore[arg-type]  # what the drafters read of a model
+        costs=costs,
+        clock=model.clock if model is not None else time.perf_counter,
+    )
+    drafters = auto_drafters(build(pair).values())
     by_name = {drafter.name: drafter for drafter in drafters}
-    policy.track(drafters)
     prompt, answer = list(trace.prompt_tokens), list(trace.answer)
     text = [*prompt, *answer]
-    for drafter in drafters:
-        # As the decoder does: a drafter with a model prices reading the prompt in its offer.
-        offer = drafter.offer(prompt, len(answer)) if drafter.needs_model else None
-        drafter.prepare(prompt, eager=policy.worth_readying(drafter, offer))
     greedy, rng = SamplingParams(), np.random.default_rng(0)
+    prices = policy.prices()
+    for drafter in drafters:
+        drafter.begin(Answer(prompt=prompt, sampling=greedy))
+        # As the decoder does: a drafter with a model prices reading the prompt in its offer.
+        if drafter.listing.needs_model:
+            offer = drafter.offer(prompt, len(answer), prices)
+            if offer is not None and policy.worth_readying(offer):
+                drafter.ready(prompt)
     n = len(answer)
     i, spent = 0, 0.0
     rounds: Counter = Counter()
@@ -383,14 +205,15 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     while i < n:
         context = text[: len(prompt) + i]
         costs.context = len(context)  # as the decoder does: passes priced at this depth
-        k_cap = min(LOOKUP_K, n - i - 1)
+        k_cap = min(LONGEST, n - i - 1)
         offers = []
         if k_cap > 0:
+            prices = policy.prices()
             for drafter in drafters:
-                offer = drafter.offer(context, k_cap)
+                offer = drafter.offer(context, k_cap, prices)
                 if offer is not None:
-                    offers.append((drafter, offer))
-            choice = policy.choose(offers)
+                    offers.append(offer)
+            choice = policy.choose(offers, prices)
         else:
             choice = PolicyChoice(PLAIN, 0, "plain: last token")
         k = min(choice.k, k_cap)
@@ -398,13 +221,16 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
         rows, model_ms = 1, 0.0
         if choice.mode != PLAIN and k > 0:
             drafter = by_name[choice.mode]
-            if drafter.fills_pass:
+            if any(o.fills_pass for o in offers if o.source == choice.mode):
                 k = min(costs.pass_size(k + 1), k_cap + 1) - 1
             made = drafter.propose(context, k, greedy, rng)
             used = draft_rows(made)
             rows = min(costs.pass_size(used), k_cap + 1)
-            if drafter.needs_model:
-                model_ms = made.ms  # a copying drafter's lookups cost next to nothing
+            if drafter.listing.needs_model:
+                # Timed on the recorded model's clock; a copying drafter's lookups cost next
+                # to nothing. What would fill its spare rows live was not recorded: they
+                # count as keeping nothing.
+                model_ms = made.ms
             elif made.tokens and rows > used:
                 more = fill_tokens(context, made, rows - used)
                 made = replace(made, tokens=(*made.tokens, *more))
@@ -424,14 +250,7 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
         outcome = Outcome(text[: len(prompt) + i], made, kept, trace.margin_before(i))
         for drafter in drafters:
             drafter.observe(outcome)
-        policy.observe(
-            choice,
-            batch=rows,
-            verify_ms=verify_ms,
-            drafted=drafted,
-            accepted=kept,
-            drafter=by_name.get(made.source),
-        )
+        policy.observe(choice, batch=rows, verify_ms=verify_ms, drafted=drafted, accepted=kept)
     return spent, rounds, kept_by, sizes
 
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting import AUTO, PLAIN, Draft, Drafter, Drafters, Offer, Outcome
+from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
 from specchat.engine.drafting.matching import locate
 from specchat.engine.llama import ContextFullError, LlamaModel
 from specchat.engine.schedule import AutoPolicy, FixedPolicy
@@ -125,7 +125,6 @@ class SpeculativeDecoder:
             draft if draft is not None and draft.can_rollback else None,
             costs=self.auto.costs,
         )
-        self.auto.track(self.drafters)
         self._fixed = FixedPolicy()
 
     # --- one generation ----------------------------------------------------------------------
@@ -146,7 +145,6 @@ class SpeculativeDecoder:
         stops = _StopStringFilter(request.stop_strings)
         decode_start = time.perf_counter()
         round_index = 0
-        told: SamplingParams | None = None  # the sampling the drafters were last told of
         while True:
             if cancel is not None and cancel.is_set():
                 yield self._final(round_index, stats, decode_start, StopReason.CANCELLED, stops)
@@ -160,10 +158,6 @@ class SpeculativeDecoder:
                 return
             controls = live.get()
             sampling = controls.sampling
-            if sampling != told:
-                for drafter in self.drafters:
-                    drafter.use_sampling(sampling)
-                told = sampling
             mode = self.drafters.resolve(controls.mode)
             policy = self.auto if mode == AUTO else self._fixed
             # Never draft past the answer's end or the context's. Auto may copy further in
@@ -190,7 +184,8 @@ class SpeculativeDecoder:
             # Drafters learn from their own tokens only, not from the rows filled for them.
             margin = events[-1].margin if events else None
             emitted_p = tuple(e.p_target for e in events)
-            outcome = Outcome(context, made, min(j, len(made.tokens)), margin, emitted_p)
+            kept = min(j, len(made.tokens))
+            outcome = Outcome(context, made, kept, margin, emitted_p, sampling)
             for drafter in self.drafters:
                 drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)
@@ -212,12 +207,7 @@ class SpeculativeDecoder:
                 position_kept=j,
             )
             policy.observe(
-                choice,
-                batch=rows,
-                verify_ms=verify_ms,
-                drafted=len(made.tokens),
-                accepted=min(j, len(made.tokens)),
-                drafter=self.drafters.get(made.source),
+                choice, batch=rows, verify_ms=verify_ms, drafted=len(made.tokens), accepted=kept
             )
             yield RoundResult(
                 index=round_index,
@@ -266,25 +256,32 @@ class SpeculativeDecoder:
         self.auto.begin_answer()
         # `auto` prices passes from the machine's cost table, measured outside answers (see
         # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
+        answer = Answer(
+            prompt=prompt,
+            sampling=live.get().sampling,
+            conversation=request.conversation,
+            prediction=request.prediction,
+        )
+        prices = self.auto.prices()
         for drafter in self.drafters:
-            if request.conversation is not None:
-                drafter.enter_conversation(request.conversation)
-            drafter.use_prediction(request.prediction)
-            # Auto readies a drafter (the draft model's prompt evaluation, before the first
-            # token) only where its first round would use it, the prompt read priced in its
-            # offer as a catch-up: otherwise the first token waits for work that buys nothing.
-            auto = mode == AUTO and drafter in self.drafters.for_auto
-            room = target.n_ctx - len(prompt)
-            offer = drafter.offer(prompt, room) if auto and drafter.needs_model else None
-            eager = drafter.name == mode or (auto and self.auto.worth_readying(drafter, offer))
-            drafter.prepare(prompt, eager=eager)
+            drafter.begin(answer)
+            # Auto readies a drafter that runs a model (its prompt evaluation, before the
+            # first token) only where its first round would use it, the prompt read priced in
+            # its offer as a catch-up: otherwise the first token waits for work that buys
+            # nothing.
+            if drafter.name == mode:
+                drafter.ready(prompt)
+            elif mode == AUTO and drafter in self.drafters.for_auto and drafter.listing.needs_model:
+                offer = drafter.offer(prompt, target.n_ctx - len(prompt), prices)
+                if offer is not None and self.auto.worth_readying(offer):
+                    drafter.ready(prompt)
         return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
 
     def _verify(
         self, draft: Draft, last: int, sampling: SamplingParams, rng: np.random.Generator
     ) -> tuple[Draft, Verdict, int]:
         """Check `draft` in one target pass: (the draft as checked, its verdict, the pass's
-        rows). A tree rides in rows the policy paid for (see Drafter.fills_pass)."""
+        rows). A tree rides in rows the policy paid for (see Offer.fills_pass)."""
         if draft.branches and sampling.greedy and self.target.max_branches > 1:
             return self._verify_tree(draft, last, sampling, rng)
         logits = self.target.decode([last, *draft.tokens], logits="all")
@@ -340,20 +337,23 @@ class SpeculativeDecoder:
             return _NO_DRAFT, PolicyChoice(PLAIN, 0, f"plain: {self.drafting_refused}")
         if k_cap <= 0:
             return _NO_DRAFT, PolicyChoice(PLAIN, 0, "plain: last token")
+        fills_pass = False
         if mode == AUTO:
-            offers: list[tuple[Drafter, Offer]] = []
+            prices = self.auto.prices()
+            offers: list[Offer] = []
             for drafter in self.drafters.for_auto:
-                offer = drafter.offer(context, k_cap)
+                offer = drafter.offer(context, k_cap, prices)
                 if offer is not None:
-                    offers.append((drafter, offer))
-            choice = self.auto.choose(offers)
+                    offers.append(offer)
+            choice = self.auto.choose(offers, prices)
+            fills_pass = any(o.fills_pass for o in offers if o.source == choice.mode)
         else:
             choice = self._fixed.choose(mode, min(controls.k, k_cap))
         k = min(choice.k, k_cap)
         if choice.mode == PLAIN or k <= 0:
             return _NO_DRAFT, choice
         drafter = self.drafters[choice.mode]
-        if mode == AUTO and drafter.fills_pass:
+        if fills_pass:
             # Auto pays for the cheapest pass holding k + 1 rows: the drafter may use them all.
             k = min(self.auto.costs.pass_size(k + 1), k_cap + 1) - 1
         draft = drafter.propose(context, k, controls.sampling, rng)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from specchat.engine.cost_table import CostTable, MachineCosts
-from specchat.engine.drafting.base import MAX_K, MAX_LOOKUP_K, Drafter, Offer
+from specchat.engine.drafting.base import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
 from specchat.engine.types import PolicyChoice
 
@@ -19,7 +19,6 @@ __all__ = [
     "SCORED_HURDLE",
     "AutoPolicy",
     "FixedPolicy",
-    "hurdle",
 ]
 
 #: Share of decoding time that probing may cost: a probe is made only when its expected
@@ -41,25 +40,6 @@ CATCHUP_ROUNDS = 8
 #: time. Without it a table measured while the machine was busy (one token timed slow, so
 #: every larger pass looked cheap next to it) was never corrected while drafting went on.
 REFERENCE_ROUNDS = 32
-
-#: Expected gain over plain a drafter must promise before it is used: estimated acceptance
-#: and costs both carry noise, and choosing a drafter on a marginal estimate loses more often
-#: than it wins.
-HURDLE = 0.1
-#: The hurdle of a drafter whose acceptance is learnt at every position, drafted or not (a
-#: copy is scored against the text that follows it): waiting for a clear case costs it no
-#: knowledge, and its marginal cases are the ones its estimate overrates, since they are
-#: chosen where the estimate came out high. Over 74 recorded answers (the shipped set's and
-#: the everyday set's, which was never tuned on), replayed at T = 0, 0.2 rather than 0.1 left
-#: 8 answers below plain instead of 19 of 34 on Q4_K_M costs and 5 instead of 6 of 40 on
-#: Q4_0, geometric means within 0.5 % (docs/costs.md). A drafter learnt only from its own
-#: rounds (`probed`: the draft model) keeps HURDLE: it has to be used to be known.
-SCORED_HURDLE = 0.2
-
-
-def hurdle(drafter: Drafter) -> float:
-    """The expected gain over plain `drafter` must promise to be used."""
-    return HURDLE if drafter.probed else SCORED_HURDLE
 
 
 def _short(name: str) -> str:
@@ -85,14 +65,7 @@ class FixedPolicy:
         return PolicyChoice(mode, k, f"{_short(mode)}, K = {k} (fixed)")
 
     def observe(
-        self,
-        choice: PolicyChoice,
-        *,
-        batch: int,
-        verify_ms: float,
-        drafted: int,
-        accepted: int,
-        drafter: Drafter | None = None,
+        self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int, accepted: int
     ) -> None:
         """Fixed K learns nothing (the drafters still learn on their own)."""
 
@@ -100,13 +73,13 @@ class FixedPolicy:
 class AutoPolicy:
     """Chooses plain or a drafter and K each round to maximise tokens per second.
 
-    Prices each drafter's offer as expected tokens ÷ expected time: the target pass's cost
-    (`costs.target_ms(n)`: the machine's measured table, the cheapest pass holding n rows),
-    the drafter's cost per token and one-off cost, and the drafter's own acceptance curve.
-    A drafter that does not pay is not used. A drafter marked `probed` (its acceptance is
-    learnt only from rounds that use it) is tried with K = 1 now and then, at intervals that
-    double while probes fail, so a stretch where it starts to pay is found without paying
-    much where it never does.
+    An argmax over the drafters' offers: each offer is priced as expected tokens ÷ expected
+    time, with the target pass's cost (`costs.target_ms(n)`: the machine's measured table,
+    the cheapest pass holding n rows) and the drafter's own costs and acceptance curve, all
+    from the offer; the best one that beats plain by its hurdle is taken. An offer marked
+    `probed` (acceptance learnt only from rounds that use it) is tried with K = 1 now and
+    then, at intervals that double while probes fail, so a stretch where it starts to pay is
+    found without paying much where it never does.
 
     Attributes:
         costs: the machine's cost table (measured outside answers, refreshed by rounds).
@@ -125,6 +98,7 @@ class AutoPolicy:
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
         self._probing: str | None = None
+        self._settling: str | None = None  # a probe whose kept token the next offer weighs
         self._answer_rounds = 0  # rounds of the answer under way
         self._since_plain = 0  # rounds since one token was timed
 
@@ -132,14 +106,7 @@ class AutoPolicy:
         """A new answer starts: the probing budget of its own begins at nothing."""
         self._answer_rounds = 0
 
-    def track(self, drafters: Iterable[Drafter]) -> None:
-        """Start counting rounds for the drafters it probes."""
-        for drafter in drafters:
-            if drafter.probed:
-                self._since_used.setdefault(drafter.name, 0)
-                self._probe_interval.setdefault(drafter.name, self.base_probe_interval)
-
-    def _prices(self) -> list[float] | None:
+    def prices(self) -> list[float] | None:
         """The target's time to check n tokens, by n up to the longest pass a round may make
         (index 1 is plain's token), priced once a round rather than once per drafter and
         length; None before anything is measured."""
@@ -154,14 +121,15 @@ class AutoPolicy:
         extra_ms: float = 0.0,
     ) -> float:
         """Expected tokens per millisecond for a round of k drafts yielding `tokens` on average,
-        with `prices` from _prices()."""
+        with `prices` from prices()."""
         return tokens / (prices[k + 1] + per_draft_ms * k + extra_ms)
 
     @staticmethod
-    def _best_k(offer: Offer, per_token: float, prices: Sequence[float]) -> tuple[int, float]:
+    def best_k(offer: Offer, prices: Sequence[float]) -> tuple[int, float]:
         """The K (the first of equals) at which `offer` drafts fastest, and its rate: a plain
         loop, since it runs for every K of every offer each round."""
         extra = offer.extra_ms / CATCHUP_ROUNDS
+        per_token = offer.token_ms
         best_k, best = 1, -1.0
         for kk in range(1, offer.k_max + 1):
             rate = AutoPolicy._rate(offer.curve[kk], kk, per_token, prices, extra)
@@ -170,132 +138,144 @@ class AutoPolicy:
         return best_k, best
 
     def could_pay(
-        self,
-        drafter: Drafter,
-        *,
-        max_k: int = MAX_K,
-        extra_ms: float = 0.0,
-        prices: list[float] | None = None,
+        self, offer: Offer, *, max_k: int = MAX_K, prices: Sequence[float] | None = None
     ) -> bool:
-        """Whether `drafter` would beat plain at perfect acceptance (α = 1) for some K ≤ max_k.
+        """Whether `offer` would beat plain at perfect acceptance (α = 1) for some K ≤ max_k.
 
         A probe can only reveal a better acceptance rate, never cheaper passes, so a drafter
         that loses even at α = 1 on the measured costs is not worth probing (nor, for the
-        draft model, worth evaluating the prompt for). `extra_ms` is a one-off cost, spread
-        over the rounds until the next probe since a probe only pays it once. `prices`: the
+        draft model, worth evaluating the prompt for). Its one-off cost is spread over the
+        rounds until the next probe, since a probe only pays it once. `prices`: the
         round's, if the caller has them.
         """
-        prices = prices or self._prices()
+        prices = prices or self.prices()
         if prices is None:
             return True
         plain_ms = prices[1]
-        per_token = drafter.token_ms(plain_ms)
-        extra = extra_ms / max(1, self._probe_interval.get(drafter.name, 1)) if extra_ms else 0.0
-        best = max(self._rate(kk + 1.0, kk, per_token, prices, extra) for kk in range(1, max_k + 1))
+        # A probed drafter's probes come every interval (the base one before its first).
+        unseen = self.base_probe_interval if offer.probed else 1
+        interval = max(1, self._probe_interval.get(offer.source, unseen))
+        extra = offer.extra_ms / interval if offer.extra_ms else 0.0
+        best = max(
+            self._rate(kk + 1.0, kk, offer.token_ms, prices, extra) for kk in range(1, max_k + 1)
+        )
         return best > 1.0 / plain_ms
 
-    def worth_readying(self, drafter: Drafter, offer: Offer | None = None) -> bool:
-        """Whether to ready `drafter` before an answer's first token: only where the current
-        estimates would choose it over plain. Before the target's cost is measured nothing is
-        chosen (the first round is plain); a drafter that starts to pay later catches up then,
-        its catch-up priced like any other.
+    def worth_readying(self, offer: Offer) -> bool:
+        """Whether to ready the drafter of `offer` (made for the prompt) before an answer's
+        first token: only where the current estimates would choose it over plain. Before the
+        target's cost is measured nothing is chosen (the first round is plain); a drafter
+        that starts to pay later catches up then, its catch-up priced like any other.
 
-        `offer`: its offer for the prompt, where readying costs time (the draft model reading
-        a prompt it has not seen, its one-off part): that read must also be one it could
-        repay at all (`could_pay`, as for a probe), else the first token waits for nothing.
+        Readying costs the offer's one-off part (the draft model reading a prompt it has not
+        seen): that read must also be one it could repay at all (`could_pay`, as for a
+        probe), else the first token waits for nothing.
         """
-        if self.costs.target_ms(1) is None:
+        prices = self.prices()
+        if prices is None or self.costs.target_ms(1) is None:
             return False
-        if offer is not None and not self.could_pay(drafter, extra_ms=offer.extra_ms):
+        if offer.extra_ms and not self.could_pay(offer, prices=prices):
             return False
-        return self._pays(drafter)
+        return self._pays(offer, prices)
 
-    def _pays(self, drafter: Drafter) -> bool:
-        """Whether the current estimates would choose `drafter` over plain."""
-        prices = self._prices()
-        if prices is None:
-            return True
+    def _pays(self, offer: Offer, prices: Sequence[float]) -> bool:
+        """Whether the current estimates would choose `offer` over plain (at any K it offers,
+        its one-off cost aside)."""
         plain_ms = prices[1]
-        curve, per_token = drafter.expected_tokens_curve(MAX_K), drafter.token_ms(plain_ms)
-        best = max(self._rate(curve[kk], kk, per_token, prices) for kk in range(1, MAX_K + 1))
-        return best > (1.0 + hurdle(drafter)) / plain_ms
+        best = max(
+            self._rate(offer.curve[kk], kk, offer.token_ms, prices)
+            for kk in range(1, offer.k_max + 1)
+        )
+        return best > (1.0 + offer.hurdle) / plain_ms
 
-    def choose(self, offers: Sequence[tuple[Drafter, Offer]]) -> PolicyChoice:
-        """The best option for the next round, among the drafters' offers (in their order)."""
-        self.track(drafter for drafter, _ in offers)
-        prices = self._prices()
+    def choose(
+        self, offers: Sequence[Offer], prices: Sequence[float] | None = None
+    ) -> PolicyChoice:
+        """The best option for the next round, among the drafters' offers (in their order);
+        `prices`: the round's (see prices()), if the caller has them."""
+        prices = prices or self.prices()
+        for offer in offers:
+            if offer.probed:
+                self._since_used.setdefault(offer.source, 0)
+                self._probe_interval.setdefault(offer.source, self.base_probe_interval)
+                if offer.source == self._settling:
+                    self._settle(offer, prices)
+        self._settling = None
         if prices is None:
             # Nothing measured yet: one plain round gives the reference cost.
             return PolicyChoice(PLAIN, 0, "plain: measuring the target's cost")
         if self._since_plain >= REFERENCE_ROUNDS:
             return PolicyChoice(PLAIN, 0, "plain: timing one token, which every price scales")
-        plain_ms = prices[1]
-        plain_rate = 1.0 / plain_ms
+        plain_rate = 1.0 / prices[1]
         best = PolicyChoice(PLAIN, 0, "")
         # Drafting must promise a clear gain: its estimates are noisy, plain's cost is known.
-        # Offers compare by their rate discounted by that hurdle.
+        # Offers compare by their rate discounted by their hurdle.
         best_score = plain_rate
         notes: list[str] = []
-        for drafter, offer in offers:
-            k, rate = self._best_k(offer, drafter.token_ms(plain_ms), prices)
-            needs = 1.0 + hurdle(drafter)
+        for offer in offers:
+            k, rate = self.best_k(offer, prices)
+            needs = 1.0 + offer.hurdle
             speed = rate / plain_rate
+            name = _short(offer.source)
             # Rounded away from the bar, so that the words never contradict the choice.
             below = math.floor(speed * 100) / 100
-            notes.append(f"{_short(drafter.name)} {below:.2f}×, below the {needs:.2f}× it needs")
+            notes.append(f"{name} {below:.2f}×, below the {needs:.2f}× it needs")
             if rate / needs > best_score:
                 best_score = rate / needs
                 best = PolicyChoice(
-                    drafter.name,
+                    offer.source,
                     k,
-                    f"{_short(drafter.name)}, K = {k}: {offer.detail}, "
+                    f"{name}, K = {k}: {offer.detail}, "
                     f"≈ {math.ceil(speed * 100) / 100:.2f}× plain (it needs {needs:.2f}×)",
                 )
         if best.mode != PLAIN:
             return best
-        for drafter, offer in offers:
-            if drafter.probed and self._probe_due(drafter, offer, prices):
-                self._probing = drafter.name
+        for offer in offers:
+            if offer.probed and self._probe_due(offer, prices):
+                self._probing = offer.source
                 return PolicyChoice(
-                    drafter.name, 1, f"{_short(drafter.name)}, K = 1: probing whether it pays now"
+                    offer.source, 1, f"{_short(offer.source)}, K = 1: probing whether it pays now"
                 )
         if not notes:
             return PolicyChoice(PLAIN, 0, "plain: nothing to draft from")
         return PolicyChoice(PLAIN, 0, f"plain: no drafter expected to pay ({', '.join(notes)})")
 
-    def _probe_due(self, drafter: Drafter, offer: Offer, prices: list[float]) -> bool:
-        """Whether to probe `drafter` now: its turn has come, it could pay at all, and the
-        probe's extra cost fits the probing budget.
+    def _settle(self, offer: Offer, prices: Sequence[float] | None) -> None:
+        """A probe whose token was kept succeeds when what it taught (the drafter's offer
+        now) makes the drafter worth choosing; one that leaves plain ahead failed all the
+        same (each draft-model probe pays a catch-up over every token since the last one)."""
+        name = offer.source
+        succeeded = prices is None or self._pays(offer, prices)
+        interval = self._probe_interval[name]
+        self._probe_interval[name] = (
+            self.base_probe_interval if succeeded else min(interval * 2, 1024)
+        )
+
+    def _probe_due(self, offer: Offer, prices: Sequence[float]) -> bool:
+        """Whether to probe the drafter of `offer` now: its turn has come, it could pay at
+        all, and the probe's extra cost fits the probing budget.
 
         A draft-model probe after a long pause first evaluates everything written since
         (≈ 0.5 s for 150 tokens of a 0.5B model on a laptop CPU); that is what keeps it from
         being worth a probe there, while on a GPU the same catch-up takes milliseconds.
         """
-        name = drafter.name
+        name = offer.source
         interval = self._probe_interval[name]
         if self._since_used[name] < interval:
             return False
-        if not self.could_pay(drafter, extra_ms=offer.extra_ms, prices=prices):
+        if not self.could_pay(offer, prices=prices):
             return False
         plain_ms = prices[1]
         if offer.extra_ms > PROBE_BUDGET * self._answer_rounds * plain_ms:
             return False
-        extra = prices[2] - plain_ms
-        extra += drafter.token_ms(plain_ms) + offer.extra_ms
+        extra = prices[2] - plain_ms + offer.token_ms + offer.extra_ms
         return extra <= PROBE_BUDGET * interval * plain_ms
 
     def observe(
-        self,
-        choice: PolicyChoice,
-        *,
-        batch: int,
-        verify_ms: float,
-        drafted: int,
-        accepted: int,
-        drafter: Drafter | None = None,
+        self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int, accepted: int
     ) -> None:
-        """Learn the target's cost from one round, and settle a probe; `drafter` made the
-        round's draft (it has already learnt from the round)."""
+        """Learn the target's cost from one round, and settle a probe (one whose token was
+        kept is weighed at the next offer of its drafter, which has learnt from it)."""
         self.costs.observe_batch(batch, verify_ms)
         self._answer_rounds += 1
         self._since_plain = 0 if batch == 1 else self._since_plain + 1
@@ -304,12 +284,9 @@ class AutoPolicy:
         if choice.mode in self._since_used and drafted:
             self._since_used[choice.mode] = 0
             if self._probing == choice.mode:
-                # A probe succeeds when what it taught makes the drafter worth choosing; one
-                # whose token was kept but that leaves plain ahead failed all the same (each
-                # draft-model probe pays a catch-up over every token since the last one).
-                interval = self._probe_interval[choice.mode]
-                succeeded = accepted > 0 and drafter is not None and self._pays(drafter)
-                self._probe_interval[choice.mode] = (
-                    self.base_probe_interval if succeeded else min(interval * 2, 1024)
-                )
+                if accepted > 0:
+                    self._settling = choice.mode
+                else:
+                    interval = self._probe_interval[choice.mode]
+                    self._probe_interval[choice.mode] = min(interval * 2, 1024)
         self._probing = None

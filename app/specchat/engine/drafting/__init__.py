@@ -5,11 +5,15 @@ registers the built-in ones (their `priority` orders them: lookup, the draft mod
 """
 
 from specchat.engine.drafting.base import (
+    HURDLE,
     MAX_K,
     MAX_LOOKUP_K,
+    SCORED_HURDLE,
     Acceptance,
+    Answer,
     Draft,
     Drafter,
+    Listing,
     LoadedPair,
     Offer,
     Outcome,
@@ -17,8 +21,9 @@ from specchat.engine.drafting.base import (
 )
 from specchat.engine.drafting.chain import ChainDrafter
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
+from specchat.engine.drafting.copying import CopyDraft
 from specchat.engine.drafting.lookup import PromptLookupDrafter
-from specchat.engine.drafting.model import DraftModelDrafter
+from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
     AUTO,
@@ -39,20 +44,26 @@ from specchat.engine.drafting.suffix import SuffixDrafter
 
 __all__ = [
     "AUTO",
+    "HURDLE",
     "MAX_K",
     "MAX_LOOKUP_K",
     "PLAIN",
+    "SCORED_HURDLE",
     "Acceptance",
+    "Answer",
     "ChainDrafter",
     "CopyAcceptance",
+    "CopyDraft",
     "Draft",
     "DraftModelDrafter",
     "Drafter",
     "Drafters",
+    "Listing",
     "LoadedPair",
     "LookupLedger",
     "LookupSurvival",
     "ModeInfo",
+    "ModelDraft",
     "Offer",
     "Outcome",
     "PredictionDrafter",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -139,7 +140,8 @@ class Acceptance:
 
 @dataclass(frozen=True)
 class Draft:
-    """Proposed tokens.
+    """Proposed tokens: what the decoder checks. A drafter with more to say about its draft
+    (a copy's match length, the draft model's catch-up) returns a subclass of its own.
 
     Attributes:
         tokens: the proposal, possibly shorter than asked (or empty).
@@ -147,10 +149,6 @@ class Draft:
             is deterministic (q is then one-hot at each token).
         ms: time spent proposing.
         source: name of the drafter that produced it ("plain" for no draft).
-        match_len: for prompt lookup, the n-gram length that matched (0 otherwise).
-        catchup: for the draft model, context tokens it had to evaluate before drafting
-            (1–2 normally; the whole prompt the first time).
-        catchup_ms: the part of `ms` spent on that catch-up.
         origin: where a drafter that copies found it, for people ("this chat", "an earlier
             chat", "an attachment"); "" otherwise.
         branches: other proposals to check in the same pass, each a whole path from the
@@ -162,29 +160,51 @@ class Draft:
     probs: tuple[np.ndarray, ...] | None
     ms: float
     source: str
-    match_len: int = 0
-    catchup: int = 0
-    catchup_ms: float = 0.0
     origin: str = ""
     branches: tuple[tuple[int, ...], ...] = ()
 
 
-@dataclass(frozen=True)
+#: Expected gain over plain a drafter learnt only from its own rounds must promise before it
+#: is used: estimated acceptance and costs both carry noise, and choosing a drafter on a
+#: marginal estimate loses more often than it wins.
+HURDLE = 0.1
+#: The hurdle of a drafter whose acceptance is learnt at every position, drafted or not (a
+#: copy is scored against the text that follows it): waiting for a clear case costs it no
+#: knowledge, and its marginal cases are the ones its estimate overrates, since they are
+#: chosen where the estimate came out high (docs/costs.md: replayed over 74 answers, 0.2
+#: rather than 0.1 left far fewer answers below plain at the same geometric mean).
+SCORED_HURDLE = 0.2
+
+
+@dataclass(frozen=True, kw_only=True)
 class Offer:
-    """What a drafter could do this round, for `auto` to price.
+    """Everything `auto` needs to price what a drafter could do this round.
 
     Attributes:
+        source: the drafter's name.
         k_max: the longest draft it offers.
         curve: expected tokens per round (the target's own included) for K = 0 … k_max:
             the drafter's own acceptance estimate.
+        token_ms: its own time to draft one token.
         extra_ms: a one-off cost of drafting now, on top of the per-token cost (the draft
             model's catch-up over text it has not seen).
+        hurdle: the gain over plain it must promise to be used (HURDLE or SCORED_HURDLE).
+        probed: whether `auto` should try it with K = 1 now and then: its acceptance is learnt
+            only from rounds that use it.
+        fills_pass: whether it is asked for the whole pass `auto` pays for (the cheapest size
+            at or above the K chosen) and fills those rows itself (a tree's branches, a long
+            copy); otherwise the decoder fills spare rows generically.
         detail: one phrase for people ("12-token match, α ≈ 0.83").
     """
 
+    source: str
     k_max: int
     curve: Sequence[float]
+    token_ms: float = 0.0
     extra_ms: float = 0.0
+    hurdle: float = SCORED_HURDLE
+    probed: bool = False
+    fills_pass: bool = False
     detail: str = ""
 
 
@@ -200,6 +220,7 @@ class Outcome:
             sure it was of it); None where not known.
         p_emitted: the target's probability (under the round's sampling) of each token the
             round wrote; empty where not known.
+        sampling: the round's sampling (it may change in the middle of an answer).
     """
 
     context: Sequence[int]
@@ -207,85 +228,120 @@ class Outcome:
     accepted: int
     margin: float | None = None
     p_emitted: tuple[float, ...] = ()
+    sampling: SamplingParams = SamplingParams()
 
 
-@dataclass(frozen=True)
-class LoadedPair:
-    """The models a drafter may be built on.
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """What a drafter is told once, before an answer's first round.
 
     Attributes:
-        target: the target model.
+        prompt: the text the answer follows.
+        sampling: the answer's sampling at its start (later changes come with each Outcome).
+        conversation: the conversation it belongs to, where known (None otherwise).
+        prediction: the text the answer is expected to mostly repeat (an API request's
+            prediction; empty for none).
+    """
+
+    prompt: Sequence[int]
+    sampling: SamplingParams = SamplingParams()
+    conversation: int | str | None = None
+    prediction: Sequence[int] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadedPair:
+    """What a drafter may be built on.
+
+    Attributes:
+        target: the target model (None where no model is loaded: a replay).
         draft: the draft model, or None.
         costs: the machine's stored cost tables for the pair (a drafter that runs a model
             prices itself with that model's table), or None.
+        ends_answer: whether a token ends the answer (the target's end-of-generation
+            tokens): no draft goes past one.
+        clock: seconds, for a drafter that times itself (a replay runs on a virtual one).
     """
 
-    target: LlamaModel
-    draft: LlamaModel | None
+    target: LlamaModel | None = None
+    draft: LlamaModel | None = None
     costs: MachineCosts | None = None
+    ends_answer: Callable[[int], bool] = _never
+    clock: Callable[[], float] = time.perf_counter
+
+
+@dataclass(frozen=True, kw_only=True)
+class Listing:
+    """How a drafter is listed and where it may run.
+
+    Attributes:
+        label: what the window calls it ("Prompt lookup").
+        needs_model: whether it needs the pair's draft model (unavailable without one).
+        in_auto: whether `auto` may choose it.
+        subsumes: drafters whose proposals it makes too, from the same text and with a match
+            at least as long: where it is built, `auto` does not ask them (see
+            `auto_drafters`).
+        priority: place in the mode list and in auto's order of preference on ties (lower
+            first; equal ones in registration order).
+    """
+
+    label: str
+    needs_model: bool = False
+    in_auto: bool = True
+    subsumes: tuple[str, ...] = ()
+    priority: int = 100
 
 
 class Drafter(abc.ABC):
     """Proposes tokens for the target to check; owns everything it needs and learns.
 
     A drafter is one subclass plus one `@register` (see registry.py): the decoder, the
-    policies, the window's mode list, the CLI and the bench find it there.
+    policies, the window's mode list, the CLI and the bench find it there. Its whole surface:
+    `create` it for a pair, `begin` each answer (and `ready` it where it will likely be used),
+    `offer` what it could do this round (no side effects: the policy may ask and not take it),
+    `propose` a draft, `observe` every round to learn.
 
     Attributes:
         name: the mode's name in settings, the CLI and reports ("lookup").
-        label: what the window calls it ("Prompt lookup").
-        needs_model: whether it needs the pair's draft model (unavailable without one).
-        in_auto: whether `auto` may choose it.
-        subsumes: drafters whose proposals it makes too, from the same text and with a match at
-            least as long: where it is built, `auto` does not ask them (see `auto_drafters`).
-        probed: whether `auto` tries it with K = 1 now and then: its acceptance is learnt only
-            from rounds that use it.
-        priority: place in the mode list and in auto's order of preference on ties (lower
-            first; equal ones in registration order).
-        fills_pass: whether, under `auto`, it is asked for the whole pass `auto` pays for
-            (the cheapest size at or above the K chosen) and fills those rows itself: a
-            drafter proposing a tree spends them on branches.
-        acceptance: its acceptance estimate, learnt from the rounds it drafted (a drafter that
-            knows better overrides `expected_tokens_curve` and `offer`).
-        ends_answer: whether a token ends the answer (the target's end-of-generation tokens,
-            set when the drafters are built for a pair): no draft goes past one.
+        listing: its label, whether it needs a model or may run under `auto`, and its order.
     """
 
     name: ClassVar[str]
-    label: ClassVar[str]
-    needs_model: ClassVar[bool] = False
-    in_auto: ClassVar[bool] = True
-    subsumes: ClassVar[tuple[str, ...]] = ()
-    probed: ClassVar[bool] = False
-    priority: ClassVar[int] = 100
-    fills_pass: ClassVar[bool] = False
+    listing: ClassVar[Listing]
 
     def __init__(self) -> None:
-        self.acceptance = Acceptance.prior(0.5, 0.5)
-        self.ends_answer: Callable[[int], bool] = _never
+        # Its acceptance estimate, learnt from the rounds it drafted (a drafter that knows
+        # better overrides `offer`).
+        self._acceptance = Acceptance.prior(0.5, 0.5)
+        self._ends_answer: Callable[[int], bool] = _never
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
         """This drafter for a loaded pair (None if it cannot serve it); `built` holds the
         drafters registered before it, for one that draws on others."""
-        return cls()
+        drafter = cls()
+        drafter._ends_answer = pair.ends_answer
+        return drafter
 
-    # The hooks below are optional for a drafter: empty unless it has something to do.
-    def enter_conversation(self, conversation: int | str) -> None:  # noqa: B027
-        """The next answer belongs to `conversation` (called before `prepare` when the
-        conversation is known)."""
+    def begin(self, answer: Answer) -> None:  # noqa: B027  # optional: empty by default
+        """A new answer starts (called once for every answer, before its first round)."""
 
-    def use_prediction(self, tokens: Sequence[int]) -> None:  # noqa: B027
-        """The text this answer is expected to mostly repeat (an API request's prediction;
-        empty for none): called before `prepare` for every answer."""
+    def ready(self, prompt: Sequence[int]) -> None:  # noqa: B027  # optional: empty by default
+        """Ready whatever costs time now that this answer will likely use it (the draft
+        model's prompt evaluation); called after `begin`, only where it pays."""
 
-    def use_sampling(self, sampling: SamplingParams) -> None:  # noqa: B027
-        """The sampling of the rounds from now on: called before an answer's first round
-        and whenever it changes."""
-
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:  # noqa: B027
-        """A new answer starts after `prompt`; `eager`: it is likely to be used, so ready
-        whatever costs time (the draft model's prompt evaluation)."""
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
+        """What it could draft after `context` this round (None: nothing), priced for `auto`;
+        `prices`: the target's time to check n tokens by n (index 1: one token), or None
+        before any measurement. Has no side effects."""
+        k_max = min(MAX_K, k_cap)
+        if k_max <= 0:
+            return None
+        alpha, continued = self._acceptance.alpha, self._acceptance.continued
+        curve = [expected_tokens(alpha, k, continued) for k in range(k_max + 1)]
+        return Offer(source=self.name, k_max=k_max, curve=curve, detail=f"α ≈ {alpha:.2f}")
 
     @abc.abstractmethod
     def propose(
@@ -301,23 +357,4 @@ class Drafter(abc.ABC):
         """Learn from a round (whichever drafter made its draft)."""
         drafted = len(outcome.draft.tokens)
         if outcome.draft.source == self.name and drafted:
-            self.acceptance.update(drafted, outcome.accepted)
-
-    def token_ms(self, plain_ms: float) -> float:
-        """Estimated time to draft one token, given a plain target step's time."""
-        return 0.0
-
-    def expected_tokens_curve(self, k_max: int) -> list[float]:
-        """Expected tokens per round for K = 0 … k_max, before looking at the text."""
-        # Acceptance.expected(k) for each k, with its two rates worked out once (asked every
-        # round, plain ones included).
-        alpha, continued = self.acceptance.alpha, self.acceptance.continued
-        return [expected_tokens(alpha, k, continued) for k in range(k_max + 1)]
-
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
-        """What it could draft after `context` this round (None: nothing)."""
-        k_max = min(MAX_K, k_cap)
-        if k_max <= 0:
-            return None
-        detail = f"α ≈ {self.acceptance.alpha:.2f}"
-        return Offer(k_max, self.expected_tokens_curve(k_max), detail=detail)
+            self._acceptance.update(drafted, outcome.accepted)

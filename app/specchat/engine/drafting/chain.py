@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting.base import Draft, Drafter, LoadedPair
+from specchat.engine.drafting.base import Draft, Drafter, Listing, LoadedPair
 from specchat.engine.drafting.registry import register
 from specchat.engine.types import SamplingParams
 
@@ -25,11 +25,10 @@ class ChainDrafter(Drafter):
     """
 
     name = "chain"
-    label = "Chain (lookup, then draft)"
-    priority = 30
-    needs_model = True
     # A fixed recipe: `auto` weighs lookup and the draft model on their own each round.
-    in_auto = False
+    listing = Listing(
+        label="Chain (lookup, then draft)", priority=30, needs_model=True, in_auto=False
+    )
 
     def __init__(self, lookup: Drafter, model: Drafter) -> None:
         super().__init__()
@@ -42,10 +41,10 @@ class ChainDrafter(Drafter):
             return None
         return cls(built["lookup"], built["draft"])
 
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
-        if eager:
-            self.lookup.prepare(prompt, eager=True)
-            self.model.prepare(prompt, eager=True)
+    def ready(self, prompt: Sequence[int]) -> None:
+        """Its parts are the pair's own drafters, begun with every answer: ready both."""
+        self.lookup.ready(prompt)
+        self.model.ready(prompt)
 
     def propose(
         self,

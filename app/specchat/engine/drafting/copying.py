@@ -1,25 +1,74 @@
 """What the copying drafters share: acceptance learnt from every proposal, a copy carried
-through the answer's substitutions, and the offer's search kept for the round's draft."""
+through the answer's substitutions, and one search per position for the offer and the draft."""
 
 from __future__ import annotations
 
+import abc
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from specchat.engine.drafting.base import Drafter, Outcome
+from specchat.engine.drafting.base import (
+    MAX_LOOKUP_K,
+    Answer,
+    Draft,
+    Drafter,
+    Offer,
+    Outcome,
+)
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.substitutions import Source, Substitutions
-from specchat.engine.types import SamplingParams
 
-#: What a drafter's search found, kept from its offer for its proposal in the same round.
+#: What a drafter's search found beyond its main proposal (the suffix index's runners-up).
 Found = TypeVar("Found")
 
 
+@dataclass(frozen=True)
+class CopyDraft(Draft):
+    """A copy's draft.
+
+    Attributes:
+        match_len: how far back the text agreed with where the copy came from.
+    """
+
+    match_len: int = 0
+
+
+@dataclass(frozen=True)
+class Search(Generic[Found]):
+    """One search at one position of the text, shared by the round's offer and draft.
+
+    Attributes:
+        position: the text's length when searched.
+        k: the longest proposal asked for.
+        tokens: the main proposal (never past a token that ends the answer).
+        match_len: the match it was found by.
+        counted: the part of the match that counts as evidence (what it is priced by).
+        found: what else the drafter's search found.
+        substitutions: this answer's substitutions, followed up to `position`: the drafter's
+            own once the round is observed.
+        ms: the search's time.
+    """
+
+    position: int
+    k: int
+    tokens: tuple[int, ...]
+    match_len: int
+    counted: int
+    found: Found
+    substitutions: Substitutions
+    ms: float
+
+
 class CopyDrafter(Drafter, Generic[Found]):
-    """A drafter that copies text (no model): lookup, the suffix index, a prediction.
+    """A drafter that copies text already said (no model): lookup, the suffix index, a
+    prediction.
 
     Since proposing is free, every proposal `auto` looks at is scored against the text that
-    follows (see CopyAcceptance), drafted or not.
+    follows (see CopyAcceptance), drafted or not. A search is pure: the offer and the draft
+    of a round share it (kept by position), and the round's `observe` takes what it learnt
+    (the proposal to score, the substitutions followed).
 
     Attributes:
         copies: acceptance by match length and by the target's certainty (learnt from
@@ -38,44 +87,72 @@ class CopyDrafter(Drafter, Generic[Found]):
         super().__init__()
         self.copies = CopyAcceptance()
         self.substitutions = Substitutions(locate, source=source)
-        # The last offer's (position, what its search found): the round's draft, if chosen.
-        self._offered: tuple[int, Found] | None = None
+        self._search: Search[Found] | None = None  # this round's, once made
 
-    def _keep(self, context: Sequence[int], found: Found) -> None:
-        self._offered = (len(context), found)
+    @abc.abstractmethod
+    def _find(
+        self, context: Sequence[int], k: int, substitutions: Substitutions
+    ) -> tuple[tuple[int, ...], int, int, Found]:
+        """(proposal of up to k tokens, match length, the part of it counted, what else was
+        found) after `context`; `substitutions` is a copy of the drafter's to follow to here."""
 
-    def _kept(self, context: Sequence[int]) -> Found | None:
-        """What this round's offer found, if it was made at this position."""
-        offered = self._offered
-        return offered[1] if offered is not None and offered[0] == len(context) else None
+    def _searched(self, context: Sequence[int], k: int) -> Search[Found]:
+        """The search at this position for up to k tokens: the round's, if made already."""
+        search = self._search
+        if search is not None and search.position == len(context) and search.k >= k:
+            return search
+        began = time.perf_counter()
+        substitutions = self.substitutions.fork()
+        tokens, match_len, counted, found = self._find(context, k, substitutions)
+        ms = (time.perf_counter() - began) * 1000.0
+        search = Search(len(context), k, tokens, match_len, counted, found, substitutions, ms)
+        self._search = search
+        return search
 
-    def _counted(self, context: Sequence[int], tokens: Sequence[int], match_len: int) -> int:
-        """The part of the match that counts as evidence; the proposal is noted to be
-        scored once the text decides it."""
-        counted = self.copies.evidence(len(context), match_len)
-        self.copies.note(len(context), tokens, counted)
-        return counted
+    #: Whether a long copy goes on into the rows a cheap pass size leaves over (see Offer).
+    _fills_pass = False
 
-    def use_sampling(self, sampling: SamplingParams) -> None:
-        self.copies.sampled = not sampling.greedy
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
+        """The copy found here, priced by the part of its match that counts."""
+        search = self._searched(context, min(k_cap, MAX_LOOKUP_K))
+        if not search.tokens:
+            return None
+        return self._offer(search, self.copies.curve(search.counted, len(search.tokens)))
 
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
+    def _offer(self, search: Search[Found], curve: Sequence[float]) -> Offer:
+        alpha = self.copies.alpha(search.counted)
+        return Offer(
+            source=self.name,
+            k_max=len(curve) - 1,
+            curve=curve,
+            detail=f"{self._where(search)}, α ≈ {alpha:.2f}",
+            fills_pass=self._fills_pass,
+        )
+
+    def _where(self, search: Search[Found]) -> str:
+        """The offer's detail before its α: the match."""
+        return f"{search.match_len}-token match"
+
+    def begin(self, answer: Answer) -> None:
         """Pending proposals are void, and acceptance starts again from the priors: how
         copies fared in another answer (a code edit before an explanation) predicts little
         for this one, and the ledger relearns within a few dozen tokens."""
-        self.copies.restart(len(prompt))
+        self.copies.restart(len(answer.prompt))
+        self.copies.sampled = not answer.sampling.greedy
         self.substitutions.restart()
-        self._offered = None
-
-    def expected_tokens_curve(self, k_max: int) -> list[float]:
-        """Without a match in view: the shortest matches' estimate."""
-        return self.copies.curve(1, k_max)
+        self._search = None
 
     def observe(self, outcome: Outcome) -> None:
-        """Learn from every proposal the text has now decided.
+        """Learn from every proposal the text has now decided, this round's included.
 
         Memory is counted in tokens of text (about the last hundred), not in scores: the
         proposals made at neighbouring positions overlap and are scored many times over.
         """
-        self._offered = None
+        search, self._search = self._search, None
+        if search is not None and search.position <= len(outcome.context):
+            self.substitutions = search.substitutions
+            self.copies.note(search.position, search.tokens, search.counted)
+        self.copies.sampled = not outcome.sampling.greedy
         self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)

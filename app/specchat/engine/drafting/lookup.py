@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.engine.drafting.base import (
-    MAX_LOOKUP_K,
-    Draft,
-    Offer,
-    through_end,
-)
-from specchat.engine.drafting.copying import CopyDrafter
+from specchat.engine.drafting.base import MAX_LOOKUP_K, Listing, Offer, through_end
+from specchat.engine.drafting.copying import CopyDraft, CopyDrafter
 from specchat.engine.drafting.matching import FEW, locate
 from specchat.engine.drafting.registry import register
+from specchat.engine.drafting.substitutions import Substitutions
 from specchat.engine.types import SamplingParams
 
 # `locate` and its threshold live in matching.py, shared with the suffix drafter and the
@@ -24,7 +19,7 @@ __all__ = ["FEW", "PromptLookupDrafter", "locate"]
 
 
 @register
-class PromptLookupDrafter(CopyDrafter[tuple[tuple[int, ...], int, float]]):
+class PromptLookupDrafter(CopyDrafter[None]):
     """Draft by copying: find where the text's ending occurred before and propose what followed.
 
     No model at all, so a draft costs microseconds; it pays where answers repeat their input
@@ -41,8 +36,7 @@ class PromptLookupDrafter(CopyDrafter[tuple[tuple[int, ...], int, float]]):
     """
 
     name = "lookup"
-    label = "Prompt lookup"
-    priority = 10
+    listing = Listing(label="Prompt lookup", priority=10)
 
     def __init__(self, *, max_extent: int = 64, min_extent: int = 1) -> None:
         if not 1 <= min_extent <= max_extent:
@@ -76,42 +70,28 @@ class PromptLookupDrafter(CopyDrafter[tuple[tuple[int, ...], int, float]]):
         k: int,
         sampling: SamplingParams,
         rng: np.random.Generator,
-    ) -> Draft:
-        offered = self._kept(context)
-        if offered is not None:
-            # This round's offer already found the match: copy from it.
-            tokens, match_len, ms = offered
-            return Draft(tokens[:k], None, ms, self.name, match_len)
-        began = time.perf_counter()
-        tokens, match_len = self._copy(context, k)
-        ms = (time.perf_counter() - began) * 1000.0
-        return Draft(tokens, None, ms, self.name, match_len)
+    ) -> CopyDraft:
+        search = self._searched(context, k)
+        return CopyDraft(search.tokens[:k], None, search.ms, self.name, match_len=search.match_len)
 
-    def _copy(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
-        """The copy to propose: lookup's, or the live copy carried through this answer's
-        substitutions where that one has run longer (see Substitutions); never past a token
-        that ends the answer."""
+    def _find(
+        self, context: Sequence[int], k: int, substitutions: Substitutions
+    ) -> tuple[tuple[int, ...], int, int, None]:
+        """Lookup's copy, or the live copy carried through this answer's substitutions where
+        that one has run longer (see Substitutions); never past a token that ends the answer."""
         if k <= 0:
-            return (), 0
+            return (), 0, 0, None
         start, longest = locate(context, self.max_extent)
-        self.substitutions.track(context, longest, (start, longest))
+        substitutions.track(context, longest, (start, longest))
         tokens, longest = self._continuation(context, start, longest, k)
-        carried = self.substitutions.copy(context, k)
+        carried = substitutions.copy(context, k)
         if carried is not None and carried[0] and carried[1] >= longest:
             tokens, longest = carried
-        return through_end(tokens, self.ends_answer), longest
-
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
-        began = time.perf_counter()
-        tokens, match_len = self._copy(context, k_cap)
-        ms = (time.perf_counter() - began) * 1000.0
-        self._keep(context, (tokens, match_len, ms))
-        # Priced and scored (whether drafted or not) by the part of the match that counts.
-        counted = self._counted(context, tokens, match_len)
-        return self.offer_match(len(tokens), counted) if tokens else None
+        tokens = through_end(tokens, self._ends_answer)
+        return tokens, longest, self.copies.evidence(len(context), longest), None
 
     def offer_match(self, length: int, match_len: int) -> Offer:
         """The offer of a proposal of `length` tokens found by a `match_len`-token match."""
         curve = self.copies.curve(match_len, min(length, MAX_LOOKUP_K))
         detail = f"{match_len}-token match, α ≈ {self.copies.alpha(match_len):.2f}"
-        return Offer(len(curve) - 1, curve, detail=detail)
+        return Offer(source=self.name, k_max=len(curve) - 1, curve=curve, detail=detail)

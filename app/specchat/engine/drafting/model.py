@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specchat.engine.cost_table import CostTable, estimate_catchup_ms
 from specchat.engine.drafting.base import (
+    HURDLE,
     MAX_K,
     Acceptance,
     Draft,
     Drafter,
+    Listing,
     LoadedPair,
     Offer,
     Outcome,
+    expected_tokens,
 )
 from specchat.engine.drafting.registry import register
 from specchat.engine.sampling import probabilities, sample
@@ -35,6 +39,23 @@ if TYPE_CHECKING:
 MIN_CONFIDENCE = 0.4
 
 
+@dataclass(frozen=True)
+class ModelDraft(Draft):
+    """The draft model's draft.
+
+    Attributes:
+        catchup: context tokens it had to evaluate before drafting (1–2 normally; the whole
+            prompt the first time).
+        catchup_ms: the part of `ms` spent on that catch-up.
+        decodes: the model's passes, the catch-up's included (one more than the tokens
+            where its confidence stop refused the last one it evaluated).
+    """
+
+    catchup: int = 0
+    catchup_ms: float = 0.0
+    decodes: int = 0
+
+
 @register
 class DraftModelDrafter(Drafter):
     """Draft with a small model sharing the target's vocabulary.
@@ -50,7 +71,6 @@ class DraftModelDrafter(Drafter):
         model: the draft model.
         min_confidence: stop drafting once the draft's top probability falls below this
             (0 disables); low confidence predicts rejection, and each extra token costs.
-        acceptance: its acceptance estimate (learnt from the rounds it drafted).
         table: its cost table (one size: a drafted token), measured outside answers.
         draft_token_ms: milliseconds per drafted token (None before any measurement).
         catchup_token_ms: smoothed milliseconds per token of a catch-up.
@@ -58,17 +78,21 @@ class DraftModelDrafter(Drafter):
     """
 
     name = "draft"
-    label = "Draft model"
-    priority = 20
-    needs_model = True
-    probed = True
+    listing = Listing(label="Draft model", priority=20, needs_model=True)
 
-    def __init__(self, model: LlamaModel, *, min_confidence: float = MIN_CONFIDENCE) -> None:
+    def __init__(
+        self,
+        model: LlamaModel,
+        *,
+        min_confidence: float = MIN_CONFIDENCE,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         super().__init__()
         self.model = model
         self.min_confidence = min_confidence
+        self._clock = clock
         # A same-family draft model usually agrees more often than not.
-        self.acceptance = Acceptance.prior(0.6, 0.6)
+        self._acceptance = Acceptance.prior(0.6, 0.6)
         # Its time per token, refreshed by every round it drafts (see create).
         self.table = CostTable(sizes=(1,))
         self.catchup_token_ms: float | None = None
@@ -78,18 +102,19 @@ class DraftModelDrafter(Drafter):
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
         if pair.draft is None:
             return None
-        drafter = cls(pair.draft)
-        if pair.costs is not None and pair.costs.draft is not None:
-            # The stored table the background measurement fills is the one it prices with.
-            drafter.table = pair.costs.draft
+        drafter = cls(pair.draft, clock=pair.clock)
+        drafter._ends_answer = pair.ends_answer
+        if pair.costs is not None:
+            if pair.costs.draft is not None:
+                # The stored table the background measurement fills is the one it prices with.
+                drafter.table = pair.costs.draft
+            drafter.catchup_token_ms = pair.costs.catchup_token_ms
         return drafter
 
     # --- the protocol --------------------------------------------------------------------
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
+    def ready(self, prompt: Sequence[int]) -> None:
         """Evaluate the prompt now (only when likely to draft: on a CPU `auto` rarely uses
         the draft model, and its prompt evaluation would be paid for nothing)."""
-        if not eager:
-            return
         cached = self.model.sync(prompt[:-1])
         if cached < len(prompt) - 1:
             self.model.decode(prompt[cached:-1], logits="none")
@@ -100,14 +125,13 @@ class DraftModelDrafter(Drafter):
         k: int,
         sampling: SamplingParams,
         rng: np.random.Generator,
-    ) -> Draft:
-        began = time.perf_counter()
+    ) -> ModelDraft:
+        clock = self._clock
+        began = clock()
         model = self.model
-        if k <= 0:
-            return Draft((), None if sampling.greedy else (), 0.0, self.name)
         k = min(k, model.n_ctx - len(context))
         if k <= 0:
-            return Draft((), None if sampling.greedy else (), 0.0, self.name)
+            return ModelDraft((), None if sampling.greedy else (), 0.0, self.name)
         cached = model.sync(context)
         if cached == len(context):
             # The whole context is cached but its last logits are gone: re-evaluate it.
@@ -115,9 +139,10 @@ class DraftModelDrafter(Drafter):
             cached -= 1
         catchup = len(context) - cached
         logits = model.decode(context[cached:], logits="last")[0]
-        catchup_ms = (time.perf_counter() - began) * 1000.0
+        catchup_ms = (clock() - began) * 1000.0
         tokens: list[int] = []
         qs: list[np.ndarray] = []
+        decodes = 1
         for i in range(k):
             if sampling.greedy:
                 token = int(np.argmax(logits))
@@ -132,41 +157,68 @@ class DraftModelDrafter(Drafter):
                     break
                 qs.append(q)
             tokens.append(token)
-            if self.ends_answer(token):
+            if self._ends_answer(token):
                 break  # nothing after the answer's end can be kept
             if i + 1 < k:
                 logits = model.decode([token], logits="last")[0]
-        ms = (time.perf_counter() - began) * 1000.0
+                decodes += 1
+        ms = (clock() - began) * 1000.0
         probs = None if sampling.greedy else tuple(qs)
-        return Draft(tuple(tokens), probs, ms, self.name, catchup=catchup, catchup_ms=catchup_ms)
+        return ModelDraft(
+            tuple(tokens),
+            probs,
+            ms,
+            self.name,
+            catchup=catchup,
+            catchup_ms=catchup_ms,
+            decodes=decodes,
+        )
 
     def observe(self, outcome: Outcome) -> None:
         draft = outcome.draft
         drafted = len(draft.tokens)
-        if draft.source != self.name or not drafted:
+        if draft.source != self.name or not drafted or not isinstance(draft, ModelDraft):
             return
-        self.acceptance.update(drafted, outcome.accepted)
-        # The first decode of a round evaluates one or two tokens as well as drafting the
-        # first token: only a longer catch-up is priced on its own. Its decode also gave the
-        # first drafted token, so what follows it made the other drafted - 1 (none at K = 1:
-        # charging the remainder to one token taught a drafted token costs 0 ms, and damped
-        # against 0 the estimate never rose again; auto then kept drafting at a loss).
+        self._acceptance.update(drafted, outcome.accepted)
+        # A drafted token's price is one pass of the model: a draft its confidence stop ended
+        # made one pass more than it kept tokens, and charging that pass to the tokens would
+        # price every later draft dearer by what only a stopped one pays. The first pass of
+        # a round evaluates one or two tokens as well as drafting the first token: only a
+        # longer catch-up is priced on its own, and the passes after it made the rest (none
+        # at K = 1: charging the remainder to one token taught a drafted token costs 0 ms,
+        # and damped against 0 the estimate never rose again; auto then kept drafting at a
+        # loss).
         if draft.catchup > 2:
             self.observe_catchup(draft.catchup, draft.catchup_ms)
-            self.observe_draft(drafted - 1, draft.ms - draft.catchup_ms)
+            self.observe_draft(draft.decodes - 1, draft.ms - draft.catchup_ms)
         else:
-            self.observe_draft(drafted, draft.ms)
+            self.observe_draft(draft.decodes, draft.ms)
 
-    def token_ms(self, plain_ms: float) -> float:
-        # Before any measurement, a draft model is typically a third of the target's cost.
-        return plain_ms / 3.0 if self.draft_token_ms is None else self.draft_token_ms
-
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
         """Drafts of up to MAX_K, paying first for the text it has not seen: a long-idle
-        draft model must earn its catch-up back."""
+        draft model must earn its catch-up back. Its acceptance is learnt only from the
+        rounds it drafts, so `auto` probes it (and asks a smaller gain of it)."""
+        k_max = min(MAX_K, k_cap)
+        if k_max <= 0:
+            return None
         lag = len(context) - self.model.cached_prefix(context)
-        detail = f"α ≈ {self.acceptance.alpha:.2f}"
-        return Offer(MAX_K, self.expected_tokens_curve(MAX_K), self.catchup_ms(lag), detail)
+        alpha, continued = self._acceptance.alpha, self._acceptance.continued
+        token_ms = self.draft_token_ms
+        if token_ms is None:
+            # Before any measurement, a draft model is typically a third of the target's cost.
+            token_ms = prices[1] / 3.0 if prices is not None else 0.0
+        return Offer(
+            source=self.name,
+            k_max=k_max,
+            curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
+            token_ms=token_ms,
+            extra_ms=self.catchup_ms(lag),
+            hurdle=HURDLE,
+            probed=True,
+            detail=f"α ≈ {alpha:.2f}",
+        )
 
     # --- timing --------------------------------------------------------------------------
     @property

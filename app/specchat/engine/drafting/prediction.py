@@ -3,15 +3,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.engine.drafting.base import MAX_LOOKUP_K, Draft, Offer, Outcome, through_end
-from specchat.engine.drafting.copying import CopyDrafter
+from specchat.engine.drafting.base import Answer, Listing, Outcome, through_end
+from specchat.engine.drafting.copying import CopyDraft, CopyDrafter, Search
 from specchat.engine.drafting.matching import FEW
 from specchat.engine.drafting.registry import register
+from specchat.engine.drafting.substitutions import Substitutions
 from specchat.engine.types import SamplingParams
 
 #: How far back a match is followed (and the largest match length reported), as lookup's.
@@ -73,13 +73,8 @@ def _agreement(document: list[int], end: int, tail: list[int], known: int, cap: 
     return low
 
 
-#: What an offer's search found: the proposal, its match length, whether it is anchored
-#: at the prediction's start, and the search's time in ms.
-Found = tuple[tuple[int, ...], int, bool, float]
-
-
 @register
-class PredictionDrafter(CopyDrafter[Found]):
+class PredictionDrafter(CopyDrafter[bool]):
     """Draft from a request's prediction: what followed the answer's ending there.
 
     No model, so a draft costs microseconds. Its acceptance is learnt as lookup's is, at
@@ -87,12 +82,14 @@ class PredictionDrafter(CopyDrafter[Found]):
     up within a few tokens, and one it does not follow (unrelated text) is priced down as
     fast, so `auto` stops asking the target to check it. A rename the answer makes at one
     place in the prediction is carried to the next (Substitutions), as lookup's copies are.
+    What its search finds beyond the copy: whether it is anchored at the prediction's start
+    (see ANCHORED).
     """
 
     name = "prediction"
-    label = "Predicted output (API requests)"
-    priority = 4  # the request's own hint first on ties
-    fills_pass = True  # a long copy goes on into the rows a cheap pass size leaves over
+    # The request's own hint first on ties.
+    listing = Listing(label="Predicted output (API requests)", priority=4)
+    _fills_pass = True  # a long copy goes on into the rows a cheap pass size leaves over
 
     def __init__(self) -> None:
         super().__init__(
@@ -105,23 +102,32 @@ class PredictionDrafter(CopyDrafter[Found]):
         self._anchor = True
         self._anchored_draft = False  # the round's draft was anchored (see ANCHORED)
 
-    def use_prediction(self, tokens: Sequence[int]) -> None:
-        self._document = np.asarray(tokens, dtype=np.int64)
-        self._listed = tuple(int(t) for t in tokens)
-
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
-        super().prepare(prompt, eager=eager)
-        self._answer_start = len(prompt)
+    def begin(self, answer: Answer) -> None:
+        super().begin(answer)
+        self._document = np.asarray(answer.prediction, dtype=np.int64)
+        self._listed = tuple(int(t) for t in answer.prediction)
+        self._answer_start = len(answer.prompt)
         self._anchor = True  # until an anchored copy is refused (see ANCHORED)
 
     def find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
         """(continuation of up to k tokens from the prediction, match length), or ((), 0)."""
-        tokens, match_len, _ = self._find(context, k)
+        tokens, match_len, _ = self._copy(context, k, self.substitutions.fork())
         return tokens, match_len
 
-    def _find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int, bool]:
+    def _find(
+        self, context: Sequence[int], k: int, substitutions: Substitutions
+    ) -> tuple[tuple[int, ...], int, int, bool]:
+        tokens, match_len, anchored = self._copy(context, k, substitutions)
+        if anchored:
+            # Counted ANCHORED long, sampling or not: the prediction is no earlier sample.
+            return tokens, match_len, max(match_len, ANCHORED), True
+        return tokens, match_len, self.copies.evidence(len(context), match_len), False
+
+    def _copy(
+        self, context: Sequence[int], k: int, substitutions: Substitutions
+    ) -> tuple[tuple[int, ...], int, bool]:
         """The continuation, its match length, and whether it is anchored at the
-        prediction's start (see ANCHORED)."""
+        prediction's start (see ANCHORED); `substitutions` is followed to here."""
         if k <= 0 or not self._document.size:
             return (), 0, False
         if len(context) <= self._answer_start:
@@ -130,11 +136,11 @@ class PredictionDrafter(CopyDrafter[Found]):
             start, longest, anchored = 0, 0, True  # nothing written yet
         else:
             start, longest = locate_in(self._document, context, MAX_EXTENT)
-            self.substitutions.track(context, longest, (start, longest))
-            carried = self.substitutions.copy(context, k)
+            substitutions.track(context, longest, (start, longest))
+            carried = substitutions.copy(context, k)
             if carried is not None and carried[0] and carried[1] >= longest:
                 # The copy carried through this answer's renames has run longer.
-                return through_end(carried[0], self.ends_answer), carried[1], False
+                return through_end(carried[0], self._ends_answer), carried[1], False
             if start < 0:
                 return (), 0, False
             # The match begins at the prediction's first token.
@@ -142,26 +148,11 @@ class PredictionDrafter(CopyDrafter[Found]):
         if anchored and longest < ANCHORED:
             k = min(k, max(ANCHOR_FIRST, 2 * longest))
         tokens = self._listed[start : start + k]
-        return through_end(tokens, self.ends_answer), longest, anchored
+        return through_end(tokens, self._ends_answer), longest, anchored
 
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
-        if not self._document.size:
-            return None
-        began = time.perf_counter()
-        tokens, match_len, anchored = self._find(context, min(k_cap, MAX_LOOKUP_K))
-        self._keep(context, (tokens, match_len, anchored, (time.perf_counter() - began) * 1e3))
-        if anchored:
-            # Counted ANCHORED long, sampling or not: the prediction is no earlier sample.
-            counted = max(match_len, ANCHORED)
-            self.copies.note(len(context), tokens, counted)
-        else:
-            counted = self._counted(context, tokens, match_len)
-        if not tokens:
-            return None
-        curve = self.copies.curve(counted, len(tokens))
-        where = "the start of the prediction" if anchored else "the prediction"
-        detail = f"{match_len}-token match at {where}, α ≈ {self.copies.alpha(counted):.2f}"
-        return Offer(len(curve) - 1, curve, detail=detail)
+    def _where(self, search: Search[bool]) -> str:
+        where = "the start of the prediction" if search.found else "the prediction"
+        return f"{search.match_len}-token match at {where}"
 
     def propose(
         self,
@@ -169,17 +160,12 @@ class PredictionDrafter(CopyDrafter[Found]):
         k: int,
         sampling: SamplingParams,
         rng: np.random.Generator,
-    ) -> Draft:
-        offered = self._kept(context)
-        if offered is not None and len(offered[0]) >= k:
-            tokens, match_len, anchored, ms = offered
-        else:
-            # Not offered here, or auto asks for a whole pass: find that much.
-            began = time.perf_counter()
-            tokens, match_len, anchored = self._find(context, k)
-            ms = (time.perf_counter() - began) * 1000.0
-        self._anchored_draft = anchored and bool(tokens)
-        return Draft(tokens[:k], None, ms, self.name, match_len, origin=ORIGIN if tokens else "")
+    ) -> CopyDraft:
+        search = self._searched(context, k)
+        tokens = search.tokens[:k]
+        self._anchored_draft = search.found and bool(tokens)
+        origin = ORIGIN if tokens else ""
+        return CopyDraft(tokens, None, search.ms, self.name, origin, match_len=search.match_len)
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from every proposal the text has now decided; an anchored copy refused

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from specchat.engine.drafting.base import Drafter, EndTokens, LoadedPair
+from specchat.engine.drafting.base import Drafter, EndTokens, Listing, LoadedPair
 
 if TYPE_CHECKING:
     from specchat.engine.cost_table import MachineCosts
@@ -28,6 +28,8 @@ def register(cls: D) -> D:
     name = getattr(cls, "name", "")
     if not name or not name.isidentifier() or name != name.lower():
         raise ValueError(f"a drafter's name must be a lower-case identifier, not {name!r}")
+    if not isinstance(getattr(cls, "listing", None), Listing):
+        raise ValueError(f"the drafter {name!r} has no `listing`")
     if name in (AUTO, PLAIN) or (name in _classes and _classes[name] is not cls):
         raise ValueError(f"a mode named {name!r} exists already")
     _classes[name] = cls
@@ -41,7 +43,7 @@ def unregister(name: str) -> None:
 
 def drafter_classes() -> tuple[type[Drafter], ...]:
     """Every registered drafter by priority (auto's order of preference on ties)."""
-    return tuple(sorted(_classes.values(), key=lambda c: c.priority))
+    return tuple(sorted(_classes.values(), key=lambda c: c.listing.priority))
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def modes() -> tuple[ModeInfo, ...]:
     """Auto, every registered drafter, then plain: the window's list, the CLI's choices."""
     return (
         ModeInfo(AUTO, "Auto", False),
-        *(ModeInfo(c.name, c.label, c.needs_model) for c in drafter_classes()),
+        *(ModeInfo(c.name, c.listing.label, c.listing.needs_model) for c in drafter_classes()),
         ModeInfo(PLAIN, "Off (plain decoding)", False),
     )
 
@@ -82,7 +84,7 @@ def mode_info(name: str) -> ModeInfo:
 def needs_model(mode: str) -> bool:
     """Whether `mode` needs a draft model (unknown names: no)."""
     cls = _classes.get(mode)
-    return bool(cls and cls.needs_model)
+    return bool(cls and cls.listing.needs_model)
 
 
 def parse_mode(text: str) -> str:
@@ -98,14 +100,26 @@ def auto_drafters(drafters: Iterable[Drafter]) -> tuple[Drafter, ...]:
     present subsumes (asking both would pay a second search and a second curve every round
     for offers the subsuming one makes too; measured in docs/costs.md, "What choosing
     costs")."""
-    drafters = tuple(d for d in drafters if d.in_auto)
-    covered = {name for drafter in drafters for name in drafter.subsumes}
+    drafters = tuple(d for d in drafters if d.listing.in_auto)
+    covered = {name for drafter in drafters for name in drafter.listing.subsumes}
     return tuple(d for d in drafters if d.name not in covered)
 
 
 def mode_name(mode: object) -> str:
     """The name of a mode given as a name or as a legacy enum member."""
     return str(getattr(mode, "value", mode))
+
+
+def build(pair: LoadedPair) -> dict[str, Drafter]:
+    """Every registered drafter `pair` can serve, by name, in the registry's order."""
+    built: dict[str, Drafter] = {}
+    for cls in drafter_classes():
+        if cls.listing.needs_model and pair.draft is None:
+            continue
+        drafter = cls.create(pair, dict(built))
+        if drafter is not None:
+            built[cls.name] = drafter
+    return built
 
 
 class Drafters:
@@ -119,16 +133,10 @@ class Drafters:
     def __init__(
         self, target: LlamaModel, draft: LlamaModel | None, *, costs: MachineCosts | None = None
     ) -> None:
-        self.pair = LoadedPair(target, draft, costs)
-        self._built: dict[str, Drafter] = {}
-        ends = EndTokens(target.is_eog)
-        for cls in drafter_classes():
-            if cls.needs_model and draft is None:
-                continue
-            drafter = cls.create(self.pair, dict(self._built))
-            if drafter is not None:
-                drafter.ends_answer = ends
-                self._built[cls.name] = drafter
+        self.pair = LoadedPair(
+            target=target, draft=draft, costs=costs, ends_answer=EndTokens(target.is_eog)
+        )
+        self._built = build(self.pair)
         self.for_auto = auto_drafters(self._built.values())
 
     def __iter__(self) -> Iterator[Drafter]:

@@ -18,6 +18,7 @@ from it (a request's prediction).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 
 #: A copy is followed once its match is this long (shorter ones are guesses, not copies).
@@ -68,6 +69,13 @@ class Substitutions:
         self._anchor = None
         self._departure = None
         self._long = False
+
+    def fork(self) -> Substitutions:
+        """A copy to follow further without changing this one (a search is pure: the round
+        that uses it keeps the copy)."""
+        other = copy.copy(self)
+        other.rules = dict(self.rules)
+        return other
 
     def track(
         self, text: Sequence[int], match_len: int, where: tuple[int, int] | None = None

@@ -3,22 +3,16 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting.base import (
-    MAX_LOOKUP_K,
-    Draft,
-    Offer,
-    Outcome,
-    end_cut,
-)
-from specchat.engine.drafting.copying import CopyDrafter
+from specchat.engine.drafting.base import MAX_LOOKUP_K, Answer, Listing, Offer, Outcome, end_cut
+from specchat.engine.drafting.copying import CopyDraft, CopyDrafter, Search
 from specchat.engine.drafting.matching import locate
 from specchat.engine.drafting.registry import register
+from specchat.engine.drafting.substitutions import Substitutions
 from specchat.engine.suffix_index import Continuation, Source, SuffixIndex
 from specchat.engine.types import SamplingParams
 
@@ -30,7 +24,7 @@ MIN_SHARE = 0.3
 
 
 @register
-class SuffixDrafter(CopyDrafter[tuple[list[Continuation], float]]):
+class SuffixDrafter(CopyDrafter[list[Continuation]]):
     """Draft from a suffix index over everything already said.
 
     Like prompt lookup it costs no model, but it remembers more: every answer of this chat
@@ -47,70 +41,74 @@ class SuffixDrafter(CopyDrafter[tuple[list[Continuation], float]]):
     """
 
     name = "suffix"
-    label = "Suffix index (everything said)"
-    priority = 5
     # Prompt lookup's search is one of the index's: the index finds the longest match too.
-    subsumes = ("lookup",)
-    fills_pass = True  # the runners-up ride in the rows a cheap pass size leaves over
+    listing = Listing(label="Suffix index (everything said)", priority=5, subsumes=("lookup",))
+    _fills_pass = True  # the runners-up ride in the rows a cheap pass size leaves over
 
     def __init__(self, index: SuffixIndex | None = None) -> None:
         super().__init__(locate)
         self.index = index or SuffixIndex()
         self._conversation: int | str | None = None
 
-    def enter_conversation(self, conversation: int | str) -> None:
-        """Another conversation than the last answer's: what was said there is an earlier
+    def begin(self, answer: Answer) -> None:
+        """A conversation other than the last answer's: what was said there is an earlier
         chat now (the store feeds it to the index), not this one."""
-        if conversation != self._conversation:
+        conversation = answer.conversation
+        if conversation is not None and conversation != self._conversation:
             if self._conversation is not None:
                 self.index.reset_chat()
             self._conversation = conversation
+        self.index.prepare(answer.prompt)
+        super().begin(answer)
 
-    def prepare(self, prompt: Sequence[int], *, eager: bool) -> None:
-        self.index.prepare(prompt)
-        super().prepare(prompt, eager=eager)
-
-    def _find(self, context: Sequence[int], k: int) -> tuple[list[Continuation], float]:
-        began = time.perf_counter()
+    def _find(
+        self, context: Sequence[int], k: int, substitutions: Substitutions
+    ) -> tuple[tuple[int, ...], int, int, list[Continuation]]:
+        """The index's continuations (main path first), or a copy of this chat carried
+        through this answer's substitutions where it has run longer than the index's match
+        (see Substitutions): one path, every token certain."""
         self.index.sync(context)
         found = self.index.propose(k, branches=TREE_BRANCHES, min_share=MIN_SHARE)
-        # A copy of this chat carried through this answer's substitutions, where it has run
-        # longer than the index's match (see Substitutions): one path, every token certain.
-        self.substitutions.track(context, found[0].match_len if found else 0)
-        carried = self.substitutions.copy(context, k)
+        substitutions.track(context, found[0].match_len if found else 0)
+        carried = substitutions.copy(context, k)
         if carried is not None and carried[0] and (not found or carried[1] >= found[0].match_len):
             tokens, run = carried
             ones = (1,) * len(tokens)
             found = [Continuation(tokens, run, ones, (1.0,) * len(tokens), Source.CHAT)]
-        return [self._through_end(c) for c in found], (time.perf_counter() - began) * 1000.0
+        found = [self._through_end(c) for c in found]
+        if not found:
+            return (), 0, 0, found
+        main = found[0]
+        counted = self.copies.evidence(len(context), main.match_len)
+        return main.tokens, main.match_len, counted, found
 
     def _through_end(self, found: Continuation) -> Continuation:
         """`found` cut after a token that ends the answer (see end_cut)."""
-        n = end_cut(found.tokens, self.ends_answer)
+        n = end_cut(found.tokens, self._ends_answer)
         if n == len(found.tokens):
             return found
         return replace(
             found, tokens=found.tokens[:n], counts=found.counts[:n], shares=found.shares[:n]
         )
 
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
-        found, ms = self._find(context, min(k_cap, MAX_LOOKUP_K))
-        self._keep(context, (found, ms))
-        if not found:
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
+        search = self._searched(context, min(k_cap, MAX_LOOKUP_K))
+        if not search.tokens:
             return None
-        main = found[0]
-        counted = self._counted(context, main.tokens, main.match_len)
-        base = self.copies.curve(counted, len(main.tokens))
+        base = self.copies.curve(search.counted, len(search.tokens))
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
         curve = [1.0]
         reach = 1.0
-        for position, share in enumerate(main.shares, start=1):
+        for position, share in enumerate(search.found[0].shares, start=1):
             reach *= share
             curve.append(curve[-1] + (base[position] - base[position - 1]) * reach)
-        alpha = self.copies.alpha(counted)
-        detail = f"{main.match_len}-token match in {main.source.value}, α ≈ {alpha:.2f}"
-        return Offer(len(curve) - 1, curve, detail=detail)
+        return self._offer(search, curve)
+
+    def _where(self, search: Search[list[Continuation]]) -> str:
+        return f"{search.match_len}-token match in {search.found[0].source.value}"
 
     def propose(
         self,
@@ -118,11 +116,11 @@ class SuffixDrafter(CopyDrafter[tuple[list[Continuation], float]]):
         k: int,
         sampling: SamplingParams,
         rng: np.random.Generator,
-    ) -> Draft:
-        offered = self._kept(context)
-        found, ms = offered if offered is not None else self._find(context, k)
+    ) -> CopyDraft:
+        search = self._searched(context, k)
+        found = search.found
         if not found:
-            return Draft((), None, ms, self.name)
+            return CopyDraft((), None, search.ms, self.name)
         main = found[0]
         tokens = main.tokens[:k]
         branches: list[tuple[int, ...]] = []
@@ -137,14 +135,14 @@ class SuffixDrafter(CopyDrafter[tuple[list[Continuation], float]]):
                     continue
                 rows |= new
                 branches.append(path)
-        return Draft(
+        return CopyDraft(
             tokens,
             None,
-            ms,
+            search.ms,
             self.name,
-            main.match_len,
             origin=main.source.value,
             branches=tuple(branches),
+            match_len=main.match_len,
         )
 
     def observe(self, outcome: Outcome) -> None:

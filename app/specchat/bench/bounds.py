@@ -1,0 +1,131 @@
+"""What any policy could reach on a recorded answer, knowing it: the ceiling over every
+recorded source (prompt lookup, the suffix index, the draft model) and the best fixed setting."""
+
+from __future__ import annotations
+
+from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace, agreement
+from specchat.engine.cost_table import MachineCosts
+
+#: Longest draft of prompt lookup (a pass of 64) and of the draft model.
+LOOKUP_K = 63
+DRAFT_K = DRAFT_DEPTH
+
+
+def _draft_ms(costs: MachineCosts) -> float | None:
+    return costs.draft_token_ms
+
+
+def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
+    """Per answer position, the suffix drafter's (proposal length, tokens kept) over this
+    chat: its main path's length, and what its best branch — or the copy carried through the
+    answer's substitutions — keeps (the ceiling's optimism)."""
+    from specchat.engine.drafting.matching import locate
+    from specchat.engine.drafting.substitutions import Substitutions
+    from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
+    from specchat.engine.suffix_index import SuffixIndex
+
+    index = SuffixIndex()
+    substitutions = Substitutions(locate)
+    prompt, answer = list(trace.prompt_tokens), list(trace.answer)
+    index.prepare(prompt)
+    found = []
+    for i in range(len(answer)):
+        context = [*prompt, *answer[:i]]
+        index.sync(context)
+        found_paths = index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+        substitutions.track(context, found_paths[0].match_len if found_paths else 0)
+        paths = [p.tokens for p in found_paths]
+        carried = substitutions.copy(context, LOOKUP_K)
+        if carried is not None and carried[0]:
+            paths.append(carried[0])
+        if not paths:
+            found.append((0, 0))
+            continue
+        kept = max(agreement(path, answer[i:]) for path in paths)
+        found.append((max(len(path) for path in paths), kept))
+    return found
+
+
+def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
+    """The least time to write `trace.answer` with plain, copied (lookup, suffix index) and
+    draft-model rounds.
+
+    A dynamic programme over positions, knowing the answer: each round picks plain, a copy
+    or a draft-model draft of any length at the cheapest pass holding it (a suffix tree is
+    priced as its longest path, with what its best branch keeps). While the draft model is in
+    use, text written by other rounds must be caught up; charging every round's tokens
+    beyond two at the catch-up rate is never more than a real catch-up costs, so no causal
+    policy can beat this.
+    """
+    n = len(trace.answer)
+    suffix = suffix_proposals(trace)
+    start = len(trace.prompt_tokens)
+    draft_token = _draft_ms(costs) if trace.draft is not None else None
+    catchup = costs.catchup_ms(3) / 3 if draft_token is not None else 0.0
+    inf = float("inf")
+    # never[i]: from position i on without the draft model; using[i]: with it kept in step.
+    never = [0.0] * (n + 1)
+    using = [0.0 if draft_token is not None else inf] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        room = n - i - 1
+        depth = start + i  # passes cost more deeper in the text
+        one = costs.target.target_ms(1, depth)
+        assert one is not None
+        moves = [(one, i + 1)]
+        for length, kept in ((trace.lookup_len[i], trace.lookup_kept(i)), suffix[i]):
+            for k in range(1, min(length, room, LOOKUP_K) + 1):
+                ms = costs.target.target_ms(k + 1, depth)
+                assert ms is not None
+                moves.append((ms, i + min(k, kept) + 1))
+        never[i] = min(ms + never[j] for ms, j in moves)
+        if draft_token is None:
+            continue
+        best = min(ms + max(0, j - i - 2) * catchup + using[j] for ms, j in moves)
+        kept = trace.draft_kept(i)
+        for k in range(1, min(DRAFT_K, room) + 1):
+            ms = costs.target.target_ms(k + 1, depth)
+            assert ms is not None
+            j = i + min(k, kept) + 1
+            best = min(best, ms + k * draft_token + min(using[j], never[j]))
+        using[i] = best
+    return min(never[0], using[0])
+
+
+def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
+    """The least time of one fixed setting for the whole answer, chosen knowing it:
+    plain, lookup with K = 1 … 63 or the draft model with K = 1 … 16 (what a person tuning
+    the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
+    n = len(trace.answer)
+    best = (_plain_ms(trace, costs), "plain")
+    options = [("lookup", k) for k in range(1, LOOKUP_K + 1)]
+    if trace.draft is not None and costs.draft_token_ms is not None:
+        options += [("draft", k) for k in range(1, DRAFT_K + 1)]
+    for mode, k in options:
+        i, spent = 0, 0.0
+        while i < n and spent < best[0]:
+            room = min(k, n - i - 1)
+            if mode == "lookup":
+                drafted = min(room, trace.lookup_len[i])
+                kept = min(drafted, trace.lookup_kept(i))
+                extra = 0.0
+            else:
+                drafted = room
+                kept = min(drafted, trace.draft_kept(i))
+                extra = drafted * (costs.draft_token_ms or 0.0)
+            ms = costs.target.target_ms(drafted + 1, len(trace.prompt_tokens) + i)
+            assert ms is not None
+            spent += ms + extra
+            i += kept + 1
+        if i >= n and spent < best[0]:
+            best = (spent, f"{mode} K={k}")
+    return best
+
+
+def _plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
+    """Plain decoding's time for the answer: one pass a token, each a token deeper."""
+    start, total = len(trace.prompt_tokens), 0.0
+    for i in range(len(trace.answer)):
+        one = costs.target.target_ms(1, start + i)
+        assert one is not None
+        total += one
+    return total

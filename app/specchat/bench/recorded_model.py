@@ -1,0 +1,92 @@
+"""A draft model played back from a trace: what a model-running drafter reads, at recorded cost."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from specchat.bench.trace import AnswerTrace
+from specchat.engine.cost_table import MachineCosts
+
+
+class RecordedModel:
+    """The pair's draft model on one recorded answer, for the real drafters that run it.
+
+    It answers what they ask of a model (`sync`, `cached_prefix`, `truncate`, `decode`):
+    after the prompt and any part of the answer, its logits rank first the token the draft
+    model chose there, with the probability it gave it (both recorded at temperature 0).
+    After text the answer never wrote (a draft past its first miss) the live choice is not
+    known: it proposes a token no answer holds, with full confidence, so such a draft goes on
+    and is never kept (the costlier guess). Its time is the cost table's, on a clock of its
+    own that the drafters time themselves by: a decode of one or two tokens costs a drafted
+    token, a longer one (a catch-up) the table's catch-up rate and then one drafted token.
+
+    Attributes:
+        n_ctx: room for any context a drafter may hand it.
+        tokens: what its cache holds.
+    """
+
+    def __init__(self, trace: AnswerTrace, costs: MachineCosts) -> None:
+        if trace.draft is None:
+            raise ValueError("the trace holds no draft-model record")
+        self._text = [*trace.prompt_tokens, *trace.answer]
+        self._start = len(trace.prompt_tokens)
+        self._choice = [proposal[0] if proposal else -1 for proposal in trace.draft]
+        self._confidence = trace.draft_confidence
+        highest = max([*self._text, *self._choice, 0])
+        self._n_vocab = highest + 2
+        self._unseen = highest + 1  # a token no answer holds
+        self._costs = costs
+        self._ms = 0.0
+        self.n_ctx = len(self._text) + 1024
+        self.tokens: list[int] = []
+
+    def clock(self) -> float:
+        """Seconds on its own clock (what its decodes cost so far)."""
+        return self._ms / 1000.0
+
+    def cached_prefix(self, tokens: Sequence[int]) -> int:
+        limit = min(len(self.tokens), len(tokens))
+        common = 0
+        while common < limit and self.tokens[common] == tokens[common]:
+            common += 1
+        return common
+
+    def sync(self, tokens: Sequence[int]) -> int:
+        common = self.cached_prefix(tokens)
+        self.truncate(common)
+        return common
+
+    def truncate(self, n_keep: int) -> None:
+        del self.tokens[n_keep:]
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+        if not tokens:
+            raise ValueError("nothing to decode")
+        token_ms = self._costs.draft_token_ms or 0.0
+        if len(tokens) > 2:
+            self._ms += self._costs.catchup_ms(len(tokens))
+        self._ms += token_ms
+        first = len(self.tokens)
+        self.tokens.extend(int(t) for t in tokens)
+        if logits == "none":
+            return np.zeros((0, self._n_vocab))
+        ends = range(first + 1, len(self.tokens) + 1)
+        if logits == "last":
+            ends = range(len(self.tokens), len(self.tokens) + 1)
+        return np.stack([self._row(end) for end in ends])
+
+    def _row(self, end: int) -> np.ndarray:
+        """Logits after the cache's first `end` tokens."""
+        token, confidence = self._unseen, 1.0
+        i = end - self._start
+        if 0 <= i < len(self._choice) and self.tokens[:end] == self._text[:end]:
+            token = self._choice[i]
+            if self._confidence is not None:
+                confidence = self._confidence[i]
+        rest = max(1.0 - confidence, 1e-12) / (self._n_vocab - 1)
+        row = np.full(self._n_vocab, math.log(rest))
+        row[token] = math.log(max(confidence, 1e-12))
+        return row
