@@ -16,7 +16,7 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.cli import main
-from specchat.engine.drafting import Draft, Drafter, mode_names, register, unregister
+from specchat.engine.drafting import Draft, Drafter, Listing, mode_names, register, unregister
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
@@ -26,7 +26,7 @@ class RepeatLastDrafter(Drafter):
     """Proposes the last token again, k times: often wrong, never costly."""
 
     name = "repeat"
-    label = "Repeat the last token"
+    listing = Listing(label="Repeat the last token")
 
     def propose(
         self, context: Sequence[int], k: int, sampling: SamplingParams, rng: np.random.Generator

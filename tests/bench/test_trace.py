@@ -33,7 +33,8 @@ def test_trace_matches_drafting_live_at_every_position(
     answer = run(SpeculativeDecoder(target, None), prompt, mode="plain", max_tokens=40)
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
-    from specchat.bench.replay import _RecordedDraftModel, read_costs
+    from specchat.bench.recorded_model import RecordedModel
+    from specchat.bench.replay import read_costs
 
     lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft, min_confidence=0.0)
     # The draft model as it runs (its confidence stop on), and as replay predicts it.
@@ -41,8 +42,11 @@ def test_trace_matches_drafting_live_at_every_position(
     assert trace.draft_confidence is not None
     threshold = float(np.median(trace.draft_confidence))
     stopping = DraftModelDrafter(draft, min_confidence=threshold)
-    recorded = _RecordedDraftModel(trace, read_costs("gpu"))
-    recorded.min_confidence = threshold
+    # Replay runs the real drafter on the draft model as recorded.
+    recorded = DraftModelDrafter(
+        RecordedModel(trace, read_costs("gpu")),  # type: ignore[arg-type]
+        min_confidence=threshold,
+    )
     stops = 0
     rng = np.random.default_rng(0)
     kept_somewhere = False
@@ -60,7 +64,10 @@ def test_trace_matches_drafting_live_at_every_position(
         )
         kept_somewhere |= trace.draft_kept(i) > 0
         stopped = len(stopping.propose(context, 16, SamplingParams(), rng).tokens)
-        predicted = recorded._confident_length(i, 16)
+        replayed = recorded.propose(context, 16, SamplingParams(), rng).tokens
+        common = min(len(replayed), len(trace.draft[i]))
+        assert replayed[:common] == trace.draft[i][:common]
+        predicted = len(replayed)
         if predicted <= trace.draft_kept(i):  # the stop falls where the confidence is recorded
             assert stopped == predicted
             stops += predicted < 16

@@ -12,7 +12,7 @@ import pytest
 
 from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter, SuffixDrafter
-from specchat.engine.drafting.base import Drafter, EndTokens, through_end
+from specchat.engine.drafting.base import Answer, Drafter, EndTokens, through_end
 from specchat.engine.llama import LlamaModel
 from specchat.engine.types import SamplingParams
 
@@ -38,13 +38,13 @@ def test_through_end_keeps_the_end_token_and_nothing_after() -> None:
 @pytest.mark.parametrize("make", [PromptLookupDrafter, SuffixDrafter])
 def test_a_copy_and_its_branches_stop_at_the_answer_end(make: type[Drafter]) -> None:
     drafter = make()
-    drafter.prepare(CONTEXT[:-12], eager=False)
+    drafter.begin(Answer(prompt=CONTEXT[:-12]))
     # Without an end test the copy runs on into the next message...
-    offer = drafter.offer(CONTEXT, 64)
+    offer = drafter.offer(CONTEXT, 64, None)
     assert offer is not None and offer.k_max > len(SOURCE) - 12 + 1
-    drafter.ends_answer = _ends
-    drafter.prepare(CONTEXT[:-12], eager=False)
-    offer = drafter.offer(CONTEXT, 64)
+    drafter._ends_answer = _ends
+    drafter.begin(Answer(prompt=CONTEXT[:-12]))
+    offer = drafter.offer(CONTEXT, 64, None)
     # ... with it, auto is offered (and prices) the copy up to the end token only.
     assert offer is not None and offer.k_max == len(SOURCE) - 12 + 1
     draft = drafter.propose(CONTEXT, 64, SamplingParams(), np.random.default_rng(0))
@@ -60,7 +60,7 @@ def test_the_draft_model_stops_drafting_at_the_answer_end(tiny_models) -> None: 
         drafter = DraftModelDrafter(model, min_confidence=0.0)
         full = drafter.propose(context, 6, SamplingParams(), rng).tokens
         assert len(full) == 6
-        drafter.ends_answer = lambda token: token == full[2]
+        drafter._ends_answer = lambda token: token == full[2]
         cut = drafter.propose(context, 6, SamplingParams(), rng).tokens
         assert cut == full[: full.index(full[2]) + 1]
     finally:
@@ -75,15 +75,15 @@ def test_the_drafters_of_a_pair_know_the_targets_end_tokens(
     assert target.is_eog(eos)
     word = target.tokenize("cat", add_special=False)[0]
     for drafter in decoder.drafters:
-        assert drafter.ends_answer(eos), drafter.name
-        assert not drafter.ends_answer(word), drafter.name
+        assert drafter._ends_answer(eos), drafter.name
+        assert not drafter._ends_answer(word), drafter.name
     # Through the decoder's own drafters: a copy of an earlier turn stops at its end.
     text = target.tokenize("the cat sat on the mat and the dog", add_special=False)
     earlier = [*text, eos, *target.tokenize(" then more text follows", add_special=False)]
     context = [*earlier, *text[:4]]
     lookup = decoder.drafters["lookup"]
-    lookup.prepare(earlier, eager=False)
-    offer = lookup.offer(context, 64)
+    lookup.begin(Answer(prompt=earlier))
+    offer = lookup.offer(context, 64, None)
     assert offer is not None and offer.k_max == len(text) - 4 + 1
 
 

@@ -14,6 +14,7 @@ from specchat.engine.drafting import (
     SuffixDrafter,
     auto_drafters,
 )
+from specchat.engine.drafting.base import Answer
 from tests.helpers.engine import CHAT_PROMPTS, run
 
 
@@ -34,11 +35,11 @@ def test_the_suffix_index_finds_every_match_lookup_finds_and_as_long() -> None:
     # lookup finds a match the index finds one at least as long.
     text = [*range(40), *range(10, 30), 7, *range(20, 45), 3, 4, 5, *range(12, 18)]
     lookup, suffix = PromptLookupDrafter(), SuffixDrafter()
-    suffix.prepare([], eager=False)
+    suffix.begin(Answer(prompt=[]))
     for end in range(2, len(text) + 1):
         context = text[:end]
         _, lookup_match = lookup.find(context, 8)
-        offer = suffix.offer(context, 8)
+        offer = suffix.offer(context, 8, None)
         if lookup_match:
             assert offer is not None, end
             found = re.match(r"(\d+)-token match", offer.detail)
@@ -51,9 +52,9 @@ def test_auto_does_not_ask_lookup_beside_the_suffix_index(decoder: SpeculativeDe
     for drafter in decoder.drafters:
         offer = drafter.offer
 
-        def counted(context, k_cap, offer=offer, name=drafter.name):  # type: ignore[no-untyped-def]
+        def counted(context, k_cap, prices, offer=offer, name=drafter.name):  # type: ignore[no-untyped-def]
             asked.append(name)
-            return offer(context, k_cap)
+            return offer(context, k_cap, prices)
 
         drafter.offer = counted  # type: ignore[method-assign]
     prompt = decoder.target.tokenize(CHAT_PROMPTS[1])

@@ -47,7 +47,7 @@ def test_auto_copies_a_short_match_after_a_sure_token_only() -> None:
     choices = {}
     for margin in (SURE_MARGIN + 2.0, SURE_MARGIN - 2.0):
         lookup.observe(Outcome([1, 2, 3], NO_DRAFT, 0, margin))
-        choices[margin >= SURE_MARGIN] = policy.choose([(lookup, lookup.offer_match(8, 2))]).mode
+        choices[margin >= SURE_MARGIN] = policy.choose([lookup.offer_match(8, 2)]).mode
     assert choices == {True: "lookup", False: "plain"}
 
 

@@ -4,6 +4,7 @@ the first round would pay for that read: otherwise the first token waits for not
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -72,7 +73,9 @@ def test_a_draft_model_that_cannot_pay_reads_nothing_before_the_first_token(
         assert isinstance(drafter, DraftModelDrafter)
         drafter.catchup_token_ms = read_ms
         if read_ms is not None:
-            assert decoder.auto.worth_readying(drafter)  # in step, it would be readied
+            in_step = drafter.offer(prompt, 16, decoder.auto.prices())
+            assert in_step is not None  # in step (nothing to read), it would be readied:
+            assert decoder.auto.worth_readying(replace(in_step, extra_ms=0.0))
         counted = _Counted(tiny_draft, monkeypatch)
         first = _first_round(decoder, prompt)
         assert first.choice.mode != "draft", first.choice
@@ -90,14 +93,14 @@ def test_a_draft_model_that_pays_is_still_readied_before_the_first_token(
     assert isinstance(drafter, DraftModelDrafter)
     drafter.catchup_token_ms = 0.001
     counted = _Counted(tiny_draft, monkeypatch)
-    eager: list[bool] = []
-    prepare = drafter.prepare
+    readied: list[int] = []
+    ready = drafter.ready
 
-    def noted(prompt: Sequence[int], *, eager_now: bool) -> None:
-        eager.append(eager_now)
-        prepare(prompt, eager=eager_now)
+    def noted(prompt: Sequence[int]) -> None:
+        readied.append(len(prompt))
+        ready(prompt)
 
-    monkeypatch.setattr(drafter, "prepare", lambda p, *, eager: noted(p, eager_now=eager))
+    monkeypatch.setattr(drafter, "ready", noted)
     _first_round(decoder, prompt)
-    assert eager == [True]  # readied before the first round, not caught up in it
+    assert readied == [len(prompt)]  # readied before the first round, not caught up in it
     assert counted.tokens >= len(prompt) - 1

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
-import pytest
 
 from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter
-from specchat.engine.drafting.base import Drafter, Offer
+from specchat.engine.drafting.base import Answer, Drafter, Listing, Offer
 from specchat.engine.drafting.copy_acceptance import LookupLedger
 from specchat.engine.schedule import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, AutoPolicy
 from specchat.engine.types import PolicyChoice, SamplingParams
@@ -45,7 +45,7 @@ def _policy() -> AutoPolicy:
 def _choose(
     policy: AutoPolicy, lookup: PromptLookupDrafter, length: int, match_len: int
 ) -> PolicyChoice:
-    return policy.choose([(lookup, lookup.offer_match(min(length, MAX_LOOKUP_K), match_len))])
+    return policy.choose([lookup.offer_match(min(length, MAX_LOOKUP_K), match_len)])
 
 
 def _settle(lookup: PromptLookupDrafter, text: list[int]) -> None:
@@ -73,11 +73,11 @@ def test_a_refused_bucket_recovers_from_text_it_never_drafted() -> None:
 def test_offers_are_scored_whether_drafted_or_not() -> None:
     lookup = PromptLookupDrafter()
     text = [1, 2, 3, 4, 1, 2]
-    offer = lookup.offer(text, 8)
+    offer = lookup.offer(text, 8, None)
     assert offer is not None and offer.k_max == 4  # "3 4 1 2" follows the earlier "1 2"
-    assert len(lookup.copies.ledger) == 1
+    assert len(lookup.copies.ledger) == 0  # an offer alone changes nothing...
     before = lookup.copies.estimate(2).reached[0]
-    _settle(lookup, [*text, 3])  # auto decoded plainly; the text went on as proposed
+    _settle(lookup, [*text, 3])  # ... the round scores it: decoded plainly, text as proposed
     assert lookup.copies.estimate(2).reached[0] > before
 
 
@@ -85,13 +85,13 @@ def test_short_matches_are_not_worth_a_pass_on_a_cpu() -> None:
     assert _choose(_policy(), PromptLookupDrafter(), 40, 1).mode == "plain"
 
 
-def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_marginal_gain_is_not_worth_the_risk() -> None:
     # A 4-token match promises about 1.06× plain on these costs: taken without a hurdle,
     # refused with a copy's 20 % one, and the reason says what it would have needed.
-    monkeypatch.setattr("specchat.engine.schedule.SCORED_HURDLE", 0.0)
-    assert _choose(_policy(), PromptLookupDrafter(), 40, 4).mode == "lookup"
-    monkeypatch.setattr("specchat.engine.schedule.SCORED_HURDLE", 0.2)
-    choice = _choose(_policy(), PromptLookupDrafter(), 40, 4)
+    offer = PromptLookupDrafter().offer_match(40, 4)
+    assert offer.hurdle == SCORED_HURDLE
+    assert _policy().choose([replace(offer, hurdle=0.0)]).mode == "lookup"
+    choice = _policy().choose([offer])
     assert choice.mode == "plain"
     assert "the 1.20× it needs" in choice.reason
 
@@ -99,14 +99,14 @@ def test_a_marginal_gain_is_not_worth_the_risk(monkeypatch: pytest.MonkeyPatch) 
 def test_a_new_answer_starts_from_the_priors() -> None:
     fresh = _choose(_policy(), PromptLookupDrafter(), 40, 20)
     policy, lookup = _policy(), PromptLookupDrafter()
-    lookup.prepare([], eager=False)
+    lookup.begin(Answer(prompt=[]))
     text: list[int] = []
     for _ in range(40):  # one answer copies on and on
         lookup.copies.note(len(text), tuple(range(len(text), len(text) + 30)), match_len=20)
         text.append(len(text))
         _settle(lookup, text)
     assert _choose(policy, lookup, 40, 20).k > fresh.k
-    lookup.prepare([0] * 500, eager=False)  # the next answer learns afresh
+    lookup.begin(Answer(prompt=[0] * 500))  # the next answer learns afresh
     assert _choose(policy, lookup, 40, 20) == fresh
 
 
@@ -114,15 +114,21 @@ class _Offering(Drafter):
     """A drafter offering one draft token at a set expected gain over plain."""
 
     name = "offering"
-    label = "Offering"
+    listing = Listing(label="Offering")
+    probed = False
 
     def __init__(self, gain: float) -> None:
         super().__init__()
         self.gain = gain
 
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
         # One row more than plain costs CPU_COSTS[2]: tokens for `gain` × plain's rate.
-        return Offer(1, [1.0, self.gain * CPU_COSTS[2] / CPU_COSTS[1]])
+        curve = [1.0, self.gain * CPU_COSTS[2] / CPU_COSTS[1]]
+        if self.probed:
+            return Offer(source=self.name, k_max=1, curve=curve, hurdle=HURDLE, probed=True)
+        return Offer(source=self.name, k_max=1, curve=curve)
 
     def propose(
         self, context: Sequence[int], k: int, sampling: SamplingParams, rng: np.random.Generator
@@ -141,8 +147,10 @@ def test_a_scored_drafter_needs_a_clearer_gain_than_one_learnt_from_its_own_roun
     # draft model learns only when used, so a gain that clears HURDLE is enough for it.
     assert 1.0 + HURDLE < gain < 1.0 + SCORED_HURDLE
     scored, probed = _Offering(gain), _ProbedOffering(gain)
-    assert _policy().choose([(scored, scored.offer([], 1))]).mode == "plain"
-    assert _policy().choose([(probed, probed.offer([], 1))]).mode == probed.name
+    offers = [scored.offer([], 1, None), probed.offer([], 1, None)]
+    assert all(offer is not None for offer in offers)
+    assert _policy().choose(offers[:1]).mode == "plain"  # type: ignore[list-item]
+    assert _policy().choose(offers[1:]).mode == probed.name  # type: ignore[list-item]
     # Side by side the same gain goes to the one whose hurdle it clears.
-    both = [(scored, scored.offer([], 1)), (probed, probed.offer([], 1))]
-    assert _policy().choose(both).mode == probed.name
+    both = offers
+    assert _policy().choose(both).mode == probed.name  # type: ignore[arg-type]

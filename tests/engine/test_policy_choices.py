@@ -8,7 +8,7 @@ import math
 import pytest
 
 from specchat.engine.drafting import PLAIN
-from specchat.engine.schedule import REFERENCE_ROUNDS, AutoPolicy, hurdle
+from specchat.engine.schedule import REFERENCE_ROUNDS, AutoPolicy
 from specchat.tinymodels import TinyModels
 from tests.helpers.policy_choices import TABLES, Decision, PinnedCosts, decisions
 
@@ -17,9 +17,9 @@ def _rates(decision: Decision) -> dict[str, tuple[int, float, float]]:
     """Per drafter: its best K, its rate over plain's, and the rate it needs."""
     prices = decision.prices
     out = {}
-    for drafter, offer in decision.offers:
-        k, rate = AutoPolicy._best_k(offer, drafter.token_ms(prices[1]), prices)
-        out[drafter.name] = (k, rate * prices[1], 1.0 + hurdle(drafter))
+    for offer in decision.offers:
+        k, rate = AutoPolicy.best_k(offer, prices)
+        out[offer.source] = (k, rate * prices[1], 1.0 + offer.hurdle)
     return out
 
 

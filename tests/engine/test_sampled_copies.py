@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter, SuffixDrafter
-from specchat.engine.drafting.base import Drafter
+from specchat.engine.drafting.base import Answer, Drafter
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance
 from specchat.engine.schedule import AutoPolicy
 from specchat.engine.types import PolicyChoice, SamplingParams
@@ -25,14 +25,14 @@ PROMPT = [*QUESTION, *EARLIER_ANSWER, *QUESTION]
 def _choose(drafter: Drafter, context: Sequence[int]) -> PolicyChoice:
     policy = AutoPolicy()
     policy.costs.seed(CPU_COSTS)
-    offer = drafter.offer(context, 64)
+    offer = drafter.offer(context, 64, None)
     assert offer is not None  # the earlier answer is there to copy
-    return policy.choose([(drafter, offer)])
+    return policy.choose([offer])
 
 
 def _ready(drafter: Drafter, sampling: SamplingParams) -> Drafter:
-    drafter.use_sampling(sampling)
-    drafter.prepare(PROMPT, eager=True)
+    drafter.begin(Answer(prompt=PROMPT, sampling=sampling))
+    drafter.ready(PROMPT)
     return drafter
 
 
@@ -58,7 +58,7 @@ def _follow(drafter: Drafter, tokens: Sequence[int], p: float | None = None) -> 
     """The answer writes `tokens` (each at probability `p` under the sampling, if known)."""
     context = list(PROMPT)
     for token in tokens:
-        drafter.offer(context, 64)
+        drafter.offer(context, 64, None)
         context.append(token)
         drafter.observe(Outcome(context, NO_DRAFT, 0, None, () if p is None else (p,)))
     return context
@@ -81,7 +81,7 @@ def test_the_answers_sampled_probabilities_cap_a_copys_acceptance() -> None:
         unsure = _ready(make(), SAMPLED)
         context = _follow(unsure, EARLIER_ANSWER[:24], 0.8)
         assert unsure.copies.ceiling < 0.85
-        offer = unsure.offer(context, 64)
+        offer = unsure.offer(context, 64, None)
         assert offer is not None and offer.curve[-1] < 1.0 / (1.0 - 0.85)
         assert _choose(unsure, context).mode == "plain"
         # At temperature 0 the same probabilities change nothing: kept means top token.
@@ -90,8 +90,8 @@ def test_the_answers_sampled_probabilities_cap_a_copys_acceptance() -> None:
         assert greedy.copies.ceiling == 1.0
         sure = _ready(make(), GREEDY)
         offer, unchanged = (
-            greedy.offer(context, 64),
-            sure.offer(_follow(sure, EARLIER_ANSWER[:24]), 64),
+            greedy.offer(context, 64, None),
+            sure.offer(_follow(sure, EARLIER_ANSWER[:24]), 64, None),
         )
         assert offer is not None and unchanged is not None and offer.curve == unchanged.curve
 
@@ -115,7 +115,12 @@ def test_the_ceiling_is_a_decaying_mean_that_each_answer_starts_afresh() -> None
 
 def test_the_drafters_are_told_when_sampling_changes() -> None:
     drafter = SuffixDrafter()
-    drafter.use_sampling(SAMPLED)
+    drafter.begin(Answer(prompt=PROMPT, sampling=SAMPLED))
     assert drafter.copies.sampled
-    drafter.use_sampling(GREEDY)
+    # In the middle of an answer: with the round's outcome.
+    drafter.observe(Outcome([*PROMPT, 1], NO_DRAFT, 0, sampling=GREEDY))
     assert not drafter.copies.sampled
+    drafter.observe(Outcome([*PROMPT, 1, 2], NO_DRAFT, 0))  # not said: unchanged
+    assert not drafter.copies.sampled
+    drafter.observe(Outcome([*PROMPT, 1, 2, 3], NO_DRAFT, 0, sampling=SAMPLED))
+    assert drafter.copies.sampled

@@ -9,7 +9,6 @@ import pytest
 from specchat.engine.cost_table import CLIP, GAIN
 from specchat.engine.drafting import (
     Acceptance,
-    Drafter,
     DraftModelDrafter,
     Offer,
     PromptLookupDrafter,
@@ -20,32 +19,58 @@ from specchat.engine.types import PolicyChoice
 PLAIN = PolicyChoice("plain", 0, "")
 
 
+class _Lagging:
+    """What the draft model's offer reads of its model: how much of the text it has seen."""
+
+    def __init__(self) -> None:
+        self.lag = 0
+
+    def cached_prefix(self, context: Sequence[int]) -> int:
+        return max(0, len(context) - self.lag)
+
+
 class _Timed(DraftModelDrafter):
-    """The draft model's estimates without a model: its costs and lag set by hand."""
+    """The draft model's real offer without a model: its costs and lag set by hand."""
 
-    def __init__(self, token_ms: float | None, lag: int = 0) -> None:
-        super().__init__(None)  # type: ignore[arg-type]  # never drafts, only prices
+    def __init__(self, token_ms: float | None) -> None:
+        self.lagging = _Lagging()
+        super().__init__(self.lagging)  # type: ignore[arg-type]  # never drafts, only offers
         self.draft_token_ms = token_ms
-        self.lag = lag
 
-    def offer(self, context: Sequence[int], k_cap: int) -> Offer | None:
-        return Offer(16, self.expected_tokens_curve(16), self.catchup_ms(self.lag), "test")
+    @property
+    def lag(self) -> int:
+        return self.lagging.lag
+
+    @lag.setter
+    def lag(self, lag: int) -> None:
+        self.lagging.lag = lag
+
+    @property
+    def acceptance(self) -> Acceptance:
+        return self._acceptance
+
+    @acceptance.setter
+    def acceptance(self, acceptance: Acceptance) -> None:
+        self._acceptance = acceptance
+
+    def priced(self, policy: AutoPolicy | None = None) -> Offer:
+        prices = policy.prices() if policy is not None else None
+        offer = self.offer([0] * (self.lag + 1), 16, prices)
+        assert offer is not None
+        return offer
 
 
 def _policy(batch_ms: dict[int, float], draft_token_ms: float | None) -> tuple[AutoPolicy, _Timed]:
     policy = AutoPolicy(probe_interval=4)
     policy.costs.seed(batch_ms)
-    drafter = _Timed(draft_token_ms)
-    policy.track([drafter])
-    return policy, drafter
+    return policy, _Timed(draft_token_ms)
 
 
 def _choose(policy: AutoPolicy, drafter: _Timed, *, lookup_len: int = 0) -> PolicyChoice:
-    offers: list[tuple[Drafter, Offer]] = []
+    offers: list[Offer] = []
     if lookup_len:
-        lookup = PromptLookupDrafter()
-        offers.append((lookup, lookup.offer_match(lookup_len, 4)))
-    offers.append((drafter, drafter.offer([], 16)))  # type: ignore[arg-type]
+        offers.append(PromptLookupDrafter().offer_match(lookup_len, 4))
+    offers.append(drafter.priced(policy))
     return policy.choose(offers)
 
 
@@ -60,8 +85,8 @@ def test_a_drafter_that_loses_even_at_perfect_acceptance_is_never_probed() -> No
     # A batch of n costs n single tokens: no K pays, whatever the acceptance.
     linear = {n: 10.0 * n for n in range(1, 18)}
     policy, drafter = _policy(linear, draft_token_ms=3.0)
-    assert not policy.could_pay(drafter)
-    assert not policy.could_pay(PromptLookupDrafter())
+    assert not policy.could_pay(drafter.priced(policy))
+    assert not policy.could_pay(PromptLookupDrafter().offer_match(16, 4))
     _plain_rounds(policy, 40)
     assert all(_choose(policy, drafter, lookup_len=8).mode == "plain" for _ in range(5))
 
@@ -72,7 +97,7 @@ def test_a_drafter_that_could_pay_is_still_probed(monkeypatch: pytest.MonkeyPatc
     cheap = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
     policy, drafter = _policy(cheap, draft_token_ms=1.0)
     drafter.acceptance.first_kept, drafter.acceptance.first_trials = 0.0, 50.0
-    assert policy.could_pay(drafter)
+    assert policy.could_pay(drafter.priced(policy))
     _plain_rounds(policy, 5)
     choice = _choose(policy, drafter)
     assert (choice.mode, choice.k) == ("draft", 1) and "probing" in choice.reason
@@ -89,7 +114,7 @@ def test_a_kept_probe_that_leaves_plain_ahead_backs_off(monkeypatch: pytest.Monk
     probe = _choose(policy, drafter)
     assert probe.mode == "draft"
     drafter.acceptance.update(1, 1)  # what the drafter learns from the kept probe token
-    policy.observe(probe, batch=2, verify_ms=11.0, drafted=1, accepted=1, drafter=drafter)
+    policy.observe(probe, batch=2, verify_ms=11.0, drafted=1, accepted=1)
     # The next probe waits twice as long as the first did (8 plain rounds, not 4).
     gap = 0
     while (choice := _choose(policy, drafter)).mode != "draft":
@@ -122,7 +147,7 @@ def test_the_offered_curve_is_acceptance_expected_at_every_k() -> None:
         drafter.acceptance = Acceptance.prior(alpha, continued, weight=weight)
         for drafted, kept in rounds:
             drafter.acceptance.update(drafted, kept)
-        curve = drafter.expected_tokens_curve(16)
+        curve = drafter.priced().curve
         assert curve == [drafter.acceptance.expected(k) for k in range(17)]
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from specchat.engine.drafting import PromptLookupDrafter, SuffixDrafter
+from specchat.engine.drafting.base import Answer, Draft, Outcome
 from specchat.engine.drafting.lookup import locate
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.substitutions import MAX_NEW, RESYNC, Substitutions
@@ -93,13 +96,15 @@ def _offers_at(
     upto: int,
     *,
     prompt: list[int] = PROMPT,
+    prediction: Sequence[int] = (),
 ) -> tuple[int, ...]:
     """The drafter's proposal at answer position `upto`, having offered at every position."""
-    drafter.prepare(prompt, eager=False)
+    drafter.begin(Answer(prompt=prompt, prediction=prediction))
     for i in range(upto):
-        drafter.offer([*prompt, *answer[:i]], 16)
+        drafter.offer([*prompt, *answer[:i]], 16, None)
+        drafter.observe(Outcome([*prompt, *answer[: i + 1]], Draft((), None, 0.0, "plain"), 0))
     context = [*prompt, *answer[:upto]]
-    drafter.offer(context, 16)
+    drafter.offer(context, 16, None)
     draft = drafter.propose(context, 16, SamplingParams(), np.random.default_rng(0))
     return tuple(draft.tokens)
 
@@ -115,21 +120,19 @@ def test_both_copying_drafters_carry_the_rename() -> None:
 def test_the_prediction_drafter_carries_a_rename_made_in_its_prediction() -> None:
     # The source is the request's prediction, not the prompt: the prompt never quotes it.
     drafter = PredictionDrafter()
-    drafter.use_prediction(SOURCE)
     answer = renamed(SOURCE)
     second = occurrences(answer)[1]
-    proposal = _offers_at(drafter, answer, second, prompt=[1, 2, 3])
+    proposal = _offers_at(drafter, answer, second, prompt=[1, 2, 3], prediction=SOURCE)
     assert proposal[:8] == tuple(answer[second : second + 8])
     assert drafter.substitutions.rules == {(OLD,): NEW}
     # And on to the third occurrence, past the second's new name.
     third = occurrences(answer)[2]
-    proposal = _offers_at(drafter, answer, third, prompt=[1, 2, 3])
+    proposal = _offers_at(drafter, answer, third, prompt=[1, 2, 3], prediction=SOURCE)
     assert proposal[:8] == tuple(answer[third : third + 8])
 
 
 def test_a_carried_copy_stops_at_the_end_of_its_document() -> None:
     drafter = PredictionDrafter()
-    drafter.use_prediction(SOURCE)
     answer = renamed(SOURCE)
-    proposal = _offers_at(drafter, answer, len(answer) - 3, prompt=[1, 2, 3])
+    proposal = _offers_at(drafter, answer, len(answer) - 3, prompt=[1, 2, 3], prediction=SOURCE)
     assert proposal == tuple(answer[-3:])

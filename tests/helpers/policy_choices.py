@@ -8,7 +8,7 @@ from pathlib import Path
 
 from specchat.bench.prompts import load_prompts
 from specchat.engine.chat_template import ChatMessage
-from specchat.engine.drafting import Drafter, DraftModelDrafter, Offer
+from specchat.engine.drafting import DraftModelDrafter, Offer
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, PolicyChoice, SamplingParams
 
@@ -86,12 +86,12 @@ class Decision:
     """One round's choice by `auto`, with what it chose from.
 
     Attributes:
-        offers: (drafter, its offer) for every drafter that offered.
+        offers: the offer of every drafter that offered.
         prices: the target's price list the round was priced with.
         choice: what the policy chose.
     """
 
-    offers: tuple[tuple[Drafter, Offer], ...]
+    offers: tuple[Offer, ...]
     prices: tuple[float, ...]
     choice: PolicyChoice
 
@@ -105,10 +105,11 @@ def decisions(target: Path, draft: Path, costs: PinnedCosts) -> list[Decision]:
         made: list[Decision] = []
         choose = auto.choose
 
-        def recording(offers: Sequence[tuple[Drafter, Offer]]) -> PolicyChoice:
-            prices = tuple(auto.costs.price_list(auto.longest + 1) or ())
-            choice = choose(offers)
-            made.append(Decision(tuple(offers), prices, choice))
+        def recording(
+            offers: Sequence[Offer], prices: Sequence[float] | None = None
+        ) -> PolicyChoice:
+            choice = choose(offers, prices)
+            made.append(Decision(tuple(offers), tuple(prices or ()), choice))
             return choice
 
         auto.choose = recording  # type: ignore[method-assign]

@@ -101,6 +101,7 @@ class AutoPolicy:
         self._settling: str | None = None  # a probe whose kept token the next offer weighs
         self._answer_rounds = 0  # rounds of the answer under way
         self._since_plain = 0  # rounds since one token was timed
+        self._rounds = 0  # rounds seen: a probed drafter first offered now was never used
 
     def begin_answer(self) -> None:
         """A new answer starts: the probing budget of its own begins at nothing."""
@@ -196,7 +197,7 @@ class AutoPolicy:
         prices = prices or self.prices()
         for offer in offers:
             if offer.probed:
-                self._since_used.setdefault(offer.source, 0)
+                self._since_used.setdefault(offer.source, self._rounds)
                 self._probe_interval.setdefault(offer.source, self.base_probe_interval)
                 if offer.source == self._settling:
                     self._settle(offer, prices)
@@ -278,6 +279,7 @@ class AutoPolicy:
         kept is weighed at the next offer of its drafter, which has learnt from it)."""
         self.costs.observe_batch(batch, verify_ms)
         self._answer_rounds += 1
+        self._rounds += 1
         self._since_plain = 0 if batch == 1 else self._since_plain + 1
         for name in self._since_used:
             self._since_used[name] += 1

@@ -220,7 +220,8 @@ class Outcome:
             sure it was of it); None where not known.
         p_emitted: the target's probability (under the round's sampling) of each token the
             round wrote; empty where not known.
-        sampling: the round's sampling (it may change in the middle of an answer).
+        sampling: the round's sampling (it may change in the middle of an answer); None:
+            as before.
     """
 
     context: Sequence[int]
@@ -228,7 +229,7 @@ class Outcome:
     accepted: int
     margin: float | None = None
     p_emitted: tuple[float, ...] = ()
-    sampling: SamplingParams = SamplingParams()
+    sampling: SamplingParams | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,9 @@ class ChainDrafter(Drafter):
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
         if "lookup" not in built or "draft" not in built:
             return None
-        return cls(built["lookup"], built["draft"])
+        drafter = cls(built["lookup"], built["draft"])
+        drafter._ends_answer = pair.ends_answer
+        return drafter
 
     def ready(self, prompt: Sequence[int]) -> None:
         """Its parts are the pair's own drafters, begun with every answer: ready both."""

@@ -12,6 +12,7 @@ one and a half times as often as where it hesitated (new prose, a fresh identifi
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,6 +88,14 @@ class LookupSurvival:
         factor = LOOKUP_DECAY**steps
         self.refused = [r * factor for r in self.refused]
         self.reached = [r * factor for r in self.reached]
+
+    def aged(self, clock: int) -> LookupSurvival:
+        """This estimate as `age_to(clock)` would leave it, without changing it."""
+        if clock <= self._aged_to or not any(self.reached):
+            return self
+        other = copy.copy(self)
+        other.age_to(clock)
+        return other
 
     def age_to(self, clock: int) -> None:
         """Age by the tokens of text written since it was last aged to `clock`: estimates are
@@ -292,10 +301,9 @@ class CopyAcceptance:
         return min(self.estimate(match_len).alpha, self.ceiling)
 
     def estimate(self, match_len: int) -> LookupSurvival:
-        """The estimate for a `match_len`-token match in the current regime."""
-        estimate = self._survival[self.sure][match_bucket(match_len)]
-        estimate.age_to(self._clock)
-        return estimate
+        """The estimate for a `match_len`-token match in the current regime, aged to now
+        (a copy where it needs ageing: reading it changes nothing)."""
+        return self._survival[self.sure][match_bucket(match_len)].aged(self._clock)
 
     def note(self, position: int, proposal: Sequence[int], match_len: int) -> None:
         """The drafter proposed `proposal` for the text from `position` on."""

@@ -154,5 +154,6 @@ class CopyDrafter(Drafter, Generic[Found]):
         if search is not None and search.position <= len(outcome.context):
             self.substitutions = search.substitutions
             self.copies.note(search.position, search.tokens, search.counted)
-        self.copies.sampled = not outcome.sampling.greedy
+        if outcome.sampling is not None:
+            self.copies.sampled = not outcome.sampling.greedy
         self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)
