@@ -20,6 +20,7 @@ from specchat.engine.drafting import Draft, Drafter, Listing, mode_names, regist
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
+from tests.helpers.generate_cli import generate_on_tiny
 
 
 class RepeatLastDrafter(Drafter):
@@ -83,34 +84,8 @@ def test_greedy_output_is_plain_output(tiny_models: TinyModels, repeat: type[Dra
 def test_specchat_generate_mode(
     tiny_models: TinyModels, repeat: type[Drafter], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def generate(mode: str) -> tuple[str, str]:
-        argv = [
-            "generate",
-            "--target",
-            str(tiny_models.target),
-            "--draft",
-            str(tiny_models.draft_close),
-            "--mode",
-            mode,
-            "--k",
-            "3",
-            "--max-tokens",
-            "24",
-            "--threads",
-            "1",
-            "--n-ctx",
-            "512",
-            "--color",
-            "never",
-            "--prompt",
-            "the cat sat on the mat, the cat sat",
-        ]
-        assert main(argv) == 0
-        captured = capsys.readouterr()
-        return captured.out, captured.err
-
-    plain, _ = generate("plain")
-    out, err = generate("repeat")
+    plain, _ = generate_on_tiny(tiny_models, "plain", capsys)
+    out, err = generate_on_tiny(tiny_models, "repeat", capsys)
     assert out == plain
     assert "drafted 0," not in err and "drafted " in err
 

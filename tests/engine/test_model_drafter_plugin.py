@@ -11,7 +11,6 @@ import pytest
 
 from specchat.bench.replay import replay
 from specchat.bench.trace import record_trace
-from specchat.cli import main
 from specchat.engine.cost_table import CostTable, MachineCosts
 from specchat.engine.decoder import SpeculativeDecoder
 from specchat.engine.drafting import (
@@ -32,6 +31,7 @@ from specchat.engine.schedule import AutoPolicy
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
+from tests.helpers.generate_cli import generate_on_tiny
 
 #: Tokens it drafts, at most.
 DEPTH = 6
@@ -147,33 +147,7 @@ def test_the_bench_replays_it_on_a_recorded_answer(
 def test_specchat_generate_runs_it(
     tiny_models: TinyModels, greedy: type[Drafter], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def generate(mode: str) -> tuple[str, str]:
-        argv = [
-            "generate",
-            "--target",
-            str(tiny_models.target),
-            "--draft",
-            str(tiny_models.draft_close),
-            "--mode",
-            mode,
-            "--k",
-            "3",
-            "--max-tokens",
-            "24",
-            "--threads",
-            "1",
-            "--n-ctx",
-            "512",
-            "--color",
-            "never",
-            "--prompt",
-            "the cat sat on the mat, the cat sat",
-        ]
-        assert main(argv) == 0
-        captured = capsys.readouterr()
-        return captured.out, captured.err
-
-    plain, _ = generate("plain")
-    out, err = generate("greedy_test")
+    plain, _ = generate_on_tiny(tiny_models, "plain", capsys)
+    out, err = generate_on_tiny(tiny_models, "greedy_test", capsys)
     assert out == plain
     assert "drafted 0," not in err and "drafted " in err
