@@ -73,6 +73,7 @@ def test_the_switch_serves_the_loaded_pair(
     accepted = sum(r.result.accepted for r in rounds)
     assert drafted > 0
     assert panel.gauge.value == pytest.approx(accepted / drafted)
+    assert panel.gauge.caption().startswith("all ")  # the marker: every request, not a chat
     assert "hello from an editor" in panel.requests.item(0).text()
     qtbot.waitUntil(lambda: answer[0] in panel.view.toPlainText(), timeout=5_000)
     # The queue as it was: the request answered, then nothing waiting and nothing answered.

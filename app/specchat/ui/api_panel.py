@@ -76,7 +76,7 @@ class ApiPanel(QWidget):
         self.requests.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.view = ChatView()
         self.view.setObjectName("api-transcript")
-        self.gauge = AcceptanceGauge()
+        self.gauge = AcceptanceGauge(marker_caption="all")
         self.gauge.setToolTip(
             "Acceptance rate α of API requests: the share of drafted tokens the target "
             "kept.\nArc: the request streaming. Triangle: every request so far."

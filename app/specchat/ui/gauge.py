@@ -27,14 +27,20 @@ class AcceptanceGauge(QWidget):
     Attributes:
         value: the current answer's rate (0..1), or None before anything was drafted.
         marker: the conversation's rate (0..1), or None.
+        marker_caption: what the marker's rate is called under the dial ("chat").
     """
 
     def __init__(
-        self, parent: QWidget | None = None, *, palette: palettes.Palette | None = None
+        self,
+        parent: QWidget | None = None,
+        *,
+        palette: palettes.Palette | None = None,
+        marker_caption: str = "chat",
     ) -> None:
         super().__init__(parent)
         self.value: float | None = None
         self.marker: float | None = None
+        self.marker_caption = marker_caption
         self.palette_ = palette or palettes.current()
         self.setMinimumSize(112, 92)
         self.setToolTip(
@@ -45,6 +51,12 @@ class AcceptanceGauge(QWidget):
 
     def sizeHint(self) -> QSize:
         return QSize(124, 100)
+
+    def caption(self) -> str:
+        """The small line under the rate: what the marker stands at, once it is set."""
+        if self.marker is None:
+            return "accepted"
+        return f"{self.marker_caption} {self.marker * 100:.0f}%"
 
     def set_values(self, value: float | None, marker: float | None) -> None:
         self.value = None if value is None else min(1.0, max(0.0, value))
@@ -118,11 +130,10 @@ class AcceptanceGauge(QWidget):
         small.setPointSizeF(max(7.0, side * 0.06))
         painter.setFont(small)
         painter.setPen(pal.muted_text)
-        caption = "accepted" if self.marker is None else f"chat {self.marker * 100:.0f}%"
         painter.drawText(
             QRectF(rect.left(), centre.y() + side * 0.05, rect.width(), side * 0.12),
             Qt.AlignmentFlag.AlignCenter,
-            caption,
+            self.caption(),
         )
         painter.end()
 
