@@ -94,7 +94,10 @@ def test_passes_after_which_one_token_drifts_are_dropped_and_not_stored(
     timed: list[int] = []
     profiler.run(progress=lambda n, share: timed.append(n))
     assert profiler.postponed
-    assert timed == [1, 2, 4] + [8] * BUSY_PASSES
+    # Which size comes next depends on the quiet passes' times (a size dearer than twice a
+    # larger one is measured again): whatever it is, the spell drops it.
+    assert timed[:3] == [1, 2, 4]
+    assert len(timed) == 3 + BUSY_PASSES
     stored = store.load(tiny_target)
     assert set(stored.pass_ms) <= {1, 2, 4}
     assert all(ms < 1000.0 for ms in stored.pass_ms.values())
