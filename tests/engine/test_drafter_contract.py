@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from specchat.bench.trace import agreement
 from specchat.engine.drafting import (
     Answer,
     Draft,
@@ -75,13 +76,6 @@ def _state(drafter: Drafter) -> Any:
     return _plain(state)
 
 
-def _agreement(tokens: Sequence[int], text: Sequence[int]) -> int:
-    kept = 0
-    while kept < min(len(tokens), len(text)) and tokens[kept] == text[kept]:
-        kept += 1
-    return kept
-
-
 def test_an_offer_changes_nothing_and_the_draft_is_the_same_without_it(
     tiny_target: LlamaModel, tiny_draft: LlamaModel
 ) -> None:
@@ -115,7 +109,7 @@ def test_an_offer_changes_nothing_and_the_draft_is_the_same_without_it(
             checked += first is not None
             # The round writes one token (its draft refused, or kept but not used here).
             written = [*context, answer[i]]
-            kept = min(1, _agreement(draft.tokens, answer[i:]))
+            kept = min(1, agreement(draft.tokens, answer[i:]))
             drafter.observe(Outcome(written, draft, kept))
             twin.observe(Outcome(written, alone, kept))
     assert checked > len(answer)  # offers were made, by several drafters

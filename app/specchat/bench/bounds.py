@@ -96,7 +96,7 @@ def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
     plain, lookup with K = 1 … 63 or the draft model with K = 1 … 16 (what a person tuning
     the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
     n = len(trace.answer)
-    best = (_plain_ms(trace, costs), "plain")
+    best = (plain_ms(trace, costs), "plain")
     options = [("lookup", k) for k in range(1, LOOKUP_K + 1)]
     if trace.draft is not None and costs.draft_token_ms is not None:
         options += [("draft", k) for k in range(1, DRAFT_K + 1)]
@@ -121,7 +121,7 @@ def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
     return best
 
 
-def _plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
+def plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     """Plain decoding's time for the answer: one pass a token, each a token deeper."""
     start, total = len(trace.prompt_tokens), 0.0
     for i in range(len(trace.answer)):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.bench.bounds import best_fixed_ms, ceiling_ms
+from specchat.bench.bounds import best_fixed_ms, ceiling_ms, plain_ms
 from specchat.bench.recorded_model import RecordedModel
 from specchat.bench.trace import AnswerTrace, agreement
 from specchat.engine.cost_table import MachineCosts
@@ -145,16 +145,6 @@ class ReplayResult:
             "main_drafter": self.main_drafter,
             "pass_sizes": {str(n): c for n, c in sorted(self.sizes.items())},
         }
-
-
-def plain_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
-    """Plain decoding's time for the answer: one pass a token, each a token deeper."""
-    start, total = len(trace.prompt_tokens), 0.0
-    for i in range(len(trace.answer)):
-        one = costs.target.target_ms(1, start + i)
-        assert one is not None
-        total += one
-    return total
 
 
 def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:

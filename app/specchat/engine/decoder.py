@@ -252,13 +252,14 @@ class SpeculativeDecoder:
         if cached < len(prompt) - 1:
             target.decode(prompt[cached:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
-        mode = self.drafters.resolve(live.get().mode)
+        controls = live.get()
+        mode = self.drafters.resolve(controls.mode)
         self.auto.begin_answer()
         # `auto` prices passes from the machine's cost table, measured outside answers (see
         # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
         answer = Answer(
             prompt=prompt,
-            sampling=live.get().sampling,
+            sampling=controls.sampling,
             conversation=request.conversation,
             prediction=request.prediction,
         )

@@ -245,12 +245,14 @@ class AutoPolicy:
         """A probe whose token was kept succeeds when what it taught (the drafter's offer
         now) makes the drafter worth choosing; one that leaves plain ahead failed all the
         same (each draft-model probe pays a catch-up over every token since the last one)."""
-        name = offer.source
-        succeeded = prices is None or self._pays(offer, prices)
-        interval = self._probe_interval[name]
-        self._probe_interval[name] = (
-            self.base_probe_interval if succeeded else min(interval * 2, 1024)
-        )
+        if prices is None or self._pays(offer, prices):
+            self._probe_interval[offer.source] = self.base_probe_interval
+        else:
+            self._probe_failed(offer.source)
+
+    def _probe_failed(self, name: str) -> None:
+        """Probe `name` half as often from now on (at most every 1024 rounds)."""
+        self._probe_interval[name] = min(self._probe_interval[name] * 2, 1024)
 
     def _probe_due(self, offer: Offer, prices: Sequence[float]) -> bool:
         """Whether to probe the drafter of `offer` now: its turn has come, it could pay at
@@ -289,6 +291,5 @@ class AutoPolicy:
                 if accepted > 0:
                     self._settling = choice.mode
                 else:
-                    interval = self._probe_interval[choice.mode]
-                    self._probe_interval[choice.mode] = min(interval * 2, 1024)
+                    self._probe_failed(choice.mode)
         self._probing = None

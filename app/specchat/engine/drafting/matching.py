@@ -39,20 +39,22 @@ def locate(context: Sequence[int], max_extent: int = 64) -> tuple[int, int]:
     # The few left are measured one by one: a copy that has run for forty tokens takes a few
     # slice comparisons rather than forty array steps (this runs every round).
     for end in ends.tolist():
-        extent = _agreement(text, end, n_ctx - 1, width, min(max_extent, end + 1))
+        extent = agreement(text, end, text, width, min(max_extent, end + 1))
         if extent >= best:  # ascending positions: the latest of the longest
             best, found = extent, end
     return (found + 1, best) if found >= 0 else (-1, 0)
 
 
-def _agreement(context: Sequence[int], end: int, last: int, known: int, cap: int) -> int:
+def agreement(source: Sequence[int], end: int, text: Sequence[int], known: int, cap: int) -> int:
     """How many tokens (at most `cap`, at least `known`, which agree already) agree backwards
-    from `end` with the text's ending at `last`: agreement over w tokens implies it over
-    fewer, so a bisection of slice comparisons finds it."""
+    from `end` in `source` with the ending of `text` (a list or tuple, `source` too):
+    agreement over w tokens implies it over fewer, so a bisection of slice comparisons finds
+    it."""
     low, high = known, cap
+    last = len(text)
     while low < high:
         mid = (low + high + 1) // 2
-        if context[end - mid + 1 : end + 1] == context[last - mid + 1 : last + 1]:
+        if source[end - mid + 1 : end + 1] == text[last - mid : last]:
             low = mid
         else:
             high = mid - 1

@@ -9,7 +9,7 @@ import numpy as np
 
 from specchat.engine.drafting.base import Answer, Listing, Outcome, through_end
 from specchat.engine.drafting.copying import CopyDraft, CopyDrafter, Search
-from specchat.engine.drafting.matching import FEW
+from specchat.engine.drafting.matching import FEW, agreement
 from specchat.engine.drafting.registry import register
 from specchat.engine.drafting.substitutions import Substitutions
 from specchat.engine.types import SamplingParams
@@ -53,24 +53,10 @@ def locate_in(document: np.ndarray, text: Sequence[int], max_extent: int) -> tup
     tail = list(text[-limit:])
     listed = document.tolist() if ends.size else []
     for end in ends.tolist():
-        extent = _agreement(listed, end, tail, width, min(limit, end + 1))
+        extent = agreement(listed, end, tail, width, min(limit, end + 1))
         if extent > best:
             best, found = extent, end
     return (found + 1, best) if found >= 0 else (-1, 0)
-
-
-def _agreement(document: list[int], end: int, tail: list[int], known: int, cap: int) -> int:
-    """How many tokens (at least `known`, at most `cap`) agree backwards from `end` in the
-    document with the end of `tail`: agreement over w tokens implies it over fewer, so a
-    bisection of slice comparisons finds it."""
-    low, high = known, cap
-    while low < high:
-        mid = (low + high + 1) // 2
-        if document[end - mid + 1 : end + 1] == tail[len(tail) - mid :]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 @register
