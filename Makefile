@@ -47,12 +47,14 @@ STAMP_TEST := $(VENV)/.test-installed
 STAMP_SYS := $(VENV)/.system-deps
 STAMP_PACKAGE := $(PACKAGE_VENV)/.package-installed
 
-.PHONY: run test lint bench soak fetch package package-env install-desktop uninstall-desktop \
-  clean help
+.PHONY: run test test-slow test-package lint bench soak fetch package package-env \
+  install-desktop uninstall-desktop clean help
 
 help:
 	@echo "make run      set up, fetch the default model pair, open SpecChat"
-	@echo "make test     set up with test extras, run the whole suite"
+	@echo "make test     set up with test extras, run the suite (a few minutes)"
+	@echo "make test-slow         the long checks: soak, stress, real-pair sessions"
+	@echo "make test-package      build the portable llama.cpp and the bundle, check them"
 	@echo "make lint     ruff + mypy"
 	@echo "make bench    benchmark every drafting mode on the default pair"
 	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
@@ -84,10 +86,9 @@ $(STAMP_APP): pyproject.toml $(STAMP_LLAMA) $(STAMP_SYS)
 	$(PIP) install -q -e .
 	@touch $@
 
-# `package` too, and the portable packaging environment: the bundle tests (slow, but run in
-# CI) build the bundle that `make package` ships and check its instructions.
-$(STAMP_TEST): pyproject.toml $(STAMP_APP) $(STAMP_PACKAGE)
-	$(PIP) install -q -e ".[dev,bench,package]"
+# `make test` builds one llama.cpp, .venv's; the portable one is test-package's alone.
+$(STAMP_TEST): pyproject.toml $(STAMP_APP)
+	$(PIP) install -q -e ".[dev,bench]"
 	@touch $@
 
 # The packaging environment: this Makefile's own rules, run with the portable settings.
@@ -105,9 +106,19 @@ fetch: $(STAMP_APP)
 run: fetch
 	$(VENV)/bin/specchat
 
+# Three suites by what they need: `test` the native build and the default pair; `test-slow`
+# the long checks (marked slow); `test-package` the portable build and the bundle (marked
+# package), built here and cached like the wheel. CI runs all three.
 test: $(STAMP_TEST)
 	$(VENV)/bin/specchat models fetch default
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest $(PYTEST_ARGS)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "not slow and not package" $(PYTEST_ARGS)
+
+test-slow: $(STAMP_TEST)
+	$(VENV)/bin/specchat models fetch default
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "slow and not package" $(PYTEST_ARGS)
+
+test-package: $(STAMP_TEST) $(STAMP_PACKAGE)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m package $(PYTEST_ARGS)
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check app tests

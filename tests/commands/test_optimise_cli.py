@@ -102,7 +102,6 @@ def test_optimise_a_corrupt_file_is_a_message_not_a_traceback(
     assert "not a usable GGUF file" in done.stderr and "Traceback" not in done.stderr
 
 
-@pytest.mark.slow
 def test_ctrl_c_cancels_cleanly(env: dict[str, str], tmp_path: Path) -> None:
     # Big enough (~80 MB of float32) that the conversion is still running when Ctrl-C comes.
     from specchat.tinymodels import TinySpec, write_tiny_model

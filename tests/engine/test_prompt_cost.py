@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from specchat.tinymodels import TinySpec, write_tiny_model
 
 #: Just under the sandbox's 4,000,000-character output limit, in 4-byte characters: 16 MB
@@ -39,7 +37,6 @@ def generate(model: Path) -> tuple[int, int, str]:
     return done.returncode, peak, done.stderr
 
 
-@pytest.mark.slow
 def test_a_template_writing_16_mb_is_refused_before_tokenizing(tmp_path: Path) -> None:
     plain = write_tiny_model(tmp_path / "plain.gguf", TinySpec(chat_template=PLAIN))
     huge = write_tiny_model(tmp_path / "huge.gguf", TinySpec(chat_template=HUGE))

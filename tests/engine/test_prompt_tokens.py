@@ -120,7 +120,6 @@ def test_a_template_writing_far_more_than_the_messages_is_refused(tmp_path: Path
 
 
 @pytest.mark.real_model
-@pytest.mark.slow
 def test_default_pair_reads_every_special_token_in_a_message_as_text(
     real_pair: tuple[Path, Path],
 ) -> None:

@@ -12,7 +12,7 @@ from specchat.engine.session import ChatEngine
 from specchat.engine.types import TokenKind
 from tests.helpers.engine import run
 
-pytestmark = [pytest.mark.real_model, pytest.mark.slow]
+pytestmark = pytest.mark.real_model
 
 QUESTIONS = (
     "Write a Python function that checks whether a number is prime.",
@@ -79,6 +79,7 @@ COPY_QUESTION = (
 )
 
 
+@pytest.mark.slow
 def test_auto_copies_a_long_run_in_passes_longer_than_a_fixed_k(engine: ChatEngine) -> None:
     from specchat.bench.replay import read_costs
     from specchat.engine.schedule import MAX_K
@@ -105,6 +106,7 @@ RENAME_QUESTION = (
 )
 
 
+@pytest.mark.slow
 def test_a_rename_is_copied_through_its_later_occurrences(
     engine: ChatEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:

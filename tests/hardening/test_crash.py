@@ -42,7 +42,7 @@ CHILD = textwrap.dedent(
     LONG_QUESTION = {LONG_QUESTION!r}
     # One decode thread, as the in-process tests use: on a small shared CI machine a second
     # llama.cpp thread spin-waiting against other processes makes even the tiny model crawl.
-    specchat.engine.llama.default_threads = lambda: 1
+    specchat.engine.llama.default_threads = lambda _size: 1
     app = create_application(sys.argv)
     asked = []
 

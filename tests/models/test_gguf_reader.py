@@ -309,7 +309,6 @@ def _load_all_with_llama(paths: list[Path]) -> dict[int, str]:
     return outcome
 
 
-@pytest.mark.slow
 def test_malformed_variants_are_refused_or_load_safely(
     tiny_models: TinyModels, tmp_path: Path
 ) -> None:

@@ -147,7 +147,6 @@ def test_auto_falls_back_to_the_mirror_when_the_hub_is_unreachable(local_index, 
 
 
 @pytest.mark.real_model
-@pytest.mark.slow
 def test_real_default_pair_from_the_mirror(real_pair: tuple[Path, Path]) -> None:
     pair = load_catalog().get("default")
     for role, path in zip(("target", "draft"), real_pair, strict=True):

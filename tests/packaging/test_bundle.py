@@ -17,7 +17,7 @@ from tests.helpers.portable import X86_VARIANTS, package_python, run_checker, va
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "packaging" / "pyinstaller" / "specchat.spec"
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.package
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from tests.helpers.portable import (
     variants_listed,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.package
 
 #: Variants that use no AVX2: a CPU with AVX2 must get something better.
 PRE_AVX2 = {"x64", "sse42", "sandybridge", "ivybridge", "piledriver"}

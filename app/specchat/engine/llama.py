@@ -101,7 +101,7 @@ class LlamaModel:
         self._tree: tuple[int, list[list[int]]] = (0, [])
         self._pieces: dict[int, bytes] = {}
         self.end_of_turn: frozenset[int] = frozenset()
-        threads = n_threads or default_threads()
+        threads = n_threads or default_threads(self.path.stat().st_size)
         # llama.cpp calls back into Python while it loads (its log, the progress callback):
         # Ctrl-C there is held and raised once it returns (see ctrl_c_held).
         with ctrl_c_held(self.close):

@@ -95,7 +95,18 @@ def gpu_backend_name() -> str | None:
     return "GPU"
 
 
-def default_threads() -> int:
-    """Physical cores are what llama.cpp scales with; hyper-threads only add contention."""
+#: Below this file size a model runs on one thread (see default_threads).
+SMALL_MODEL_BYTES = 64 * 1024 * 1024
+
+
+def default_threads(model_bytes: int | None = None) -> int:
+    """Physical cores are what llama.cpp scales with; hyper-threads only add contention.
+
+    A model under SMALL_MODEL_BYTES gets one thread: each of its operations is too little
+    work to split, llama.cpp's threads meet after every one, and a thread that finds a core
+    busy waits out the other program's time slice at each meeting (docs/costs.md, "Threads").
+    """
+    if model_bytes is not None and model_bytes < SMALL_MODEL_BYTES:
+        return 1
     count = os.cpu_count() or 2
     return max(1, count // 2) if count > 4 else count
