@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import http.client
 import json
-from collections.abc import Iterator
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,11 +68,12 @@ def request(
     address: Address,
     method: str,
     path: str,
-    body: bytes | dict[str, Any] | None = None,
+    body: bytes | dict[str, Any] | Iterable[bytes] | None = None,
     *,
     headers: dict[str, str] | None = None,
 ) -> Reply:
-    """One raw HTTP request (no client library between the test and the server)."""
+    """One raw HTTP request (no client library between the test and the server); a body
+    given as pieces goes chunked, without a Content-Length."""
     connection = http.client.HTTPConnection(address.host, address.port, timeout=60)
     data = json.dumps(body).encode() if isinstance(body, dict) else body
     sent = {"Content-Type": "application/json", **(headers or {})}
@@ -90,3 +93,55 @@ def engine_thread(server: ApiServer) -> EngineThread:
     """The engine thread of a server made by `running_server`."""
     assert isinstance(server.executor, EngineThread)
     return server.executor
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def server_log() -> Iterator[list[logging.LogRecord]]:
+    """What the server logs meanwhile: SpecChat's loggers and uvicorn's, which keeps its own
+    handlers and does not pass records up to the root (where pytest's caplog listens).
+
+    Enter it after the server started: uvicorn's logging setup replaces the handlers of
+    its loggers when a server is made.
+    """
+    handler = _Records()
+    loggers = [logging.getLogger(), logging.getLogger("uvicorn")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def tracebacks(records: list[logging.LogRecord]) -> list[str]:
+    """The records that carry a traceback or say something went wrong (ERROR and above)."""
+    return [
+        f"{r.name}: {r.getMessage()}"
+        for r in records
+        if r.exc_info is not None or r.levelno >= logging.ERROR
+    ]
+
+
+def handlers_running(server: ApiServer) -> int:
+    """How many request handlers the server is running now."""
+    # uvicorn's server state is the only place that knows; it has no public door to it.
+    uvicorn_server = server._server
+    assert uvicorn_server is not None
+    return len(uvicorn_server.server_state.tasks)
+
+
+def wait_for(condition: Callable[[], bool], *, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)

@@ -45,7 +45,14 @@ def test_health_and_unknown_paths(server: ApiServer) -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [b"{not json", b"", b"[1, 2]", b"\xff\xfe", b"[" * 100_000 + b"]" * 100_000],
+    [
+        b"{not json",
+        b"",
+        b"[1, 2]",
+        b"\xff\xfe",
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"max_tokens": ' + b"1" * 5000 + b"}",  # past Python's cap on an integer's digits
+    ],
 )
 def test_malformed_bodies_are_400_in_openai_shape(server: ApiServer, body: bytes) -> None:
     assert server.address is not None

@@ -78,5 +78,10 @@ def busy(retry_after_s: int) -> ApiError:
     )
 
 
+def client_gone() -> ApiError:
+    """499 (nginx's "client closed request"): nobody reads it; it ends the request quietly."""
+    return ApiError(499, "the client went away", kind="cancelled")
+
+
 def engine_failed(message: str) -> ApiError:
     return ApiError(500, f"the engine failed: {message}", kind="server_error", code="engine_error")

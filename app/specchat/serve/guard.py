@@ -8,11 +8,11 @@ import ipaddress
 import json
 from dataclasses import dataclass
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from specchat.serve.errors import ApiError, invalid, too_large, unauthorized
+from specchat.serve.errors import ApiError, client_gone, invalid, too_large, unauthorized
 
 #: The largest request body read (an editor's whole file and its chat fit many times).
 MAX_BODY_BYTES = 8 << 20
@@ -90,17 +90,28 @@ class KeyGuard:
 
 
 async def read_json(request: Request, *, limit: int) -> object:
-    """The request's JSON body, read no further than `limit` bytes; ApiError otherwise."""
+    """The request's JSON body, read no further than `limit` bytes; ApiError otherwise.
+
+    A body over the limit is refused from its Content-Length before a byte of it is read,
+    and a chunked one as soon as what came exceeds it. Once the answer is sent uvicorn
+    reads and drops the rest of the body (for as long as the connection's keep-alive
+    allows), so a client still sending reads the 413 rather than a reset connection: an
+    answer with `Connection: close` would lose it (tests/serve/test_client_mistakes.py).
+    """
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # A client that leaves mid-body is no fault of the server's: no traceback.
+        raise client_gone() from None
     data = b"".join(chunks)
     if not data.strip():
         raise invalid("the request has no body; send a JSON object")
@@ -115,3 +126,5 @@ async def read_json(request: Request, *, limit: int) -> object:
             f"the request body is not valid JSON: {error.msg} at line {error.lineno} "
             f"column {error.colno}"
         ) from None
+    except ValueError:  # the one other refusal: an integer over Python's 4,300-digit cap
+        raise invalid("the request body's JSON holds a number too long to read") from None

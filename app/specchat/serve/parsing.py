@@ -58,10 +58,25 @@ def _is_number(value: object) -> bool:
     )
 
 
+def _valid(text: str, param: str) -> str:
+    """`text` if it can be written as UTF-8: JSON lets a string carry an unpaired surrogate
+    ("\\ud800"), which no tokenizer can read, so it is the client's mistake to name here."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise invalid(
+            f"'{param}' is not valid text: character {error.start} is half of a character "
+            f"(an unpaired surrogate, \\u{ord(text[error.start]):04x}); send Unicode text",
+            param=param,
+            code="invalid_text",
+        ) from None
+    return text
+
+
 def _text(value: object, param: str) -> str:
     """A content field: a string, or a list of text parts joined."""
     if isinstance(value, str):
-        return value
+        return _valid(value, param)
     if isinstance(value, list):
         parts = []
         for index, part in enumerate(value):
@@ -77,7 +92,7 @@ def _text(value: object, param: str) -> str:
             text = part.get("text")
             if not isinstance(text, str):
                 raise _type_error(f"{where}.text", "a string")
-            parts.append(text)
+            parts.append(_valid(text, f"{where}.text"))
         return "".join(parts)
     raise _type_error(param, "a string or a list of text parts")
 
@@ -129,11 +144,11 @@ def _stop(value: object) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
-        return (value,) if value else ()
+        return (_valid(value, "stop"),) if value else ()
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
         if len(value) > MAX_STOPS:
             raise invalid(f"'stop' holds at most {MAX_STOPS} strings", param="stop")
-        return tuple(s for s in value if s)
+        return tuple(_valid(s, f"stop[{i}]") for i, s in enumerate(value) if s)
     raise _type_error("stop", "a string or a list of strings")
 
 

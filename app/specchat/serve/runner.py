@@ -16,7 +16,7 @@ from specchat.engine.kept_sources import KeptSources
 from specchat.engine.suffix_index import Source
 from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
-from specchat.serve.errors import ApiError, engine_failed, invalid
+from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
 
@@ -71,7 +71,7 @@ class JobRunner:
 
     def _answer(self, engine: ChatEngine, job: Job) -> None:
         if job.cancel.is_set():
-            job.deliver(Failed(ApiError(499, "the client went away", kind="cancelled")))
+            job.deliver(Failed(client_gone()))
             return
         if self.on_job is not None:
             self.on_job(job, None)

@@ -97,6 +97,12 @@ class ControlsPanel(QWidget):
         form = QFormLayout(box)
         self.mode_box = QComboBox()
         self.mode_box.setObjectName("mode")
+        # Sized by a few characters, not by the longest mode's label: the panel must fit a
+        # 1180-pixel window, and a label too long for the box is elided (its list shows it all).
+        self.mode_box.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.mode_box.setMinimumContentsLength(8)
         # The registry's modes: a drafter registered anywhere is listed (engine/drafting).
         for mode in modes():
             self.mode_box.addItem(mode.label, mode.name)

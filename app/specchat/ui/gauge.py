@@ -13,7 +13,7 @@ from specchat.engine.kept_sources import KeptSource, kept_summary
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
 from specchat.ui.figures import SpeedFigures
-from specchat.ui.fixed_label import FixedLinesLabel
+from specchat.ui.fixed_label import ElidedLabel, FixedLinesLabel
 
 #: The gauge's arc: from 210° (lower left) clockwise through the top to -30° (lower right).
 _START_DEG = 210.0
@@ -294,7 +294,7 @@ class StatsPanel(QWidget):
         self.gauge = AcceptanceGauge(palette=pal)
         self.over_time = AcceptanceChart(palette=pal)
         self.by_position = PositionChart(palette=pal)
-        self._labels: dict[str, QLabel] = {}
+        self._labels: dict[str, ElidedLabel] = {}
         self._conversation = (0, 0)  # accepted, drafted before the current answer
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -311,7 +311,7 @@ class StatsPanel(QWidget):
             ("tau", "τ/pass", "τ: tokens emitted per target pass"),
             ("counts", "Kept", "Draft tokens kept / drafted"),
         ):
-            label = QLabel("—")
+            label = ElidedLabel("—", min_chars=4)
             label.setObjectName(f"stat_{key}")
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             label.setToolTip(tip)

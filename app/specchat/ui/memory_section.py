@@ -89,6 +89,9 @@ class MemorySection(QWidget):
         self._loaded_cache: str | None = None
         form = QFormLayout(self)
         form.setContentsMargins(12, 0, 0, 0)
+        # A row too wide for a narrow panel puts its field under its label, never past the
+        # window's edge.
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         self.context_box = QComboBox()
         self.context_box.setObjectName("context_size")
         for size in sorted({*CONTEXT_SIZES, n_ctx}):
