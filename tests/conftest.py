@@ -43,7 +43,7 @@ def quiet_machine() -> Iterator[None]:
     quiet moment that may not come. tests/engine/test_busy_measurement.py checks the busy
     check itself, with the real /proc/stat and with a scripted busy spell.
     """
-    from specchat.engine import profiling
+    from specchat.engine.costs import profiling
 
     patch = pytest.MonkeyPatch()
     patch.setattr(profiling, "other_cpu_seconds", lambda: 0.0)

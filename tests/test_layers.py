@@ -14,10 +14,32 @@ PACKAGE = Path(specchat.__file__).parent
 
 
 def _modules(folder: str) -> list[str]:
-    return sorted(
-        f"specchat.{folder}.{p.stem}" if p.stem != "__init__" else f"specchat.{folder}"
-        for p in (PACKAGE / folder).glob("*.py")
-    )
+    """Every module under `folder`, its sub-packages' included."""
+    names = []
+    for path in (PACKAGE / folder).rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names.append(".".join(("specchat", *parts)))
+    return sorted(names)
+
+
+def _imports(path: Path) -> set[str]:
+    """The specchat modules `path` names in its imports (in functions and TYPE_CHECKING too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return {name for name in names if name.startswith("specchat.")}
+
+
+#: engine/'s rooms, each allowed to import only the rooms before it (and engine/types.py,
+#: engine/sampling.py). The modules at engine/'s top level compose them and may import any.
+ENGINE_ROOMS = ("templates", "llamacpp", "costs", "suffix", "drafting", "decoding")
+ENGINE_SHARED = ("specchat.engine.types", "specchat.engine.sampling")
 
 
 def _imported_after(modules: list[str]) -> set[str]:
@@ -53,7 +75,31 @@ def test_ui_sources_do_not_name_them_either() -> None:
             for name in names:
                 root = name.split(".")[0]
                 assert root not in ("llama_cpp", "huggingface_hub"), f"{path.name}: {name}"
-                assert not name.startswith("specchat.engine.llama"), f"{path.name}: {name}"
+                assert not name.startswith("specchat.engine.llamacpp.model"), f"{path.name}: {name}"
+
+
+def test_engine_rooms_import_only_the_rooms_below_them() -> None:
+    for index, room in enumerate(ENGINE_ROOMS):
+        allowed = [f"specchat.engine.{r}" for r in ENGINE_ROOMS[: index + 1]]
+        for path in (PACKAGE / "engine" / room).rglob("*.py"):
+            for name in _imports(path):
+                if not name.startswith("specchat.engine"):
+                    continue
+                ok = name == "specchat.engine" or any(
+                    name == a or name.startswith(a + ".") for a in (*allowed, *ENGINE_SHARED)
+                )
+                assert ok, f"engine/{room}/{path.name} imports {name}"
+
+
+def test_engine_top_level_is_small() -> None:
+    top = [p for p in (PACKAGE / "engine").glob("*.py") if p.stem != "__init__"]
+    assert len(top) <= 15, sorted(p.name for p in top)
+
+
+def test_models_never_import_the_engine() -> None:
+    for path in (PACKAGE / "models").rglob("*.py"):
+        engine = {name for name in _imports(path) if name.startswith("specchat.engine")}
+        assert not engine, f"models/{path.name} imports {sorted(engine)}"
 
 
 def test_engine_and_models_never_import_qt() -> None:

@@ -61,8 +61,8 @@ def test_it_is_in_the_window_mode_list(qtbot: QtBot, repeat: type[Drafter]) -> N
 
 
 def test_greedy_output_is_plain_output(tiny_models: TinyModels, repeat: type[Drafter]) -> None:
-    from specchat.engine.decoder import SpeculativeDecoder
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.decoding.decoder import SpeculativeDecoder
+    from specchat.engine.llamacpp.model import LlamaModel
 
     with (
         LlamaModel(tiny_models.target, n_ctx=512, n_threads=1) as target,

@@ -30,8 +30,8 @@ MAX_TOKENS = 64
 def main(argv: list[str]) -> int:
     from specchat.bench.prompts import load_prompts
     from specchat.bench.trace import record_trace
-    from specchat.engine.chat_template import ChatMessage
     from specchat.engine.session import ChatEngine
+    from specchat.engine.templates.chat_template import ChatMessage
     from specchat.engine.types import Controls, GenerationRequest, SamplingParams
     from specchat.models.download import fetch_pair
 

@@ -25,7 +25,7 @@ class _VersionAction(argparse._VersionAction):
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
         try:
-            from specchat.engine.llama_backend import build_line
+            from specchat.engine.llamacpp.backend import build_line
 
             line = build_line()
         # A broken llama.cpp must not hide the version people are asked for in bug reports.

@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import cycle
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import FALLBACK, mode_names, needs_model
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 QUESTIONS = (

@@ -8,7 +8,7 @@ import pytest
 
 from specchat.bench.first_answer import FirstAnswer, goal_line, measure, plan, summary
 from specchat.bench.prompts import BenchPrompt
-from specchat.engine.cost_store import CostStore
+from specchat.engine.costs.store import CostStore
 from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels
 

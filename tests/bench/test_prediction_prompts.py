@@ -18,8 +18,8 @@ from specchat.bench.prompts import (
 )
 from specchat.bench.records import Variant
 from specchat.bench.runner import BenchConfig, run_one
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.tinymodels import TinyModels
 
 

@@ -16,7 +16,7 @@ from specchat.bench.quality import (
     measure_quality,
     texts,
 )
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinyModels
 

@@ -22,7 +22,7 @@ from specchat.bench.replay import (
     replay,
 )
 from specchat.bench.trace import AnswerTrace
-from specchat.engine.cost_table import CostTable, MachineCosts
+from specchat.engine.costs.table import CostTable, MachineCosts
 
 ROUNDS = Path(__file__).parent / "data" / "default-pair-rounds.jsonl"
 

@@ -13,7 +13,7 @@ from specchat.bench.prompts import BenchPrompt
 from specchat.bench.report import write_report
 from specchat.bench.runner import FLOOR, BenchConfig, plan_runs, run_bench
 from specchat.engine.drafting import mode_names
-from specchat.engine.llama_backend import compute_backends
+from specchat.engine.llamacpp.backend import compute_backends
 from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels
 

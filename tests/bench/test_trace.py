@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from specchat.bench.trace import AnswerTrace, record_trace
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import run

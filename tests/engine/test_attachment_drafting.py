@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.history import ATTACHMENT_KEY, StoredHistory
-from specchat.engine.llama import LlamaModel
-from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.suffix.index import Source, SuffixIndex
 from specchat.engine.types import TokenKind
 from specchat.store.attachments import Attachment
 from specchat.store.conversations import ConversationStore

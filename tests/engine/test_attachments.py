@@ -20,8 +20,8 @@ from specchat.engine.attachments import (
     read_attachment,
     with_attachments,
 )
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import ContextOverflowError, OverflowPolicy, fit_messages
+from specchat.engine.templates.chat_template import ChatMessage
 
 
 def test_utf8_text_is_read_and_says_so(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import (
     ChainDrafter,
     Draft,

@@ -7,9 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from specchat.engine.cost_store import CostStore
-from specchat.engine.llama import LlamaModel
-from specchat.engine.profiling import (
+from specchat.engine.costs.profiling import (
     BUSY_PASSES,
     DRIFT_SLACK_MS,
     PairProfiler,
@@ -17,6 +15,8 @@ from specchat.engine.profiling import (
     load_costs,
     other_cpu_seconds,
 )
+from specchat.engine.costs.store import CostStore
+from specchat.engine.llamacpp.model import LlamaModel
 
 
 class BusySpell:

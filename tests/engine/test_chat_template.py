@@ -15,10 +15,15 @@ from typing import Any
 
 import pytest
 
-from specchat.engine.chat_template import FALLBACK_TEMPLATE, ChatMessage, ChatTemplate, render_chat
-from specchat.engine.template_guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
-from specchat.engine.template_host import TemplateHost
-from specchat.engine.template_sandbox import SandboxTemplate
+from specchat.engine.templates.chat_template import (
+    FALLBACK_TEMPLATE,
+    ChatMessage,
+    ChatTemplate,
+    render_chat,
+)
+from specchat.engine.templates.guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
+from specchat.engine.templates.host import TemplateHost
+from specchat.engine.templates.sandbox import SandboxTemplate
 from specchat.tinymodels import TinySpec, write_tiny_model
 from tests.helpers.chat_templates import (
     BOUNDED,
@@ -342,8 +347,8 @@ def test_no_process_or_file_under_audit_hook(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import json, os, sys
-        from specchat.engine.template_sandbox import ChatMessage, SandboxTemplate
-        from specchat.engine.template_guards import ChatTemplateError
+        from specchat.engine.templates.sandbox import ChatMessage, SandboxTemplate
+        from specchat.engine.templates.guards import ChatTemplateError
         from tests.helpers.chat_templates import ONE_CALL, PAYLOADS
 
         # The sandbox in this process, so that the hook sees all it does (one-call payloads
@@ -427,5 +432,7 @@ def test_output_limit_is_configurable() -> None:
 
 
 def test_chat_template_does_not_import_qt() -> None:
-    code = "import sys, specchat.engine.chat_template; assert 'PySide6' not in sys.modules"
+    code = (
+        "import sys, specchat.engine.templates.chat_template; assert 'PySide6' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from specchat import settings as settings_module
-from specchat.engine.chat_template import ChatMessage, ChatTemplate, render_chat
 from specchat.engine.context import (
     ContextOverflowError,
     OverflowPolicy,
@@ -19,6 +18,7 @@ from specchat.engine.context import (
     plan_context,
     plan_prefix_reuse,
 )
+from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate, render_chat
 from tests.helpers.chat_templates import QWEN25_TEMPLATE
 
 CONVERSATION = [

@@ -18,9 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from specchat.engine import decoder as decoder_module
-from specchat.engine.cost_store import CostStore
-from specchat.engine.cost_table import CostTable, prior_shape
+from specchat.engine.costs.store import CostStore
+from specchat.engine.costs.table import CostTable, prior_shape
+from specchat.engine.decoding import decoder as decoder_module
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 from specchat.tinymodels import TinyModels

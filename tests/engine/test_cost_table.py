@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.engine.cost_store import CostStore
-from specchat.engine.cost_table import (
+from specchat.engine.costs.profiling import PairProfiler, TableMeasurer, load_costs
+from specchat.engine.costs.store import CostStore
+from specchat.engine.costs.table import (
     CATCHUP_ROWS,
     CLIP,
     COARSE_SIZES,
@@ -22,8 +23,7 @@ from specchat.engine.cost_table import (
     CostTableError,
     MachineCosts,
 )
-from specchat.engine.llama import LlamaModel
-from specchat.engine.profiling import PairProfiler, TableMeasurer, load_costs
+from specchat.engine.llamacpp.model import LlamaModel
 
 #: The shipped Q4_K_M target's pass cost on a 2-core CPU, × one token (issue figures).
 Q4_K_M = {1: 1.0, 2: 1.63, 3: 2.06, 4: 2.61, 5: 3.38, 8: 4.56, 12: 5.74, 15: 6.82, 16: 5.16}

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from specchat.engine.ctrl_c import ctrl_c_held
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.ctrl_c import ctrl_c_held
+from specchat.engine.llamacpp.model import LlamaModel
 
 
 @pytest.fixture(autouse=True)

@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.model import DraftModelDrafter
-from specchat.engine.llama import LlamaModel
-from specchat.engine.schedule import AutoPolicy
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult
 from tests.helpers.engine import CHAT_PROMPTS, run
 

@@ -18,7 +18,7 @@ from specchat.engine.drafting import (
     Outcome,
     auto_drafters,
 )
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 
 #: Everything a drafter shows the decoder, the policies, the registry and the bench.

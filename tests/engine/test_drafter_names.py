@@ -11,7 +11,12 @@ import pytest
 from specchat.engine.drafting.registry import drafter_classes
 
 APP = Path(__file__).resolve().parents[2] / "app" / "specchat"
-GENERIC = ("engine/decoder.py", "engine/session.py", "engine/schedule.py", "bench/replay.py")
+GENERIC = (
+    "engine/decoding/decoder.py",
+    "engine/session.py",
+    "engine/decoding/schedule.py",
+    "bench/replay.py",
+)
 
 
 def _patterns(cls: type) -> list[str]:

@@ -66,7 +66,7 @@ def test_the_draft_model_stops_at_a_token_it_is_unsure_of(tiny_models) -> None: 
     import numpy as np
 
     from specchat.engine.drafting import DraftModelDrafter
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.engine.types import SamplingParams
 
     model = LlamaModel(tiny_models.draft_close, n_ctx=256)
@@ -89,7 +89,7 @@ def test_a_catch_up_round_teaches_the_catch_up_not_a_free_drafted_token(tiny_mod
     remainder to it taught auto that drafting costs nothing, and it kept drafting at a loss)."""
     from specchat.engine.drafting import DraftModelDrafter
     from specchat.engine.drafting.base import Outcome
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
 
     model = LlamaModel(tiny_models.draft_close, n_ctx=256)
     try:

@@ -1,5 +1,5 @@
 """A verify pass's rows equal the same positions decoded one at a time, at a conversation's
-length, on a CPU with a Q4_0 model: the keys are stored as Q8_0 (engine/llama.py,
+length, on a CPU with a Q4_0 model: the keys are stored as Q8_0 (engine/llamacpp/model.py,
 EXACT_KEY_TYPE) so llama.cpp's attention for one token takes the path a batch takes."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from specchat.bench.quality import batch_noise
-from specchat.engine.decoder import SpeculativeDecoder
-from specchat.engine.kv_store import KVStore
-from specchat.engine.llama import LlamaModel
+from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.llamacpp.kv_store import KVStore
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
 from tests.helpers.engine import run

@@ -7,10 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from specchat import __version__, paths
-from specchat.engine import ggml_backends
-from specchat.engine.ggml_backends import BUILT_IN, Backends
-from specchat.engine.llama_backend import compute_backends
+from specchat import __version__, ggml_backends, paths
+from specchat.engine.llamacpp.backend import compute_backends
+from specchat.ggml_backends import BUILT_IN, Backends
 
 
 def test_a_build_with_linked_in_kernels_is_named_native() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.history import StoredHistory, Tokenize, template_tokenizer
-from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.suffix.index import Source, SuffixIndex
 from specchat.engine.types import SpecialToken
 from specchat.store.conversations import ConversationStore, StoredMessage
 
@@ -136,8 +136,8 @@ def test_a_conversation_deleted_while_it_loads_never_comes_back(
 def test_the_chat_template_renders_stored_text_like_a_prompt(
     store: ConversationStore, index: SuffixIndex
 ) -> None:
-    from specchat.engine.chat_template import ChatTemplate
-    from specchat.engine.prompt_tokens import PromptTokenizer
+    from specchat.engine.templates.chat_template import ChatTemplate
+    from specchat.engine.templates.prompt_tokens import PromptTokenizer
 
     template = ChatTemplate(
         "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.decoding.kept_sources import (
+    KeptSource,
+    KeptSources,
+    kept_summary,
+    round_source,
+)
 from specchat.engine.drafting import SuffixDrafter
-from specchat.engine.kept_sources import KeptSource, KeptSources, kept_summary, round_source
-from specchat.engine.suffix_index import Source
+from specchat.engine.suffix.index import Source
 from specchat.engine.types import TokenKind
 from tests.helpers.engine import CHAT_PROMPTS, Run, run
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specchat.engine.kv_store import KVStore
-from specchat.engine.prompt_reading import PromptRate, read_prompt
+from specchat.engine.llamacpp.kv_store import KVStore
+from specchat.engine.llamacpp.prompt_reading import PromptRate, read_prompt
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest
 from specchat.tinymodels import TinyModels

@@ -8,7 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.engine.llama import ContextFullError, LlamaModel, LoadCancelled, ModelLoadError
+from specchat.engine.llamacpp.model import (
+    ContextFullError,
+    LlamaModel,
+    LoadCancelled,
+    ModelLoadError,
+)
 from specchat.tinymodels import TinyModels
 from tests.helpers.tiny_recurrent import write_tiny_mamba
 

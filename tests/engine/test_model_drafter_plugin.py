@@ -11,8 +11,9 @@ import pytest
 
 from specchat.bench.replay import replay
 from specchat.bench.trace import record_trace
-from specchat.engine.cost_table import CostTable, MachineCosts
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import (
     Draft,
     Drafter,
@@ -26,8 +27,7 @@ from specchat.engine.drafting import (
     register,
     unregister,
 )
-from specchat.engine.llama import LlamaModel
-from specchat.engine.schedule import AutoPolicy
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from specchat.engine.decoding.schedule import REFERENCE_ROUNDS, AutoPolicy
 from specchat.engine.drafting import PLAIN
-from specchat.engine.schedule import REFERENCE_ROUNDS, AutoPolicy
 from specchat.tinymodels import TinyModels
 from tests.helpers.policy_choices import TABLES, Decision, PinnedCosts, decisions
 

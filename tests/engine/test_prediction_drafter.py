@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.prediction import ANCHOR_FIRST, PredictionDrafter, locate_in
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.engine.test_sampling_law import chi_square

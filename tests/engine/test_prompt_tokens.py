@@ -1,4 +1,4 @@
-"""Tests for engine/prompt_tokens.py: a message's text is tokenized as text, never as markers."""
+"""engine/templates/prompt_tokens.py: a message's text is tokenized as text, never as markers."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
-from specchat.engine.template_guards import ChatTemplateError
+from specchat.engine.templates.chat_template import ChatMessage
+from specchat.engine.templates.guards import ChatTemplateError
 from specchat.tinymodels import GEMMA_SPECIAL_TOKENS, TinyModels, TinySpec, write_tiny_model
 
 CHAT = [

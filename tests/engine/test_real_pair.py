@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import TokenKind
 from tests.helpers.engine import run
 
@@ -82,7 +82,7 @@ COPY_QUESTION = (
 @pytest.mark.slow
 def test_auto_copies_a_long_run_in_passes_longer_than_a_fixed_k(engine: ChatEngine) -> None:
     from specchat.bench.replay import read_costs
-    from specchat.engine.schedule import MAX_K
+    from specchat.engine.decoding.schedule import MAX_K
 
     # Passes priced by the measured 2-core CPU table (a row costs less the longer the pass),
     # so the choice depends on the costs alone, not on what earlier tests' rounds taught.

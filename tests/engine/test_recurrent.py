@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from specchat.engine.decoder import SpeculativeDecoder
-from specchat.engine.llama import LlamaModel
+from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
 from tests.helpers.tiny_recurrent import write_tiny_mamba

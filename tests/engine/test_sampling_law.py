@@ -18,8 +18,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from specchat.engine.decoder import SpeculativeDecoder
-from specchat.engine.llama import LlamaModel
+from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams, TokenKind
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import Run, run

@@ -6,14 +6,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from specchat.engine.cost_table import CLIP, GAIN
+from specchat.engine.costs.table import CLIP, GAIN
+from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import (
     Acceptance,
     DraftModelDrafter,
     Offer,
     PromptLookupDrafter,
 )
-from specchat.engine.schedule import AutoPolicy
 from specchat.engine.types import PolicyChoice
 
 PLAIN = PolicyChoice("plain", 0, "")
@@ -92,7 +92,7 @@ def test_a_drafter_that_loses_even_at_perfect_acceptance_is_never_probed() -> No
 
 
 def test_a_drafter_that_could_pay_is_still_probed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("specchat.engine.schedule.PROBE_BUDGET", 1.0)
+    monkeypatch.setattr("specchat.engine.decoding.schedule.PROBE_BUDGET", 1.0)
     # GPU-like: extra rows are nearly free.
     cheap = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
     policy, drafter = _policy(cheap, draft_token_ms=1.0)
@@ -106,7 +106,7 @@ def test_a_drafter_that_could_pay_is_still_probed(monkeypatch: pytest.MonkeyPatc
 def test_a_kept_probe_that_leaves_plain_ahead_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
     # Costs where the draft pays only near α = 1; the estimate stays far below that. (The
     # budget is lifted so that a probe is made at all after four rounds.)
-    monkeypatch.setattr("specchat.engine.schedule.PROBE_BUDGET", 1.0)
+    monkeypatch.setattr("specchat.engine.decoding.schedule.PROBE_BUDGET", 1.0)
     costs = {1: 10.0, 2: 11.0, 3: 12.0, 4: 13.0, 5: 14.0}
     policy, drafter = _policy(costs, draft_token_ms=4.0)
     drafter.acceptance.first_kept, drafter.acceptance.first_trials = 1.0, 20.0
@@ -203,7 +203,7 @@ def test_a_draft_model_sat_out_a_whole_prompt_comes_back_where_catching_up_is_ch
     the measured batched rate, catching up on a 500-token prompt is worth it; priced at the
     guess for an unmeasured machine (0.3 of a drafted token each), it is not, and a draft
     model that was not readied for an answer would sit the whole answer out."""
-    from specchat.engine.cost_table import CostTable
+    from specchat.engine.costs.table import CostTable
 
     gpu = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
     policy, drafter = _policy(gpu, draft_token_ms=1.5)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import ContextOverflowError
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.session import ChatEngine, IncompatibleDraftError, LoadProgress
-from specchat.engine.template_guards import ChatTemplateError
+from specchat.engine.templates.chat_template import ChatMessage
+from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.types import Controls, StopReason
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
 from tests.helpers.engine import answer

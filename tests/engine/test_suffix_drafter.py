@@ -6,10 +6,10 @@ from collections import Counter
 
 import pytest
 
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import SuffixDrafter, mode_names
-from specchat.engine.llama import LlamaModel
-from specchat.engine.suffix_index import Source
+from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.suffix.index import Source
 from specchat.engine.types import TokenKind
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
@@ -149,7 +149,7 @@ def test_under_auto_a_tree_rides_in_the_rows_a_cheap_pass_leaves_over(
     """A 4-token main path with a 4-token runner-up: at K = 4 the branch does not fit, but
     where a pass of 16 costs less than one of 5 auto pays for 16 rows anyway, and the
     suffix drafter spends them on the branch, which the target follows."""
-    from specchat.engine.cost_table import CostTable, MachineCosts
+    from specchat.engine.costs.table import CostTable, MachineCosts
     from tests.engine.test_batch_shapes import JAGGED
 
     auto = decoder.auto

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specchat.engine import suffix_index
-from specchat.engine.suffix_automaton import SuffixAutomaton
-from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.suffix import index as suffix_index
+from specchat.engine.suffix.automaton import SuffixAutomaton
+from specchat.engine.suffix.index import Source, SuffixIndex
 
 
 def occurs(needle: Sequence[int], docs: Sequence[Sequence[int]]) -> bool:

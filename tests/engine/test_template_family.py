@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.session import ChatEngine
-from specchat.engine.template_family import choose_template
+from specchat.engine.templates.chat_template import ChatMessage
+from specchat.engine.templates.family import choose_template
 from specchat.tinymodels import GEMMA_SPECIAL_TOKENS, TinyModels, TinySpec, write_tiny_model
 
 MESSAGES = [ChatMessage("system", "Be brief."), ChatMessage("user", "hi")]
@@ -108,8 +108,8 @@ def test_families_by_vocabulary_then_architecture(
 
 @pytest.mark.parametrize("key", ["gemma", "llama3", "phi3", "chatml", "mistral"])
 def test_every_family_template_renders_a_conversation(key: str) -> None:
-    from specchat.engine.chat_template import render_chat
-    from specchat.engine.template_family import FAMILIES
+    from specchat.engine.templates.chat_template import render_chat
+    from specchat.engine.templates.family import FAMILIES
 
     family = next(f for f in FAMILIES if f.key == key)
     conversation = [*MESSAGES, ChatMessage("assistant", "hello"), ChatMessage("user", "bye")]

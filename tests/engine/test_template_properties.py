@@ -8,8 +8,8 @@ import tracemalloc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specchat.engine.template_guards import ChatTemplateError, RenderLimits
-from specchat.engine.template_sandbox import SandboxTemplate
+from specchat.engine.templates.guards import ChatTemplateError, RenderLimits
+from specchat.engine.templates.sandbox import SandboxTemplate
 
 #: Small limits, so that a bound checked only after building shows as memory far beyond them.
 LIMITS = RenderLimits(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.tinymodels import TinyModels
 
 PREFIX = [40, 41, 42, 43, 44]

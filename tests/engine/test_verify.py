@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specchat.engine.decoding.verify import verify
 from specchat.engine.sampling import probabilities
 from specchat.engine.types import SamplingParams
-from specchat.engine.verify import verify
 
 GREEDY = SamplingParams(temperature=0.0)
 SAMPLED = SamplingParams(temperature=1.0)

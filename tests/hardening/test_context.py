@@ -11,8 +11,8 @@ from pytestqt.qtbot import QtBot
 
 from specchat import paths
 from specchat import settings as cfg
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore

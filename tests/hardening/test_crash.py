@@ -33,7 +33,7 @@ CHILD = textwrap.dedent(
     import sys
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
-    import specchat.engine.llama
+    import specchat.engine.llamacpp.model
     from specchat import settings as cfg
     from specchat.ui.app import create_application, run_app
     from specchat.ui.main_window import MainWindow
@@ -42,7 +42,7 @@ CHILD = textwrap.dedent(
     LONG_QUESTION = {LONG_QUESTION!r}
     # One decode thread, as the in-process tests use: on a small shared CI machine a second
     # llama.cpp thread spin-waiting against other processes makes even the tiny model crawl.
-    specchat.engine.llama.default_threads = lambda _size: 1
+    specchat.engine.llamacpp.model.default_threads = lambda _size: 1
     app = create_application(sys.argv)
     asked = []
 

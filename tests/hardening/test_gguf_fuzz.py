@@ -31,7 +31,7 @@ DEFAULT_FILES = 500
 _RUNNER = textwrap.dedent(
     """
     import json, sys
-    from specchat.engine.chat_template import ChatMessage
+    from specchat.engine.templates.chat_template import ChatMessage
     from specchat.engine.session import ChatEngine
     from specchat.engine.types import Controls, GenerationRequest
 
@@ -169,7 +169,7 @@ def test_random_multi_bit_flips_never_kill_the_process(
 def test_hyperparameters_that_abort_llama_cpp_are_refused(
     tiny_models: TinyModels, tmp_path: Path, key: str, value: int, reason: str
 ) -> None:
-    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.engine.session import ChatEngine
     from specchat.models.gguf_reader import GGUFError
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from pytestqt.qtbot import QtBot
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting import mode_names
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import SamplingParams, StopReason, TokenEvent
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specchat.engine.prefix_cache import PrefixCache
+from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.engine.session import ChatEngine
 from specchat.serve.engine_thread import EngineThread
 from specchat.serve.guard import ServeOptions

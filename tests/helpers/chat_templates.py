@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specchat.engine.template_guards import ChatTemplateProblem
+from specchat.engine.templates.guards import ChatTemplateProblem
 
 #: Qwen2.5-Instruct's tokenizer.chat_template (with tool support), as shipped in its GGUFs.
 QWEN25_TEMPLATE = """{%- if tools %}

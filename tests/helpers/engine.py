@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specchat.engine.chat_template import ChatMessage
-from specchat.engine.decoder import SpeculativeDecoder
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 
 CHAT_PROMPTS = (

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.bench.prompts import load_prompts
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting import DraftModelDrafter, Offer
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, PolicyChoice, SamplingParams
 
 #: Answer length per prompt: long enough for lookup matches to build up and probes to fire.

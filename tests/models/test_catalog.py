@@ -97,7 +97,12 @@ def _line_of(text: str, needle: str) -> int:
         ("size = 1234", 'size = "big"', 'size = "big"', "'size' must be int, not str"),
         ("size = 1234", "size = true", "size = true", "'size' must be int, not bool"),
         ('sha256 = "{sha}"', 'sha256 = "xyz"', 'sha256 = "xyz"', "'sha256' must be 64 hex"),
-        ('mode = "draft"', 'mode = "turbo"', 'mode = "turbo"', "mode 'turbo' must be one of"),
+        (
+            'mode = "draft"',
+            'mode = "Turbo!"',
+            'mode = "Turbo!"',
+            "mode 'Turbo!' must be a drafting",
+        ),
         ("k = 3", "k = 99", "k = 99", "k must be 0 to 32"),
         ('repo = "me/draft-GGUF"', 'repo = "nodash"', 'repo = "nodash"', "owner/name"),
         ('file = "draft.gguf"', 'file = "../x.gguf"', 'file = "../x.gguf"', "relative .gguf"),
@@ -276,3 +281,11 @@ def test_every_shipped_file_has_a_size_to_show(tmp_path: Path) -> None:
                 assert model.size is None and model.sha256 is None, f"{pair.id} {role}"
     coder = catalog.get("qwen2.5-coder-7b")
     assert coder.target.approx_size == "4.68 GB" and coder.target.size is None
+
+
+def test_every_shipped_pair_names_a_registered_drafting_mode() -> None:
+    # The catalog holds mode names as data; the engine's registry is what knows them.
+    from specchat.engine.drafting import mode_names
+
+    for pair in load_catalog().pairs:
+        assert pair.mode in mode_names(), (pair.id, pair.mode)

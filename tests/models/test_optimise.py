@@ -12,7 +12,7 @@ import llama_cpp
 import numpy as np
 import pytest
 
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.models.gguf_reader import read_metadata, validate
 from specchat.models.optimise import (
     FTYPE_Q4_0,

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from specchat.engine.prefix_cache import PrefixCache
+from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.serve.server import ApiServer
 from specchat.tinymodels import TinyModels
 from tests.helpers.api_server import running_server

@@ -73,8 +73,8 @@ def test_an_earlier_prefix_comes_back_after_another_chat(server: ApiServer) -> N
 
 
 def test_an_earlier_api_chat_joins_the_suffix_index_in_memory(server: ApiServer) -> None:
-    from specchat.engine.chat_template import ChatMessage
     from specchat.engine.history import suffix_index_of
+    from specchat.engine.templates.chat_template import ChatMessage
     from specchat.serve.parsing import conversation_key
 
     index = suffix_index_of(engine_thread(server).engine)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specchat import paths
-from specchat.engine.suffix_index import SuffixIndex
+from specchat.engine.suffix.index import SuffixIndex
 from specchat.store import recovery
 from specchat.store.conversations import SCHEMA_VERSION, ConversationStore
 

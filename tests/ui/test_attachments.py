@@ -17,7 +17,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.attachments import MAX_BYTES
 from specchat.engine.history import ATTACHMENT_KEY
-from specchat.engine.suffix_index import Source
+from specchat.engine.suffix.index import Source
 from specchat.engine.types import TokenKind
 from specchat.settings import Settings
 from specchat.store.attachments import Attachment

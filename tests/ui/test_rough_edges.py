@@ -9,7 +9,7 @@ from typing import Any
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
-from specchat.engine.model_size import format_params, sized_description
+from specchat.engine.llamacpp.model_size import format_params, sized_description
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
 from specchat.ui.regenerate_hint import WARMER
 from tests.ui.conftest import load_tiny

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, QTimer
 from pytestqt.exceptions import TimeoutError
 from pytestqt.qtbot import QtBot
 
-from specchat.engine.chat_template import ChatMessage
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import SamplingParams, StopReason, TokenKind
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import (

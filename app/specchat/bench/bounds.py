@@ -4,7 +4,7 @@ recorded source (prompt lookup, the suffix index, the draft model) and the best 
 from __future__ import annotations
 
 from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace, agreement
-from specchat.engine.cost_table import MachineCosts
+from specchat.engine.costs.table import MachineCosts
 
 #: Longest draft of prompt lookup (a pass of 64) and of the draft model.
 LOOKUP_K = 63
@@ -22,7 +22,7 @@ def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
     from specchat.engine.drafting.matching import locate
     from specchat.engine.drafting.substitutions import Substitutions
     from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
-    from specchat.engine.suffix_index import SuffixIndex
+    from specchat.engine.suffix.index import SuffixIndex
 
     index = SuffixIndex()
     substitutions = Substitutions(locate)

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from specchat.engine.decoding.schedule import MAX_LOOKUP_K
 from specchat.engine.drafting import PromptLookupDrafter
-from specchat.engine.schedule import MAX_LOOKUP_K
 
 
 def lookup_ceiling(

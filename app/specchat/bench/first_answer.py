@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.bench.prompts import BenchPrompt
-from specchat.engine.chat_template import ChatMessage
-from specchat.engine.cost_store import CostStore
+from specchat.engine.costs.store import CostStore
 from specchat.engine.drafting.registry import AUTO, PLAIN
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 #: The modes compared, in the order of even repeats (odd ones run them the other way round,

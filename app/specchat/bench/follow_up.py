@@ -140,7 +140,7 @@ def measure_follow_ups(
     """Each session prompt's turns, in order, through an API server on 127.0.0.1 over the
     engine, with the recent prefixes kept in memory as `specchat serve` keeps them; the
     engine stays open for the caller."""
-    from specchat.engine.prefix_cache import PrefixCache
+    from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.serve.guard import ServeOptions
     from specchat.serve.server import ApiServer
 

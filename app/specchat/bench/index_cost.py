@@ -7,7 +7,7 @@ import time
 import tracemalloc
 from collections.abc import Sequence
 
-from specchat.engine.suffix_index import Source, SuffixIndex
+from specchat.engine.suffix.index import Source, SuffixIndex
 
 #: Stored messages the build is timed over (the goal: under a second for a thousand).
 STORED_MESSAGES = 1000

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.quality import NOISE_CONTEXT, NOISE_SIZES, batch_noise, texts
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import KV_CACHES
 
 

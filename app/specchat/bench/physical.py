@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import llama_cpp
 
 from specchat.bench.quality import batch_noise
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 
 #: Target batch sizes measured (n = K + 1 rows, logits for every row, as verification asks);
 #: up to 64 since `auto` checks a long copy in passes that big.

@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 
 from specchat.bench.prompts import BenchPrompt, load_prompts
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 
 #: Tokens of each bench prompt's text scored (teacher-forced); the shipped ten give ~500.
 TOKENS_PER_PROMPT = 48
 #: Batch sizes whose rows are compared with the same positions decoded one at a time.
 NOISE_SIZES = (2, 4, 8, 16, 32)
 #: Cached tokens before batch noise is measured: past the 512 keys from which llama.cpp's CPU
-#: attention for one token can take another path than a batch's (engine/llama.py,
+#: attention for one token can take another path than a batch's (engine/llamacpp/model.py,
 #: EXACT_KEY_TYPE), so the figure is the one a conversation sees, not a short prompt's.
 NOISE_CONTEXT = 600
 #: general.file_type number -> the name people know (llama.h's llama_ftype).

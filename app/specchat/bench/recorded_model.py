@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specchat.bench.trace import AnswerTrace
-from specchat.engine.cost_table import MachineCosts
+from specchat.engine.costs.table import MachineCosts
 
 
 class RecordedModel:

@@ -15,7 +15,7 @@ import numpy as np
 from specchat.bench.bounds import best_fixed_ms, ceiling_ms, plain_ms
 from specchat.bench.recorded_model import RecordedModel
 from specchat.bench.trace import AnswerTrace, agreement
-from specchat.engine.cost_table import MachineCosts
+from specchat.engine.costs.table import MachineCosts
 from specchat.engine.drafting import MAX_LOOKUP_K, Draft, Outcome
 from specchat.engine.types import SamplingParams
 
@@ -42,7 +42,7 @@ def shipped_costs(name: str) -> Path:
 
 def read_costs(spec: str) -> MachineCosts:
     """A cost file by path, or a shipped one by short name."""
-    from specchat.engine.cost_table import CostTableError
+    from specchat.engine.costs.table import CostTableError
 
     path = shipped_costs(spec) if spec in SHIPPED else Path(spec)
     try:
@@ -158,10 +158,10 @@ def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter
     `fill_tokens` fills them, or by the drafter where its offer says it fills the pass), and
     a tree keeps its branch that goes furthest.
     """
-    from specchat.engine.decoder import draft_rows, fill_tokens
+    from specchat.engine.decoding.decoder import draft_rows, fill_tokens
+    from specchat.engine.decoding.schedule import AutoPolicy
     from specchat.engine.drafting import PLAIN, Answer, LoadedPair, auto_drafters
     from specchat.engine.drafting.registry import build
-    from specchat.engine.schedule import AutoPolicy
     from specchat.engine.types import PolicyChoice
 
     costs = copy.deepcopy(costs)

@@ -16,10 +16,10 @@ from specchat.bench.prompts import BenchPrompt
 from specchat.bench.records import RoundLog, RunRecord, Variant
 from specchat.bench.sessions import Sessions
 from specchat.bench.trace import AnswerTrace, record_trace
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import AUTO, PLAIN, needs_model
-from specchat.engine.llama_backend import compute_backends
+from specchat.engine.llamacpp.backend import compute_backends
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 #: The pseudo-mode of llama.cpp's own decode loop in the run order.

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.records import RunRecord
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.history import suffix_index_of, template_tokenizer, text_tokenizer
 from specchat.engine.session import ChatEngine
-from specchat.engine.suffix_index import Source
+from specchat.engine.suffix.index import Source
+from specchat.engine.templates.chat_template import ChatMessage
 
 #: Key of the stored documents a session's "history" puts in the index.
 _HISTORY_KEY = "bench-history"

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 
 #: Longest proposal recorded per drafter: what `auto` may ask of each.
 LOOKUP_DEPTH = 64

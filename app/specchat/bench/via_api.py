@@ -18,9 +18,9 @@ from typing import Any
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.runner import prime
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.history import suffix_index_of
 from specchat.engine.session import ChatEngine
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 from specchat.serve.engine_thread import EngineThread
 from specchat.serve.server import ApiServer

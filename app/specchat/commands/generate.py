@@ -147,7 +147,7 @@ def index_attachments(engine: ChatEngine, attachments: list[Attachment]) -> None
     """The attachments as documents of this conversation in the suffix index, as the window
     stores them, so drafts can copy from them and say so."""
     from specchat.engine.history import ATTACHMENT_KEY, suffix_index_of, text_tokenizer
-    from specchat.engine.suffix_index import Source
+    from specchat.engine.suffix.index import Source
 
     index = suffix_index_of(engine)
     if index is None or not attachments:
@@ -161,11 +161,11 @@ def index_attachments(engine: ChatEngine, attachments: list[Attachment]) -> None
 
 def run(args: argparse.Namespace) -> int:
     from specchat.engine.attachments import attached_message
-    from specchat.engine.chat_template import ChatMessage
     from specchat.engine.context import ContextOverflowError
-    from specchat.engine.llama import ContextFullError, ModelLoadError
+    from specchat.engine.llamacpp.model import ContextFullError, ModelLoadError
     from specchat.engine.session import ChatEngine
-    from specchat.engine.template_guards import ChatTemplateError
+    from specchat.engine.templates.chat_template import ChatMessage
+    from specchat.engine.templates.guards import ChatTemplateError
 
     check_arguments(args)
     attachments = read_attachments(args.attach)

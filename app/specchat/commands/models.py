@@ -207,8 +207,8 @@ def _path(pair_id: str) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from specchat.engine.cost_store import CostStore, new_table, sizes_text
-    from specchat.engine.profiling import PairProfiler, load_costs
+    from specchat.engine.costs.profiling import PairProfiler, load_costs
+    from specchat.engine.costs.store import CostStore, new_table, sizes_text
 
     target, draft = pair_on_disk(args.pair_id)
     engine = load_engine(target, draft, args)

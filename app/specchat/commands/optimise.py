@@ -43,7 +43,7 @@ def _source(pair_id: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     from specchat.bench.quality import QualityReport, measure_quality
     from specchat.commands.progress import TerminalProgress
-    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.models.optimise import (
         FULL_WEIGHT_FTYPES,
         OptimiseError,

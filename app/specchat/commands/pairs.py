@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from specchat.commands.errors import UserError
 
 if TYPE_CHECKING:
-    from specchat.engine.cost_store import CostStore
+    from specchat.engine.costs.store import CostStore
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import Catalog, ModelPair
 
@@ -49,8 +49,8 @@ def model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
     """The target and draft files a command was given (--target/--draft, else --pair's,
     else the default pair's), each checked before anything loads: a folder, a missing or
     unreadable file, or one that is no GGUF is a one-line UserError."""
-    from specchat.engine.llama import ModelLoadError
-    from specchat.engine.llama_load import check_file
+    from specchat.engine.llamacpp.load import check_file
+    from specchat.engine.llamacpp.model import ModelLoadError
 
     if args.target is not None:
         target, draft = args.target, args.draft
@@ -108,9 +108,9 @@ def load_engine(
     """The pair loaded with the command's --ctx, --threads and --gpu-layers; a file that
     will not load is a UserError (named by `label` where several are loaded). `cost_store`:
     where its cost tables are kept (by default the user's cache)."""
-    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.engine.session import ChatEngine
-    from specchat.engine.template_guards import ChatTemplateError
+    from specchat.engine.templates.guards import ChatTemplateError
     from specchat.engine.types import KV_CACHES
 
     try:

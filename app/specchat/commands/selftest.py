@@ -63,8 +63,8 @@ def _check_catalog() -> str:
 
 
 def _check_backends() -> str:
-    from specchat.engine import ggml_backends
-    from specchat.engine.llama_backend import compute_backends
+    from specchat import ggml_backends
+    from specchat.engine.llamacpp.backend import compute_backends
 
     backends = compute_backends()
     if not backends.cpu:

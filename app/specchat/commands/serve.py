@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     err.write(f"loading {target.name}" + (f" + {draft.name}" if draft else "") + " …\n")
     engine = load_engine(target, draft, args)
     err.write(describe_load(engine))
-    from specchat.engine.prefix_cache import PrefixCache
+    from specchat.engine.llamacpp.prefix_cache import PrefixCache
 
     try:
         server = ApiServer.for_engine(engine, options, prefixes=PrefixCache())

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.engine.llama import ModelLoadError
+    from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.engine.session import ChatEngine
     from specchat.soak import GROWTH_PER_ANSWER_LIMIT, SoakSample, soak
 

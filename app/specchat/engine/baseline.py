@@ -9,8 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.registry import PLAIN
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest
 
 if TYPE_CHECKING:

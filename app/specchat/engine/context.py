@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specchat.engine.attachments import AttachedMessage
-from specchat.engine.chat_template import ChatMessage
+from specchat.engine.templates.chat_template import ChatMessage
 
 # --- prefix reuse across turns -----------------------------------------------------------------
 

@@ -6,10 +6,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from specchat.engine.chat_template import ChatMessage
-from specchat.engine.prompt_tokens import PromptTokenizer
-from specchat.engine.suffix_index import Source, SuffixIndex
-from specchat.engine.template_guards import ChatTemplateError
+from specchat.engine.suffix.index import Source, SuffixIndex
+from specchat.engine.templates.chat_template import ChatMessage
+from specchat.engine.templates.guards import ChatTemplateError
+from specchat.engine.templates.prompt_tokens import PromptTokenizer
 from specchat.store.changes import ChangeKind, StoreChange
 from specchat.store.conversations import ConversationStore, StoredMessage
 

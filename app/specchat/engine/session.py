@@ -7,15 +7,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specchat.engine.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
-from specchat.engine.cost_store import CostStore
-from specchat.engine.decoder import Generation, SpeculativeDecoder
-from specchat.engine.llama import LlamaModel, LoadInfo, ModelLoadError
-from specchat.engine.profiling import PairProfiler, load_costs
-from specchat.engine.prompt_tokens import PromptTokenizer
-from specchat.engine.schedule import AutoPolicy
-from specchat.engine.template_family import TemplateChoice, choose_template
+from specchat.engine.costs.profiling import PairProfiler, load_costs
+from specchat.engine.costs.store import CostStore
+from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
+from specchat.engine.decoding.schedule import AutoPolicy
+from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
+from specchat.engine.templates.family import TemplateChoice, choose_template
+from specchat.engine.templates.prompt_tokens import PromptTokenizer
 from specchat.engine.types import KV_CACHES, GenerationRequest
 
 
@@ -126,7 +126,7 @@ class ChatEngine:
         self.target = target
         self.draft = draft
         # The machine's stored cost tables (empty ones the first time): `auto` prices passes
-        # from them, and the profiler fills them between answers (see engine/profiling.py).
+        # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
         store = cost_store or CostStore()
         self.costs = load_costs(target, draft, store=store)

@@ -156,7 +156,7 @@ def _child(source: str, output: str, ftype: int, threads: int, conn: Connection)
 
     import llama_cpp
 
-    from specchat.engine import ggml_backends
+    from specchat import ggml_backends
 
     # Ctrl-C reaches the whole process group; the parent decides what a cancel does.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -14,7 +14,7 @@ from specchat.serve.jobs import Failed, Job
 from specchat.serve.runner import JobRunner
 
 if TYPE_CHECKING:
-    from specchat.engine.prefix_cache import PrefixCache
+    from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specchat.engine.baseline import PlainBaseline
-from specchat.engine.kept_sources import KeptSource
+from specchat.engine.decoding.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall

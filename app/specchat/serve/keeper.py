@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from specchat.engine.chat_template import ChatMessage
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.serve.parsing import conversation_key
 from specchat.store.conversations import ConversationStore, StoreError
 

@@ -8,8 +8,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.drafting.base import MAX_K
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, SamplingParams
 from specchat.serve.errors import ApiError, invalid
 

@@ -10,18 +10,18 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import BaselineMeter
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
+from specchat.engine.decoding.kept_sources import KeptSources
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.history import suffix_index_of
-from specchat.engine.kept_sources import KeptSources
-from specchat.engine.suffix_index import Source
-from specchat.engine.template_guards import ChatTemplateError
+from specchat.engine.suffix.index import Source
+from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
 from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
 
 if TYPE_CHECKING:
-    from specchat.engine.prefix_cache import PrefixCache
+    from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
     from specchat.serve.keeper import ChatKeeper
 

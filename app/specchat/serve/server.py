@@ -18,7 +18,7 @@ from specchat.serve.executor import Executor
 from specchat.serve.guard import ServeOptions, check_options
 
 if TYPE_CHECKING:
-    from specchat.engine.prefix_cache import PrefixCache
+    from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
 
 

@@ -12,10 +12,10 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat.engine.attachments import Attachment, attached_message
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
+from specchat.engine.decoding.kept_sources import KeptSource, KeptSources
 from specchat.engine.drafting.registry import AUTO
-from specchat.engine.kept_sources import KeptSource, KeptSources
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason
 from specchat.store.conversations import ConversationStore, StoredMessage, StoreError
 from specchat.ui.figures import SpeedFigures

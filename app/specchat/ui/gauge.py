@@ -9,7 +9,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QFont, QPainter, QPainterPath, QPaintEvent, QPen, QPolygonF
 from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from specchat.engine.kept_sources import KeptSource, kept_summary
+from specchat.engine.decoding.kept_sources import KeptSource, kept_summary
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
 from specchat.ui.figures import SpeedFigures

@@ -259,7 +259,7 @@ class ApiService(QObject):
     def start(self, *, host: str = "127.0.0.1", port: int = 8080, api_key: str = "") -> str:
         """Serve the loaded pair; returns the base URL. ValueError or OSError (the address
         is taken) say why it cannot."""
-        from specchat.engine.prefix_cache import PrefixCache
+        from specchat.engine.llamacpp.prefix_cache import PrefixCache
         from specchat.serve.app import ServedModel, served_model
         from specchat.serve.guard import ServeOptions, check_options
         from specchat.serve.runner import JobRunner

@@ -39,10 +39,10 @@ from specchat.workers.generation_payloads import (
 if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
     # so the window opens without it: importing the UI never imports llama_cpp.
-    from specchat.engine.decoder import Generation
+    from specchat.engine.decoding.decoder import Generation
     from specchat.engine.history import StoredHistory
-    from specchat.engine.kv_store import KVStore
-    from specchat.engine.prompt_reading import PromptRate, PromptReading
+    from specchat.engine.llamacpp.kv_store import KVStore
+    from specchat.engine.llamacpp.prompt_reading import PromptRate, PromptReading
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import ModelPair
     from specchat.store.conversations import ConversationStore
@@ -174,7 +174,7 @@ class GenerationWorker(QObject):
     def _on_load_requested(self, request: LoadRequest) -> None:
         """Load the new pair beside the one in use, and only then release the old one: a pair
         that fails to load never costs the user the pair that works (briefly both are held)."""
-        from specchat.engine.llama import LoadCancelled
+        from specchat.engine.llamacpp.model import LoadCancelled
         from specchat.engine.session import ChatEngine, LoadProgress
 
         self._end_generation(StopReason.CANCELLED)
@@ -362,7 +362,7 @@ class GenerationWorker(QObject):
 
     # --- helpers -----------------------------------------------------------------------
     def _resolve(self, request: LoadRequest) -> tuple[Path, Path | None]:
-        from specchat.engine.llama import ModelLoadError
+        from specchat.engine.llamacpp.model import ModelLoadError
 
         if request.target is not None:
             return request.target, request.draft
@@ -389,8 +389,8 @@ class GenerationWorker(QObject):
     ) -> Iterator[RoundResult | PromptReading]:
         """The prompt read in chunks (after restoring the conversation's kept state), then
         the answer's rounds."""
-        from specchat.engine.kv_store import KVStore
-        from specchat.engine.prompt_reading import PromptRate, read_prompt
+        from specchat.engine.llamacpp.kv_store import KVStore
+        from specchat.engine.llamacpp.prompt_reading import PromptRate, read_prompt
         from specchat.workers.kept_state import restore_state
 
         prompt = generation.request.prompt_tokens
@@ -410,7 +410,7 @@ class GenerationWorker(QObject):
     def _on_store_change(self, change: StoreChange) -> None:
         # Called on the thread that changed the store: only files are touched here.
         if change.kind == ChangeKind.DELETED:
-            from specchat.engine.kv_store import forget_conversation
+            from specchat.engine.llamacpp.kv_store import forget_conversation
 
             try:
                 forget_conversation(paths.cache_dir() / KV_DIR, str(change.conversation_id))

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import PlainBaseline
-from specchat.engine.chat_template import ChatMessage
 from specchat.engine.context import OverflowPolicy
+from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import (
     KV_CACHES,
     Controls,
@@ -19,7 +19,7 @@ from specchat.engine.types import (
 )
 
 if TYPE_CHECKING:
-    from specchat.engine.prompt_reading import PromptReading
+    from specchat.engine.llamacpp.prompt_reading import PromptReading
     from specchat.engine.session import EngineInfo
 
 
@@ -204,14 +204,14 @@ class Failure:
 def describe_error(error: BaseException) -> str:
     """A one-paragraph message for people; never a traceback."""
     from specchat.engine.context import ContextOverflowError
-    from specchat.engine.llama import (
+    from specchat.engine.llamacpp.model import (
         ContextFullError,
         DecodeError,
         LoadCancelled,
         ModelLoadError,
     )
     from specchat.engine.session import IncompatibleDraftError
-    from specchat.engine.template_guards import ChatTemplateError
+    from specchat.engine.templates.guards import ChatTemplateError
 
     if isinstance(error, IncompatibleDraftError):
         return f"Incompatible draft model: {error}"

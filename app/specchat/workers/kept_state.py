@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from specchat.engine.kv_store import MIN_TOKENS, KVStore
+from specchat.engine.llamacpp.kv_store import MIN_TOKENS, KVStore
 
 if TYPE_CHECKING:
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.engine.session import ChatEngine
 
 log = logging.getLogger(__name__)

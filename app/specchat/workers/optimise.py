@@ -162,7 +162,7 @@ class OptimiseWorker(QObject):
 
     def _optimise(self, pair_id: str) -> OptimiseEnded:
         from specchat.bench.quality import QualityCancelled, measure_quality
-        from specchat.engine.llama import ModelLoadError
+        from specchat.engine.llamacpp.model import ModelLoadError
         from specchat.models.optimise import (
             FULL_WEIGHT_FTYPES,
             OptimiseCancelled,

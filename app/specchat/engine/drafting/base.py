@@ -15,8 +15,8 @@ from specchat.engine.types import SamplingParams
 if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
-    from specchat.engine.cost_table import MachineCosts
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.costs.table import MachineCosts
+    from specchat.engine.llamacpp.model import LlamaModel
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
 MAX_K = 16

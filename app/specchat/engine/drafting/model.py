@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specchat.engine.cost_table import CostTable, estimate_catchup_ms
+from specchat.engine.costs.table import CostTable, estimate_catchup_ms
 from specchat.engine.drafting.base import (
     HURDLE,
     MAX_K,
@@ -27,7 +27,7 @@ from specchat.engine.sampling import probabilities, sample
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
 
 
 #: The draft model stops a draft at a token it gives less than this probability (after the

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, TypeVar
 from specchat.engine.drafting.base import Drafter, EndTokens, Listing, LoadedPair
 
 if TYPE_CHECKING:
-    from specchat.engine.cost_table import MachineCosts
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.costs.table import MachineCosts
+    from specchat.engine.llamacpp.model import LlamaModel
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
 AUTO = "auto"

@@ -13,7 +13,7 @@ from specchat.engine.drafting.copying import CopyDraft, CopyDrafter, Search
 from specchat.engine.drafting.matching import locate
 from specchat.engine.drafting.registry import register
 from specchat.engine.drafting.substitutions import Substitutions
-from specchat.engine.suffix_index import Continuation, Source, SuffixIndex
+from specchat.engine.suffix.index import Continuation, Source, SuffixIndex
 from specchat.engine.types import SamplingParams
 
 #: Proposals one tree pass checks at temperature 0 (the main path included).

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from specchat.engine.template_guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
-from specchat.engine.template_host import TemplateHost, TemplateSpec, shared_host
-from specchat.engine.template_sandbox import (
+from specchat.engine.templates.guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
+from specchat.engine.templates.host import TemplateHost, TemplateSpec, shared_host
+from specchat.engine.templates.sandbox import (
     FALLBACK_TEMPLATE,
     ChatMessage,
     SandboxTemplate,

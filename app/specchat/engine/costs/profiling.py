@@ -7,8 +7,8 @@ import os
 import time
 from collections.abc import Callable
 
-from specchat.engine.cost_store import CostStore
-from specchat.engine.cost_table import (
+from specchat.engine.costs.store import CostStore
+from specchat.engine.costs.table import (
     CATCHUP_ROWS,
     CONTEXT_TOKENS,
     SLOPE_ROWS,
@@ -17,7 +17,7 @@ from specchat.engine.cost_table import (
     CostTable,
     MachineCosts,
 )
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 
 #: Filler tokens cached per step while deepening the cache for the slope's deep pass: one
 #: step stays a fraction of a second, so an answer never waits long for the measurement.

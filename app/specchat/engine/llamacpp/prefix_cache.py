@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.engine.cost_table import CONTEXT_TOKENS, MAX_ROWS, CostKey, CostTable
+from specchat.engine.costs.table import CONTEXT_TOKENS, MAX_ROWS, CostKey, CostTable
 
 if TYPE_CHECKING:
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
 
 
 def new_table(model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:

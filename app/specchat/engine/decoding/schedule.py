@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from specchat.engine.cost_table import CostTable, MachineCosts
+from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.drafting.base import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
 from specchat.engine.types import PolicyChoice

@@ -10,7 +10,7 @@ from collections import deque
 
 import llama_cpp
 
-from specchat.engine import ggml_backends
+from specchat import ggml_backends
 
 log = logging.getLogger(__name__)
 

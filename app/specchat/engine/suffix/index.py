@@ -8,7 +8,7 @@ from collections.abc import Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from specchat.engine.suffix_automaton import SuffixAutomaton
+from specchat.engine.suffix.automaton import SuffixAutomaton
 
 #: Tokens of the context re-matched against a shard that appears mid-answer: matches longer
 #: than this add nothing a draft could use.

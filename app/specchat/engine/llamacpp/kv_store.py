@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
 
 log = logging.getLogger(__name__)
 

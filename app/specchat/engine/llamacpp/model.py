@@ -14,9 +14,9 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from specchat.engine.ctrl_c import ctrl_c_held
-from specchat.engine.llama_backend import default_threads, ensure_backend
-from specchat.engine.llama_load import (
+from specchat.engine.llamacpp.backend import default_threads, ensure_backend
+from specchat.engine.llamacpp.ctrl_c import ctrl_c_held
+from specchat.engine.llamacpp.load import (
     LoadCancelled,
     LoadInfo,
     ModelLoadError,
@@ -89,7 +89,7 @@ class LlamaModel:
         cancel: threading.Event | None = None,
     ) -> None:
         """Load `path`; `exact_keys=False` keeps a CPU context's keys in F16 (llama.cpp's
-        default) instead of EXACT_KEY_TYPE (engine/llama_load.py)."""
+        default) instead of EXACT_KEY_TYPE (engine/llamacpp/load.py)."""
         ensure_backend()
         self.path = Path(path)
         check_file(self.path)

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from specchat.engine.template_guards import PREFIX, ChatTemplateError, ChatTemplateProblem
-from specchat.engine.template_sandbox import ChatMessage
+from specchat.engine.templates.guards import PREFIX, ChatTemplateError, ChatTemplateProblem
+from specchat.engine.templates.sandbox import ChatMessage
 from specchat.engine.types import SpecialToken
 
 #: What a chat template may add to its messages' own text, in UTF-8 bytes: real templates

@@ -10,10 +10,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from specchat.engine.decoding.schedule import AutoPolicy, FixedPolicy
+from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
 from specchat.engine.drafting.matching import locate
-from specchat.engine.llama import ContextFullError, LlamaModel
-from specchat.engine.schedule import AutoPolicy, FixedPolicy
+from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,
     GenerationRequest,
@@ -25,7 +26,6 @@ from specchat.engine.types import (
     TokenEvent,
     TokenKind,
 )
-from specchat.engine.verify import Verdict, verify
 
 
 class LiveControls:
@@ -256,7 +256,7 @@ class SpeculativeDecoder:
         mode = self.drafters.resolve(controls.mode)
         self.auto.begin_answer()
         # `auto` prices passes from the machine's cost table, measured outside answers (see
-        # engine/profiling.py): nothing is timed here, so the first token comes as in plain.
+        # engine/costs/profiling.py): nothing is timed here, so the first token comes as in plain.
         answer = Answer(
             prompt=prompt,
             sampling=controls.sampling,

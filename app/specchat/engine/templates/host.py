@@ -14,7 +14,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.util import spawnv_passfds
 from typing import Any
 
-from specchat.engine.template_guards import (
+from specchat.engine.templates.guards import (
     PREFIX,
     ChatTemplateError,
     ChatTemplateProblem,
@@ -192,7 +192,7 @@ def _launch(memory_bytes: int) -> tuple[_Child, Any]:
     from_child, to_parent = os.pipe()
     code = (
         "import sys; sys.path[:0] = sys.argv[4:]; "
-        "from specchat.engine.template_host import serve_pipes; "
+        "from specchat.engine.templates.host import serve_pipes; "
         "serve_pipes(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))"
     )
     args = [sys.executable, "-I", "-c", code, str(from_parent), str(to_parent), str(memory_bytes)]
@@ -258,7 +258,7 @@ def serve(conn: Any, memory_bytes: int) -> None:
     """The host process: answer compile and render requests until the pipe closes."""
     import resource
 
-    from specchat.engine.template_sandbox import SandboxTemplate
+    from specchat.engine.templates.sandbox import SandboxTemplate
 
     with contextlib.suppress(ValueError, OSError):
         _soft, hard = resource.getrlimit(resource.RLIMIT_AS)

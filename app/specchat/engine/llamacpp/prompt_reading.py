@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from specchat.engine.llama import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel
 
 #: Tokens evaluated per step: on a CPU about a second's work, so Stop waits at most that.
 PROMPT_CHUNK = 64

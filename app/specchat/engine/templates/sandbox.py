@@ -19,7 +19,7 @@ from jinja2.sandbox import (
 )
 from jinja2.utils import Namespace
 
-from specchat.engine.template_guards import (
+from specchat.engine.templates.guards import (
     DIGITS,
     KINDS,
     PREFIX,

@@ -12,8 +12,8 @@ from typing import Any
 
 import llama_cpp
 
-from specchat.engine.llama_backend import forget_log, gpu_backend_name, last_error_line
-from specchat.engine.model_size import kv_bytes_per_token, sized_description
+from specchat.engine.llamacpp.backend import forget_log, gpu_backend_name, last_error_line
+from specchat.engine.llamacpp.model_size import kv_bytes_per_token, sized_description
 
 log = logging.getLogger(__name__)
 

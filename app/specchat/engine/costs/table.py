@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     # Only for annotations: the policy imports this module, and pricing needs no llama.cpp.
-    from specchat.engine.llama import LlamaModel
+    from specchat.engine.llamacpp.model import LlamaModel
 
 #: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
 MAX_ROWS = 64
