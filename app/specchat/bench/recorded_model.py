@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specchat.bench.recorded_target import VirtualClock
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 
@@ -20,32 +21,43 @@ class RecordedModel:
     After text the answer never wrote (a draft past its first miss) the live choice is not
     known: it proposes a token no answer holds, with full confidence, so such a draft goes on
     and is never kept (the costlier guess). Its time is the cost table's, on a clock of its
-    own that the drafters time themselves by: a decode of one or two tokens costs a drafted
-    token, a longer one (a catch-up) the table's catch-up rate and then one drafted token.
+    own that the drafters time themselves by (a replay's, shared with its target): a decode of
+    one or two tokens costs a drafted token, a longer one (a catch-up) the table's catch-up
+    rate and then one drafted token.
 
     Attributes:
         n_ctx: room for any context a drafter may hand it.
         tokens: what its cache holds.
     """
 
-    def __init__(self, trace: AnswerTrace, costs: MachineCosts) -> None:
+    can_rollback = True
+
+    def __init__(
+        self,
+        trace: AnswerTrace,
+        costs: MachineCosts,
+        *,
+        clock: VirtualClock | None = None,
+        n_vocab: int | None = None,
+    ) -> None:
+        """`n_vocab`: rows of logits, the last one a token no answer holds (by default one
+        past the trace's highest token id)."""
         if trace.draft is None:
             raise ValueError("the trace holds no draft-model record")
         self._text = [*trace.prompt_tokens, *trace.answer]
         self._start = len(trace.prompt_tokens)
         self._choice = [proposal[0] if proposal else -1 for proposal in trace.draft]
         self._confidence = trace.draft_confidence
-        highest = max([*self._text, *self._choice, 0])
-        self._n_vocab = highest + 2
-        self._unseen = highest + 1  # a token no answer holds
+        self._n_vocab = n_vocab or max([*self._text, *self._choice, 0]) + 2
+        self._unseen = self._n_vocab - 1  # a token no answer holds
         self._costs = costs
-        self._ms = 0.0
+        self._clock = clock or VirtualClock()
         self.n_ctx = len(self._text) + 1024
         self.tokens: list[int] = []
 
     def clock(self) -> float:
-        """Seconds on its own clock (what its decodes cost so far)."""
-        return self._ms / 1000.0
+        """Seconds on its clock (what its decodes, and the target's on a shared one, cost)."""
+        return self._clock()
 
     def cached_prefix(self, tokens: Sequence[int]) -> int:
         limit = min(len(self.tokens), len(tokens))
@@ -67,8 +79,8 @@ class RecordedModel:
             raise ValueError("nothing to decode")
         token_ms = self._costs.draft_token_ms or 0.0
         if len(tokens) > 2:
-            self._ms += self._costs.catchup_ms(len(tokens))
-        self._ms += token_ms
+            self._clock.spend(self._costs.catchup_ms(len(tokens)))
+        self._clock.spend(token_ms)
         first = len(self.tokens)
         self.tokens.extend(int(t) for t in tokens)
         if logits == "none":

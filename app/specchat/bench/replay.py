@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-
 from specchat.bench.bounds import best_fixed_ms, ceiling_ms, plain_ms
 from specchat.bench.recorded_model import RecordedModel
-from specchat.bench.trace import AnswerTrace, agreement
+from specchat.bench.recorded_target import RecordedTarget, VirtualClock
+from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
-from specchat.engine.drafting import MAX_LOOKUP_K, Draft, Outcome
-from specchat.engine.types import SamplingParams
+from specchat.engine.drafting import MAX_LOOKUP_K
+from specchat.engine.types import RoundResult
 
 #: Longest draft `auto` may ask for (a pass of MAX_LOOKUP_K rows).
 LONGEST = MAX_LOOKUP_K - 1
@@ -147,101 +145,74 @@ class ReplayResult:
         }
 
 
-def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:
-    """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes).
+def dense(trace: AnswerTrace) -> tuple[AnswerTrace, int]:
+    """`trace` with its token ids numbered 0, 1, … in order of first use, and how many there
+    are: a replayed pass's logits then span the trace's tokens, not the whole vocabulary.
+    Drafters see only ids, so the renumbering changes nothing they do."""
+    ids: dict[int, int] = {}
 
-    The real policy and the real drafters `auto` asks (every registered one the pair serves)
-    run on the recorded text. A drafter that runs the draft model runs it as the trace
-    recorded it (RecordedModel: its choices along the answer, at the cost file's prices),
-    when the trace holds a record and the cost file prices the draft model. Each pass is
-    sized as the decoder sizes it (the cheapest size holding the draft, extra rows filled as
-    `fill_tokens` fills them, or by the drafter where its offer says it fills the pass), and
-    a tree keeps its branch that goes furthest.
+    def renumber(tokens: Sequence[int]) -> tuple[int, ...]:
+        return tuple(ids.setdefault(int(t), len(ids)) for t in tokens)
+
+    prompt, answer = renumber(trace.prompt_tokens), renumber(trace.answer)
+    lookup = tuple(renumber(p) for p in trace.lookup)
+    draft = None if trace.draft is None else tuple(renumber(p) for p in trace.draft)
+    renamed = replace(trace, prompt_tokens=prompt, answer=answer, lookup=lookup, draft=draft)
+    return renamed, len(ids)
+
+
+def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
+    """The decoder's own round loop on `trace` under `costs`, with the auto policy: its rounds.
+
+    The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
+    a drafter that runs the draft model runs it as the trace recorded it (RecordedModel),
+    when the trace holds a record and the cost file prices the draft model. Everything else
+    (the policy, the drafters, how a pass is sized and filled, trees) is what runs live.
     """
-    from specchat.engine.decoding.decoder import draft_rows, fill_tokens
+    from specchat.engine.decoding.decoder import SpeculativeDecoder
     from specchat.engine.decoding.schedule import AutoPolicy
-    from specchat.engine.drafting import PLAIN, Answer, LoadedPair, auto_drafters
-    from specchat.engine.drafting.registry import build
-    from specchat.engine.types import PolicyChoice
+    from specchat.engine.drafting import AUTO
+    from specchat.engine.types import Controls, GenerationRequest
 
+    trace, n_ids = dense(trace)
     costs = copy.deepcopy(costs)
-    policy = AutoPolicy(gpu=costs.target.gpu, costs=costs)
+    clock = VirtualClock()
+    n_vocab = n_ids + 1  # and one token no answer holds
+    target = RecordedTarget(trace, costs, clock, n_vocab=n_vocab)
     model = None
     if trace.draft is not None and costs.draft_token_ms is not None:
-        model = RecordedModel(trace, costs)
-    pair = LoadedPair(
-        draft=model,  # type: ignore[arg-type]  # what the drafters read of a model
-        costs=costs,
-        clock=model.clock if model is not None else time.perf_counter,
+        model = RecordedModel(trace, costs, clock=clock, n_vocab=n_vocab)
+    decoder = SpeculativeDecoder(
+        target,  # type: ignore[arg-type]  # what the round loop reads of a model
+        model,  # type: ignore[arg-type]
+        auto=AutoPolicy(gpu=costs.target.gpu, costs=costs),
+        clock=clock,
     )
-    drafters = auto_drafters(build(pair).values())
-    by_name = {drafter.name: drafter for drafter in drafters}
-    prompt, answer = list(trace.prompt_tokens), list(trace.answer)
-    text = [*prompt, *answer]
-    greedy, rng = SamplingParams(), np.random.default_rng(0)
-    prices = policy.prices()
-    for drafter in drafters:
-        drafter.begin(Answer(prompt=prompt, sampling=greedy))
-        # As the decoder does: a drafter with a model prices reading the prompt in its offer.
-        if drafter.listing.needs_model:
-            offer = drafter.offer(prompt, len(answer), prices)
-            if offer is not None and policy.worth_readying(offer):
-                drafter.ready(prompt)
-    n = len(answer)
-    i, spent = 0, 0.0
+    request = GenerationRequest(
+        prompt_tokens=trace.prompt_tokens,
+        max_tokens=len(trace.answer),
+        controls=Controls(mode=AUTO),
+    )
+    return [r for r in decoder.generate(request) if r.rows]
+
+
+def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:
+    """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes),
+    the rounds and kept tokens by the drafter chosen. A drafter that runs the draft model is
+    charged its recorded model's time; a copying drafter's lookups cost next to nothing."""
+    from specchat.engine.drafting import PLAIN, needs_model
+
+    spent = 0.0
     rounds: Counter = Counter()
-    kept_by: Counter = Counter()
+    kept: Counter = Counter()
     sizes: Counter = Counter()
-    while i < n:
-        context = text[: len(prompt) + i]
-        costs.context = len(context)  # as the decoder does: passes priced at this depth
-        k_cap = min(LONGEST, n - i - 1)
-        offers = []
-        if k_cap > 0:
-            prices = policy.prices()
-            for drafter in drafters:
-                offer = drafter.offer(context, k_cap, prices)
-                if offer is not None:
-                    offers.append(offer)
-            choice = policy.choose(offers, prices)
-        else:
-            choice = PolicyChoice(PLAIN, 0, "plain: last token")
-        k = min(choice.k, k_cap)
-        made = Draft((), None, 0.0, PLAIN)
-        rows, model_ms = 1, 0.0
-        if choice.mode != PLAIN and k > 0:
-            drafter = by_name[choice.mode]
-            if any(o.fills_pass for o in offers if o.source == choice.mode):
-                k = min(costs.pass_size(k + 1), k_cap + 1) - 1
-            made = drafter.propose(context, k, greedy, rng)
-            used = draft_rows(made)
-            rows = min(costs.pass_size(used), k_cap + 1)
-            if drafter.listing.needs_model:
-                # Timed on the recorded model's clock; a copying drafter's lookups cost next
-                # to nothing. What would fill its spare rows live was not recorded: they
-                # count as keeping nothing.
-                model_ms = made.ms
-            elif made.tokens and rows > used:
-                more = fill_tokens(context, made, rows - used)
-                made = replace(made, tokens=(*made.tokens, *more))
-            rows = max(rows, draft_rows(made))
-            # Greedy keeps the path that goes furthest (one path unless a tree was drafted).
-            paths = [made.tokens, *made.branches]
-            made = replace(made, tokens=max(paths, key=lambda p: agreement(p, answer[i:])))
-        drafted = len(made.tokens)
-        kept = agreement(made.tokens, answer[i:])
-        verify_ms = costs.cost_ms(rows)
-        assert verify_ms is not None
-        spent += verify_ms + model_ms
-        rounds[made.source if drafted else PLAIN] += 1
-        kept_by[made.source if drafted else PLAIN] += kept
-        sizes[rows] += 1
-        i += min(kept + 1, n - i)
-        outcome = Outcome(text[: len(prompt) + i], made, kept, trace.margin_before(i))
-        for drafter in drafters:
-            drafter.observe(outcome)
-        policy.observe(choice, batch=rows, verify_ms=verify_ms, drafted=drafted, accepted=kept)
-    return spent, rounds, kept_by, sizes
+    for r in replay_rounds(trace, costs):
+        source = r.choice.mode if r.drafted else PLAIN
+        spent += r.verify_ms + (r.draft_ms if needs_model(r.choice.mode) else 0.0)
+        rounds[source] += 1
+        kept[source] += r.accepted
+        sizes[r.rows] += 1
+    return spent, rounds, kept, sizes
 
 
 def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayResult]:

@@ -104,6 +104,8 @@ class SpeculativeDecoder:
         drafters: the drafters this pair offers (from the registry).
         auto: the auto policy (kept across generations, so what it learnt carries over).
         drafting_refused: why this pair never drafts, or "" (see `rollback_refusal`).
+        clock: seconds; what the round loop and the drafters time themselves by (a replay
+            passes the virtual clock its recorded passes are priced on).
     """
 
     def __init__(
@@ -113,8 +115,10 @@ class SpeculativeDecoder:
         *,
         drafters: Drafters | None = None,
         auto: AutoPolicy | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.target = target
+        self.clock = clock
         self.draft = draft
         self.drafting_refused = rollback_refusal(target, draft)
         self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
@@ -124,6 +128,7 @@ class SpeculativeDecoder:
             target,
             draft if draft is not None and draft.can_rollback else None,
             costs=self.auto.costs,
+            clock=clock,
         )
         self._fixed = FixedPolicy()
 
@@ -143,7 +148,7 @@ class SpeculativeDecoder:
         context = prompt  # grows with every emitted token
         text = _TextStream(target)
         stops = _StopStringFilter(request.stop_strings)
-        decode_start = time.perf_counter()
+        decode_start = self.clock()
         round_index = 0
         while True:
             if cancel is not None and cancel.is_set():
@@ -171,13 +176,13 @@ class SpeculativeDecoder:
             # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
             draft = self._fill(context, made, k_cap) if mode == AUTO else made
 
-            verify_began = time.perf_counter()
+            verify_began = self.clock()
             last = context[-1]
             n_before = target.n_past
             draft, verdict, rows = self._verify(draft, last, sampling, rng)
             j = verdict.n_accepted
             target.truncate(n_before + 1 + j)
-            verify_ms = _ms_since(verify_began)
+            verify_ms = self._ms_since(verify_began)
 
             events, stop = self._events(draft, verdict, round_index, text)
             context = context + [e.token for e in events]
@@ -203,7 +208,7 @@ class SpeculativeDecoder:
                 emitted=len(events),
                 draft_ms=draft.ms,
                 verify_ms=verify_ms,
-                elapsed_s=time.perf_counter() - decode_start,
+                elapsed_s=self.clock() - decode_start,
                 position_kept=j,
             )
             policy.observe(
@@ -245,7 +250,7 @@ class SpeculativeDecoder:
                 f"({target.n_ctx} tokens)"
             )
 
-        began = time.perf_counter()
+        began = self.clock()
         # The target's cache always holds the context minus its last token: each round then
         # evaluates [last, d1..dK] in one pass and reads K + 1 rows of logits.
         cached = target.sync(prompt[:-1])
@@ -276,7 +281,7 @@ class SpeculativeDecoder:
                 offer = drafter.offer(prompt, target.n_ctx - len(prompt), prices)
                 if offer is not None and self.auto.worth_readying(offer):
                     drafter.ready(prompt)
-        return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=_ms_since(began))
+        return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=self._ms_since(began))
 
     def _verify(
         self, draft: Draft, last: int, sampling: SamplingParams, rng: np.random.Generator
@@ -404,11 +409,14 @@ class SpeculativeDecoder:
         n_rows = 1 + len(tree_prefixes(paths))
         return replace(draft, tokens=paths[best], branches=()), verdicts[best], n_rows
 
+    def _ms_since(self, start: float) -> float:
+        return (self.clock() - start) * 1000.0
+
     def _text_of(self, tokens: Sequence[int]) -> str:
         return b"".join(self.target.piece(t) for t in tokens).decode("utf-8", errors="replace")
 
-    @staticmethod
     def _final(
+        self,
         round_index: int,
         stats: Stats,
         decode_start: float,
@@ -419,7 +427,7 @@ class SpeculativeDecoder:
         held, _ = stops.filter([], final=True)
         stats = replace(
             stats,
-            elapsed_s=time.perf_counter() - decode_start,
+            elapsed_s=self.clock() - decode_start,
             emitted=stats.emitted + len(held),
         )
         return RoundResult(
@@ -459,10 +467,6 @@ def _one_hot(token: int, n_vocab: int) -> np.ndarray:
     q = np.zeros(n_vocab, dtype=np.float64)
     q[token] = 1.0
     return q
-
-
-def _ms_since(start: float) -> float:
-    return (time.perf_counter() - start) * 1000.0
 
 
 def _add_round(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -131,10 +132,19 @@ class Drafters:
     """
 
     def __init__(
-        self, target: LlamaModel, draft: LlamaModel | None, *, costs: MachineCosts | None = None
+        self,
+        target: LlamaModel,
+        draft: LlamaModel | None,
+        *,
+        costs: MachineCosts | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.pair = LoadedPair(
-            target=target, draft=draft, costs=costs, ends_answer=EndTokens(target.is_eog)
+            target=target,
+            draft=draft,
+            costs=costs,
+            ends_answer=EndTokens(target.is_eog),
+            clock=clock,
         )
         self._built = build(self.pair)
         self.for_auto = auto_drafters(self._built.values())

@@ -1,0 +1,86 @@
+"""The replay runs the decoder's own round loop: an answer recorded live and replayed under
+the same prices gives the live run's rounds back, choice for choice."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import numpy as np
+
+from specchat.bench.recorded_target import VirtualClock
+from specchat.bench.replay import read_costs, replay_rounds
+from specchat.bench.trace import record_trace
+from specchat.engine.costs.table import MachineCosts
+from specchat.engine.decoding.decoder import SpeculativeDecoder, tree_prefixes
+from specchat.engine.decoding.schedule import AutoPolicy
+from specchat.engine.drafting import AUTO
+from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.types import Controls, GenerationRequest, RoundResult, StopReason
+from specchat.tinymodels import TinyModels
+
+#: A prompt the tiny target's answer copies from: lookup and the suffix index find runs.
+PROMPT = "def area(w, h):\n    return w * h\n\n" * 6 + "def area(w, h):\n"
+
+
+class PricedModel:
+    """A loaded model whose passes take the cost table's time on a virtual clock: the live
+    round loop then sees the prices a replay sees, so what auto learns and chooses can be
+    compared round by round."""
+
+    def __init__(self, model: LlamaModel, costs: MachineCosts, clock: VirtualClock) -> None:
+        self._model = model
+        self._costs = costs
+        self._clock = clock
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._model, name)
+
+    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+        rows = self._model.decode(tokens, logits=logits)
+        if logits != "none":
+            self._spend(len(tokens))
+        return rows
+
+    def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        rows = self._model.decode_tree(paths)
+        self._spend(len(tree_prefixes(paths)))
+        return rows
+
+    def _spend(self, rows: int) -> None:
+        ms = self._costs.cost_ms(rows)
+        assert ms is not None
+        self._clock.spend(ms)
+
+
+def _choices(rounds: Sequence[RoundResult]) -> list[tuple[str, int, int, int, int]]:
+    return [(r.choice.mode, r.choice.k, r.rows, r.drafted, r.accepted) for r in rounds]
+
+
+def test_a_replayed_answer_gives_the_live_rounds_back_choice_for_choice(
+    tiny_models: TinyModels,
+) -> None:
+    costs = read_costs("gpu")  # where drafting pays, auto's choices vary round to round
+    costs.target.seen = dict.fromkeys(costs.target.pass_ms, 1)  # as replay() prices
+    clock = VirtualClock()
+    with LlamaModel(tiny_models.target, n_ctx=2048) as model:
+        priced = copy.deepcopy(costs)
+        decoder = SpeculativeDecoder(
+            PricedModel(model, priced, clock),  # type: ignore[arg-type]
+            None,
+            auto=AutoPolicy(gpu=priced.target.gpu, costs=priced),
+            clock=clock,
+        )
+        prompt = tuple(model.tokenize(PROMPT))
+        request = GenerationRequest(prompt, max_tokens=120, controls=Controls(mode=AUTO))
+        live = [r for r in decoder.generate(request) if r.rows]
+    assert live[-1].stop == StopReason.MAX_TOKENS  # the recorded answer ends where live did
+    answer = [e.token for r in live for e in r.events]
+    margins = [e.margin for r in live for e in r.events]
+    trace = record_trace("copy", prompt, answer, margins=margins)
+
+    replayed = replay_rounds(trace, costs)
+
+    assert sum(r.accepted for r in live) > 10  # auto did draft, and not only one way
+    assert len({r.choice.mode for r in live}) > 1
+    assert _choices(replayed) == _choices(live)
