@@ -114,11 +114,8 @@ def test_generate_attaches_files_to_the_message_and_drafts_from_them(
     real_prepare = ChatEngine.prepare
 
     def prepare(self: ChatEngine, messages: Any, **options: Any) -> Any:
-        from specchat.engine.history import suffix_index_of
-
         asked.append(messages[-1].content)
-        index = suffix_index_of(self)
-        stored.append(index.stored() if index is not None else set())
+        stored.append(self.said.stored())
         return real_prepare(self, messages, **options)
 
     monkeypatch.setattr(ChatEngine, "prepare", prepare)

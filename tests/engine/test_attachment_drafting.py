@@ -12,6 +12,7 @@ import pytest
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.history import ATTACHMENT_KEY, StoredHistory
 from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.said import SaidIndex
 from specchat.engine.suffix.index import Source, SuffixIndex
 from specchat.engine.types import TokenKind
 from specchat.store.attachments import Attachment
@@ -37,7 +38,7 @@ def index() -> Iterator[SuffixIndex]:
 
 
 def start(store: ConversationStore, index: SuffixIndex) -> StoredHistory:
-    history = StoredHistory(store, index, byte_tokens, tokenize_text=tokens)
+    history = StoredHistory(store, SaidIndex(index), byte_tokens, tokenize_text=tokens)
     history.start()
     assert history.wait_idle(timeout=30)
     return history
@@ -140,7 +141,7 @@ def test_greedy_answers_drafted_from_an_attachment_are_plain_ones(
     named as the attachment's, and the output is exactly plain's."""
     prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
     plain = run(decoder, prompt, mode="plain", max_tokens=60)
-    index = decoder.drafters["suffix"].index  # type: ignore[attr-defined]
+    index = decoder.drafters.pair.index
     index.reset_chat()
     index.put("attached", [*prompt[-4:], *plain.tokens], source=Source.ATTACHMENT)
     assert index.wait_idle(timeout=30)
@@ -164,7 +165,7 @@ def test_sampling_from_an_attachment_keeps_the_plain_law(tiny_models: TinyModels
         decoder = SpeculativeDecoder(target)
         prompt = target.tokenize("the cat sat")
         greedy = run(decoder, prompt, mode="plain", max_tokens=12).tokens
-        index = decoder.drafters["suffix"].index  # type: ignore[attr-defined]
+        index = decoder.drafters.pair.index
         index.put("attached", [*prompt, *greedy, *prompt, *greedy], source=Source.ATTACHMENT)
         assert index.wait_idle(timeout=30)
         plain = _answers(decoder, prompt, "plain", SETTINGS["t0.8"])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.history import StoredHistory, Tokenize, template_tokenizer
+from specchat.engine.said import SaidIndex
 from specchat.engine.suffix.index import Source, SuffixIndex
 from specchat.engine.types import SpecialToken
 from specchat.store.conversations import ConversationStore, StoredMessage
@@ -54,7 +55,7 @@ def index() -> Iterator[SuffixIndex]:
 def start(
     store: ConversationStore, index: SuffixIndex, tokenize: Tokenize = byte_tokens
 ) -> StoredHistory:
-    history = StoredHistory(store, index, tokenize)
+    history = StoredHistory(store, SaidIndex(index), tokenize)
     history.start()
     assert history.wait_idle(timeout=30)
     return history

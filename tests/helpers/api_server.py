@@ -14,7 +14,8 @@ from typing import Any
 
 from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.engine.session import ChatEngine
-from specchat.serve.engine_thread import EngineThread
+from specchat.host.engine_host import EngineHost
+from specchat.host.thread import HostThread
 from specchat.serve.guard import ServeOptions
 from specchat.serve.server import Address, ApiServer
 
@@ -89,10 +90,10 @@ def request(
         connection.close()
 
 
-def engine_thread(server: ApiServer) -> EngineThread:
-    """The engine thread of a server made by `running_server`."""
-    assert isinstance(server.executor, EngineThread)
-    return server.executor
+def engine_host(server: ApiServer) -> EngineHost:
+    """The engine host of a server made by `running_server`."""
+    assert isinstance(server.executor, HostThread)
+    return server.executor.host
 
 
 class _Records(logging.Handler):

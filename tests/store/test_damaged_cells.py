@@ -137,6 +137,7 @@ def test_two_damaged_databases_in_one_second_keep_both_copies(
 
 def test_stored_history_reads_past_a_damaged_conversation(tmp_path: Path) -> None:
     from specchat.engine.history import StoredHistory
+    from specchat.engine.said import SaidIndex
 
     path = tmp_path / "conversations.db"
     damaged, ids = chat(path)
@@ -144,7 +145,9 @@ def test_stored_history_reads_past_a_damaged_conversation(tmp_path: Path) -> Non
     write_cell(path, ids[1], "token_kinds", "{not json")
     with ConversationStore(path) as store:
         index = SuffixIndex()
-        history = StoredHistory(store, index, lambda messages: [len(m.content) for m in messages])
+        history = StoredHistory(
+            store, SaidIndex(index), lambda messages: [len(m.content) for m in messages]
+        )
         history.start()
         try:
             assert history.wait_idle(timeout=30)

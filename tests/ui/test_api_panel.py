@@ -16,8 +16,8 @@ from PySide6.QtCore import QTimer
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
+from specchat.host.events import ApiQueue, ApiRound
 from specchat.tinymodels import TinyModels
-from specchat.workers.api_jobs import ApiQueue, ApiRound
 from tests.helpers.api_server import request
 from tests.ui.conftest import load_tiny
 
@@ -48,8 +48,8 @@ def test_the_switch_serves_the_loaded_pair(
 
     rounds: list[ApiRound] = []
     queues: list[ApiQueue] = []
-    window.api.round_ready.connect(rounds.append)
-    window.api.queue_changed.connect(queues.append)
+    window.api.events.round_ready.connect(rounds.append)
+    window.api.events.queue_changed.connect(queues.append)
     answer: list[str] = []
 
     def ask() -> None:
@@ -203,7 +203,7 @@ def test_the_queue_reaches_the_window_while_a_job_holds_the_worker(
     window.settings.set(cfg.API_PORT, 0)
     with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
         window.api_panel.switch.setChecked(True)
-    jobs = window.api.jobs
+    events = window.api.events  # on the worker's thread, as the host it drives
     gate = threading.Event()
     held = threading.Event()
 
@@ -211,11 +211,11 @@ def test_the_queue_reaches_the_window_while_a_job_holds_the_worker(
         held.set()
         gate.wait(10)
 
-    QTimer.singleShot(0, jobs, hold)
+    QTimer.singleShot(0, events, hold)
     assert held.wait(10)
     try:
-        with qtbot.waitSignal(window.api.queue_changed, timeout=3_000) as heard:
-            threading.Thread(target=lambda: jobs.queue_changed.emit(ApiQueue(3, True))).start()
+        with qtbot.waitSignal(window.api.events.queue_changed, timeout=3_000) as heard:
+            threading.Thread(target=lambda: events.queue_changed.emit(ApiQueue(3, True))).start()
         assert heard.args == [ApiQueue(3, True)]
         assert not gate.is_set()  # heard while the worker was still held
     finally:

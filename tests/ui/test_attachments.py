@@ -247,7 +247,7 @@ def test_drafts_copied_from_an_attachment_say_so_until_it_is_deleted(
     window.conversation_list.delete(first)
     history = window.service.worker._history
     assert history is not None and history.wait_idle(timeout=30)
-    index = history.index
+    index = history.said
     assert any(isinstance(k, tuple) and k[0] == ATTACHMENT_KEY for k in index.stored())
 
     def kept_origins() -> dict[str, int]:

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.records import RunRecord
-from specchat.engine.history import suffix_index_of, template_tokenizer, text_tokenizer
+from specchat.engine.history import template_tokenizer, text_tokenizer
 from specchat.engine.session import ChatEngine
-from specchat.engine.suffix.index import Source
 from specchat.engine.templates.chat_template import ChatMessage
 
 #: Key of the stored documents a session's "history" puts in the index.
@@ -87,24 +86,25 @@ class Sessions:
         """Leave drafting remembering exactly this session so far, as a user's chat would:
         its stored history and attachments, and every earlier turn's prompt and plain answer.
         Nothing of another prompt or another run leaks into a run."""
-        index = suffix_index_of(self.engine)
-        if index is None:
-            return
-        index.reset_chat()
-        for key in [k for k in index.stored() if isinstance(k, tuple) and k[0] == _HISTORY_KEY]:
-            index.drop(key)
+        said = self.engine.said
+        # This chat is the suffix drafter's to keep in step: here it is made as the earlier
+        # turns would have left it (below); what was said before comes through the door.
+        chat = said.index
+        chat.reset_chat()
+        for key in [k for k in said.stored() if isinstance(k, tuple) and k[0] == _HISTORY_KEY]:
+            said.drop(key)
         tokenize = template_tokenizer(self.engine.prompt_tokens)
         for number, conversation in enumerate(prompt.history):
             messages = [_Message(m["role"], m["content"]) for m in conversation]
-            index.put((_HISTORY_KEY, number), tokenize(messages), source=Source.HISTORY)
+            said.chat((_HISTORY_KEY, number), tokenize(messages))
         for number, attachment in enumerate(prompt.attachments):
             tokens = text_tokenizer(self.engine)(attachment.text)
-            index.put((_HISTORY_KEY, "attachment", number), tokens, source=Source.ATTACHMENT)
-        index.wait_idle(timeout=60.0)
+            said.attachment((_HISTORY_KEY, "attachment", number), tokens)
+        said.wait_idle(timeout=60.0)
         for j in range(turn):
             earlier = self.prompt(prompt, j, temperature, repeat, records)
-            index.prepare(earlier.tokens)
-            index.extend(self._plain(prompt, j, temperature, repeat, records).tokens)
+            chat.prepare(earlier.tokens)
+            chat.extend(self._plain(prompt, j, temperature, repeat, records).tokens)
 
     @staticmethod
     def _plain(

@@ -18,11 +18,9 @@ from typing import Any
 
 from specchat.bench.prompts import BenchPrompt
 from specchat.bench.runner import prime
-from specchat.engine.history import suffix_index_of
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
-from specchat.serve.engine_thread import EngineThread
 from specchat.serve.server import ApiServer
 from specchat.serve.shaping import evaluated
 
@@ -94,12 +92,8 @@ def _level(engine: ChatEngine, tokens: Sequence[int], server: ApiServer) -> None
     """Start the next answer as the other way's started: the prompt read, the suffix
     index's chat empty, no earlier API chat filed in it (unmeasured)."""
     prime(engine, tokens)
-    index = suffix_index_of(engine)
-    if index is not None:
-        index.forget_chat()
-    executor = server.executor
-    if isinstance(executor, EngineThread):
-        executor.runner.forget_last_chat()
+    engine.said.forget_chat()
+    server.executor.runner.forget_last_chat()
 
 
 def _direct(

@@ -146,17 +146,14 @@ def read_attachments(paths: list[Path]) -> list[Attachment]:
 def index_attachments(engine: ChatEngine, attachments: list[Attachment]) -> None:
     """The attachments as documents of this conversation in the suffix index, as the window
     stores them, so drafts can copy from them and say so."""
-    from specchat.engine.history import ATTACHMENT_KEY, suffix_index_of, text_tokenizer
-    from specchat.engine.suffix.index import Source
+    from specchat.engine.history import ATTACHMENT_KEY, text_tokenizer
 
-    index = suffix_index_of(engine)
-    if index is None or not attachments:
+    if not attachments:
         return
     tokenize = text_tokenizer(engine)
     for position, attachment in enumerate(attachments):
-        tokens = tokenize(attachment.text)
-        index.put((ATTACHMENT_KEY, 0, position), tokens, source=Source.ATTACHMENT)
-    index.wait_idle(timeout=60.0)
+        engine.said.attachment((ATTACHMENT_KEY, 0, position), tokenize(attachment.text))
+    engine.said.wait_idle(timeout=60.0)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.drafting.registry import PLAIN
 from specchat.engine.templates.chat_template import ChatMessage
-from specchat.engine.types import Controls, GenerationRequest
+from specchat.engine.types import Controls, GenerationRequest, RoundResult, TokenKind
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
@@ -62,6 +62,30 @@ class BaselineMeter:
                 rate, f"median of {len(self.recent)} plain rounds during answers", len(self.recent)
             )
         return self.calibrated
+
+
+class PlainRounds:
+    """One answer's plain rounds timed into a meter, the same way for every answer (the
+    window's, the API's): each from the previous round's end, so a plain token is charged
+    the loop overhead a speculative round is and the speed-up is not flattered.
+
+    Attributes:
+        meter: where the times go.
+    """
+
+    def __init__(self, meter: BaselineMeter) -> None:
+        self.meter = meter
+        self._previous = 0.0
+
+    def observe(self, result: RoundResult) -> None:
+        """A round of the answer has just ended."""
+        now = time.perf_counter()
+        plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
+        # The first round's wall time also holds the prompt's evaluation (and auto's one-off
+        # calibration, seconds on a CPU): only later plain rounds measure plain decoding.
+        if plain and result.index > 0 and self._previous:
+            self.meter.observe(now - self._previous)
+        self._previous = now
 
 
 def robust_rate(seconds: list[float]) -> float:

@@ -1,4 +1,4 @@
-"""Earlier conversations from the store, kept in step in a suffix index for drafting."""
+"""Earlier conversations from the store, kept in step in the session's suffix index."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from specchat.engine.suffix.index import Source, SuffixIndex
+from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.templates.prompt_tokens import PromptTokenizer
@@ -48,7 +48,8 @@ def template_tokenizer(prompt: PromptTokenizer) -> Callable[[Sequence[Said]], li
 
 
 class StoredHistory:
-    """Feeds a suffix index the user's earlier conversations, and keeps it in step.
+    """Feeds the session's suffix index the user's earlier conversations, and keeps it in
+    step (through its door, `SaidIndex`).
 
     Everything is read and tokenized on a background thread, so loading never holds up an
     answer. A conversation moved to the bin is dropped from the index before the store's
@@ -59,19 +60,19 @@ class StoredHistory:
 
     Attributes:
         store: the conversation store.
-        index: the suffix index fed.
+        said: the door of the suffix index fed.
     """
 
     def __init__(
         self,
         store: ConversationStore,
-        index: SuffixIndex,
+        said: SaidIndex,
         tokenize: Tokenize,
         *,
         tokenize_text: TokenizeText | None = None,
     ) -> None:
         self.store = store
-        self.index = index
+        self.said = said
         self._tokenize = tokenize
         self._tokenize_text = tokenize_text
         # Attachment keys in the index, by conversation.
@@ -105,17 +106,17 @@ class StoredHistory:
         with self._wake:
             if not self._wake.wait_for(lambda: not self._queue and not self._busy, timeout):
                 return False
-        return self.index.wait_idle(timeout)
+        return self.said.wait_idle(timeout)
 
     def _on_change(self, change: StoreChange) -> None:
         with self._wake:
             key = change.conversation_id
             if change.kind == ChangeKind.DELETED:
                 self._deleted.add(key)
-                self.index.drop(key)
+                self.said.drop(key)
                 self._drop_attachments(key, self._attached.pop(key, set()))
                 # The chat being drafted from may be the deleted one.
-                self.index.forget_chat()
+                self.said.forget_chat()
                 return
             if change.kind == ChangeKind.MESSAGES and self._attached.get(key):
                 self._forget_erased_attachments(key)
@@ -127,7 +128,7 @@ class StoredHistory:
 
     def _drop_attachments(self, key: int, gone: set[AttachmentKey]) -> None:
         for found in gone:
-            self.index.drop(found)
+            self.said.drop(found)
         if gone:
             self._attached[key] = self._attached.get(key, set()) - gone
 
@@ -141,11 +142,11 @@ class StoredHistory:
         gone = {found for found in self._attached[key] if found[1] not in kept}
         if gone:
             self._drop_attachments(key, gone)
-            self.index.forget_chat()
+            self.said.forget_chat()
 
     def _run(self) -> None:
         # The whole history first, built once at the end rather than shard by shard.
-        with self.index.deferred():
+        with self.said.loading():
             self._drain()
         while True:
             with self._wake:
@@ -183,18 +184,17 @@ class StoredHistory:
             known = self._attached.get(key, set())
             # Deleted while it was being read: it must not come back.
             if key in self._deleted or conversation is None or conversation.deleted is not None:
-                self.index.drop(key)
+                self.said.drop(key)
                 self._drop_attachments(key, known)
                 return
             if tokens:
-                self.index.put(key, tokens, source=Source.HISTORY, order=conversation.updated)
+                self.said.chat(key, tokens, order=conversation.updated)
             else:
-                self.index.drop(key)
+                self.said.drop(key)
             self._drop_attachments(key, known - set(files))
             for found, text_tokens in files.items():
                 if text_tokens is not None:
-                    order = conversation.updated
-                    self.index.put(found, text_tokens, source=Source.ATTACHMENT, order=order)
+                    self.said.attachment(found, text_tokens, order=conversation.updated)
             # One erased while this was read is not in `known` any more, nor indexed.
             self._attached[key] = {f for f, t in files.items() if t is not None or f in known}
 
@@ -223,24 +223,14 @@ def text_tokenizer(engine: ChatEngine) -> TokenizeText:
     return tokenize
 
 
-def suffix_index_of(engine: ChatEngine) -> SuffixIndex | None:
-    """The suffix index the engine's drafting reads, if it has one."""
-    for drafter in getattr(engine.decoder, "drafters", ()):
-        index = getattr(drafter, "index", None)
-        if isinstance(index, SuffixIndex):
-            return index
-    return None
-
-
 def attach_history(store: ConversationStore | None, engine: ChatEngine) -> StoredHistory | None:
     """Feed the engine's suffix index the stored conversations (started; close() it when the
-    engine goes), or None when there is no store or no suffix drafting."""
-    index = suffix_index_of(engine)
-    if store is None or index is None:
+    engine goes), or None when there is no store."""
+    if store is None:
         return None
     history = StoredHistory(
         store,
-        index,
+        engine.said,
         template_tokenizer(engine.prompt_tokens),
         tokenize_text=text_tokenizer(engine),
     )

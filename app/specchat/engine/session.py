@@ -13,6 +13,7 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template
 from specchat.engine.templates.prompt_tokens import PromptTokenizer
@@ -105,6 +106,8 @@ class ChatEngine:
         target: the target model.
         draft: the draft model, or None.
         decoder: the speculative decoder over them.
+        said: what was said before this chat (earlier chats, API chats, attached files),
+            for the drafters that copy: the one door into the session's suffix index.
         costs: the machine's cost tables for this pair, which `auto` prices passes with.
         profiler: measures those tables a pass at a time, between answers.
         template: the target's chat template, compiled in the sandbox.
@@ -131,7 +134,9 @@ class ChatEngine:
         store = cost_store or CostStore()
         self.costs = load_costs(target, draft, store=store)
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
-        self.decoder = SpeculativeDecoder(target, draft, auto=auto)
+        # The suffix index is this session's: fed through one door, handed to the drafters.
+        self.said = SaidIndex()
+        self.decoder = SpeculativeDecoder(target, draft, auto=auto, index=self.said.index)
         self.profiler = PairProfiler(self.costs, target, draft, store=store)
         self.template_choice = choose_template(
             target.chat_template(),

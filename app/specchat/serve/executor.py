@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 
 class Executor(Protocol):
-    """Whatever runs jobs on the engine's thread: its own (`EngineThread`, `specchat
-    serve`) or the window's generation worker's (workers/api_jobs.py).
+    """Whatever runs jobs on the engine's thread: an engine host (host/engine_host.py),
+    on a thread of its own (`HostThread`, `specchat serve`) or on the window's generation
+    worker's.
 
     Attributes:
         runner: answers each job.

@@ -8,14 +8,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from specchat.engine.baseline import BaselineMeter
+from specchat.engine.baseline import PlainRounds
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
 from specchat.engine.decoding.kept_sources import KeptSources
 from specchat.engine.drafting.prediction import PredictionDrafter
-from specchat.engine.history import suffix_index_of
-from specchat.engine.suffix.index import Source
 from specchat.engine.templates.guards import ChatTemplateError
-from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
+from specchat.engine.types import GenerationRequest, RoundResult, StopReason
 from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
@@ -29,10 +27,10 @@ log = logging.getLogger(__name__)
 
 
 class JobRunner:
-    """Answers jobs, one at a time, on whichever thread owns the engine.
+    """Answers jobs, one at a time, on whichever thread owns the engine (the engine host's,
+    host/engine_host.py, which pauses and resumes the cost table's measurement around them).
 
     Attributes:
-        baseline: the plain rate speed-ups are measured against.
         prefixes: recent prompts' caches kept in memory, or None.
         on_job: called as a job starts (with None) and as it ends (with its last event).
         on_round: called with each round of a job's answer.
@@ -41,7 +39,6 @@ class JobRunner:
     """
 
     def __init__(self, *, prefixes: PrefixCache | None = None) -> None:
-        self.baseline = BaselineMeter()
         self.prefixes = prefixes
         self.on_job: Callable[[Job, object], None] | None = None
         self.on_round: Callable[[Job, RoundResult], None] | None = None
@@ -50,9 +47,10 @@ class JobRunner:
         # earlier chat when another one starts (memory only, see _file_previous).
         self._said: tuple[str, tuple[int, ...]] | None = None
 
-    def run(self, engine: ChatEngine, job: Job) -> None:
-        """Answer `job` with `engine`; every outcome reaches the job as an event."""
-        self._answer(engine, job)
+    def run(self, engine: ChatEngine, job: Job, plain: PlainRounds) -> None:
+        """Answer `job` with `engine`, its plain rounds timed by `plain`; every outcome
+        reaches the job as an event."""
+        self._answer(engine, job, plain)
 
     def forget_last_chat(self) -> None:
         """The last conversation answered is not filed in the suffix index when another
@@ -65,11 +63,9 @@ class JobRunner:
         said = self._said
         if said is None or said[0] == key:
             return
-        index = suffix_index_of(engine)
-        if index is not None:
-            index.put(("api", said[0]), said[1], source=Source.HISTORY, order=time.time())
+        engine.said.chat(("api", said[0]), said[1], order=time.time())
 
-    def _answer(self, engine: ChatEngine, job: Job) -> None:
+    def _answer(self, engine: ChatEngine, job: Job, plain: PlainRounds) -> None:
         if job.cancel.is_set():
             job.deliver(Failed(client_gone()))
             return
@@ -77,7 +73,7 @@ class JobRunner:
             self.on_job(job, None)
         last: object = None
         try:
-            for event in self._events(engine, job):
+            for event in self._events(engine, job, plain):
                 job.deliver(event)
                 last = event
         except ApiError as error:
@@ -88,11 +84,10 @@ class JobRunner:
             last = Failed(engine_failed(str(error) or type(error).__name__))
             job.deliver(last)
         finally:
-            engine.profiler.save()  # what the answer's rounds taught
             if self.on_job is not None:
                 self.on_job(job, last)
 
-    def _events(self, engine: ChatEngine, job: Job) -> Iterator[JobEvent]:
+    def _events(self, engine: ChatEngine, job: Job, plain: PlainRounds) -> Iterator[JobEvent]:
         call = job.call
         n_ctx = engine.target.n_ctx
         try:
@@ -130,16 +125,9 @@ class JobRunner:
         kept = KeptSources()
         accepted = rejected = 0
         text: list[str] = []
-        previous = 0.0
         result: RoundResult | None = None
-        engine.profiler.pause()
         for result in engine.generate(request, cancel=job.cancel):
-            now = time.perf_counter()
-            plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
-            # As the window measures it: later plain rounds, from the previous round's end.
-            if plain and result.index > 0 and previous:
-                self.baseline.observe(now - previous)
-            previous = now
+            plain.observe(result)
             kept.add(result)
             if result.choice.mode == PredictionDrafter.name:
                 accepted += result.accepted
@@ -163,7 +151,7 @@ class JobRunner:
                 kept=kept.counts(),
                 prediction_accepted=accepted,
                 prediction_rejected=rejected,
-                baseline=self.baseline.current(),
+                baseline=plain.meter.current(),
                 mode=call.controls.mode,
             )
         )

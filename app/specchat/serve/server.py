@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
+from specchat.host.thread import HostThread
 from specchat.serve.app import ServedModel, build_app, served_model
-from specchat.serve.engine_thread import EngineThread
 from specchat.serve.executor import Executor
 from specchat.serve.guard import ServeOptions, check_options
 
@@ -41,7 +41,7 @@ class Address:
 
 
 class ApiServer:
-    """An engine thread and the HTTP server in front of it.
+    """The HTTP server in front of an executor (an engine host).
 
     Attributes:
         options: how it listens and what it allows.
@@ -73,8 +73,9 @@ class ApiServer:
         profile: bool = True,
         prefixes: PrefixCache | None = None,
     ) -> ApiServer:
-        """A server with an engine thread of its own over `engine` (`specchat serve`)."""
-        executor = EngineThread(
+        """A server with an engine host on a thread of its own over `engine` (`specchat
+        serve`)."""
+        executor = HostThread(
             engine,
             capacity=options.capacity,
             calibrate_plain=calibrate_plain,

@@ -17,10 +17,11 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
+from specchat.assembly.api_service import ApiService
+from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted
 from specchat.settings import Settings
 from specchat.ui.chat_view import ChatView
 from specchat.ui.gauge import AcceptanceGauge
-from specchat.workers.api_jobs import ApiEnded, ApiQueue, ApiRound, ApiService, ApiStarted
 
 #: What the address line says while the server is off.
 OFF = "Off: editors cannot reach SpecChat"
@@ -97,10 +98,10 @@ class ApiPanel(QWidget):
         layout.addWidget(self.details, 1)
         self._items: dict[int, QListWidgetItem] = {}
         self.switch.toggled.connect(self._on_switch)
-        api.started.connect(self._on_started)
-        api.round_ready.connect(self._on_round)
-        api.ended.connect(self._on_ended)
-        api.queue_changed.connect(self._on_queue)
+        api.events.started.connect(self._on_started)
+        api.events.round_ready.connect(self._on_round)
+        api.events.ended.connect(self._on_ended)
+        api.events.queue_changed.connect(self._on_queue)
 
     def _details(self) -> QWidget:
         """The queue and the gauge side by side, the requests over their transcript."""

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
+from specchat.assembly.api_service import ApiService
 from specchat.engine.drafting.registry import AUTO
 from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
@@ -44,7 +45,6 @@ from specchat.ui.status_line import StatusLine, answer_status
 from specchat.ui.view_options import ViewOptions
 from specchat.ui.window_menus import WindowMenus
 from specchat.ui.window_state import decode, encode, overflow_policy, save_controls
-from specchat.workers.api_jobs import ApiService
 from specchat.workers.generation import (
     Failure,
     Loaded,
@@ -135,10 +135,10 @@ class MainWindow(QMainWindow):
         self.controls = self.side_panel.controls
         self.stats_panel = self.side_panel.stats_panel
 
-        self.api = ApiService(self.service.worker, keeper=self._api_keeper, parent=self)
+        self.api = ApiService(self.service.worker, keeper=self._api_keeper)
         self.api_panel = ApiPanel(self.api, settings=s)
         # A kept API chat (settings) shows in the list when its answer ends.
-        self.api.ended.connect(lambda _ended: self.conversation_list.refresh())
+        self.api.events.ended.connect(lambda _ended: self.conversation_list.refresh())
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(with_api_section(self.conversation_list, self.api_panel))
         self.splitter.addWidget(self.chat_pane)

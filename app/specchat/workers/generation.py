@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,15 +11,9 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from specchat import paths
-from specchat.engine.baseline import BaselineMeter as _BaselineMeter
 from specchat.engine.baseline import calibrate
-from specchat.engine.types import (
-    Controls,
-    RoundResult,
-    Stats,
-    StopReason,
-    TokenKind,
-)
+from specchat.engine.types import Controls, RoundResult, Stats, StopReason
+from specchat.host.engine_host import EngineHost
 from specchat.store.changes import ChangeKind, StoreChange
 from specchat.workers.generation_payloads import (
     Failure,
@@ -35,10 +28,12 @@ from specchat.workers.generation_payloads import (
     RoundUpdate,
     describe_error,
 )
+from specchat.workers.host_adapter import HostAdapter
 
 if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
     # so the window opens without it: importing the UI never imports llama_cpp.
+    from specchat.engine.baseline import PlainRounds
     from specchat.engine.decoding.decoder import Generation
     from specchat.engine.history import StoredHistory
     from specchat.engine.llamacpp.kv_store import KVStore
@@ -75,10 +70,14 @@ class GenerationWorker(QObject):
     """Loads a pair and generates answers, one round per event-loop turn of its thread.
 
     Each round runs in its own queued `_on_step` call, so stop, control changes and new
-    requests sent through queued signals are seen between rounds, never mid-round.
+    requests sent through queued signals are seen between rounds, never mid-round. The
+    engine host (`host`) runs on the same thread, through `host_adapter`: API jobs and the
+    cost table's measurement take their turns between the window's answers.
 
     Attributes:
         engine: the loaded ChatEngine, or None.
+        host: the engine's host: the API's queue, the measurement, the plain rate.
+        host_adapter: drives the host on this thread and relays its events as signals.
 
     Signals:
         load_progress(LoadProgressUpdate): a load advanced.
@@ -101,8 +100,6 @@ class GenerationWorker(QObject):
     closed = Signal()
     #: Internal: schedules the next round behind whatever the event queue already holds.
     _step = Signal()
-    #: Internal: one timed pass of the cost table's measurement, likewise queued.
-    _measure = Signal()
     #: Internal: one chunk of the draft model's catch-up with a kept conversation, likewise.
     _catch_up = Signal()
 
@@ -121,7 +118,10 @@ class GenerationWorker(QObject):
         if store is not None:
             store.subscribe(self._on_store_change)
         self._history: StoredHistory | None = None
-        self._baseline = _BaselineMeter()
+        self.host = EngineHost()
+        # A child: it moves to this worker's thread with it.
+        self.host_adapter = HostAdapter(self.host, parent=self)
+        self._plain: PlainRounds | None = None  # times the answer in progress
         self._request: GenerateRequest | None = None
         self._rounds: Iterator[RoundResult | PromptReading] | None = None
         # Conversations' KV state on disk, and the prompt rate estimates are made from.
@@ -132,7 +132,6 @@ class GenerationWorker(QObject):
         self._draft_lag: tuple[str, list[int]] | None = None
         self._generation: Generation | None = None  # the answer in progress, steered
         self._text: list[str] = []
-        self._last_round_at = 0.0
         # Both events are set directly from the UI thread too, so a stop or a cancelled
         # load is noticed at the next round (or progress callback) without waiting for the
         # queued signal behind it.
@@ -146,7 +145,6 @@ class GenerationWorker(QObject):
         self._started_loads = 0
         self._cancelled_loads = 0
         self._step.connect(self._on_step, Qt.ConnectionType.QueuedConnection)
-        self._measure.connect(self._on_measure, Qt.ConnectionType.QueuedConnection)
         self._catch_up.connect(self._on_catch_up, Qt.ConnectionType.QueuedConnection)
 
     # --- thread-safe entry points ---------------------------------------------------------
@@ -210,10 +208,10 @@ class GenerationWorker(QObject):
                 progress=progress,
                 cancel=cancel,
             )
-            baseline = _BaselineMeter()
+            calibrated = None
             if request.calibrate:
                 self.load_progress.emit(LoadProgressUpdate(request.load_id, "calibrating", 0.96))
-                baseline.calibrated = calibrate(engine, cancel=self._load_cancel)
+                calibrated = calibrate(engine, cancel=self._load_cancel)
         except Exception as error:
             if engine is not None:
                 engine.close()
@@ -229,15 +227,16 @@ class GenerationWorker(QObject):
             )
             return
         self._release_engine()
-        self.engine, self._baseline = engine, baseline
+        self.engine = engine
+        self.host.attach(engine, calibrated=calibrated)
         from specchat.engine.history import attach_history
 
         self._history = attach_history(self._store, engine)
         self.load_progress.emit(LoadProgressUpdate(request.load_id, "ready", 1.0))
         self.loaded.emit(
-            Loaded(request.load_id, self.engine.info, request.label, self._baseline.current())
+            Loaded(request.load_id, self.engine.info, request.label, self.host.baseline.current())
         )
-        self._measure.emit()
+        self.host.wake()  # measuring the cost table, between answers
 
     @Slot(GenerateRequest)
     def _on_generate_requested(self, request: GenerateRequest) -> None:
@@ -270,8 +269,7 @@ class GenerationWorker(QObject):
             return
         self._request = request
         self._text = []
-        self._last_round_at = 0.0
-        self.engine.profiler.pause()
+        self._plain = self.host.begin_answer()
         self._step.emit()
 
     @Slot()
@@ -286,7 +284,8 @@ class GenerationWorker(QObject):
             return
         except Exception as error:
             log.warning("generation failed", exc_info=True)
-            self._rounds = self._request = self._generation = None
+            self._rounds = self._request = self._generation = self._plain = None
+            self.host.end_answer()
             self.failed.emit(Failure(describe_error(error), request_id=request.request_id))
             return
         if not isinstance(result, RoundResult):
@@ -295,35 +294,15 @@ class GenerationWorker(QObject):
             self.prompt_progress.emit(PromptProgress(request.request_id, result))
             self._step.emit()
             return
-        now = time.perf_counter()
-        plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
-        # The first round's wall time also holds the prompt's evaluation (and auto's one-off
-        # calibration, seconds on a CPU): only later plain rounds measure plain decoding.
-        if plain and result.index > 0 and self._last_round_at:
-            # From the previous round's end, so a plain token is charged the same loop
-            # overhead a speculative round is: the speed-up is not flattered.
-            self._baseline.observe(now - self._last_round_at)
-        self._last_round_at = now
+        if self._plain is not None:
+            self._plain.observe(result)
         self._text.append(result.text)
-        self.round_ready.emit(RoundUpdate(request.request_id, result, self._baseline.current()))
+        baseline = self.host.baseline.current()
+        self.round_ready.emit(RoundUpdate(request.request_id, result, baseline))
         if result.stop is not None:
             self._finish(result.stop, result.stats)
         else:
             self._step.emit()
-
-    @Slot()
-    def _on_measure(self) -> None:
-        # One pass per event-loop turn, only between answers: a request queued meanwhile
-        # runs first, and an answer pauses the measurement until it ends (see _finish).
-        engine = self.engine
-        if engine is None or self._rounds is not None or engine.profiler.done:
-            return
-        try:
-            engine.profiler.step()
-        except Exception:
-            log.info("measuring the cost table failed", exc_info=True)
-            return
-        self._measure.emit()
 
     @Slot()
     def _on_catch_up(self) -> None:
@@ -434,18 +413,17 @@ class GenerationWorker(QObject):
     def _finish(self, stop: StopReason, stats: Stats | None) -> None:
         request = self._request
         assert request is not None
-        self._rounds = self._request = self._generation = None
+        self._rounds = self._request = self._generation = self._plain = None
         self._keep_state(request)
-        if self.engine is not None:
-            self.engine.profiler.save()  # what the answer's rounds taught
-            self._measure.emit()
+        # What the answer's rounds taught is stored; API jobs and the measurement go on.
+        self.host.end_answer()
         self.finished.emit(
             GenerationFinished(
                 request.request_id,
                 stop,
                 stats or Stats(),
                 "".join(self._text),
-                self._baseline.current(),
+                self.host.baseline.current(),
             )
         )
 
@@ -468,4 +446,5 @@ class GenerationWorker(QObject):
             self._history = None
         if self.engine is not None:
             engine, self.engine = self.engine, None
+            self.host.attach(None)
             engine.close()

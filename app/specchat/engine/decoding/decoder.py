@@ -11,10 +11,12 @@ from dataclasses import replace
 import numpy as np
 
 from specchat.engine.decoding.schedule import AutoPolicy, FixedPolicy
+from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
 from specchat.engine.drafting.matching import locate
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
+from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import (
     Controls,
     GenerationRequest,
@@ -116,6 +118,7 @@ class SpeculativeDecoder:
         drafters: Drafters | None = None,
         auto: AutoPolicy | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        index: SuffixIndex | None = None,
     ) -> None:
         self.target = target
         self.clock = clock
@@ -129,6 +132,7 @@ class SpeculativeDecoder:
             draft if draft is not None and draft.can_rollback else None,
             costs=self.auto.costs,
             clock=clock,
+            index=index,
         )
         self._fixed = FixedPolicy()
 
@@ -147,7 +151,7 @@ class SpeculativeDecoder:
         rng = np.random.default_rng(request.controls.sampling.seed)
         context = prompt  # grows with every emitted token
         text = _TextStream(target)
-        stops = _StopStringFilter(request.stop_strings)
+        stops = StopStringFilter(request.stop_strings)
         decode_start = self.clock()
         round_index = 0
         while True:
@@ -421,7 +425,7 @@ class SpeculativeDecoder:
         stats: Stats,
         decode_start: float,
         stop: StopReason,
-        stops: _StopStringFilter,
+        stops: StopStringFilter,
     ) -> RoundResult:
         """A round with no target pass: carries the stop reason and any held-back text."""
         held, _ = stops.filter([], final=True)
@@ -500,72 +504,6 @@ def _add_round(
         position_drafted=tuple(pos_drafted),
         position_accepted=tuple(pos_accepted),
     )
-
-
-class _StopStringFilter:
-    """Ends the answer before a stop string, never showing any part of it.
-
-    Text that could be the start of a stop string is held back until later tokens settle it,
-    since a stop string may span several tokens and rounds.
-    """
-
-    def __init__(self, stop_strings: Sequence[str]) -> None:
-        self.stop_strings = tuple(s for s in stop_strings if s)
-        self.active = bool(self.stop_strings)
-        self._held: list[TokenEvent] = []
-
-    @property
-    def held(self) -> int:
-        return len(self._held)
-
-    def filter(
-        self, events: list[TokenEvent], *, final: bool
-    ) -> tuple[list[TokenEvent], StopReason | None]:
-        """The events safe to show now, and STOP_STRING when a stop string was found."""
-        pending = self._held + events
-        text = "".join(e.text for e in pending)
-        hits = [i for i in (text.find(s) for s in self.stop_strings) if i >= 0]
-        if hits:
-            self._held = []
-            return _cut_events(pending, min(hits)), StopReason.STOP_STRING
-        if final:
-            self._held = []
-            return pending, None
-        keep_from = len(text) - self._longest_partial(text)
-        shown: list[TokenEvent] = []
-        offset = 0
-        for index, event in enumerate(pending):
-            if offset + len(event.text) > keep_from:
-                self._held = pending[index:]
-                return shown, None
-            shown.append(event)
-            offset += len(event.text)
-        self._held = []
-        return shown, None
-
-    def _longest_partial(self, text: str) -> int:
-        """Length of the longest suffix of `text` that begins some stop string."""
-        best = 0
-        for stop in self.stop_strings:
-            for size in range(min(len(stop) - 1, len(text)), best, -1):
-                if text.endswith(stop[:size]):
-                    best = size
-                    break
-        return best
-
-
-def _cut_events(events: list[TokenEvent], cut: int) -> list[TokenEvent]:
-    """The events whose text lies before character offset `cut`, the last one trimmed."""
-    kept: list[TokenEvent] = []
-    offset = 0
-    for event in events:
-        if offset >= cut:
-            break
-        if offset + len(event.text) > cut:
-            event = replace(event, text=event.text[: cut - offset])
-        kept.append(event)
-        offset += len(event.text)
-    return kept
 
 
 def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:

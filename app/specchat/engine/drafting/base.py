@@ -5,11 +5,12 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
@@ -262,6 +263,10 @@ class LoadedPair:
         ends_answer: whether a token ends the answer (the target's end-of-generation
             tokens): no draft goes past one.
         clock: seconds, for a drafter that times itself (a replay runs on a virtual one).
+        index: what was said before this chat (earlier chats, attached files) and this
+            chat itself, for a drafter that copies from it: the session's suffix index,
+            which the session alone feeds (engine/said.py); an empty one of its own where
+            no session feeds it (a decoder built alone, a replay).
     """
 
     target: LlamaModel | None = None
@@ -269,6 +274,7 @@ class LoadedPair:
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
     clock: Callable[[], float] = time.perf_counter
+    index: SuffixIndex = field(default_factory=SuffixIndex)
 
 
 @dataclass(frozen=True, kw_only=True)

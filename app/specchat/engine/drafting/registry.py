@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from specchat.engine.drafting.base import Drafter, EndTokens, Listing, LoadedPair
+from specchat.engine.suffix.index import SuffixIndex
 
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
@@ -127,7 +128,8 @@ class Drafters:
     """The drafters a loaded pair offers, built from the registry in its order.
 
     Attributes:
-        pair: the models they were built on.
+        pair: what they were built on: the models, and the suffix index they copy from
+            (`index`: the session's, else a new one).
         for_auto: the ones `auto` asks each round (see auto_drafters).
     """
 
@@ -138,6 +140,7 @@ class Drafters:
         *,
         costs: MachineCosts | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        index: SuffixIndex | None = None,
     ) -> None:
         self.pair = LoadedPair(
             target=target,
@@ -145,6 +148,7 @@ class Drafters:
             costs=costs,
             ends_answer=EndTokens(target.is_eog),
             clock=clock,
+            index=index if index is not None else SuffixIndex(),
         )
         self._built = build(self.pair)
         self.for_auto = auto_drafters(self._built.values())

@@ -3,12 +3,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.drafting.base import MAX_LOOKUP_K, Answer, Listing, Offer, Outcome, end_cut
+from specchat.engine.drafting.base import (
+    MAX_LOOKUP_K,
+    Answer,
+    Drafter,
+    Listing,
+    LoadedPair,
+    Offer,
+    Outcome,
+    end_cut,
+)
 from specchat.engine.drafting.copying import CopyDraft, CopyDrafter, Search
 from specchat.engine.drafting.matching import locate
 from specchat.engine.drafting.registry import register
@@ -35,7 +44,8 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
     follows), scaled by how often each proposed token followed.
 
     Attributes:
-        index: the suffix index (the stored history feeds it from another thread).
+        index: the suffix index, from its `LoadedPair`: the session's, which the session
+            feeds from other threads (engine/said.py).
         copies: acceptance by match length and by the target's certainty (see
             CopyAcceptance).
     """
@@ -47,8 +57,14 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
 
     def __init__(self, index: SuffixIndex | None = None) -> None:
         super().__init__(locate)
-        self.index = index or SuffixIndex()
+        self.index = index if index is not None else SuffixIndex()
         self._conversation: int | str | None = None
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        drafter = cls(pair.index)
+        drafter._ends_answer = pair.ends_answer
+        return drafter
 
     def begin(self, answer: Answer) -> None:
         """A conversation other than the last answer's: what was said there is an earlier
