@@ -149,16 +149,17 @@ class EngineHost:
             self.baseline.calibrated = calibrate(self.engine, cancel=cancel)
 
     def begin_answer(self) -> PlainRounds:
-        """An answer of the engine thread's own (the window's) starts: no job runs and
-        nothing is measured until `end_answer`. Returns what times its plain rounds."""
+        """An answer's first pass is about to run (the window's, or a job's: the runner
+        calls it then): nothing is measured, and no job taken, until `end_answer`. Returns
+        what times its plain rounds."""
         self._answering = True
         if self.engine is not None:
             self.engine.profiler.pause()
         return PlainRounds(self.baseline)
 
     def end_answer(self) -> None:
-        """That answer ended (any stop, or a failure): what its rounds taught is stored,
-        and waiting jobs and the measurement go on."""
+        """That answer ended (any stop, or a failure; a job's, begun or not): what its
+        rounds taught is stored, and waiting jobs and the measurement go on."""
         self._answering = False
         self._measuring = True
         if self.engine is not None:
@@ -178,26 +179,22 @@ class EngineHost:
                 self._report_queue()
         if job is None:
             return self._measure()
+        engine = self.engine
         try:
-            self._answer(job)
+            if engine is None:
+                error = ApiError(503, "no model pair is loaded", kind="server_error")
+                job.deliver(Failed(error))
+            else:
+                self.runner.run(engine, job, self.begin_answer)
         finally:
+            # Not running from the moment its end is told (the runner's last hook).
             with self._lock:
                 self._current = None
                 self._ids.pop(id(job), None)
                 self._report_queue()
+            if engine is not None:
+                self.end_answer()
         return True
-
-    def _answer(self, job: Job) -> None:
-        engine = self.engine
-        if engine is None:
-            job.deliver(Failed(ApiError(503, "no model pair is loaded", kind="server_error")))
-            return
-        engine.profiler.pause()
-        try:
-            self.runner.run(engine, job, PlainRounds(self.baseline))
-        finally:
-            engine.profiler.save()  # what the answer's rounds taught
-            self._measuring = True
 
     def _measure(self) -> bool:
         """One pass of the cost table's measurement; False when there is none to take."""

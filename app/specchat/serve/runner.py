@@ -47,10 +47,11 @@ class JobRunner:
         # earlier chat when another one starts (memory only, see _file_previous).
         self._said: tuple[str, tuple[int, ...]] | None = None
 
-    def run(self, engine: ChatEngine, job: Job, plain: PlainRounds) -> None:
-        """Answer `job` with `engine`, its plain rounds timed by `plain`; every outcome
-        reaches the job as an event."""
-        self._answer(engine, job, plain)
+    def run(self, engine: ChatEngine, job: Job, begin: Callable[[], PlainRounds]) -> None:
+        """Answer `job` with `engine`; every outcome reaches the job as an event. `begin`
+        is called as the answer's first pass is about to run (the host stops measuring) and
+        returns what times its plain rounds."""
+        self._answer(engine, job, begin)
 
     def forget_last_chat(self) -> None:
         """The last conversation answered is not filed in the suffix index when another
@@ -65,7 +66,7 @@ class JobRunner:
             return
         engine.said.chat(("api", said[0]), said[1], order=time.time())
 
-    def _answer(self, engine: ChatEngine, job: Job, plain: PlainRounds) -> None:
+    def _answer(self, engine: ChatEngine, job: Job, begin: Callable[[], PlainRounds]) -> None:
         if job.cancel.is_set():
             job.deliver(Failed(client_gone()))
             return
@@ -73,7 +74,7 @@ class JobRunner:
             self.on_job(job, None)
         last: object = None
         try:
-            for event in self._events(engine, job, plain):
+            for event in self._events(engine, job, begin):
                 job.deliver(event)
                 last = event
         except ApiError as error:
@@ -87,7 +88,9 @@ class JobRunner:
             if self.on_job is not None:
                 self.on_job(job, last)
 
-    def _events(self, engine: ChatEngine, job: Job, plain: PlainRounds) -> Iterator[JobEvent]:
+    def _events(
+        self, engine: ChatEngine, job: Job, begin: Callable[[], PlainRounds]
+    ) -> Iterator[JobEvent]:
         call = job.call
         n_ctx = engine.target.n_ctx
         try:
@@ -126,6 +129,7 @@ class JobRunner:
         accepted = rejected = 0
         text: list[str] = []
         result: RoundResult | None = None
+        plain = begin()
         for result in engine.generate(request, cancel=job.cancel):
             plain.observe(result)
             kept.add(result)
