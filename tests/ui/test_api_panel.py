@@ -203,7 +203,7 @@ def test_the_queue_reaches_the_window_while_a_job_holds_the_worker(
     window.settings.set(cfg.API_PORT, 0)
     with qtbot.waitSignal(window.api_panel.serving, timeout=10_000):
         window.api_panel.switch.setChecked(True)
-    events = window.api.events  # on the worker's thread, as the host it drives
+    events = window.api.events
     gate = threading.Event()
     held = threading.Event()
 
@@ -211,7 +211,7 @@ def test_the_queue_reaches_the_window_while_a_job_holds_the_worker(
         held.set()
         gate.wait(10)
 
-    QTimer.singleShot(0, events, hold)
+    QTimer.singleShot(0, window.service.worker, hold)
     assert held.wait(10)
     try:
         with qtbot.waitSignal(window.api.events.queue_changed, timeout=3_000) as heard:

@@ -9,11 +9,11 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
+from specchat.engine.baseline import BaselineMeter as _BaselineMeter
 from specchat.engine.types import Stats
 from specchat.tinymodels import TinyModels
 from specchat.ui.figures import MIN_SPEEDUP_TOKENS, SpeedFigures
 from specchat.ui.gauge import StatsPanel
-from specchat.workers.generation import _BaselineMeter
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

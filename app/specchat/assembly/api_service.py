@@ -10,8 +10,8 @@ if TYPE_CHECKING:
     from specchat.host.engine_host import EngineHost
     from specchat.serve.keeper import ChatKeeper
     from specchat.serve.server import ApiServer
-    from specchat.workers.generation import GenerationWorker
-    from specchat.workers.host_adapter import HostAdapter
+    from specchat.workers.generation_service import GenerationService
+    from specchat.workers.host_adapter import HostSignals
 
 #: Where a person sets the window's API key (named when an address needs one).
 KEY_FROM = "an API key in File → Settings… (API, Key)"
@@ -32,13 +32,13 @@ class ApiService:
 
     def __init__(
         self,
-        worker: GenerationWorker,
+        service: GenerationService,
         *,
         keeper: Callable[[], ChatKeeper | None] = lambda: None,
     ) -> None:
-        self._worker = worker
-        self.host: EngineHost = worker.host
-        self.events: HostAdapter = worker.host_adapter
+        self._worker = service.worker
+        self.host: EngineHost = service.worker.host
+        self.events: HostSignals = service.host_events
         self.keeper = keeper
         self.server: ApiServer | None = None
 

@@ -135,7 +135,7 @@ class MainWindow(QMainWindow):
         self.controls = self.side_panel.controls
         self.stats_panel = self.side_panel.stats_panel
 
-        self.api = ApiService(self.service.worker, keeper=self._api_keeper)
+        self.api = ApiService(self.service, keeper=self._api_keeper)
         self.api_panel = ApiPanel(self.api, settings=s)
         # A kept API chat (settings) shows in the list when its answer ends.
         self.api.events.ended.connect(lambda _ended: self.conversation_list.refresh())

@@ -28,7 +28,7 @@ from specchat.workers.generation_payloads import (
     RoundUpdate,
     describe_error,
 )
-from specchat.workers.host_adapter import HostAdapter
+from specchat.workers.host_adapter import HostDriver
 
 if TYPE_CHECKING:
     # The engine proper (and llama_cpp under it) is imported when a model is first loaded,
@@ -71,13 +71,12 @@ class GenerationWorker(QObject):
 
     Each round runs in its own queued `_on_step` call, so stop, control changes and new
     requests sent through queued signals are seen between rounds, never mid-round. The
-    engine host (`host`) runs on the same thread, through `host_adapter`: API jobs and the
-    cost table's measurement take their turns between the window's answers.
+    engine host (`host`) is stepped on the same thread: API jobs and the cost table's
+    measurement take their turns between the window's answers.
 
     Attributes:
         engine: the loaded ChatEngine, or None.
         host: the engine's host: the API's queue, the measurement, the plain rate.
-        host_adapter: drives the host on this thread and relays its events as signals.
 
     Signals:
         load_progress(LoadProgressUpdate): a load advanced.
@@ -119,8 +118,8 @@ class GenerationWorker(QObject):
             store.subscribe(self._on_store_change)
         self._history: StoredHistory | None = None
         self.host = EngineHost()
-        # A child: it moves to this worker's thread with it.
-        self.host_adapter = HostAdapter(self.host, parent=self)
+        # A child: it moves to this worker's thread with it, and steps the host there.
+        self._host_driver = HostDriver(self.host, parent=self)
         self._plain: PlainRounds | None = None  # times the answer in progress
         self._request: GenerateRequest | None = None
         self._rounds: Iterator[RoundResult | PromptReading] | None = None

@@ -19,6 +19,7 @@ from specchat.workers.generation_payloads import (
     PromptProgress,
     RoundUpdate,
 )
+from specchat.workers.host_adapter import HostSignals
 from specchat.workers.lifecycle import WorkerLifecycle
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class GenerationService(QObject):
         worker: the worker (lives on `worker_thread`).
         worker_thread: the worker's thread (not `thread`, which QObject.thread() owns), run by
             the shared `WorkerLifecycle`.
+        host_events: the worker's engine host's events (API jobs, its queue) as signals, on
+            this object's (the UI's) thread.
 
     Signals:
         load_requested(LoadRequest), generate_requested(GenerateRequest),
@@ -63,6 +66,7 @@ class GenerationService(QObject):
     ) -> None:
         super().__init__(parent)
         self.worker = GenerationWorker(n_threads=n_threads, store=store)
+        self.host_events = HostSignals(self.worker.host, parent=self)
         self._lifecycle = WorkerLifecycle("specchat-generation")
         self.worker_thread = self._lifecycle.thread
         self._next_id = 0
