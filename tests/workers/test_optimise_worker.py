@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from specchat import paths
+from specchat.assembly.quality import QualityBench
 from specchat.models.catalog import parse_catalog
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import GenerationWorker
@@ -49,7 +50,7 @@ def tiny_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_models: Tiny
 
 
 def test_not_enough_disk_is_said_and_nothing_is_written(tiny_home: Path) -> None:
-    worker = OptimiseWorker(free_space=lambda _folder: 1000)
+    worker = OptimiseWorker(quality=QualityBench(), free_space=lambda _folder: 1000)
     ended: list[OptimiseEnded] = []
     worker.ended.connect(ended.append)
     worker._on_optimise_requested("tiny")
@@ -59,15 +60,15 @@ def test_not_enough_disk_is_said_and_nothing_is_written(tiny_home: Path) -> None
 
 
 def test_choices_then_the_chosen_target_is_what_loads(tiny_home: Path) -> None:
-    choices = target_choices("tiny")
+    choices = target_choices("tiny", quality=QualityBench())
     assert [o.variant for o in choices.options] == ["target", "cpu"]
     assert choices.options[1].path is None and "price of 2" in choices.options[1].reason
-    worker = OptimiseWorker()
+    worker = OptimiseWorker(quality=QualityBench())
     ended: list[OptimiseEnded] = []
     worker.ended.connect(ended.append)
     worker._on_optimise_requested("tiny")
     assert ended[0].ok and ended[0].path is not None
-    choices = target_choices("tiny")
+    choices = target_choices("tiny", quality=QualityBench())
     assert [o.variant for o in choices.options] == ["target", "cpu", "optimised"]
     assert choices.quality and "next-token agreement" in choices.quality[0]
     # The generation worker resolves the variant the settings name, or falls back.

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
+from specchat.assembly.quality import QualityBench
 from specchat.models.catalog import Catalog, CatalogError, load_catalog
 from specchat.models.compat import damaged_file
 from specchat.models.transfer import FreeSpace, format_bytes
@@ -148,7 +149,11 @@ class ModelPicker(QDialog):
         # "Optimise for this CPU" and the target files live on their own thread, so a
         # conversion never waits behind a download or a survey (and the reverse).
         self.optimiser = OptimiseService(
-            cache_dir=cache_dir, models_dir=models_dir, free_space=free_space, parent=self
+            quality=QualityBench(),
+            cache_dir=cache_dir,
+            models_dir=models_dir,
+            free_space=free_space,
+            parent=self,
         )
         self._build()
         self._wire()

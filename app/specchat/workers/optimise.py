@@ -3,13 +3,47 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat.models.transfer import DownloadProgress, FreeSpace
 from specchat.workers.lifecycle import WorkerLifecycle
+
+
+class QualityNotMeasured(Exception):
+    """The quality measurement did not happen; the message says why.
+
+    Attributes:
+        cancelled: the user cancelled it.
+    """
+
+    def __init__(self, reason: str, *, cancelled: bool = False) -> None:
+        super().__init__(reason)
+        self.cancelled = cancelled
+
+
+class QualityCheck(Protocol):
+    """The quality bench as the worker needs it (assembled in assembly/quality.py)."""
+
+    def stored(self, path: Path) -> str:
+        """The summary of the measurement stored at `path` (OSError, ValueError, KeyError
+        or TypeError when it cannot be read)."""
+
+    def measure(
+        self,
+        source: Path,
+        output: Path,
+        *,
+        requantised: bool,
+        progress: Callable[[int, int], None],
+        cancel: threading.Event,
+    ) -> str:
+        """Measure `output` against `source` and store it beside `output`; its summary.
+        Raises QualityNotMeasured."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +119,13 @@ class OptimiseEnded:
 
 
 def target_choices(
-    pair_id: str, *, cache_dir: Path | None = None, models_dir: Path | None = None
+    pair_id: str,
+    *,
+    quality: QualityCheck,
+    cache_dir: Path | None = None,
+    models_dir: Path | None = None,
 ) -> TargetChoices:
     """A pair's target files and the optimised copy's stored quality (worker thread only)."""
-    from specchat.bench.quality import QualityReport
     from specchat.models.catalog import load_catalog
     from specchat.models.optimise import quality_path
     from specchat.models.targets import TargetVariant, target_files
@@ -98,20 +135,21 @@ def target_choices(
     options = tuple(
         TargetOption(f.variant.value, f.filename, f.quantisation, f.reason, f.path) for f in files
     )
-    quality: tuple[str, ...] = ()
+    summary: tuple[str, ...] = ()
     for f in files:
         if f.variant is TargetVariant.OPTIMISED and f.path is not None:
             stored = quality_path(f.path)
             if stored.is_file():
                 try:
-                    quality = (QualityReport.load(stored).summary(),)
+                    summary = (quality.stored(stored),)
                 except (OSError, ValueError, KeyError, TypeError):
-                    quality = ("The stored quality measurement cannot be read.",)
-    return TargetChoices(pair_id, options, quality)
+                    summary = ("The stored quality measurement cannot be read.",)
+    return TargetChoices(pair_id, options, summary)
 
 
 class OptimiseWorker(QObject):
-    """Surveys target files and converts a pair's target into Q4_0, then measures it.
+    """Surveys target files and converts a pair's target into Q4_0, then measures it (with
+    the quality bench it is given).
 
     Signals:
         surveyed(TargetChoices): a pair's target files.
@@ -128,11 +166,13 @@ class OptimiseWorker(QObject):
     def __init__(
         self,
         *,
+        quality: QualityCheck,
         cache_dir: Path | None = None,
         models_dir: Path | None = None,
         free_space: FreeSpace | None = None,
     ) -> None:
         super().__init__()
+        self._quality = quality
         self._cache_dir = cache_dir
         self._models_dir = models_dir
         self._free_space = free_space
@@ -148,9 +188,7 @@ class OptimiseWorker(QObject):
     @Slot(str)
     def _on_survey_requested(self, pair_id: str) -> None:
         try:
-            choices = target_choices(
-                pair_id, cache_dir=self._cache_dir, models_dir=self._models_dir
-            )
+            choices = self._choices(pair_id)
         except Exception as error:  # a broken catalog must not kill the thread
             choices = TargetChoices(pair_id, (), (f"Cannot list the target files: {error}",))
         self.surveyed.emit(choices)
@@ -160,9 +198,12 @@ class OptimiseWorker(QObject):
         self.ended.emit(self._optimise(pair_id))
         self._on_survey_requested(pair_id)
 
+    def _choices(self, pair_id: str) -> TargetChoices:
+        return target_choices(
+            pair_id, quality=self._quality, cache_dir=self._cache_dir, models_dir=self._models_dir
+        )
+
     def _optimise(self, pair_id: str) -> OptimiseEnded:
-        from specchat.bench.quality import QualityCancelled, measure_quality
-        from specchat.engine.llamacpp.model import ModelLoadError
         from specchat.models.optimise import (
             FULL_WEIGHT_FTYPES,
             OptimiseCancelled,
@@ -173,7 +214,7 @@ class OptimiseWorker(QObject):
         )
         from specchat.models.targets import TargetVariant
 
-        choices = target_choices(pair_id, cache_dir=self._cache_dir, models_dir=self._models_dir)
+        choices = self._choices(pair_id)
         source = next(
             (o.path for o in choices.options if o.variant == TargetVariant.SHIPPED.value), None
         )
@@ -210,27 +251,22 @@ class OptimiseWorker(QObject):
                 )
             )
 
-        try:
-            from specchat.models.gguf_reader import read_metadata
+        from specchat.models.gguf_reader import read_metadata
 
-            ftype = read_metadata(source, keys=("general.file_type",)).get("general.file_type")
-            quality = measure_quality(
+        ftype = read_metadata(source, keys=("general.file_type",)).get("general.file_type")
+        try:
+            summary = self._quality.measure(
                 source,
                 output,
                 requantised=ftype not in FULL_WEIGHT_FTYPES,
                 progress=scored,
                 cancel=self._cancel,
             )
-        except QualityCancelled:
-            return OptimiseEnded(
-                pair_id, True, False, message + " Quality not measured (cancelled).", output
-            )
-        except ModelLoadError as error:
-            return OptimiseEnded(
-                pair_id, True, False, message + f" Quality not measured: {error}", output
-            )
-        quality.save(quality_path(output))
-        return OptimiseEnded(pair_id, True, False, message, output, (quality.summary(),))
+        except QualityNotMeasured as error:
+            why = " (cancelled)." if error.cancelled else f": {error}"
+            said = f"{message} Quality not measured{why}"
+            return OptimiseEnded(pair_id, True, False, said, output)
+        return OptimiseEnded(pair_id, True, False, message, output, (summary,))
 
     @Slot()
     def _on_shutdown_requested(self) -> None:
@@ -260,6 +296,7 @@ class OptimiseService(QObject):
     def __init__(
         self,
         *,
+        quality: QualityCheck,
         cache_dir: Path | None = None,
         models_dir: Path | None = None,
         free_space: FreeSpace | None = None,
@@ -267,7 +304,7 @@ class OptimiseService(QObject):
     ) -> None:
         super().__init__(parent)
         self.worker = OptimiseWorker(
-            cache_dir=cache_dir, models_dir=models_dir, free_space=free_space
+            quality=quality, cache_dir=cache_dir, models_dir=models_dir, free_space=free_space
         )
         self._lifecycle = WorkerLifecycle("specchat-optimise")
         self.worker_thread = self._lifecycle.thread
