@@ -90,8 +90,8 @@ def request(
         connection.close()
 
 
-def engine_host(server: ApiServer) -> EngineHost:
-    """The engine host of a server made by `running_server`."""
+def engine_thread(server: ApiServer) -> EngineHost:
+    """The engine host of a server made by `running_server` (on its own thread)."""
     assert isinstance(server.executor, HostThread)
     return server.executor.host
 

@@ -10,7 +10,7 @@ from specchat.commands.serve import _keeper
 from specchat.serve.keeper import ChatKeeper
 from specchat.serve.server import ApiServer
 from specchat.store.conversations import ConversationStore
-from tests.helpers.api_server import engine_host, request
+from tests.helpers.api_server import engine_thread, request
 
 CHAT = "/v1/chat/completions"
 
@@ -32,7 +32,7 @@ def test_a_kept_chat_is_one_conversation_growing_turn_by_turn(
     server: ApiServer, tmp_path: Path
 ) -> None:
     store = ConversationStore(tmp_path / "chats.sqlite3")
-    runner = engine_host(server).runner
+    runner = engine_thread(server).runner
     runner.keeper = ChatKeeper(store)
     try:
         first = [{"role": "user", "content": "what is a monad?"}]

@@ -6,7 +6,7 @@ from typing import Any
 
 from specchat.serve.server import ApiServer
 from specchat.tinymodels import TinyModels
-from tests.helpers.api_server import engine_host, request, running_server
+from tests.helpers.api_server import engine_thread, request, running_server
 
 CHAT = "/v1/chat/completions"
 SYSTEM_A = "You review code. " + "Here is the file:\n" + "def f(x):\n    return x + 1\n" * 12
@@ -76,7 +76,7 @@ def test_an_earlier_api_chat_joins_the_suffix_index_in_memory(server: ApiServer)
     from specchat.engine.templates.chat_template import ChatMessage
     from specchat.serve.parsing import conversation_key
 
-    engine = engine_host(server).engine
+    engine = engine_thread(server).engine
     assert engine is not None
     index = engine.said
     first = _turns("You count sheep. " * 5, 0)

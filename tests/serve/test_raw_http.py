@@ -17,7 +17,7 @@ from specchat.serve.guard import MAX_BODY_BYTES, ServeOptions, check_options
 from specchat.serve.jobs import Finished, Job
 from specchat.serve.server import ApiServer
 from specchat.tinymodels import TinyModels
-from tests.helpers.api_server import engine_host, request, running_server
+from tests.helpers.api_server import engine_thread, request, running_server
 
 CHAT = "/v1/chat/completions"
 BODY: dict[str, Any] = {
@@ -174,7 +174,7 @@ def test_a_client_that_goes_away_cancels_its_answer_within_a_round(
             ended.append(last)
             done.set()
 
-    engine_host(server).runner.on_job = on_job
+    engine_thread(server).runner.on_job = on_job
     try:
         body = json.dumps({**BODY, "max_tokens": 900, "stream": stream}).encode()
         with socket.create_connection((server.address.host, server.address.port)) as s:
@@ -187,11 +187,11 @@ def test_a_client_that_goes_away_cancels_its_answer_within_a_round(
                 assert s.recv(4096).startswith(b"HTTP/1.1 200")
             else:
                 deadline = time.monotonic() + 30
-                while not engine_host(server).running and time.monotonic() < deadline:
+                while not engine_thread(server).running and time.monotonic() < deadline:
                     time.sleep(0.001)
         assert done.wait(30)
     finally:
-        engine_host(server).runner.on_job = None
+        engine_thread(server).runner.on_job = None
     last = ended[0]
     assert isinstance(last, Finished)
     assert last.summary.stop is StopReason.CANCELLED
@@ -210,7 +210,7 @@ def test_a_full_queue_is_503_with_retry_after(tiny_models: TinyModels) -> None:
     with running_server(tiny_models.target, None, capacity=1) as server:
         assert server.address is not None
         address = server.address
-        engine_host(server).runner.on_job = on_job
+        engine_thread(server).runner.on_job = on_job
         replies: list[Any] = []
         first = threading.Thread(
             target=lambda: replies.append(request(address, "POST", CHAT, BODY))
@@ -222,7 +222,7 @@ def test_a_full_queue_is_503_with_retry_after(tiny_models: TinyModels) -> None:
         )
         second.start()
         deadline = time.monotonic() + 30
-        while engine_host(server).waiting < 1 and time.monotonic() < deadline:
+        while engine_thread(server).waiting < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         refused = request(address, "POST", CHAT, BODY)
         hold.set()
@@ -238,7 +238,7 @@ def test_an_engine_failure_is_500_and_the_server_stays_up(
     server: ApiServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert server.address is not None
-    engine = engine_host(server).engine
+    engine = engine_thread(server).engine
     real = engine.generate
     calls = []
 
