@@ -98,13 +98,13 @@ class Ledger:
         for cause in Cause:
             share = self.share(cause)
             causes[KEYS[cause]] = {
-                "ms": round(self.ms.get(cause, 0.0), 2),
-                "share": None if share is None else round(share, 4),
+                "ms": _rounded(self.ms.get(cause, 0.0), 2),
+                "share": None if share is None else _rounded(share, 4),
             }
         return {
-            "gap_ms": round(self.gap_ms, 2),
+            "gap_ms": _rounded(self.gap_ms, 2),
             "causes": causes,
-            "readying_ms": round(self.readying_ms, 2),
+            "readying_ms": _rounded(self.readying_ms, 2),
         }
 
     @staticmethod
@@ -115,6 +115,10 @@ class Ledger:
             {cause: sum(ledger.ms.get(cause, 0.0) for ledger in ledgers) for cause in Cause},
             sum(ledger.readying_ms for ledger in ledgers),
         )
+
+
+def _rounded(value: float, digits: int) -> float:
+    return round(value, digits) + 0.0  # never -0.0
 
 
 def attribute(
@@ -149,33 +153,41 @@ def attribute(
         j = i + len(r.events)
         model_ms = r.draft_ms - catchup if needs_model(r.choice.mode) else 0.0
         spent += r.verify_ms + (r.draft_ms if needs_model(r.choice.mode) else 0.0)
-        pass_ms = _price(costs, r.rows, depth, exact=True)
-        linear = min(pass_ms, _price(costs, d + 1, depth))
+        # The kept path's own pass as the ceiling prices it (the cheapest holding it); a
+        # tree's pass held more rows: the branches not kept.
+        linear = _price(costs, d + 1, depth)
+        tree = 0.0
+        if r.rows > d + 1:
+            pass_ms = _price(costs, r.rows, depth, exact=True)
+            linear = min(linear, pass_ms)
+            tree = pass_ms - linear
         kept_pass = min(linear, _price(costs, a + 1, depth))
         kept_model = min(model_ms, a * tok)
-        tree = pass_ms - linear
         unkept = (linear - kept_pass) + (model_ms - kept_model)
         # A round drafting only what was kept, then the ceiling's way from j, against the
         # ceiling's best move from i.
         base = kept_pass + kept_model
         rest = base + oracle.value[j] - oracle.value[i]
-        loss[Cause.OTHER] += r.verify_ms - pass_ms
+        # The pass the replay made against the ceiling's price for it (a token deeper in the
+        # text; near the answer's end a pass the decoder may not grow to a cheaper size).
+        loss[Cause.OTHER] += r.verify_ms - linear - tree
         if rest < 0:  # this round beat every move the ceiling's records allow from i
             loss[Cause.OTHER] += rest
             rest = 0.0
+        one_off = catchup
         if d == 0:
             loss[Cause.PLAIN] += tree + unkept + rest
         elif is_probe(r.choice) and a == 0:
             # A probe that kept nothing was made for what it might teach: all of it.
             loss[Cause.PROBE] += catchup + tree + unkept + rest
-            catchup = 0.0
+            one_off = 0.0
         else:
             loss[Cause.TREE] += tree
             loss[Cause.LONG] += unkept
             cause, within = _same_source(oracle, r, i, j, base, rest)
             loss[cause] += within
             loss[Cause.SOURCE] += rest - within
-        loss[Cause.ONE_OFF] += catchup
+        loss[Cause.ONE_OFF] += one_off
         i = j
     assert i == len(trace.answer), "auto's rounds must write the whole answer"
     return Ledger(spent - oracle.ms, loss, readying_ms)
@@ -226,13 +238,13 @@ def ledger_lines(named: Sequence[tuple[str, Ledger]]) -> list[str]:
     lines.append(f"{'gap (auto − ceiling), ms':<{label_width}} {gaps} {whole.gap_ms:8.1f} {'':>6}")
     for cause in Cause:
         cells = " ".join(
-            f"{_percent(ledger.share(cause)):>{w}}"
+            f"{percent(ledger.share(cause)):>{w}}"
             for (_, ledger), w in zip(named, widths, strict=True)
         )
         ms = whole.ms.get(cause, 0.0)
         ms = ms if abs(ms) >= 0.05 else 0.0  # never "-0.0"
         lines.append(
-            f"{LABELS[cause]:<{label_width}} {cells} {ms:8.1f} {_percent(whole.share(cause)):>6}"
+            f"{LABELS[cause]:<{label_width}} {cells} {ms:8.1f} {percent(whole.share(cause)):>6}"
         )
     if whole.readying_ms > 0:
         lines.append(
@@ -242,7 +254,8 @@ def ledger_lines(named: Sequence[tuple[str, Ledger]]) -> list[str]:
     return lines
 
 
-def _percent(share: float | None) -> str:
+def percent(share: float | None) -> str:
+    """A share for people ('–' where there is none)."""
     if share is None:
         return "–"
     return f"{share:.0%}" if abs(share) >= 0.005 else "0%"  # never "-0%"
