@@ -4,7 +4,7 @@ loss ledger, for report.json and report.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from specchat.bench.ledger import KEYS, LABELS, Cause, Ledger, percent
 from specchat.engine.costs.table import CostTable, MachineCosts
@@ -24,7 +24,7 @@ def measured_costs(physical: PhysicalCosts, *, gpu: bool) -> MachineCosts:
     return costs
 
 
-def replay_section(outcome: BenchOutcome) -> dict[str, object] | None:
+def replay_section(outcome: BenchOutcome) -> dict[str, Any] | None:
     """Auto and the ceiling on every recorded T = 0 answer at this run's measured costs,
     with the loss ledger per prompt and over them all (None: no traces, or no costs)."""
     from specchat.bench.replay import replay
