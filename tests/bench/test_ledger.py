@@ -243,6 +243,10 @@ def test_the_bench_report_replays_its_answers_at_the_costs_it_measured(
     section = replay_section(outcome)
     assert section is not None
     assert [p["prompt"] for p in section["prompts"]] == [t.prompt for t in traces[:2]]
+    # Every size is priced from the start (between measured ones, on the line joining
+    # them): no round reprices the table mid-answer, so the choices explain the gap.
+    whole = section["ledger"]
+    assert abs(whole["causes"]["other"]["ms"]) <= 0.1 * whole["gap_ms"]
     markdown = "\n".join(render_replay(section))
     assert "loss ledger" in markdown and LABELS[Cause.SHORT] in markdown
     assert (

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from specchat.bench.ledger import KEYS, LABELS, Cause, Ledger, percent
 from specchat.engine.costs.table import CostTable, MachineCosts
 
@@ -15,12 +17,19 @@ if TYPE_CHECKING:
 
 
 def measured_costs(physical: PhysicalCosts, *, gpu: bool) -> MachineCosts:
-    """This run's measured passes (and draft token) as a cost table: sizes between the
-    measured ones are priced from the nearest measured size by the machine's prior shape,
-    as a partly measured table is; catch-up at the draft model's estimated batched rate."""
-    target = CostTable(gpu=gpu, context_tokens=physical.context_tokens)
+    """This run's measured passes (and draft token) as a whole cost table: a size between
+    two measured ones priced on the straight line between them (as the lookup ceiling
+    prices it, bench/ceiling.py), so that no round of the replay teaches the table a size
+    it lacked (which would reprice its neighbours mid-answer); catch-up at the draft
+    model's estimated batched rate."""
+    measured = sorted(physical.batch_ms)
+    top = measured[-1]
+    line = np.interp(range(1, top + 1), measured, [physical.batch_ms[n] for n in measured])
+    target = CostTable(
+        sizes=tuple(range(1, top + 1)), gpu=gpu, context_tokens=physical.context_tokens
+    )
     costs = MachineCosts(target, name="measured in this run")
-    costs.seed(physical.batch_ms, physical.draft_token_ms)
+    costs.seed({n: float(ms) for n, ms in enumerate(line, 1)}, physical.draft_token_ms)
     return costs
 
 
