@@ -168,6 +168,7 @@ class BenchBar:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from specchat.bench.ledger import Ledger
     from specchat.bench.replay import ReplayError, read_costs, read_traces, replay, summary_lines
 
     if not args.costs:
@@ -181,7 +182,11 @@ def _replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         try:
             args.out.mkdir(parents=True, exist_ok=True)
-            report = {"costs": costs.to_json(), "prompts": [r.to_json() for r in results]}
+            report = {
+                "costs": costs.to_json(),
+                "prompts": [r.to_json() for r in results],
+                "ledger": Ledger.total([r.ledger for r in results]).to_json(),
+            }
             (args.out / "replay.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
         except OSError as error:
             raise UserError(f"cannot write {args.out}: {error.strerror or error}") from None
