@@ -11,6 +11,8 @@ from specchat.engine.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
+from specchat.serve.tool_stream import ToolReply
+from specchat.serve.tool_syntax import ToolSyntax
 
 
 @dataclass(frozen=True)
@@ -20,10 +22,15 @@ class Started:
     Attributes:
         prompt_tokens: the prompt's length in tokens.
         max_tokens: the longest answer, after capping by the context.
+        tool_syntax: the format the answer's tool calls are read in, or None (no tools).
+        answer_prefix: the answer's forced start, in the prompt ("" unless a call is
+            required): the answer's text follows it.
     """
 
     prompt_tokens: int
     max_tokens: int
+    tool_syntax: ToolSyntax | None = None
+    answer_prefix: str = ""
 
 
 @dataclass(frozen=True)
@@ -45,12 +52,13 @@ class Summary:
         stop: why it ended.
         stats: the decoder's totals (prompt tokens evaluated, rounds, drafted, kept).
         prompt_tokens: the prompt's length.
-        text: the answer.
+        text: the answer (after its forced start, if it had one), as the model wrote it.
         kept: kept draft tokens by source, most first.
         prediction_accepted: draft tokens from the request's prediction that were kept.
         prediction_rejected: draft tokens from the prediction that were checked and thrown away.
         baseline: the plain rate speed-ups are measured against, or None before one exists.
         mode: the drafting mode asked for.
+        tool_reply: the answer read for tool calls, or None (the request offered none).
     """
 
     stop: StopReason
@@ -62,6 +70,7 @@ class Summary:
     prediction_rejected: int
     baseline: PlainBaseline | None
     mode: str
+    tool_reply: ToolReply | None = None
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,15 @@ from specchat.engine.context import ContextOverflowError, OverflowPolicy
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.history import suffix_index_of
 from specchat.engine.kept_sources import KeptSources
+from specchat.engine.prompt_tokens import MessageTextError
 from specchat.engine.suffix_index import Source
 from specchat.engine.template_guards import ChatTemplateError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
 from specchat.serve.errors import ApiError, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
+from specchat.serve.tool_prompt import tool_prompt
+from specchat.serve.tool_stream import split_answer
 
 if TYPE_CHECKING:
     from specchat.engine.prefix_cache import PrefixCache
@@ -95,9 +98,16 @@ class JobRunner:
     def _events(self, engine: ChatEngine, job: Job) -> Iterator[JobEvent]:
         call = job.call
         n_ctx = engine.target.n_ctx
+        tooling = tool_prompt(engine, call)
         try:
             # Nothing is dropped to fit: an API client sends the chat it means.
-            prepared = engine.prepare(call.messages, max_tokens=1, policy=OverflowPolicy.REFUSE)
+            prepared = engine.prepare(
+                call.messages,
+                max_tokens=1,
+                policy=OverflowPolicy.REFUSE,
+                tools=tooling.tools,
+                answer_prefix=tooling.answer_prefix,
+            )
         except ContextOverflowError as error:
             raise invalid(
                 f"the messages need {error.needed:,} tokens but the context holds {n_ctx:,} "
@@ -107,6 +117,8 @@ class JobRunner:
             ) from None
         except ChatTemplateError as error:
             raise invalid(f"the model's chat template refused the messages: {error}") from None
+        except MessageTextError as error:
+            raise invalid(str(error), param="messages") from None
         prompt = prepared.tokens
         room = n_ctx - len(prompt)
         max_tokens = min(call.max_tokens or room, room)
@@ -126,7 +138,7 @@ class JobRunner:
             for model in (engine.target, engine.draft):
                 if model is not None:
                     self.prefixes.prepare(model, prompt[:-1])
-        yield Started(len(prompt), max_tokens)
+        yield Started(len(prompt), max_tokens, tooling.syntax, tooling.answer_prefix)
         kept = KeptSources()
         accepted = rejected = 0
         text: list[str] = []
@@ -151,7 +163,10 @@ class JobRunner:
         if result is None:  # pragma: no cover - the decoder always yields a last round
             raise RuntimeError("the answer ended without a round")
         self._said = (key, tuple(engine.target.tokens))
-        answer = "".join(text)
+        answer = tooling.answer_prefix + "".join(text)
+        reply = None
+        if tooling.syntax is not None:
+            reply = split_answer(tooling.syntax, [answer])[1]
         if self.keeper is not None:
             self.keeper.keep(call.messages, answer)
         yield Finished(
@@ -165,5 +180,6 @@ class JobRunner:
                 prediction_rejected=rejected,
                 baseline=self.baseline.current(),
                 mode=call.controls.mode,
+                tool_reply=reply,
             )
         )

@@ -1,0 +1,276 @@
+"""An answer's text split, as it streams, into its content and its tool calls: text that may
+open a call is held until it is known, a call's name is sent first and then its arguments
+as they come."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from specchat.serve.tool_syntax import ToolSyntax, arguments_of, held_from, invalid_reason
+
+
+@dataclass(frozen=True)
+class Content:
+    """Answer text that is no call.
+
+    Attributes:
+        text: the text.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True)
+class CallOpened:
+    """A call begins: its name is known.
+
+    Attributes:
+        index: the call's place among the answer's calls.
+        id: its id.
+        name: the function called.
+    """
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """More of a call's arguments.
+
+    Attributes:
+        index: the call's place.
+        text: the next part of its arguments' JSON text.
+    """
+
+    index: int
+    text: str
+
+
+Piece = Content | CallOpened | Arguments
+
+
+@dataclass(frozen=True)
+class SplitCall:
+    """A whole call of the answer.
+
+    Attributes:
+        id: its id.
+        name: the function called.
+        arguments: its arguments as the model wrote them.
+        problem: why they are not a JSON object ("" when they are).
+    """
+
+    id: str
+    name: str
+    arguments: str
+    problem: str
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """An answer read for tool calls.
+
+    Attributes:
+        content: its text outside the calls (white space beside a call dropped), or None
+            when it is only calls.
+        calls: its calls, in order.
+    """
+
+    content: str | None
+    calls: tuple[SplitCall, ...]
+
+
+def call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+@dataclass
+class _OpenCall:
+    index: int
+    id: str
+    name: str
+    start: int  # where its arguments start in the call's text
+    sent: int  # how far they were sent
+
+
+class CallSplitter:
+    """Splits one answer's text, fed in pieces, into content and calls; the pieces out are
+    the same whatever the text's division into pieces in.
+
+    Attributes:
+        syntax: the model's tool-call format.
+    """
+
+    def __init__(self, syntax: ToolSyntax, *, new_id: Callable[[], str] = call_id) -> None:
+        self.syntax = syntax
+        self._new_id = new_id
+        self._pending = ""  # outside a call: text not yet said (it may open one)
+        self._body: str | None = None  # inside a call: its text so far
+        self._opening = ""  # the text that opened it (said as content if it names nothing)
+        self._call: _OpenCall | None = None  # a call whose name was sent
+        self._space = ""  # white space held until text follows it (dropped beside a call)
+        self._after_call = False
+        self._said = False
+        self._content: list[str] = []
+        self._calls: list[SplitCall] = []
+
+    def feed(self, text: str) -> list[Piece]:
+        out: list[Piece] = []
+        if self._body is None:
+            self._pending += text
+        else:
+            self._body += text
+        self._advance(out, final=False)
+        return out
+
+    def finish(self) -> list[Piece]:
+        """The pieces held back; call once, after the last text."""
+        out: list[Piece] = []
+        self._advance(out, final=True)
+        if self._body is not None:  # a call the answer's end closed (or cut short)
+            self._close(self._body, "", out)
+        if not self._calls and self._space:
+            self._emit(self._space, out)
+        self._space = ""
+        return out
+
+    def reply(self) -> ToolReply:
+        """What was split so far (after `finish`: the whole answer)."""
+        content = "".join(self._content)
+        return ToolReply(content if content or not self._calls else None, tuple(self._calls))
+
+    # --- outside a call ---------------------------------------------------------------------
+    def _advance(self, out: list[Piece], *, final: bool) -> None:
+        while True:
+            if self._body is not None:
+                if not self._inside(out):
+                    return
+                continue
+            found = self._find_opening()
+            if found is None:
+                held = len(self._pending) if final else self._held()
+                self._say(self._pending[:held], out)
+                self._pending = self._pending[held:]
+                return
+            start, body_start, opening = found
+            self._say(self._pending[:start], out)
+            self._space = ""
+            self._body, self._opening = self._pending[body_start:], opening
+            self._pending = ""
+
+    def _at_start(self) -> bool:
+        return not self._said and not self._calls
+
+    def _find_opening(self) -> tuple[int, int, str] | None:
+        best: tuple[int, int, str] | None = None
+        for opening in self.syntax.openings:
+            if opening.at_start:
+                if not self._at_start():
+                    continue
+                start = len(self._pending) - len(self._pending.lstrip())
+                if not self._pending.startswith(opening.marker, start):
+                    continue
+            else:
+                start = self._pending.find(opening.marker)
+                if start < 0:
+                    continue
+            if best is None or start < best[0]:
+                body = start if opening.kept else start + len(opening.marker)
+                best = (start, body, "" if opening.kept else opening.marker)
+        return best
+
+    def _held(self) -> int:
+        """Where the text that may still open a call starts."""
+        pending = self._pending
+        held = len(pending)
+        for opening in self.syntax.openings:
+            if opening.at_start:  # one character: found whole or not at all
+                continue
+            for size in range(min(len(opening.marker) - 1, len(pending)), 0, -1):
+                if pending.endswith(opening.marker[:size]):
+                    held = min(held, len(pending) - size)
+                    break
+        return held
+
+    def _say(self, text: str, out: list[Piece]) -> None:
+        if self._after_call:
+            text = text.lstrip()
+            if not text:
+                return
+            self._after_call = False
+        core = text.rstrip()
+        if core:
+            self._emit(self._space + core, out)
+            self._space = text[len(core) :]
+        else:
+            self._space += text
+
+    def _emit(self, text: str, out: list[Piece]) -> None:
+        self._said = True
+        self._content.append(text)
+        out.append(Content(text))
+
+    # --- inside a call ----------------------------------------------------------------------
+    def _inside(self, out: list[Piece]) -> bool:
+        """Go on with the open call; True when it closed (the text after it is pending)."""
+        body = self._body
+        assert body is not None
+        syntax = self.syntax
+        if self._call is None:
+            head = syntax.head(body)
+            if head is not None:
+                name, start = head
+                self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
+                out.append(CallOpened(self._call.index, self._call.id, name))
+        if syntax.closing:
+            at = body.find(syntax.closing)
+            if at >= 0:
+                self._close(body[:at], syntax.closing, out)
+                self._pending = body[at + len(syntax.closing) :]
+                return True
+        call = self._call
+        if call is not None:
+            end = held_from(body, call.start, syntax.closing)
+            if end > call.sent:
+                out.append(Arguments(call.index, body[call.sent : end]))
+                call.sent = end
+        return False
+
+    def _close(self, region: str, closing: str, out: list[Piece]) -> None:
+        call, self._call, self._body = self._call, None, None
+        self._after_call = True
+        if call is not None:
+            arguments = arguments_of(region, call.start)
+            rest = arguments[call.sent - call.start :]
+            if rest:
+                out.append(Arguments(call.index, rest))
+            self._add(SplitCall(call.id, call.name, arguments, invalid_reason(arguments)))
+            return
+        parsed = self.syntax.parse(region)
+        if parsed is None:  # it names no function: the model's text, as written
+            self._after_call = False
+            self._say(self._opening + region + closing, out)
+            return
+        for found in parsed:
+            index, ident = len(self._calls), self._new_id()
+            out.append(CallOpened(index, ident, found.name))
+            if found.arguments:
+                out.append(Arguments(index, found.arguments))
+            self._add(
+                SplitCall(ident, found.name, found.arguments, invalid_reason(found.arguments))
+            )
+
+    def _add(self, call: SplitCall) -> None:
+        self._calls.append(call)
+
+
+def split_answer(syntax: ToolSyntax, texts: Iterable[str]) -> tuple[list[Piece], ToolReply]:
+    """A whole answer split at once: its pieces and what they make."""
+    splitter = CallSplitter(syntax)
+    pieces = [piece for text in texts for piece in splitter.feed(text)]
+    pieces += splitter.finish()
+    return pieces, splitter.reply()

@@ -1,0 +1,233 @@
+"""How a model family writes tool calls in its answer: where a call opens and closes, how its
+text reads as calls, and what opening a required call forces onto the answer."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+#: A call's name and the start of its arguments, as a model writes them first (streamed
+#: from there); a call written otherwise is read whole once it closes.
+_HEAD = re.compile(
+    r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*'
+)
+#: A name alone, for a call whose JSON is broken.
+_NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A text that opens a call.
+
+    Attributes:
+        marker: the text.
+        at_start: it opens a call only at the answer's start (after white space).
+        kept: the marker is the call's own first character (a JSON object's brace).
+    """
+
+    marker: str
+    at_start: bool = False
+    kept: bool = False
+
+
+@dataclass(frozen=True)
+class ParsedCall:
+    """One call read from the model's text.
+
+    Attributes:
+        name: the function's name.
+        arguments: its arguments as JSON text, as the model wrote them.
+    """
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolSyntax:
+    """One family's tool-call format.
+
+    Attributes:
+        key: short id ("hermes").
+        label: for people.
+        openings: the texts that open a call.
+        closing: the text that closes one, or "" (a call runs to the answer's end).
+        name_first: the name and arguments are one JSON object, the name first (a call's
+            arguments are streamed as they come; otherwise the call is sent once read).
+        args_marker: Mistral's `[ARGS]` form (`[TOOL_CALLS]name[ARGS]{...}`), or "".
+    """
+
+    key: str
+    label: str
+    openings: tuple[Opening, ...]
+    closing: str = ""
+    name_first: bool = True
+    args_marker: str = ""
+
+    # --- what a required call forces ----------------------------------------------------
+    def prefix(self, function: str | None) -> str:
+        """The answer's forced start when a call is required: the opening, and the
+        function's name where one is named (no space after it: the model writes its
+        arguments' first token as it would)."""
+        opening = self.openings[0].marker
+        if self.key == "llama3":
+            opening = '{"name": '
+            return opening + (f'{json.dumps(function)}, "parameters":' if function else '"')
+        if function is None:
+            return opening
+        if self.args_marker:
+            return f"{opening}{function}{self.args_marker}"
+        if self.key == "mistral":
+            return f'{opening}[{{"name": {json.dumps(function)}, "arguments":'
+        return f'{opening}\n{{"name": {json.dumps(function)}, "arguments":'
+
+    # --- reading ------------------------------------------------------------------------
+    def head(self, body: str) -> tuple[str, int] | None:
+        """A call's name and where its arguments start, once the body says both (only for a
+        closed format whose calls are one object, name first)."""
+        if not (self.closing and self.name_first):
+            return None
+        match = _HEAD.match(body)
+        if match is None:
+            return None
+        return _unescape(match.group(1)), match.end()
+
+    def parse(self, body: str) -> list[ParsedCall] | None:
+        """The calls in one call's text (opening and closing left out); None when it names
+        no function (it is then the answer's text, as written)."""
+        if self.key == "mistral":
+            return _mistral(body, self.openings[0].marker, self.args_marker)
+        return _objects([body])
+
+
+def arguments_of(body: str, start: int) -> str:
+    """The arguments' text of a name-first call whose arguments start at `start`: its object
+    closed, less the brace closing the call itself (kept if the arguments need it)."""
+    whole = body[start:].strip()
+    if whole.endswith("}"):
+        inner = whole[:-1].rstrip()
+        if _is_object(inner) or not _is_object(whole):
+            return inner
+    return whole
+
+
+def held_from(body: str, start: int, closing: str) -> int:
+    """How far a streamed call's arguments may be sent: not its end, which may turn out to
+    be the brace closing the call, white space before it or the closing's first part."""
+    end = len(body)
+    for size in range(min(len(closing) - 1, end - start), 0, -1):
+        if body.endswith(closing[:size]):
+            end -= size
+            break
+    end = start + len(body[start:end].rstrip())
+    if end > start and body[end - 1] == "}":
+        end = start + len(body[start : end - 1].rstrip())
+    return end
+
+
+def invalid_reason(arguments: str) -> str:
+    """Why `arguments` is not a JSON object ("" when it is one)."""
+    try:
+        value = json.loads(arguments)
+    except ValueError as error:
+        return f"not valid JSON ({error})"
+    return "" if isinstance(value, dict) else "not a JSON object"
+
+
+def _is_object(text: str) -> bool:
+    return invalid_reason(text) == ""
+
+
+def _unescape(text: str) -> str:
+    try:
+        value = json.loads(f'"{text}"')
+    except ValueError:
+        return text
+    return value if isinstance(value, str) else text
+
+
+def _objects(parts: list[str]) -> list[ParsedCall] | None:
+    calls = []
+    for part in parts:
+        call = _object(part.strip())
+        if call is None:
+            return None
+        calls.append(call)
+    return calls or None
+
+
+def _object(text: str) -> ParsedCall | None:
+    """A call written as one object, `{"name": ..., "arguments" | "parameters": ...}`;
+    a broken one keeps its arguments as written."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        arguments = value.get("arguments", value.get("parameters", {}))
+        if isinstance(arguments, str):
+            return ParsedCall(value["name"], arguments)
+        return ParsedCall(value["name"], json.dumps(arguments, ensure_ascii=False))
+    head = _HEAD.match(text)
+    if head is not None:
+        return ParsedCall(_unescape(head.group(1)), arguments_of(text, head.end()))
+    name = _NAME.search(text)
+    if name is None or isinstance(value, (dict, list)):
+        return None
+    return ParsedCall(_unescape(name.group(1)), "")
+
+
+def _mistral(body: str, opening: str, args_marker: str) -> list[ParsedCall] | None:
+    """`[{"name": ..., "arguments": ...}, ...]`, or `name[ARGS]{...}` repeated after the
+    opening."""
+    text = body.strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return _objects([text.removeprefix("[").removesuffix("]")])
+        if not isinstance(value, list):
+            return None
+        return _objects([json.dumps(item, ensure_ascii=False) for item in value])
+    calls = []
+    for part in text.split(opening):
+        name, marker, arguments = part.partition(args_marker or "[ARGS]")
+        if not marker or not name.strip():
+            return None
+        calls.append(ParsedCall(name.strip(), arguments.strip()))
+    return calls or None
+
+
+#: Qwen 2.5 and 3, Hermes and most fine-tunes: `<tool_call>{"name", "arguments"}</tool_call>`.
+HERMES = ToolSyntax(
+    "hermes", "Hermes <tool_call>", (Opening("<tool_call>"),), closing="</tool_call>"
+)
+#: Llama 3.1-3.3: the answer is `{"name", "parameters"}` (after `<|python_tag|>` or none).
+LLAMA3 = ToolSyntax(
+    "llama3",
+    "Llama 3 JSON",
+    (Opening("<|python_tag|>"), Opening("{", at_start=True, kept=True)),
+    name_first=False,
+)
+#: Mistral: `[TOOL_CALLS][{"name", "arguments"}]` (v3), or `[TOOL_CALLS]name[ARGS]{...}`.
+MISTRAL = ToolSyntax(
+    "mistral", "Mistral [TOOL_CALLS]", (Opening("[TOOL_CALLS]"),), name_first=False
+)
+MISTRAL_ARGS = ToolSyntax(
+    "mistral",
+    "Mistral [TOOL_CALLS] [ARGS]",
+    (Opening("[TOOL_CALLS]"),),
+    name_first=False,
+    args_marker="[ARGS]",
+)
+
+
+def syntax_of(template: str) -> ToolSyntax:
+    """The format a chat template asks its model to call tools in, from the template's text;
+    Hermes (the most common) where it names none of the others'."""
+    if "[TOOL_CALLS]" in template:
+        return MISTRAL_ARGS if "[ARGS]" in template else MISTRAL
+    if "<|start_header_id|>" in template and "<tool_call>" not in template:
+        return LLAMA3
+    return HERMES
