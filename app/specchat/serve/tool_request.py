@@ -68,6 +68,12 @@ def _tool(value: object, param: str) -> Mapping[str, Any]:
     parameters = function.get("parameters")
     if parameters is not None and not isinstance(parameters, Mapping):
         raise _type_error(f"{param}.function.parameters", "an object (a JSON schema)")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # a JSON string's unpaired \ud800
+        raise invalid(
+            f"'{param}' holds text that is not valid (an unpaired surrogate)", param=param
+        ) from None
     return value
 
 

@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 
 #: A call's name and the start of its arguments, as a model writes them first (streamed
-#: from there); a call written otherwise is read whole once it closes.
+#: from their first character on); a call written otherwise is read whole once it closes.
 _HEAD = re.compile(
-    r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*'
+    r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*(?=\S)'
 )
 #: A name alone, for a call whose JSON is broken.
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
