@@ -31,7 +31,14 @@ HERMES_ANSWERS = [
     "<tool_call>\nno JSON here\n</tool_call> and after",
     '<tool_call>{"name":"tight","arguments":{"a":[1,2]}}</tool_call>',
     '<tool_call>\n{"name": "no_outer_brace", "arguments": {"a": 1}</tool_call>',
+    '```json\n{\n  "name": "get_time",\n  "arguments": {\n    "tz": "UTC"\n  }\n}\n```',
+    'Some JSON:\n```json\n{"name": "Ada", "arguments": []}\n```\nand ```python\nx = 1\n```',
+    '{"name": "get_time", "arguments": {}}',
+    '{"name": "Ada"} is a JSON object.',
 ]
+#: The functions the answers above may call: a fenced block or a bare object is a call only
+#: where it names one of them.
+OFFERED = ("get_time", "read", "list", "reversed_keys", "cut_short", "tight", "no_outer_brace")
 
 
 def _gathered(pieces: list[Piece]) -> tuple[str, list[tuple[str, str, str]]]:
@@ -60,8 +67,8 @@ def _in_pieces(text: str, cuts: list[int]) -> list[str]:
 def test_a_streamed_split_is_the_whole_answers_split_however_it_arrives(
     answer: str, cuts: list[int]
 ) -> None:
-    whole_pieces, whole = split_answer(HERMES, [answer])
-    splitter = CallSplitter(HERMES)
+    whole_pieces, whole = split_answer(HERMES, [answer], names=OFFERED)
+    splitter = CallSplitter(HERMES, names=OFFERED)
     pieces = [p for part in _in_pieces(answer, cuts) for p in splitter.feed(part)]
     pieces += splitter.finish()
     content, calls = _gathered(pieces)
@@ -73,7 +80,46 @@ def test_a_streamed_split_is_the_whole_answers_split_however_it_arrives(
     assert [ident for ident, _, _ in calls] == [c.id for c in splitter.reply().calls]
     if whole.calls:  # no markup of a call leaks into the content
         assert "<tool_call" not in content and "</tool_call" not in content
+        assert "```json" not in content
     assert _gathered(whole_pieces)[0] == content
+
+
+#: Fragments that random answers are made of: markup, JSON, white space, words.
+FRAGMENTS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool",
+    "```json",
+    "```",
+    '{"name": "get_time", "arguments": ',
+    '{"name": "Ada"',
+    "{",
+    "}",
+    '"x": 1',
+    "\n",
+    "  ",
+    "word",
+    "<",
+]
+
+
+@given(
+    parts=st.lists(st.sampled_from(FRAGMENTS), max_size=14),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=8),
+)
+def test_any_answer_splits_alike_streamed_and_an_answer_without_calls_is_kept_whole(
+    parts: list[str], cuts: list[int]
+) -> None:
+    answer = "".join(parts)
+    _, whole = split_answer(HERMES, [answer], names=OFFERED)
+    splitter = CallSplitter(HERMES, names=OFFERED)
+    pieces = [p for part in _in_pieces(answer, cuts) for p in splitter.feed(part)]
+    pieces += splitter.finish()
+    content, calls = _gathered(pieces)
+    assert content == (whole.content or "")
+    assert [(n, a) for _, n, a in calls] == [(c.name, c.arguments) for c in whole.calls]
+    if not whole.calls:
+        assert whole.content == answer
 
 
 def test_hermes_calls_are_read_with_their_arguments_as_written() -> None:
@@ -111,6 +157,19 @@ def test_arguments_that_are_no_json_object_are_kept_as_written_and_flagged(
     (call,) = split_answer(HERMES, [answer])[1].calls
     assert (call.name, call.arguments) == (name, arguments)
     assert call.problem
+
+
+@pytest.mark.parametrize("answer", [HERMES_ANSWERS[8], HERMES_ANSWERS[10]])
+def test_a_fenced_or_bare_call_is_read_where_it_names_a_function_offered(answer: str) -> None:
+    (call,) = split_answer(HERMES, [answer], names=OFFERED)[1].calls
+    assert call.name == "get_time" and not call.problem
+    unoffered = split_answer(HERMES, [answer], names=("other",))[1]
+    assert unoffered.calls == () and unoffered.content == answer
+
+
+def test_fenced_and_bare_json_naming_nothing_offered_is_text() -> None:
+    for answer in (HERMES_ANSWERS[9], HERMES_ANSWERS[11]):
+        assert split_answer(HERMES, [answer], names=OFFERED)[1].content == answer
 
 
 def test_a_call_naming_no_function_stays_the_models_text() -> None:
@@ -178,7 +237,7 @@ def test_the_syntax_comes_from_the_template() -> None:
 def test_a_named_functions_forced_start_reads_as_that_call(syntax: ToolSyntax) -> None:
     """Whatever the model writes after the forced start, the call is the function named."""
     prefix = syntax.prefix("get_time")
-    ending = ' {"tz": "UTC"}}' + ("]" if syntax is MISTRAL else "") + syntax.closing
+    ending = ' {"tz": "UTC"}}' + ("]" if syntax is MISTRAL else "") + syntax.openings[0].closing
     if syntax is MISTRAL_ARGS:
         ending = '{"tz": "UTC"}'
     (call,) = split_answer(syntax, [prefix, ending])[1].calls

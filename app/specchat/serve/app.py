@@ -152,7 +152,7 @@ def build_app(
         ident, created = shaping.completion_id(), shaping.now()
         if call.stream:
             started = first
-            splitter = None if started.tool_syntax is None else CallSplitter(started.tool_syntax)
+            splitter = started.tools.splitter()
             return _EventStream(
                 lambda receive: _stream(
                     answer, receive, call, model.model_id, ident, created, splitter, started
@@ -214,7 +214,7 @@ async def _stream(
 
     yield sse({"role": "assistant", "content": ""})
     if splitter is not None:
-        for data in split(splitter.feed(started.answer_prefix)):
+        for data in split(splitter.feed(started.tools.answer_prefix)):
             yield data
     while True:
         event = await answer.next(receive)

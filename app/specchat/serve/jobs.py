@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
+from specchat.serve.tool_prompt import ToolPrompt
 from specchat.serve.tool_stream import ToolReply
-from specchat.serve.tool_syntax import ToolSyntax
 
 
 @dataclass(frozen=True)
@@ -22,15 +22,13 @@ class Started:
     Attributes:
         prompt_tokens: the prompt's length in tokens.
         max_tokens: the longest answer, after capping by the context.
-        tool_syntax: the format the answer's tool calls are read in, or None (no tools).
-        answer_prefix: the answer's forced start, in the prompt ("" unless a call is
-            required): the answer's text follows it.
+        tools: the request's tools as the prompt took them: the answer's calls are read in
+            their format, its text follows their forced start (if any).
     """
 
     prompt_tokens: int
     max_tokens: int
-    tool_syntax: ToolSyntax | None = None
-    answer_prefix: str = ""
+    tools: ToolPrompt = field(default_factory=ToolPrompt)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from specchat.serve.errors import ApiError, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
 from specchat.serve.tool_prompt import tool_prompt
-from specchat.serve.tool_stream import split_answer
 
 if TYPE_CHECKING:
     from specchat.engine.prefix_cache import PrefixCache
@@ -138,7 +137,7 @@ class JobRunner:
             for model in (engine.target, engine.draft):
                 if model is not None:
                     self.prefixes.prepare(model, prompt[:-1])
-        yield Started(len(prompt), max_tokens, tooling.syntax, tooling.answer_prefix)
+        yield Started(len(prompt), max_tokens, tooling)
         kept = KeptSources()
         accepted = rejected = 0
         text: list[str] = []
@@ -164,9 +163,12 @@ class JobRunner:
             raise RuntimeError("the answer ended without a round")
         self._said = (key, tuple(engine.target.tokens))
         answer = tooling.answer_prefix + "".join(text)
+        splitter = tooling.splitter()
         reply = None
-        if tooling.syntax is not None:
-            reply = split_answer(tooling.syntax, [answer])[1]
+        if splitter is not None:
+            splitter.feed(answer)
+            splitter.finish()
+            reply = splitter.reply()
         if self.keeper is not None:
             self.keeper.keep(call.messages, answer)
         yield Finished(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specchat.serve.errors import invalid
+from specchat.serve.tool_stream import CallSplitter
 from specchat.serve.tool_syntax import ToolSyntax, syntax_of
 
 if TYPE_CHECKING:
@@ -31,6 +32,17 @@ class ToolPrompt:
     tools: tuple[Mapping[str, Any], ...] | None = None
     syntax: ToolSyntax | None = None
     answer_prefix: str = ""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The functions offered."""
+        return tuple(str(tool["function"]["name"]) for tool in self.tools or ())
+
+    def splitter(self) -> CallSplitter | None:
+        """What reads the answer's calls, or None for a plain answer."""
+        if self.syntax is None:
+            return None
+        return CallSplitter(self.syntax, names=self.names)
 
 
 def tool_prompt(engine: ChatEngine, call: ChatCall) -> ToolPrompt:

@@ -5,10 +5,16 @@ as they come."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from specchat.serve.tool_syntax import ToolSyntax, arguments_of, held_from, invalid_reason
+from specchat.serve.tool_syntax import (
+    Opening,
+    ToolSyntax,
+    arguments_of,
+    held_from,
+    invalid_reason,
+)
 
 
 @dataclass(frozen=True)
@@ -103,16 +109,28 @@ class CallSplitter:
 
     Attributes:
         syntax: the model's tool-call format.
+        names: the functions the request offers (what a loose opening must name to be a
+            call), or None for any.
     """
 
-    def __init__(self, syntax: ToolSyntax, *, new_id: Callable[[], str] = call_id) -> None:
+    def __init__(
+        self,
+        syntax: ToolSyntax,
+        *,
+        names: Collection[str] | None = None,
+        new_id: Callable[[], str] = call_id,
+    ) -> None:
         self.syntax = syntax
+        self.names = None if names is None else frozenset(names)
         self._new_id = new_id
         self._pending = ""  # outside a call: text not yet said (it may open one)
         self._body: str | None = None  # inside a call: its text so far
-        self._opening = ""  # the text that opened it (said as content if it names nothing)
+        self._opening: Opening | None = None  # what opened it
+        self._marker = ""  # the text that opened it (said as content if it names nothing)
+        self._text = False  # a loose opening's text named no function offered: no call
         self._call: _OpenCall | None = None  # a call whose name was sent
         self._space = ""  # white space held until text follows it (dropped beside a call)
+        self._space_before = ""  # what was held when the open call opened
         self._after_call = False
         self._said = False
         self._content: list[str] = []
@@ -158,15 +176,17 @@ class CallSplitter:
                 return
             start, body_start, opening = found
             self._say(self._pending[:start], out)
-            self._space = ""
+            # White space before a call is dropped; kept aside in case it is no call.
+            self._space_before, self._space = self._space, ""
             self._body, self._opening = self._pending[body_start:], opening
+            self._marker = self._pending[start:body_start]
             self._pending = ""
 
     def _at_start(self) -> bool:
         return not self._said and not self._calls
 
-    def _find_opening(self) -> tuple[int, int, str] | None:
-        best: tuple[int, int, str] | None = None
+    def _find_opening(self) -> tuple[int, int, Opening] | None:
+        best: tuple[int, int, Opening] | None = None
         for opening in self.syntax.openings:
             if opening.at_start:
                 if not self._at_start():
@@ -180,7 +200,7 @@ class CallSplitter:
                     continue
             if best is None or start < best[0]:
                 body = start if opening.kept else start + len(opening.marker)
-                best = (start, body, "" if opening.kept else opening.marker)
+                best = (start, body, opening)
         return best
 
     def _held(self) -> int:
@@ -215,62 +235,69 @@ class CallSplitter:
         out.append(Content(text))
 
     # --- inside a call ----------------------------------------------------------------------
+    def _offered(self, name: str) -> bool:
+        return self.names is None or name in self.names
+
     def _inside(self, out: list[Piece]) -> bool:
         """Go on with the open call; True when it closed (the text after it is pending)."""
-        body = self._body
-        assert body is not None
-        syntax = self.syntax
-        if self._call is None:
-            head = syntax.head(body)
+        body, opening = self._body, self._opening
+        assert body is not None and opening is not None
+        if self._call is None and not self._text:
+            head = self.syntax.head(opening, body)
             if head is not None:
                 name, start = head
-                self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
-                out.append(CallOpened(self._call.index, self._call.id, name))
-        if syntax.closing:
-            at = body.find(syntax.closing)
+                if opening.loose and not self._offered(name):
+                    self._text = True
+                else:
+                    self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
+                    out.append(CallOpened(self._call.index, self._call.id, name))
+        if opening.closing:
+            at = body.find(opening.closing)
             if at >= 0:
-                self._close(body[:at], syntax.closing, out)
-                self._pending = body[at + len(syntax.closing) :]
+                self._close(body[:at], opening.closing, out)
+                self._pending = body[at + len(opening.closing) :]
                 return True
         call = self._call
         if call is not None:
-            end = held_from(body, call.start, syntax.closing)
+            end = held_from(body, call.start, opening.closing)
             if end > call.sent:
                 out.append(Arguments(call.index, body[call.sent : end]))
                 call.sent = end
         return False
 
     def _close(self, region: str, closing: str, out: list[Piece]) -> None:
-        call, self._call, self._body = self._call, None, None
-        self._after_call = True
+        call, opening, text = self._call, self._opening, self._text
+        self._call, self._body, self._opening, self._text = None, None, None, False
         if call is not None:
+            self._after_call = True
             arguments = arguments_of(region, call.start)
             rest = arguments[call.sent - call.start :]
             if rest:
                 out.append(Arguments(call.index, rest))
-            self._add(SplitCall(call.id, call.name, arguments, invalid_reason(arguments)))
+            self._calls.append(SplitCall(call.id, call.name, arguments, invalid_reason(arguments)))
             return
-        parsed = self.syntax.parse(region)
-        if parsed is None:  # it names no function: the model's text, as written
-            self._after_call = False
-            self._say(self._opening + region + closing, out)
+        parsed = None if text else self.syntax.parse(region)
+        if parsed and opening is not None and opening.loose:
+            parsed = parsed if all(self._offered(c.name) for c in parsed) else None
+        if not parsed:  # it names no function (offered): the model's text, as written
+            self._space = self._space_before
+            self._say(self._marker + region + closing, out)
             return
+        self._after_call = True
         for found in parsed:
             index, ident = len(self._calls), self._new_id()
             out.append(CallOpened(index, ident, found.name))
             if found.arguments:
                 out.append(Arguments(index, found.arguments))
-            self._add(
-                SplitCall(ident, found.name, found.arguments, invalid_reason(found.arguments))
-            )
-
-    def _add(self, call: SplitCall) -> None:
-        self._calls.append(call)
+            problem = invalid_reason(found.arguments)
+            self._calls.append(SplitCall(ident, found.name, found.arguments, problem))
 
 
-def split_answer(syntax: ToolSyntax, texts: Iterable[str]) -> tuple[list[Piece], ToolReply]:
+def split_answer(
+    syntax: ToolSyntax, texts: Iterable[str], *, names: Collection[str] | None = None
+) -> tuple[list[Piece], ToolReply]:
     """A whole answer split at once: its pieces and what they make."""
-    splitter = CallSplitter(syntax)
+    splitter = CallSplitter(syntax, names=names)
     pieces = [piece for text in texts for piece in splitter.feed(text)]
     pieces += splitter.finish()
     return pieces, splitter.reply()

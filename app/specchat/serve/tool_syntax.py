@@ -22,13 +22,18 @@ class Opening:
 
     Attributes:
         marker: the text.
+        closing: the text that closes the call, or "" (it runs to the answer's end).
         at_start: it opens a call only at the answer's start (after white space).
         kept: the marker is the call's own first character (a JSON object's brace).
+        loose: the marker also opens text that is no call (a fenced JSON block, an object):
+            what it opens is a call only where it names a function the request offers.
     """
 
     marker: str
+    closing: str = ""
     at_start: bool = False
     kept: bool = False
+    loose: bool = False
 
 
 @dataclass(frozen=True)
@@ -51,17 +56,15 @@ class ToolSyntax:
     Attributes:
         key: short id ("hermes").
         label: for people.
-        openings: the texts that open a call.
-        closing: the text that closes one, or "" (a call runs to the answer's end).
-        name_first: the name and arguments are one JSON object, the name first (a call's
-            arguments are streamed as they come; otherwise the call is sent once read).
+        openings: the texts that open a call, the format's own first.
+        name_first: the name and arguments are one JSON object, the name first (a closed
+            call's arguments are streamed as they come; otherwise it is sent once read).
         args_marker: Mistral's `[ARGS]` form (`[TOOL_CALLS]name[ARGS]{...}`), or "".
     """
 
     key: str
     label: str
     openings: tuple[Opening, ...]
-    closing: str = ""
     name_first: bool = True
     args_marker: str = ""
 
@@ -83,10 +86,10 @@ class ToolSyntax:
         return f'{opening}\n{{"name": {json.dumps(function)}, "arguments":'
 
     # --- reading ------------------------------------------------------------------------
-    def head(self, body: str) -> tuple[str, int] | None:
+    def head(self, opening: Opening, body: str) -> tuple[str, int] | None:
         """A call's name and where its arguments start, once the body says both (only for a
-        closed format whose calls are one object, name first)."""
-        if not (self.closing and self.name_first):
+        closed call written as one object, name first)."""
+        if not (opening.closing and self.name_first):
             return None
         match = _HEAD.match(body)
         if match is None:
@@ -199,16 +202,21 @@ def _mistral(body: str, opening: str, args_marker: str) -> list[ParsedCall] | No
     return calls or None
 
 
+#: A call in a fenced JSON block, or an answer that is one JSON object: how small models
+#: often answer where their template asks for more (Qwen2.5-Coder 1.5B at T = 0 fences it).
+#: llama.cpp's server reads both for Hermes' format too.
+_FENCED = Opening("```json", closing="```", loose=True)
+_BARE = Opening("{", at_start=True, kept=True, loose=True)
+
 #: Qwen 2.5 and 3, Hermes and most fine-tunes: `<tool_call>{"name", "arguments"}</tool_call>`.
 HERMES = ToolSyntax(
-    "hermes", "Hermes <tool_call>", (Opening("<tool_call>"),), closing="</tool_call>"
+    "hermes",
+    "Hermes <tool_call>",
+    (Opening("<tool_call>", closing="</tool_call>"), _FENCED, _BARE),
 )
 #: Llama 3.1-3.3: the answer is `{"name", "parameters"}` (after `<|python_tag|>` or none).
 LLAMA3 = ToolSyntax(
-    "llama3",
-    "Llama 3 JSON",
-    (Opening("<|python_tag|>"), Opening("{", at_start=True, kept=True)),
-    name_first=False,
+    "llama3", "Llama 3 JSON", (Opening("<|python_tag|>"), _BARE, _FENCED), name_first=False
 )
 #: Mistral: `[TOOL_CALLS][{"name", "arguments"}]` (v3), or `[TOOL_CALLS]name[ARGS]{...}`.
 MISTRAL = ToolSyntax(
