@@ -244,3 +244,15 @@ def test_a_named_functions_forced_start_reads_as_that_call(syntax: ToolSyntax) -
     assert call.name == "get_time"
     assert json.loads(call.arguments) == {"tz": "UTC"}
     assert not prefix.endswith(" ")  # the model writes its arguments' first token itself
+
+
+def test_a_call_copying_its_templates_doubled_braces_keeps_its_arguments() -> None:
+    """Qwen2.5-Coder's template shows the format as `{{"name": ...}}`; the 1.5B model copies
+    it at times."""
+    answer = '{{"name": "get_time", "arguments": {"timezone": "Asia/Tokyo"}}}'
+    (call,) = split_answer(HERMES, [answer], names=OFFERED)[1].calls
+    assert (call.name, call.arguments, call.problem) == (
+        "get_time",
+        '{"timezone": "Asia/Tokyo"}',
+        "",
+    )

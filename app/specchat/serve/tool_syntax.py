@@ -12,8 +12,9 @@ from dataclasses import dataclass
 _HEAD = re.compile(
     r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*(?=\S)'
 )
-#: A name alone, for a call whose JSON is broken.
+#: A name alone, and where arguments start, for a call whose JSON is broken.
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_ARGS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,21 @@ def _object(text: str) -> ParsedCall | None:
     name = _NAME.search(text)
     if name is None or isinstance(value, (dict, list)):
         return None
-    return ParsedCall(_unescape(name.group(1)), "")
+    return ParsedCall(_unescape(name.group(1)), _loose_arguments(text))
+
+
+def _loose_arguments(text: str) -> str:
+    """The arguments of a call whose JSON is broken around them (a model copying its
+    template's `{{"name": ...}}`): the value after `"arguments":` where it reads as JSON,
+    else the rest as written."""
+    found = _ARGS.search(text)
+    if found is None:
+        return ""
+    try:
+        _, end = json.JSONDecoder().raw_decode(text, found.end())
+    except ValueError:
+        return text[found.end() :].rstrip()
+    return text[found.end() : end]
 
 
 def _mistral(body: str, opening: str, args_marker: str) -> list[ParsedCall] | None:
