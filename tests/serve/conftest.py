@@ -10,22 +10,14 @@ import pytest
 
 from specchat.engine.prefix_cache import PrefixCache
 from specchat.serve.server import ApiServer
-from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
+from specchat.tinymodels import TinyModels
 from tests.helpers.api_server import running_server
-from tests.helpers.chat_templates import QWEN25_TEMPLATE
 
 
 @pytest.fixture(scope="module")
 def server(tiny_models: TinyModels) -> Iterator[ApiServer]:
     with running_server(tiny_models.target, tiny_models.draft_close, prefixes=PrefixCache()) as s:
         yield s
-
-
-@pytest.fixture(scope="session")
-def tools_target(tiny_models: TinyModels, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny target with Qwen 2.5's chat template, which writes tools (Hermes style)."""
-    spec = TinySpec(seed=1, name="tiny-tools-target", chat_template=QWEN25_TEMPLATE)
-    return write_tiny_model(tmp_path_factory.mktemp("tools") / "tiny-tools-target.gguf", spec)
 
 
 @pytest.fixture(scope="module")

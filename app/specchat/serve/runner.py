@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import BaselineMeter
+from specchat.engine.chat_template import ToolCall
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.history import suffix_index_of
@@ -170,7 +171,11 @@ class JobRunner:
             splitter.finish()
             reply = splitter.reply()
         if self.keeper is not None:
-            self.keeper.keep(call.messages, answer)
+            if reply is None:
+                self.keeper.keep(call.messages, answer)
+            else:
+                calls = [ToolCall(c.id, c.name, c.arguments) for c in reply.calls]
+                self.keeper.keep(call.messages, reply.content or "", calls)
         yield Finished(
             Summary(
                 stop=result.stop or StopReason.EOS,
