@@ -140,14 +140,20 @@ class _Stream:
 
 
 def request_turn(
-    host: str, port: int, messages: list[dict[str, Any]], *, mode: str, max_tokens: int
+    host: str,
+    port: int,
+    messages: list[dict[str, Any]],
+    *,
+    mode: str,
+    max_tokens: int,
+    tool_choice: str | dict[str, Any] = "auto",
 ) -> AgentTurn:
     """One streamed request of the loop at T = 0, with the tools, timed from outside."""
     body = {
         "model": "bench",
         "messages": messages,
         "tools": list(TOOLS),
-        "tool_choice": "auto",
+        "tool_choice": tool_choice,
         "temperature": 0,
         "max_tokens": max_tokens,
         "stream": True,
@@ -196,8 +202,10 @@ def run_task(
     mode: str,
     max_tokens: int,
     max_turns: int,
+    tool_choice: str | dict[str, Any] = "auto",
 ) -> AgentRun:
-    """The agent's loop over `task`, its repository copied into `root` (fresh)."""
+    """The agent's loop over `task`, its repository copied into `root` (fresh);
+    `tool_choice` as the API takes it (an agent leaves it to the model: auto)."""
     toolbox = Toolbox(task, root)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
@@ -206,7 +214,9 @@ def run_task(
     turns: list[AgentTurn] = []
     for number in range(max_turns):
         try:
-            turn = request_turn(host, port, messages, mode=mode, max_tokens=max_tokens)
+            turn = request_turn(
+                host, port, messages, mode=mode, max_tokens=max_tokens, tool_choice=tool_choice
+            )
         except ApiRefused as error:
             raise ApiRefused(f"{task.id} ({mode}), turn {number}: {error}") from None
         turns.append(turn)
