@@ -79,7 +79,8 @@ class AgentTurn:
             "decode_tokens_per_s": round(self.decode_tokens_per_s, 3),
             "kept_by_source": self.kept_by_source,
             "finish_reason": self.finish_reason,
-            "calls": [call.name for call in self.calls],
+            "content": self.content,
+            "calls": [{"name": c.name, "arguments": c.arguments} for c in self.calls],
             "invalid_arguments": self.invalid_arguments,
         }
 

@@ -22,9 +22,10 @@ AGENT_SETS = {"agent": AGENT_TASKS, "agent-held-back": HELD_BACK_TASKS}
 
 #: What the agent is told before its task.
 SYSTEM = (
-    "You are a coding agent working in a small Python repository. Use the tools to look at "
-    "the files, change them and run the check. Change only what the task needs. When the "
-    "check passes, reply with one short sentence saying what you changed."
+    "You are a coding agent working in a small Python repository that only the tools can "
+    "reach. Work step by step, one tool call at a time: list the files, read the ones you "
+    "need, write the fixed file whole, then run the check. Once the check passes, say in one "
+    "sentence what you changed."
 )
 #: Characters of a tool's result the agent sends back (a check's output can be long).
 RESULT_CHARS = 4000
