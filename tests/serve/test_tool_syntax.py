@@ -32,12 +32,12 @@ HERMES_ANSWERS = [
     '<tool_call>{"name":"tight","arguments":{"a":[1,2]}}</tool_call>',
     '<tool_call>\n{"name": "no_outer_brace", "arguments": {"a": 1}</tool_call>',
     '```json\n{\n  "name": "get_time",\n  "arguments": {\n    "tz": "UTC"\n  }\n}\n```',
-    'Some JSON:\n```json\n{"name": "Ada", "arguments": []}\n```\nand ```python\nx = 1\n```',
+    'Some JSON:\n```json\n{"name": "Ada", "age": 36}\n```\nand ```python\nx = 1\n```',
     '{"name": "get_time", "arguments": {}}',
     '{"name": "Ada"} is a JSON object.',
 ]
-#: The functions the answers above may call: a fenced block or a bare object is a call only
-#: where it names one of them.
+#: The functions the answers above may call: a fenced block or a bare object with a name but
+#: no arguments is a call only where it names one of them.
 OFFERED = ("get_time", "read", "list", "reversed_keys", "cut_short", "tight", "no_outer_brace")
 
 
@@ -160,16 +160,20 @@ def test_arguments_that_are_no_json_object_are_kept_as_written_and_flagged(
 
 
 @pytest.mark.parametrize("answer", [HERMES_ANSWERS[8], HERMES_ANSWERS[10]])
-def test_a_fenced_or_bare_call_is_read_where_it_names_a_function_offered(answer: str) -> None:
+def test_a_fenced_or_bare_object_with_a_name_and_arguments_is_a_call(answer: str) -> None:
+    """Whether its function is offered or not: the client's agent answers an unknown one."""
+    for names in (OFFERED, ("other",)):
+        (call,) = split_answer(HERMES, [answer], names=names)[1].calls
+        assert call.name == "get_time" and not call.problem
+
+
+def test_an_object_with_a_name_alone_is_a_call_only_to_a_function_offered() -> None:
+    answer = '```json\n{"name": "get_time"}\n```'
     (call,) = split_answer(HERMES, [answer], names=OFFERED)[1].calls
-    assert call.name == "get_time" and not call.problem
-    unoffered = split_answer(HERMES, [answer], names=("other",))[1]
-    assert unoffered.calls == () and unoffered.content == answer
-
-
-def test_fenced_and_bare_json_naming_nothing_offered_is_text() -> None:
-    for answer in (HERMES_ANSWERS[9], HERMES_ANSWERS[11]):
-        assert split_answer(HERMES, [answer], names=OFFERED)[1].content == answer
+    assert (call.name, call.arguments) == ("get_time", "{}")
+    for text in (answer, HERMES_ANSWERS[9], HERMES_ANSWERS[11]):
+        reply = split_answer(HERMES, [text], names=("other",))[1]
+        assert reply.calls == () and reply.content == text
 
 
 def test_a_call_naming_no_function_stays_the_models_text() -> None:

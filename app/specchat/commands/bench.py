@@ -225,8 +225,8 @@ def run(args: argparse.Namespace) -> int:
     from specchat.engine.drafting.registry import AUTO, needs_model
 
     agents = args.prompts in AGENT_SETS
-    if agents and (args.targets or args.via_api):
-        raise UserError(f"--prompts {args.prompts} runs through the API on one pair already")
+    if agents and args.via_api:
+        raise UserError(f"--prompts {args.prompts} runs through the API already")
     if args.agent_turns < 1:
         raise UserError("--agent-turns must be at least 1")
     if args.max_tokens is None:
@@ -256,6 +256,9 @@ def run(args: argparse.Namespace) -> int:
             args.targets, draft=args.draft, source=args.source
         )
         target = targets[0][1]
+        if agents and len(targets) > 1:
+            # One target, such as ID:cpu (whose T = 0 answers are plain's exactly).
+            raise UserError(f"--prompts {args.prompts} runs one target; give one in --targets")
     else:
         target, draft = args.target, args.draft
     ks = _split(args.k, "K", int) if args.k else (default_k,)
@@ -280,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
     skipped = [m for m in config.modes if needs_model(m)]
     if draft is None and skipped:
         print(f"specchat bench: no draft model; skipping {', '.join(skipped)}", file=sys.stderr)
-    if args.targets:
+    if args.targets and not agents:
         return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
     engine = load_engine(target, draft, args)
     if agents:

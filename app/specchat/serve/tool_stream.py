@@ -12,6 +12,7 @@ from specchat.serve.tool_syntax import (
     Opening,
     ToolSyntax,
     arguments_of,
+    has_arguments,
     held_from,
     invalid_reason,
 )
@@ -109,8 +110,8 @@ class CallSplitter:
 
     Attributes:
         syntax: the model's tool-call format.
-        names: the functions the request offers (what a loose opening must name to be a
-            call), or None for any.
+        names: the functions the request offers (a loose opening's object is a call where
+            it names one, or has its arguments), or None for any.
     """
 
     def __init__(
@@ -127,7 +128,6 @@ class CallSplitter:
         self._body: str | None = None  # inside a call: its text so far
         self._opening: Opening | None = None  # what opened it
         self._marker = ""  # the text that opened it (said as content if it names nothing)
-        self._text = False  # a loose opening's text named no function offered: no call
         self._call: _OpenCall | None = None  # a call whose name was sent
         self._space = ""  # white space held until text follows it (dropped beside a call)
         self._space_before = ""  # what was held when the open call opened
@@ -242,15 +242,14 @@ class CallSplitter:
         """Go on with the open call; True when it closed (the text after it is pending)."""
         body, opening = self._body, self._opening
         assert body is not None and opening is not None
-        if self._call is None and not self._text:
+        if self._call is None:
+            # A name and then arguments: a call, whether or not its function is offered (the
+            # client's agent tells the model there is no such tool, as it would any server's).
             head = self.syntax.head(opening, body)
             if head is not None:
                 name, start = head
-                if opening.loose and not self._offered(name):
-                    self._text = True
-                else:
-                    self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
-                    out.append(CallOpened(self._call.index, self._call.id, name))
+                self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
+                out.append(CallOpened(self._call.index, self._call.id, name))
         if opening.closing:
             at = body.find(opening.closing)
             if at >= 0:
@@ -266,8 +265,8 @@ class CallSplitter:
         return False
 
     def _close(self, region: str, closing: str, out: list[Piece]) -> None:
-        call, opening, text = self._call, self._opening, self._text
-        self._call, self._body, self._opening, self._text = None, None, None, False
+        call, opening = self._call, self._opening
+        self._call, self._body, self._opening = None, None, None
         if call is not None:
             self._after_call = True
             arguments = arguments_of(region, call.start)
@@ -276,10 +275,11 @@ class CallSplitter:
                 out.append(Arguments(call.index, rest))
             self._calls.append(SplitCall(call.id, call.name, arguments, invalid_reason(arguments)))
             return
-        parsed = None if text else self.syntax.parse(region)
-        if parsed and opening is not None and opening.loose:
+        parsed = self.syntax.parse(region)
+        if parsed and opening is not None and opening.loose and not has_arguments(region):
+            # An object with a name alone is a call only where the name is a function offered.
             parsed = parsed if all(self._offered(c.name) for c in parsed) else None
-        if not parsed:  # it names no function (offered): the model's text, as written
+        if not parsed:  # it names no function: the model's text, as written
             self._space = self._space_before
             self._say(self._marker + region + closing, out)
             return

@@ -27,7 +27,8 @@ class Opening:
         at_start: it opens a call only at the answer's start (after white space).
         kept: the marker is the call's own first character (a JSON object's brace).
         loose: the marker also opens text that is no call (a fenced JSON block, an object):
-            what it opens is a call only where it names a function the request offers.
+            what it opens is a call only where it has a name and arguments, or names a
+            function the request offers.
     """
 
     marker: str
@@ -128,6 +129,11 @@ def held_from(body: str, start: int, closing: str) -> int:
     if end > start and body[end - 1] == "}":
         end = start + len(body[start : end - 1].rstrip())
     return end
+
+
+def has_arguments(text: str) -> bool:
+    """Whether a call's text has its arguments' key (`"arguments":` or `"parameters":`)."""
+    return _ARGS.search(text) is not None
 
 
 def invalid_reason(arguments: str) -> str:
