@@ -35,10 +35,15 @@ HERMES_ANSWERS = [
     'Some JSON:\n```json\n{"name": "Ada", "age": 36}\n```\nand ```python\nx = 1\n```',
     '{"name": "get_time", "arguments": {}}',
     '{"name": "Ada"} is a JSON object.',
+    '<tool_call>\n{"name": "run_check", "arguments": {}}\n'
+    '{"name": "finish", "arguments": {"summary": "x"}}',
+    '<tool_call>\n{"name": "read", "arguments": {"path": "a"}}\n'
+    '{"name": "list", "arguments": {}}}\n</tool_call>\nDone.',
 ]
 #: The functions the answers above may call: a fenced block or a bare object with a name but
 #: no arguments is a call only where it names one of them.
 OFFERED = ("get_time", "read", "list", "reversed_keys", "cut_short", "tight", "no_outer_brace")
+OFFERED += ("run_check", "finish")
 
 
 def _gathered(pieces: list[Piece]) -> tuple[str, list[tuple[str, str, str]]]:
@@ -198,8 +203,9 @@ def test_a_call_streams_its_name_first_then_its_arguments_as_they_come() -> None
         CallOpened(0, "call_1", "write"),
         Arguments(0, '{"text": "one'),
     ]
-    assert splitter.feed(' two"}') == [Arguments(0, ' two"')]
-    assert splitter.feed("}\n</tool_call>") == [Arguments(0, "}")]
+    assert splitter.feed(' two"}') == [Arguments(0, ' two"}')]  # whole: the call is read
+    assert splitter.reply().calls[0].arguments == '{"text": "one two"}'
+    assert splitter.feed("}\n</tool_call>") == []
     assert splitter.finish() == []
 
 
@@ -248,6 +254,14 @@ def test_a_named_functions_forced_start_reads_as_that_call(syntax: ToolSyntax) -
     assert call.name == "get_time"
     assert json.loads(call.arguments) == {"tz": "UTC"}
     assert not prefix.endswith(" ")  # the model writes its arguments' first token itself
+
+
+@pytest.mark.parametrize("answer", HERMES_ANSWERS[12:14])
+def test_calls_written_in_a_row_in_one_block_are_each_read(answer: str) -> None:
+    """Qwen2.5-Coder 1.5B made to call writes a second call after the first, unclosed."""
+    reply = split_answer(HERMES, [answer], names=OFFERED)[1]
+    assert len(reply.calls) == 2 and not any(c.problem for c in reply.calls)
+    assert reply.content == ("Done." if answer.endswith("Done.") else None)
 
 
 def test_a_call_copying_its_templates_doubled_braces_keeps_its_arguments() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specchat.bench.agent_tasks import SYSTEM, TOOLS, AgentTask, Toolbox
+from specchat.bench.agent_tasks import FINISH, SYSTEM, TOOLS, AgentTask, Toolbox
 from specchat.bench.via_api import ApiRefused
 
 
@@ -147,7 +147,7 @@ def request_turn(
     *,
     mode: str,
     max_tokens: int,
-    tool_choice: str | dict[str, Any] = "auto",
+    tool_choice: str | dict[str, Any] = "required",
 ) -> AgentTurn:
     """One streamed request of the loop at T = 0, with the tools, timed from outside."""
     body = {
@@ -203,10 +203,11 @@ def run_task(
     mode: str,
     max_tokens: int,
     max_turns: int,
-    tool_choice: str | dict[str, Any] = "auto",
+    tool_choice: str | dict[str, Any] = "required",
 ) -> AgentRun:
-    """The agent's loop over `task`, its repository copied into `root` (fresh);
-    `tool_choice` as the API takes it (an agent leaves it to the model: auto)."""
+    """The agent's loop over `task`, its repository copied into `root` (fresh), until the
+    model calls finish, answers in text, or has made `max_turns` requests. `tool_choice` as
+    the API takes it: required by default, as agents that end on a finish tool send it."""
     toolbox = Toolbox(task, root)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
@@ -234,11 +235,11 @@ def run_task(
                 for ident, call in zip(ids, turn.calls, strict=True)
             ]
         messages.append(said)
-        if not turn.calls:
-            break
         for ident, call in zip(ids, turn.calls, strict=True):
             result = toolbox.call(call.name, call.arguments)
             messages.append(
                 {"role": "tool", "tool_call_id": ident, "name": call.name, "content": result}
             )
+        if not turn.calls or any(call.name == FINISH for call in turn.calls):
+            break
     return AgentRun(task.id, mode, tuple(turns), toolbox.check()[0])

@@ -23,9 +23,8 @@ AGENT_SETS = {"agent": AGENT_TASKS, "agent-held-back": HELD_BACK_TASKS}
 #: What the agent is told before its task.
 SYSTEM = (
     "You are a coding agent working in a small Python repository that only the tools can "
-    "reach. Work step by step, one tool call at a time: list the files, read the ones you "
-    "need, write the fixed file whole, then run the check. Once the check passes, say in one "
-    "sentence what you changed."
+    "reach. Work step by step, one tool call at a time: read the files you need, write each "
+    "changed file whole, then run the check. Once the check passes, call finish."
 )
 #: Characters of a tool's result the agent sends back (a check's output can be long).
 RESULT_CHARS = 4000
@@ -72,7 +71,14 @@ TOOLS: tuple[dict[str, Any], ...] = (
         {"path": _PATH, "content": {"type": "string", "description": "the file's new text"}},
     ),
     _function("run_check", "Run the repository's check; its output says what failed.", {}),
+    _function(
+        "finish",
+        "Say the task is done (once the check passes).",
+        {"summary": {"type": "string", "description": "one sentence: what you changed"}},
+    ),
 )
+#: The call that ends the agent's loop.
+FINISH = "finish"
 
 
 class Toolbox:
@@ -110,6 +116,8 @@ class Toolbox:
                 return self._write(values)
             if name == "run_check":
                 return self.check()[1]
+            if name == FINISH:
+                return "done"
         except (OSError, UnicodeDecodeError, ValueError) as error:
             return f"error: {error}"
         return f"error: there is no tool {name!r}; the tools are " + ", ".join(

@@ -15,6 +15,7 @@ from specchat.serve.tool_syntax import (
     has_arguments,
     held_from,
     invalid_reason,
+    value_end,
 )
 
 
@@ -129,6 +130,7 @@ class CallSplitter:
         self._opening: Opening | None = None  # what opened it
         self._marker = ""  # the text that opened it (said as content if it names nothing)
         self._call: _OpenCall | None = None  # a call whose name was sent
+        self._read = False  # a call of the open text was read whole
         self._space = ""  # white space held until text follows it (dropped beside a call)
         self._space_before = ""  # what was held when the open call opened
         self._after_call = False
@@ -178,7 +180,7 @@ class CallSplitter:
             self._say(self._pending[:start], out)
             # White space before a call is dropped; kept aside in case it is no call.
             self._space_before, self._space = self._space, ""
-            self._body, self._opening = self._pending[body_start:], opening
+            self._body, self._opening, self._read = self._pending[body_start:], opening, False
             self._marker = self._pending[start:body_start]
             self._pending = ""
 
@@ -239,7 +241,8 @@ class CallSplitter:
         return self.names is None or name in self.names
 
     def _inside(self, out: list[Piece]) -> bool:
-        """Go on with the open call; True when it closed (the text after it is pending)."""
+        """Go on with the open call; True when a call or the text it opened ended (what
+        follows is then pending, or the rest of that text)."""
         body, opening = self._body, self._opening
         assert body is not None and opening is not None
         if self._call is None:
@@ -250,38 +253,53 @@ class CallSplitter:
                 name, start = head
                 self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
                 out.append(CallOpened(self._call.index, self._call.id, name))
+        call = self._call
+        if call is not None and (end := value_end(body, call.start)) is not None:
+            # Its arguments are whole: the call ends there, whatever follows (the brace
+            # closing it, the closing, or a next call the model wrote without one).
+            self._send(call, body, end, out)
+            self._read_call(call, body[call.start : end])
+            rest = body[end:].lstrip()
+            self._body, self._marker = rest.removeprefix("}"), ""
+            return True
         if opening.closing:
             at = body.find(opening.closing)
             if at >= 0:
                 self._close(body[:at], opening.closing, out)
                 self._pending = body[at + len(opening.closing) :]
                 return True
-        call = self._call
         if call is not None:
-            end = held_from(body, call.start, opening.closing)
-            if end > call.sent:
-                out.append(Arguments(call.index, body[call.sent : end]))
-                call.sent = end
+            self._send(call, body, held_from(body, call.start, opening.closing), out)
         return False
 
+    def _send(self, call: _OpenCall, body: str, end: int, out: list[Piece]) -> None:
+        if end > call.sent:
+            out.append(Arguments(call.index, body[call.sent : end]))
+            call.sent = end
+
+    def _read_call(self, call: _OpenCall, arguments: str) -> None:
+        self._calls.append(SplitCall(call.id, call.name, arguments, invalid_reason(arguments)))
+        self._call, self._read, self._after_call = None, True, True
+
     def _close(self, region: str, closing: str, out: list[Piece]) -> None:
-        call, opening = self._call, self._opening
-        self._call, self._body, self._opening = None, None, None
-        if call is not None:
-            self._after_call = True
+        call, opening, read = self._call, self._opening, self._read
+        self._body, self._opening, self._read = None, None, False
+        if call is not None:  # its arguments never came whole: as written
             arguments = arguments_of(region, call.start)
-            rest = arguments[call.sent - call.start :]
-            if rest:
-                out.append(Arguments(call.index, rest))
-            self._calls.append(SplitCall(call.id, call.name, arguments, invalid_reason(arguments)))
+            self._send(call, region[: call.start] + arguments, call.start + len(arguments), out)
+            self._read_call(call, arguments)
+            self._read = False
             return
+        if read and not region.strip().strip("}").strip():
+            return  # the end of a block whose calls were read
         parsed = self.syntax.parse(region)
         if parsed and opening is not None and opening.loose and not has_arguments(region):
             # An object with a name alone is a call only where the name is a function offered.
             parsed = parsed if all(self._offered(c.name) for c in parsed) else None
         if not parsed:  # it names no function: the model's text, as written
-            self._space = self._space_before
-            self._say(self._marker + region + closing, out)
+            if not read:
+                self._space = self._space_before
+            self._say(self._marker + region + ("" if read else closing), out)
             return
         self._after_call = True
         for found in parsed:

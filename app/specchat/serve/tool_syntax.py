@@ -12,6 +12,7 @@ from dataclasses import dataclass
 _HEAD = re.compile(
     r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"(?:arguments|parameters)"\s*:\s*(?=\S)'
 )
+_DECODER = json.JSONDecoder()
 #: A name alone, and where arguments start, for a call whose JSON is broken.
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _ARGS = re.compile(r'"(?:arguments|parameters)"\s*:\s*')
@@ -72,20 +73,20 @@ class ToolSyntax:
 
     # --- what a required call forces ----------------------------------------------------
     def prefix(self, function: str | None) -> str:
-        """The answer's forced start when a call is required: the opening, and the
-        function's name where one is named (no space after it: the model writes its
-        arguments' first token as it would)."""
+        """The answer's forced start when a call is required: the opening up to the name,
+        and the function's name where one is named (no space after it: the model writes its
+        arguments' first token as it would). The name's start is forced too: after
+        `<tool_call>` alone Qwen2.5-Coder 1.5B ends its answer."""
         opening = self.openings[0].marker
-        if self.key == "llama3":
-            opening = '{"name": '
-            return opening + (f'{json.dumps(function)}, "parameters":' if function else '"')
-        if function is None:
-            return opening
         if self.args_marker:
-            return f"{opening}{function}{self.args_marker}"
-        if self.key == "mistral":
-            return f'{opening}[{{"name": {json.dumps(function)}, "arguments":'
-        return f'{opening}\n{{"name": {json.dumps(function)}, "arguments":'
+            return opening + (f"{function}{self.args_marker}" if function else "")
+        start = {"llama3": "", "mistral": "["}.get(self.key, "\n")
+        key = "parameters" if self.key == "llama3" else "arguments"
+        if self.key == "llama3":
+            opening = ""
+        if function is None:
+            return f'{opening}{start}{{"name": "'
+        return f'{opening}{start}{{"name": {json.dumps(function)}, "{key}":'
 
     # --- reading ------------------------------------------------------------------------
     def head(self, opening: Opening, body: str) -> tuple[str, int] | None:
@@ -103,7 +104,7 @@ class ToolSyntax:
         no function (it is then the answer's text, as written)."""
         if self.key == "mistral":
             return _mistral(body, self.openings[0].marker, self.args_marker)
-        return _objects([body])
+        return _objects(body)
 
 
 def arguments_of(body: str, start: int) -> str:
@@ -157,35 +158,78 @@ def _unescape(text: str) -> str:
     return value if isinstance(value, str) else text
 
 
-def _objects(parts: list[str]) -> list[ParsedCall] | None:
+def _objects(text: str) -> list[ParsedCall] | None:
+    """Calls written as JSON objects, one or several in a row (a model writing two calls in
+    one block); anything else is read as one broken call, its arguments kept as written."""
     calls = []
-    for part in parts:
-        call = _object(part.strip())
+    at = _skip(text, 0)
+    while at < len(text):
+        try:
+            value, end = _DECODER.raw_decode(text, at)
+        except ValueError:
+            break
+        call = _as_call(text[at:end], value)
         if call is None:
-            return None
+            break
         calls.append(call)
-    return calls or None
+        at = _skip(text, end)
+    else:
+        if calls:
+            return calls
+    call = _broken(text.strip())
+    return None if call is None else [call]
 
 
-def _object(text: str) -> ParsedCall | None:
-    """A call written as one object, `{"name": ..., "arguments" | "parameters": ...}`;
-    a broken one keeps its arguments as written."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if isinstance(value, dict) and isinstance(value.get("name"), str):
-        arguments = value.get("arguments", value.get("parameters", {}))
-        if isinstance(arguments, str):
-            return ParsedCall(value["name"], arguments)
-        return ParsedCall(value["name"], json.dumps(arguments, ensure_ascii=False))
+def _skip(text: str, at: int) -> int:
+    """Past the white space (and separators) between calls written in a row."""
+    while at < len(text) and (text[at].isspace() or text[at] in ",;"):
+        at += 1
+    return at
+
+
+def _as_call(raw: str, value: object) -> ParsedCall | None:
+    """A parsed object as a call, its arguments' text as written where it can be cut out."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    head = _HEAD.match(raw)
+    if head is not None:
+        end = value_end(raw, head.end())
+        if end is not None:
+            return ParsedCall(value["name"], raw[head.end() : end])
+    if isinstance(arguments, str):
+        return ParsedCall(value["name"], arguments)
+    return ParsedCall(value["name"], json.dumps(arguments, ensure_ascii=False))
+
+
+def _broken(text: str) -> ParsedCall | None:
+    """A call whose JSON does not parse: its name, and its arguments as written."""
     head = _HEAD.match(text)
     if head is not None:
         return ParsedCall(_unescape(head.group(1)), arguments_of(text, head.end()))
     name = _NAME.search(text)
-    if name is None or isinstance(value, (dict, list)):
+    if name is None or _parses(text):  # whole JSON, and no call: not one
         return None
     return ParsedCall(_unescape(name.group(1)), _loose_arguments(text))
+
+
+def _parses(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def value_end(text: str, start: int) -> int | None:
+    """Where a JSON object, list or string starting at `start` ends, once it is whole (None
+    before; a number or a word cannot say it is whole until what follows it)."""
+    if start >= len(text) or text[start] not in '{["':
+        return None
+    try:
+        return int(_DECODER.raw_decode(text, start)[1])
+    except ValueError:
+        return None
 
 
 def _loose_arguments(text: str) -> str:
@@ -195,11 +239,8 @@ def _loose_arguments(text: str) -> str:
     found = _ARGS.search(text)
     if found is None:
         return ""
-    try:
-        _, end = json.JSONDecoder().raw_decode(text, found.end())
-    except ValueError:
-        return text[found.end() :].rstrip()
-    return text[found.end() : end]
+    end = value_end(text, found.end())
+    return text[found.end() :].rstrip() if end is None else text[found.end() : end]
 
 
 def _mistral(body: str, opening: str, args_marker: str) -> list[ParsedCall] | None:
@@ -210,10 +251,11 @@ def _mistral(body: str, opening: str, args_marker: str) -> list[ParsedCall] | No
         try:
             value = json.loads(text)
         except ValueError:
-            return _objects([text.removeprefix("[").removesuffix("]")])
+            return _objects(text.removeprefix("[").removesuffix("]"))
         if not isinstance(value, list):
             return None
-        return _objects([json.dumps(item, ensure_ascii=False) for item in value])
+        calls = [_as_call(json.dumps(item, ensure_ascii=False), item) for item in value]
+        return None if not calls or None in calls else [c for c in calls if c is not None]
     calls = []
     for part in text.split(opening):
         name, marker, arguments = part.partition(args_marker or "[ARGS]")
