@@ -24,13 +24,7 @@ from tests.helpers.api_server import running_server
 
 #: Each task's fix, as (file, text replaced, replacement): what a good agent would write.
 FIXES = {
-    "fix-subtract": [
-        (
-            "calc.py",
-            '"""Return a minus b."""\n    return a + b',
-            '"""Return a minus b."""\n    return a - b',
-        )
-    ],
+    "fix-subtract": [("calc.py", "# a minus b\n    return a + b", "# a minus b\n    return a - b")],
     "rename-total": [
         ("shop.py", "def total(", "def subtotal("),
         ("report.py", "total", "subtotal"),
@@ -38,9 +32,8 @@ FIXES = {
     "add-word-count": [
         (
             "text_tools.py",
-            '"""Helpers for short texts."""\n',
-            '"""Helpers for short texts."""\n\n\ndef word_count(text):\n'
-            "    return len(text.split())\n",
+            "# Helpers for short texts.\n",
+            "# Helpers for short texts.\n\n\ndef word_count(text):\n    return len(text.split())\n",
         )
     ],
     "fix-last-n": [("seq.py", "items[-n - 1:]", "items[-n:]")],
@@ -137,7 +130,7 @@ def test_a_bad_task_file_names_its_line(tmp_path: Path, line: str, problem: str)
 @pytest.fixture(scope="module")
 def agent_server(tools_target: Path, tiny_models: TinyModels) -> Iterator[ApiServer]:
     with running_server(
-        tools_target, tiny_models.draft_close, n_ctx=2048, prefixes=PrefixCache()
+        tools_target, tiny_models.draft_close, n_ctx=4096, prefixes=PrefixCache()
     ) as server:
         yield server
 
@@ -173,7 +166,7 @@ def test_the_agent_runs_the_calls_and_sends_each_turn_the_whole_history(
 
 
 def test_both_modes_start_alike_and_say_the_same_at_t0(tools_target: Path, tmp_path: Path) -> None:
-    engine = ChatEngine.load(tools_target, None, n_ctx=2048, n_threads=1)
+    engine = ChatEngine.load(tools_target, None, n_ctx=4096, n_threads=1)
     try:
         tasks = load_tasks(AGENT_SETS["agent-held-back"])
         pairs = measure_agents(engine, tasks, max_tokens=8, max_turns=2)

@@ -155,6 +155,9 @@ def request_turn(
         "messages": messages,
         "tools": list(TOOLS),
         "tool_choice": tool_choice,
+        # One step at a time: a call made before the results of the one before it is a
+        # guess (the 1.5B model writes a file before reading it).
+        "parallel_tool_calls": False,
         "temperature": 0,
         "max_tokens": max_tokens,
         "stream": True,
@@ -206,7 +209,8 @@ def run_task(
     tool_choice: str | dict[str, Any] = "required",
 ) -> AgentRun:
     """The agent's loop over `task`, its repository copied into `root` (fresh), until the
-    model calls finish, answers in text, or has made `max_turns` requests. `tool_choice` as
+    model finishes (finish is refused while the check fails), answers in text, or has made
+    `max_turns` requests. `tool_choice` as
     the API takes it: required by default, as agents that end on a finish tool send it."""
     toolbox = Toolbox(task, root)
     messages: list[dict[str, Any]] = [
@@ -235,11 +239,13 @@ def run_task(
                 for ident, call in zip(ids, turn.calls, strict=True)
             ]
         messages.append(said)
+        finished = False
         for ident, call in zip(ids, turn.calls, strict=True):
             result = toolbox.call(call.name, call.arguments)
+            finished = finished or (call.name == FINISH and result == "done")
             messages.append(
                 {"role": "tool", "tool_call_id": ident, "name": call.name, "content": result}
             )
-        if not turn.calls or any(call.name == FINISH for call in turn.calls):
+        if not turn.calls or finished:
             break
     return AgentRun(task.id, mode, tuple(turns), toolbox.check()[0])

@@ -73,7 +73,7 @@ TOOLS: tuple[dict[str, Any], ...] = (
     _function("run_check", "Run the repository's check; its output says what failed.", {}),
     _function(
         "finish",
-        "Say the task is done (once the check passes).",
+        "Say the task is done (refused while the check fails).",
         {"summary": {"type": "string", "description": "one sentence: what you changed"}},
     ),
 )
@@ -117,7 +117,8 @@ class Toolbox:
             if name == "run_check":
                 return self.check()[1]
             if name == FINISH:
-                return "done"
+                passed, said = self.check()
+                return "done" if passed else f"error: not done yet, the {said}"
         except (OSError, UnicodeDecodeError, ValueError) as error:
             return f"error: {error}"
         return f"error: there is no tool {name!r}; the tools are " + ", ".join(

@@ -8,6 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class RawJson(str):
+    """Text a template's `tojson` writes as it is: a call's arguments that are no JSON
+    object, so the chat shows what the model wrote, not that text quoted as a JSON string
+    (which a model copies, quoting once more at every turn)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """A function call an assistant message made.
@@ -25,8 +33,8 @@ class ToolCall:
     def for_template(self) -> dict[str, Any]:
         """The call in OpenAI's shape, its arguments an object where they parse as one:
         templates write them with `tojson` (transformers' convention), which would quote a
-        JSON text a second time."""
-        arguments: Any = self.arguments
+        JSON text a second time; otherwise as written (RawJson)."""
+        arguments: Any = RawJson(self.arguments) if self.arguments.strip() else {}
         try:
             parsed = json.loads(self.arguments)
         except ValueError:

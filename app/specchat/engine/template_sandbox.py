@@ -18,7 +18,7 @@ from jinja2.sandbox import (
 )
 from jinja2.utils import Namespace
 
-from specchat.engine.chat_message import ChatMessage, as_mapping
+from specchat.engine.chat_message import ChatMessage, RawJson, as_mapping
 from specchat.engine.template_guards import (
     DIGITS,
     KINDS,
@@ -129,6 +129,8 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # transformers' tojson: plain json.dumps, unlike Jinja's HTML-escaping built-in.
+    if isinstance(value, RawJson):
+        return str(value)
     if (isinstance(indent, int) and indent > 16) or (isinstance(indent, str) and len(indent) > 16):
         raise limit_error("asked for a JSON indent wider than 16")
     return json.dumps(

@@ -4,6 +4,7 @@ the rounds streamed to the job, and the summary its response reports."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -145,7 +146,13 @@ class JobRunner:
         previous = 0.0
         result: RoundResult | None = None
         engine.profiler.pause()
-        for result in engine.generate(request, cancel=job.cancel):
+        splitter = tooling.splitter()
+        if splitter is not None:
+            splitter.feed(tooling.answer_prefix)
+        # Ended by the client going away, or once a single call was read (checked between
+        # rounds, as the decoder checks it).
+        ending = threading.Event()
+        for result in engine.generate(request, cancel=ending):
             now = time.perf_counter()
             plain = result.drafted == 0 and any(e.kind == TokenKind.PLAIN for e in result.events)
             # As the window measures it: later plain rounds, from the previous round's end.
@@ -157,6 +164,10 @@ class JobRunner:
                 accepted += result.accepted
                 rejected += result.drafted - result.accepted
             text.append(result.text)
+            if splitter is not None:
+                splitter.feed(result.text)
+            if job.cancel.is_set() or (splitter is not None and splitter.ended):
+                ending.set()
             if self.on_round is not None:
                 self.on_round(job, result)
             yield Round(result)
@@ -164,10 +175,8 @@ class JobRunner:
             raise RuntimeError("the answer ended without a round")
         self._said = (key, tuple(engine.target.tokens))
         answer = tooling.answer_prefix + "".join(text)
-        splitter = tooling.splitter()
         reply = None
         if splitter is not None:
-            splitter.feed(answer)
             splitter.finish()
             reply = splitter.reply()
         if self.keeper is not None:

@@ -27,11 +27,13 @@ class ToolPrompt:
         tools: the function definitions the template writes, or None (a plain answer).
         syntax: the format the answer's calls are read in, or None (a plain answer).
         answer_prefix: the answer's forced start ("" unless a call is required).
+        single: the answer ends after its first call (`parallel_tool_calls` false).
     """
 
     tools: tuple[Mapping[str, Any], ...] | None = None
     syntax: ToolSyntax | None = None
     answer_prefix: str = ""
+    single: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -42,7 +44,7 @@ class ToolPrompt:
         """What reads the answer's calls, or None for a plain answer."""
         if self.syntax is None:
             return None
-        return CallSplitter(self.syntax, names=self.names)
+        return CallSplitter(self.syntax, names=self.names, single=self.single)
 
 
 def tool_prompt(engine: ChatEngine, call: ChatCall) -> ToolPrompt:
@@ -71,7 +73,7 @@ def tool_prompt(engine: ChatEngine, call: ChatCall) -> ToolPrompt:
         return ToolPrompt()
     syntax = syntax_of(engine.template.source)
     prefix = "" if request.choice == "auto" else syntax.prefix(request.function or None)
-    return ToolPrompt(request.tools, syntax, prefix)
+    return ToolPrompt(request.tools, syntax, prefix, single=not request.parallel)
 
 
 def _template_name(engine: ChatEngine) -> str:

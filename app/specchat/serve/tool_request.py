@@ -27,11 +27,14 @@ class ToolRequest:
         choice: "auto" (the model decides), "required" (at least one call) or "function"
             (a call of `function`).
         function: the function `tool_choice` names, or "".
+        parallel: the answer may make several calls (`parallel_tool_calls`, true unless
+            sent false: the answer then ends after its first call).
     """
 
     tools: tuple[Mapping[str, Any], ...]
     choice: str = "auto"
     function: str = ""
+    parallel: bool = True
 
 
 def _type_error(param: str, expected: str) -> ApiError:
@@ -124,7 +127,7 @@ def parse_tools(body: Mapping[str, Any]) -> ToolRequest | None:
     choice, function = _choice(body.get("tool_choice"), names)
     if choice == "none" or not tools:
         return None
-    return ToolRequest(tuple(tools), choice, function)
+    return ToolRequest(tuple(tools), choice, function, parallel is not False)
 
 
 def parse_tool_calls(value: object, where: str) -> tuple[ToolCall, ...]:

@@ -113,6 +113,7 @@ class CallSplitter:
         syntax: the model's tool-call format.
         names: the functions the request offers (a loose opening's object is a call where
             it names one, or has its arguments), or None for any.
+        single: the answer's first call is its last: what follows it is left out.
     """
 
     def __init__(
@@ -120,10 +121,12 @@ class CallSplitter:
         syntax: ToolSyntax,
         *,
         names: Collection[str] | None = None,
+        single: bool = False,
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.syntax = syntax
         self.names = None if names is None else frozenset(names)
+        self.single = single
         self._new_id = new_id
         self._pending = ""  # outside a call: text not yet said (it may open one)
         self._body: str | None = None  # inside a call: its text so far
@@ -138,8 +141,15 @@ class CallSplitter:
         self._content: list[str] = []
         self._calls: list[SplitCall] = []
 
+    @property
+    def ended(self) -> bool:
+        """A single call was read: nothing more is taken (the answer may stop)."""
+        return self.single and bool(self._calls)
+
     def feed(self, text: str) -> list[Piece]:
         out: list[Piece] = []
+        if self.ended:
+            return out
         if self._body is None:
             self._pending += text
         else:
@@ -150,6 +160,8 @@ class CallSplitter:
     def finish(self) -> list[Piece]:
         """The pieces held back; call once, after the last text."""
         out: list[Piece] = []
+        if self.ended:
+            return out
         self._advance(out, final=True)
         if self._body is not None:  # a call the answer's end closed (or cut short)
             self._close(self._body, "", out)
@@ -165,7 +177,7 @@ class CallSplitter:
 
     # --- outside a call ---------------------------------------------------------------------
     def _advance(self, out: list[Piece], *, final: bool) -> None:
-        while True:
+        while not self.ended:
             if self._body is not None:
                 if not self._inside(out):
                     return
@@ -302,7 +314,7 @@ class CallSplitter:
             self._say(self._marker + region + ("" if read else closing), out)
             return
         self._after_call = True
-        for found in parsed:
+        for found in parsed[:1] if self.single else parsed:
             index, ident = len(self._calls), self._new_id()
             out.append(CallOpened(index, ident, found.name))
             if found.arguments:

@@ -254,8 +254,9 @@ def _mistral(body: str, opening: str, args_marker: str) -> list[ParsedCall] | No
             return _objects(text.removeprefix("[").removesuffix("]"))
         if not isinstance(value, list):
             return None
-        calls = [_as_call(json.dumps(item, ensure_ascii=False), item) for item in value]
-        return None if not calls or None in calls else [c for c in calls if c is not None]
+        found = [_as_call(json.dumps(item, ensure_ascii=False), item) for item in value]
+        listed = [call for call in found if call is not None]
+        return listed if listed and len(listed) == len(found) else None
     calls = []
     for part in text.split(opening):
         name, marker, arguments = part.partition(args_marker or "[ARGS]")
