@@ -12,6 +12,8 @@ from typing import Any
 import openai
 import pytest
 
+from specchat.bench.agent_tasks import SYSTEM as SYSTEM_AGENT
+from specchat.bench.agent_tasks import TOOLS as AGENT_TOOLS
 from specchat.serve.server import ApiServer
 from tests.helpers.api_server import running_server
 
@@ -56,15 +58,8 @@ def _client(server: ApiServer) -> openai.OpenAI:
 
 
 def _ask(api: openai.OpenAI, messages: list[Any], **extra: Any) -> Any:
-    return api.chat.completions.create(
-        model="any",
-        messages=messages,
-        tools=[GET_TIME],
-        temperature=0,
-        max_tokens=64,
-        timeout=600,
-        **extra,
-    )
+    asked: dict[str, Any] = {"tools": [GET_TIME], "temperature": 0, "max_tokens": 64, **extra}
+    return api.chat.completions.create(model="any", messages=messages, timeout=600, **asked)
 
 
 def _checked_call(name: str, arguments: str) -> None:
@@ -137,3 +132,27 @@ def test_tool_answers_at_t0_are_the_plain_decoders_with_drafting_on_or_off(
             assert extra["specchat"]["mode"] == mode
             if mode == "draft":  # drafting was on: the draft model proposed every round
                 assert extra["timings"]["draft_n"] > 0
+
+
+def test_parallel_tool_calls_false_ends_the_answer_after_its_first_call(
+    real_server: ApiServer,
+) -> None:
+    """Made to call (required), the 1.5B model writes several calls in a row; with
+    `parallel_tool_calls` false the first one is the answer, and decoding stopped there."""
+    api = _client(real_server)
+    agent = [
+        {"role": "system", "content": SYSTEM_AGENT},
+        {"role": "user", "content": "The check fails. Find the bug in calc.py and fix it."},
+    ]
+    asked = {"tools": [*AGENT_TOOLS], "tool_choice": "required"}
+    several = _ask(api, agent, **asked)
+    one = _ask(api, agent, **asked, parallel_tool_calls=False)
+    calls = several.choices[0].message.tool_calls or []
+    (first,) = one.choices[0].message.tool_calls or []
+    assert len(calls) > 1
+    assert (first.function.name, first.function.arguments) == (
+        calls[0].function.name,
+        calls[0].function.arguments,
+    )
+    assert one.choices[0].finish_reason == "tool_calls"
+    assert one.usage.completion_tokens < several.usage.completion_tokens

@@ -3,6 +3,7 @@ serve`, plain and auto side by side, both starting alike."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -61,12 +62,16 @@ def _run(
         engine, ServeOptions(port=0), calibrate_plain=False, profile=False, prefixes=PrefixCache()
     )
     address = server.start()
+    # The same folder for both modes: a check's traceback names its files' paths, and the
+    # two runs must send the same results.
+    root = work / task.id
+    shutil.rmtree(root, ignore_errors=True)
     try:
         return run_task(
             address.host,
             address.port,
             task,
-            work / f"{task.id}-{mode}",
+            root,
             mode=mode,
             max_tokens=max_tokens,
             max_turns=max_turns,
