@@ -176,9 +176,12 @@ class JobRunner:
         self._said = (key, tuple(engine.target.tokens))
         answer = tooling.answer_prefix + "".join(text)
         reply = None
+        stop = result.stop or StopReason.EOS
         if splitter is not None:
             splitter.finish()
             reply = splitter.reply()
+            if splitter.ended and not job.cancel.is_set():
+                stop = StopReason.EOS  # its one call is the whole answer
         if self.keeper is not None:
             if reply is None:
                 self.keeper.keep(call.messages, answer)
@@ -187,7 +190,7 @@ class JobRunner:
                 self.keeper.keep(call.messages, reply.content or "", calls)
         yield Finished(
             Summary(
-                stop=result.stop or StopReason.EOS,
+                stop=stop,
                 stats=result.stats,
                 prompt_tokens=len(prompt),
                 text=answer,
