@@ -13,6 +13,7 @@ from specchat.bench.agent_loop import AgentRun, run_task
 from specchat.bench.agent_tasks import AgentTask
 from specchat.engine.history import suffix_index_of
 from specchat.engine.session import ChatEngine
+from specchat.serve.tool_copies import forget_tool_results
 
 #: The modes compared: the plain decoder, and what SpecChat answers with by default.
 MODES = ("plain", "auto")
@@ -41,13 +42,15 @@ class AgentPair:
 
 def level(engine: ChatEngine) -> None:
     """Start a run as the other mode's started: empty caches, nothing of the earlier run in
-    the suffix index (each run also gets a server, and a prefix cache, of its own)."""
+    the suffix index, its chat or its tool results (each run also gets a server, and a
+    prefix cache, of its own)."""
     for model in (engine.target, engine.draft):
         if model is not None:
             model.sync(())
     index = suffix_index_of(engine)
     if index is not None:
         index.forget_chat()
+    forget_tool_results(engine)
 
 
 def _run(

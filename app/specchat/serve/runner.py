@@ -22,6 +22,7 @@ from specchat.engine.types import GenerationRequest, RoundResult, StopReason, To
 from specchat.serve.errors import ApiError, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
+from specchat.serve.tool_copies import file_tool_results
 from specchat.serve.tool_prompt import tool_prompt
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class JobRunner:
             )
         key = conversation_key(call.messages)
         self._file_previous(engine, key)
+        file_tool_results(engine, key, call.messages)
         request = GenerationRequest(
             prompt, max_tokens, call.controls, call.stop, conversation=key, prediction=prediction
         )
