@@ -60,6 +60,8 @@ class ToolSyntax:
         key: short id ("hermes").
         label: for people.
         openings: the texts that open a call, the format's own first.
+        before: what a required call's forced start writes before the call's object.
+        arguments_key: the key the object names its arguments by.
         name_first: the name and arguments are one JSON object, the name first (a closed
             call's arguments are streamed as they come; otherwise it is sent once read).
         args_marker: Mistral's `[ARGS]` form (`[TOOL_CALLS]name[ARGS]{...}`), or "".
@@ -68,6 +70,8 @@ class ToolSyntax:
     key: str
     label: str
     openings: tuple[Opening, ...]
+    before: str = ""
+    arguments_key: str = "arguments"
     name_first: bool = True
     args_marker: str = ""
 
@@ -77,16 +81,11 @@ class ToolSyntax:
         and the function's name where one is named (no space after it: the model writes its
         arguments' first token as it would). The name's start is forced too: after
         `<tool_call>` alone Qwen2.5-Coder 1.5B ends its answer."""
-        opening = self.openings[0].marker
         if self.args_marker:
-            return opening + (f"{function}{self.args_marker}" if function else "")
-        start = {"llama3": "", "mistral": "["}.get(self.key, "\n")
-        key = "parameters" if self.key == "llama3" else "arguments"
-        if self.key == "llama3":
-            opening = ""
+            return self.before + (f"{function}{self.args_marker}" if function else "")
         if function is None:
-            return f'{opening}{start}{{"name": "'
-        return f'{opening}{start}{{"name": {json.dumps(function)}, "{key}":'
+            return f'{self.before}{{"name": "'
+        return f'{self.before}{{"name": {json.dumps(function)}, "{self.arguments_key}":'
 
     # --- reading ------------------------------------------------------------------------
     def head(self, opening: Opening, body: str) -> tuple[str, int] | None:
@@ -277,19 +276,29 @@ HERMES = ToolSyntax(
     "hermes",
     "Hermes <tool_call>",
     (Opening("<tool_call>", closing="</tool_call>"), _FENCED, _BARE),
+    before="<tool_call>\n",
 )
 #: Llama 3.1-3.3: the answer is `{"name", "parameters"}` (after `<|python_tag|>` or none).
 LLAMA3 = ToolSyntax(
-    "llama3", "Llama 3 JSON", (Opening("<|python_tag|>"), _BARE, _FENCED), name_first=False
+    "llama3",
+    "Llama 3 JSON",
+    (Opening("<|python_tag|>"), _BARE, _FENCED),
+    arguments_key="parameters",
+    name_first=False,
 )
 #: Mistral: `[TOOL_CALLS][{"name", "arguments"}]` (v3), or `[TOOL_CALLS]name[ARGS]{...}`.
 MISTRAL = ToolSyntax(
-    "mistral", "Mistral [TOOL_CALLS]", (Opening("[TOOL_CALLS]"),), name_first=False
+    "mistral",
+    "Mistral [TOOL_CALLS]",
+    (Opening("[TOOL_CALLS]"),),
+    before="[TOOL_CALLS][",
+    name_first=False,
 )
 MISTRAL_ARGS = ToolSyntax(
     "mistral",
     "Mistral [TOOL_CALLS] [ARGS]",
     (Opening("[TOOL_CALLS]"),),
+    before="[TOOL_CALLS]",
     name_first=False,
     args_marker="[ARGS]",
 )
