@@ -32,7 +32,7 @@ class ApiStarted:
     Attributes:
         job_id: the job's number in this run.
         label: the request's number and client ("#3 from 127.0.0.1").
-        question: its last user message.
+        question: its last user message, or the tool results the chat ends with.
     """
 
     job_id: int
@@ -195,18 +195,20 @@ class ApiJobs(QObject):
 
     def _on_job(self, job: Job, last: object) -> None:
         from specchat.serve.jobs import Failed, Finished
+        from specchat.serve.parsing import latest_question
 
         job_id = self._ids.get(id(job), 0)
         if last is None:
-            question = next(
-                (m.content for m in reversed(job.call.messages) if m.role == "user"), ""
-            )
+            question = latest_question(job.call.messages)
             self.started.emit(ApiStarted(job_id, job.label, question))
             return
         self._ids.pop(id(job), None)
         if isinstance(last, Finished):
             stats = last.summary.stats
             note = f"{stats.emitted} tokens, {last.summary.stop.value}"
+            reply = last.summary.tool_reply
+            if reply is not None and reply.calls:
+                note += ", called " + ", ".join(call.name for call in reply.calls)
         elif isinstance(last, Failed):
             note = f"failed: {last.error.message}"
         else:
