@@ -77,6 +77,16 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> TinyModels:
 
 
 @pytest.fixture(scope="session")
+def tools_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny target with Qwen 2.5's chat template, which writes tools (Hermes style)."""
+    from specchat.tinymodels import TinySpec, write_tiny_model
+    from tests.helpers.chat_templates import QWEN25_TEMPLATE
+
+    spec = TinySpec(seed=1, name="tiny-tools-target", chat_template=QWEN25_TEMPLATE)
+    return write_tiny_model(tmp_path_factory.mktemp("tools") / "tiny-tools-target.gguf", spec)
+
+
+@pytest.fixture(scope="session")
 def real_pair() -> tuple[Path, Path]:
     """(target, draft) of the real default pair, fetched through the mirror code.
 

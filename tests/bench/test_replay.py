@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from specchat.bench.bounds import ceiling_ms
 from specchat.bench.replay import (
     ReplayError,
-    ceiling_ms,
     read_costs,
     read_traces,
     replay,

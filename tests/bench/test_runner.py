@@ -96,6 +96,18 @@ def test_each_prompt_gets_a_lookup_ceiling(report: tuple[dict, Path]) -> None:
     assert "lookup ceiling" in edits["detail"]
 
 
+def test_the_report_replays_each_answer_with_the_loss_ledger(report: tuple[dict, Path]) -> None:
+    data, out = report
+    replayed = data["replay"]
+    assert {p["prompt"] for p in replayed["prompts"]} == {p.id for p in PROMPTS}
+    for prompt in replayed["prompts"]:
+        ledger = prompt["ledger"]
+        assert sum(c["ms"] for c in ledger["causes"].values()) == pytest.approx(
+            ledger["gap_ms"], abs=0.05
+        )
+    assert "loss ledger" in (out / "report.md").read_text(encoding="utf-8")
+
+
 def test_results_carry_the_required_fields(report: tuple[dict, Path]) -> None:
     data = json.loads((report[1] / "report.json").read_text(encoding="utf-8"))
     results = data["results"]

@@ -15,9 +15,9 @@ from tests.helpers.api_server import engine_thread, request
 CHAT = "/v1/chat/completions"
 
 
-def _ask(server: ApiServer, messages: list[dict[str, str]]) -> dict[str, Any]:
+def _ask(server: ApiServer, messages: list[Any], **extra: Any) -> dict[str, Any]:
     assert server.address is not None
-    body = {"messages": messages, "temperature": 0, "max_tokens": 6}
+    body = {"messages": messages, "temperature": 0, "max_tokens": 6, **extra}
     reply = request(server.address, "POST", CHAT, body)
     assert reply.status == 200
     return reply.json()
@@ -53,4 +53,38 @@ def test_a_kept_chat_is_one_conversation_growing_turn_by_turn(
         ("user", "shorter, please"),
         ("assistant", again),
     ]
+    store.close()
+
+
+def test_a_kept_tool_chat_shows_its_calls_and_results_in_words(
+    tools_server: ApiServer, tmp_path: Path
+) -> None:
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    runner = engine_thread(tools_server).runner
+    runner.keeper = ChatKeeper(store)
+    tool = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+    named = {"type": "function", "function": {"name": "get_time"}}
+    asked: list[Any] = [{"role": "user", "content": "what time is it?"}]
+    try:
+        first = _ask(tools_server, asked, tools=[tool], tool_choice=named)
+        said = first["choices"][0]["message"]
+        (call,) = said["tool_calls"]
+        result = {
+            "role": "tool",
+            "tool_call_id": call["id"],
+            "name": "get_time",
+            "content": "14:05",
+        }
+        _ask(tools_server, [*asked, said, result], tools=[tool])
+    finally:
+        runner.keeper = None
+    (chat,) = store.conversations()
+    kept = [(m.role, m.content) for m in store.messages(chat.id)]
+    arguments = call["function"]["arguments"]
+    assert kept[:3] == [
+        ("user", "what time is it?"),
+        ("assistant", f"Called get_time({arguments})"),
+        ("user", "Result of get_time:\n14:05"),
+    ]
+    assert [role for role, _ in kept] == ["user", "assistant", "user", "assistant"]
     store.close()

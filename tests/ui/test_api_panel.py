@@ -1,6 +1,7 @@
 """The window's "Serve API" switch: off at start; on, a request from the `openai` client
-streams into the API section; off again, the port is closed. The address, port and key are
-settings, with the command line's rule: another address than this machine's needs a key."""
+streams into the API section (tool-call requests too); off again, the port is closed. The
+address, port and key are settings, with the command line's rule: another address than this
+machine's needs a key."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -222,3 +224,43 @@ def test_the_queue_reaches_the_window_while_a_job_holds_the_worker(
         gate.set()
     time.sleep(0.05)
     window.api_panel.switch.setChecked(False)
+
+
+def test_tool_call_requests_show_in_the_api_section_like_any_other(
+    qtbot: QtBot, make_window: Callable[..., Any], tools_target: Path, tiny_models: TinyModels
+) -> None:
+    window = make_window()
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
+        window.load_files(tools_target, tiny_models.draft_close, label="tools")
+    window.settings.set(cfg.API_PORT, 0)
+    panel = window.api_panel
+    with qtbot.waitSignal(panel.serving, timeout=10_000):
+        panel.switch.setChecked(True)
+    address = window.api.server.address
+    tool = {"type": "function", "function": {"name": "get_time", "parameters": {}}}
+    named = {"type": "function", "function": {"name": "get_time"}}
+    done: list[bool] = []
+
+    def agent() -> None:
+        client = openai.OpenAI(base_url=address.base_url, api_key="none", max_retries=0)
+        asked: list[Any] = [{"role": "user", "content": "what time is it?"}]
+        first = client.chat.completions.create(
+            model="m", messages=asked, tools=[tool], tool_choice=named, max_tokens=6
+        )
+        said = first.choices[0].message
+        (call,) = said.tool_calls or []
+        result = {"role": "tool", "tool_call_id": call.id, "name": "get_time", "content": "14:05"}
+        chat = [*asked, said.model_dump(exclude_none=True), result]
+        client.chat.completions.create(model="m", messages=chat, tools=[tool], max_tokens=6)
+        done.append(True)
+
+    asking = threading.Thread(target=agent)
+    asking.start()
+    qtbot.waitUntil(lambda: bool(done) and panel.requests.count() == 2, timeout=30_000)
+    asking.join(10)
+    called, answered = panel.requests.item(0).text(), panel.requests.item(1).text()
+    assert "what time is it?" in called and "called get_time" in called
+    assert "[get_time result] 14:05" in answered
+    qtbot.waitUntil(lambda: "[get_time result] 14:05" in panel.view.toPlainText(), timeout=5_000)
+    with qtbot.waitSignal(panel.serving, timeout=10_000):
+        panel.switch.setChecked(False)

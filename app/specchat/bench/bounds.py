@@ -3,6 +3,8 @@ recorded source (prompt lookup, the suffix index, the draft model) and the best 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace, agreement
 from specchat.engine.costs.table import MachineCosts
 
@@ -46,16 +48,78 @@ def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
     return found
 
 
+#: The ceiling's sources, named by the record each reads (plain reads none).
+PLAIN_SOURCE = "plain"
+LOOKUP_SOURCE = "lookup"
+SUFFIX_SOURCE = "suffix"
+MODEL_SOURCE = "draft"
+
+
+@dataclass(frozen=True)
+class Move:
+    """One round the ceiling could make at a position of the answer.
+
+    Attributes:
+        source: the record it drafts from (PLAIN_SOURCE: no draft).
+        k: tokens drafted (0 for plain).
+        ms: its time: the pass holding k + 1 rows, and the draft model's k tokens.
+        end: the position after it (what it kept, and the target's token).
+        total: `ms` and the least time from `end` on.
+    """
+
+    source: str
+    k: int
+    ms: float
+    end: int
+    total: float
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """The ceiling, with the dynamic programme's decisions kept position by position.
+
+    Attributes:
+        ms: the ceiling: the least time to write the answer (ceiling_ms()).
+        value: per position (and one past the last), the least time from there to the
+            answer's end with the draft model kept in step for nothing: the ceiling less
+            the catch-up it charges, and what each move's `total` is reckoned with, so that
+            value[i] is exactly the best move's total at i.
+        best: per position, each source's best move there (its lowest `total`), by source.
+    """
+
+    ms: float
+    value: tuple[float, ...]
+    best: tuple[dict[str, Move], ...]
+
+    @property
+    def catchup_ms(self) -> float:
+        """What keeping the draft model in step costs the ceiling: its one-off time."""
+        return self.ms - self.value[0]
+
+    def choice(self, i: int) -> Move:
+        """What the ceiling does at position i: the best move of any source (the first
+        source of equals, plain first)."""
+        return min(self.best[i].values(), key=lambda move: move.total)
+
+
 def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     """The least time to write `trace.answer` with plain, copied (lookup, suffix index) and
-    draft-model rounds.
+    draft-model rounds (see oracle())."""
+    return oracle(trace, costs).ms
+
+
+def oracle(trace: AnswerTrace, costs: MachineCosts) -> Oracle:
+    """The ceiling: the least time to write `trace.answer`, and each source's best round at
+    every position.
 
     A dynamic programme over positions, knowing the answer: each round picks plain, a copy
     or a draft-model draft of any length at the cheapest pass holding it (a suffix tree is
     priced as its longest path, with what its best branch keeps). While the draft model is in
     use, text written by other rounds must be caught up; charging every round's tokens
     beyond two at the catch-up rate is never more than a real catch-up costs, so no causal
-    policy can beat this.
+    policy can beat this. Beside it runs the same programme with catch-up free (`value`):
+    one value per position, so that a round's worth is its time plus the value where it
+    ends, whatever came before (what the loss ledger compares auto's rounds with).
     """
     n = len(trace.answer)
     suffix = suffix_proposals(trace)
@@ -66,29 +130,45 @@ def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
     # never[i]: from position i on without the draft model; using[i]: with it kept in step.
     never = [0.0] * (n + 1)
     using = [0.0 if draft_token is not None else inf] * (n + 1)
+    value = [0.0] * (n + 1)  # from position i on, catch-up free
+    best: list[dict[str, Move]] = [{} for _ in range(n)]
     for i in range(n - 1, -1, -1):
         room = n - i - 1
         depth = start + i  # passes cost more deeper in the text
         one = costs.target.target_ms(1, depth)
         assert one is not None
-        moves = [(one, i + 1)]
-        for length, kept in ((trace.lookup_len[i], trace.lookup_kept(i)), suffix[i]):
+        moves = [(PLAIN_SOURCE, 0, one, i + 1)]
+        copies = (
+            (LOOKUP_SOURCE, trace.lookup_len[i], trace.lookup_kept(i)),
+            (SUFFIX_SOURCE, *suffix[i]),
+        )
+        for source, length, kept in copies:
             for k in range(1, min(length, room, LOOKUP_K) + 1):
                 ms = costs.target.target_ms(k + 1, depth)
                 assert ms is not None
-                moves.append((ms, i + min(k, kept) + 1))
-        never[i] = min(ms + never[j] for ms, j in moves)
-        if draft_token is None:
-            continue
-        best = min(ms + max(0, j - i - 2) * catchup + using[j] for ms, j in moves)
-        kept = trace.draft_kept(i)
-        for k in range(1, min(DRAFT_K, room) + 1):
-            ms = costs.target.target_ms(k + 1, depth)
-            assert ms is not None
-            j = i + min(k, kept) + 1
-            best = min(best, ms + k * draft_token + min(using[j], never[j]))
-        using[i] = best
-    return min(never[0], using[0])
+                moves.append((source, k, ms, i + min(k, kept) + 1))
+        never[i] = min(ms + never[j] for _, _, ms, j in moves)
+        if draft_token is not None:
+            best_using = min(ms + max(0, j - i - 2) * catchup + using[j] for _, _, ms, j in moves)
+            kept = trace.draft_kept(i)
+            for k in range(1, min(DRAFT_K, room) + 1):
+                ms = costs.target.target_ms(k + 1, depth)
+                assert ms is not None
+                j = i + min(k, kept) + 1
+                best_using = min(best_using, ms + k * draft_token + min(using[j], never[j]))
+                moves.append((MODEL_SOURCE, k, ms + k * draft_token, j))
+            using[i] = best_using
+        for source, k, ms, j in moves:
+            _keep_best(best[i], Move(source, k, ms, j, ms + value[j]))
+        value[i] = min(move.total for move in best[i].values())
+    return Oracle(min(never[0], using[0]), tuple(value), tuple(best))
+
+
+def _keep_best(best: dict[str, Move], move: Move) -> None:
+    """Keep `move` as its source's best if it beats the one kept (the first of equals)."""
+    kept = best.get(move.source)
+    if kept is None or move.total < kept.total:
+        best[move.source] = move
 
 
 def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:

@@ -28,6 +28,11 @@ class RecordedModel:
     Attributes:
         n_ctx: room for any context a drafter may hand it.
         tokens: what its cache holds.
+        read_ms: time spent reading a prompt (a decode asking for no logits: readying
+            before an answer's first round, outside every round's time).
+        catchup_ms: time spent catching up inside drafts (the part of a decode of more than
+            two tokens beyond its one drafted token): what the replay's loss ledger calls
+            one-off.
     """
 
     can_rollback = True
@@ -54,6 +59,8 @@ class RecordedModel:
         self._clock = clock or VirtualClock()
         self.n_ctx = len(self._text) + 1024
         self.tokens: list[int] = []
+        self.read_ms = 0.0
+        self.catchup_ms = 0.0
 
     def clock(self) -> float:
         """Seconds on its clock (what its decodes, and the target's on a shared one, cost)."""
@@ -78,9 +85,12 @@ class RecordedModel:
         if not tokens:
             raise ValueError("nothing to decode")
         token_ms = self._costs.draft_token_ms or 0.0
-        if len(tokens) > 2:
-            self._clock.spend(self._costs.catchup_ms(len(tokens)))
-        self._clock.spend(token_ms)
+        catchup = self._costs.catchup_ms(len(tokens)) if len(tokens) > 2 else 0.0
+        self._clock.spend(catchup + token_ms)
+        if logits == "none":
+            self.read_ms += catchup + token_ms
+        else:
+            self.catchup_ms += catchup
         first = len(self.tokens)
         self.tokens.extend(int(t) for t in tokens)
         if logits == "none":

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specchat.bench.bounds import best_fixed_ms, ceiling_ms, plain_ms
+from specchat.bench.bounds import best_fixed_ms, oracle, plain_ms
+from specchat.bench.ledger import Ledger, attribute, ledger_lines
 from specchat.bench.recorded_model import RecordedModel
 from specchat.bench.recorded_target import RecordedTarget, VirtualClock
 from specchat.bench.trace import AnswerTrace
@@ -91,6 +92,7 @@ class ReplayResult:
         rounds: auto's rounds per drafter ('plain' included).
         kept: tokens auto's drafts had kept, per drafter.
         sizes: auto's target passes by size.
+        ledger: where auto's time over the ceiling's went, by cause (see bench/ledger.py).
     """
 
     prompt: str
@@ -103,6 +105,7 @@ class ReplayResult:
     rounds: dict[str, int] = field(default_factory=dict)
     kept: dict[str, int] = field(default_factory=dict)
     sizes: dict[int, int] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
 
     @property
     def speedup(self) -> float:
@@ -142,6 +145,7 @@ class ReplayResult:
             "kept": self.kept,
             "main_drafter": self.main_drafter,
             "pass_sizes": {str(n): c for n, c in sorted(self.sizes.items())},
+            "ledger": self.ledger.to_json(),
         }
 
 
@@ -161,8 +165,29 @@ def dense(trace: AnswerTrace) -> tuple[AnswerTrace, int]:
     return renamed, len(ids)
 
 
+@dataclass(frozen=True)
+class ReplayedAnswer:
+    """Auto's rounds on one recorded answer, with what the draft model spent outside them.
+
+    Attributes:
+        rounds: the decoder's rounds, in order (those that made a pass).
+        catchup_ms: per round, the draft model's catch-up inside its draft time.
+        readying_ms: the draft model's prompt read before the first round (no round's).
+    """
+
+    rounds: tuple[RoundResult, ...]
+    catchup_ms: tuple[float, ...]
+    readying_ms: float = 0.0
+
+
 def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
-    """The decoder's own round loop on `trace` under `costs`, with the auto policy: its rounds.
+    """The decoder's own round loop on `trace` under `costs`, with the auto policy: its rounds
+    (see replay_answer)."""
+    return list(replay_answer(trace, costs).rounds)
+
+
+def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
+    """The decoder's own round loop on `trace` under `costs`, with the auto policy.
 
     The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
     a drafter that runs the draft model runs it as the trace recorded it (RecordedModel),
@@ -193,20 +218,35 @@ def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
         max_tokens=len(trace.answer),
         controls=Controls(mode=AUTO),
     )
-    return [r for r in decoder.generate(request) if r.rows]
+    rounds, catchups = [], []
+    caught_up = 0.0
+    for r in decoder.generate(request):
+        # A round's catch-up is what the model's running total grew by while it ran.
+        now = model.catchup_ms if model is not None else 0.0
+        if r.rows:
+            rounds.append(r)
+            catchups.append(now - caught_up)
+        caught_up = now
+    readying = model.read_ms if model is not None else 0.0
+    return ReplayedAnswer(tuple(rounds), tuple(catchups), readying)
 
 
-def replay_auto(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, Counter, Counter, Counter]:
+def replay_auto(
+    trace: AnswerTrace, costs: MachineCosts, rounds_run: Sequence[RoundResult] | None = None
+) -> tuple[float, Counter, Counter, Counter]:
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes),
     the rounds and kept tokens by the drafter chosen. A drafter that runs the draft model is
-    charged its recorded model's time; a copying drafter's lookups cost next to nothing."""
+    charged its recorded model's time; a copying drafter's lookups cost next to nothing.
+    `rounds_run`: the rounds, where the caller has replayed them already."""
     from specchat.engine.drafting import PLAIN, needs_model
 
     spent = 0.0
     rounds: Counter = Counter()
     kept: Counter = Counter()
     sizes: Counter = Counter()
-    for r in replay_rounds(trace, costs):
+    if rounds_run is None:
+        rounds_run = replay_rounds(trace, costs)
+    for r in rounds_run:
         source = r.choice.mode if r.drafted else PLAIN
         spent += r.verify_ms + (r.draft_ms if needs_model(r.choice.mode) else 0.0)
         rounds[source] += 1
@@ -227,20 +267,31 @@ def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayRes
     for trace in traces:
         if not trace.answer:
             continue
-        auto, rounds, kept, sizes = replay_auto(trace, costs)
+        replayed = replay_answer(trace, costs)
+        auto, rounds, kept, sizes = replay_auto(trace, costs, replayed.rounds)
         fixed_ms, fixed = best_fixed_ms(trace, costs)
+        best = oracle(trace, costs)
+        ledger = attribute(
+            trace,
+            costs,
+            replayed.rounds,
+            replayed.catchup_ms,
+            best,
+            readying_ms=replayed.readying_ms,
+        )
         results.append(
             ReplayResult(
                 prompt=trace.prompt,
                 tokens=len(trace.answer),
                 plain_ms=plain_ms(trace, costs),
                 auto_ms=auto,
-                ceiling_ms=ceiling_ms(trace, costs),
+                ceiling_ms=best.ms,
                 fixed_ms=fixed_ms,
                 fixed=fixed,
                 rounds=dict(rounds),
                 kept=dict(kept),
                 sizes=dict(sizes),
+                ledger=ledger,
             )
         )
     return results
@@ -283,4 +334,6 @@ def summary_lines(results: Sequence[ReplayResult], costs: MachineCosts) -> list[
         "best fixed: one mode and K for the whole answer, chosen knowing it; ceiling: every "
         "round chosen knowing the answer (no policy that must guess reaches it)"
     )
+    if results:
+        lines += ["", *ledger_lines([(r.prompt, r.ledger) for r in results])]
     return lines

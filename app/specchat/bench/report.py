@@ -13,6 +13,7 @@ from specchat.bench.compare import compare, floor_rows, round_table
 from specchat.bench.first_answer import goal_line, summary
 from specchat.bench.index_cost import render_index_cost
 from specchat.bench.quality import NOISE_CONTEXT
+from specchat.bench.replay_report import render_replay, replay_section
 from specchat.bench.runner import BenchOutcome, geomean
 from specchat.bench.session_report import render_sessions, session_goals, session_rows
 from specchat.bench.ttft_report import render_first_answer, render_ttft, ttft_rows
@@ -200,6 +201,7 @@ def build_report(outcome: BenchOutcome) -> dict:
             for n, v in verify_by_batch(outcome).items()
         },
         "lookup_ceiling": {p: round(v, 3) for p, v in outcome.ceilings.items()},
+        "replay": replay_section(outcome),
         "goals": [{"name": g.name, "result": g.verdict, "detail": g.detail} for g in goals],
         "sessions": sessions,
         "ttft": ttft_rows(results),
@@ -419,6 +421,7 @@ def render_markdown(report: dict) -> str:
                 row.append(f"**{geomean(vals):.2f}×**" if vals else "–")
             pivot[-1].append(f"**{geomean(list(ceilings.values())):.2f}×**")
         lines += _table(header, pivot)
+    lines += render_replay(report.get("replay"))
     lines += render_ttft(report.get("ttft", []), results)
     lines += render_first_answer(report.get("first_answer"))
     lines += render_sessions(report.get("sessions", []))

@@ -337,14 +337,7 @@ def run_bench(
         if progress:
             progress(BenchProgress(done, total, label, finished=True, last=last))
     info: dict[str, object] = {
-        "target": engine.info.target.description,
-        "target_file": engine.info.target.path.name,
-        "draft": engine.info.draft.description if engine.info.draft else None,
-        "draft_file": engine.info.draft.path.name if engine.info.draft else None,
-        "backend": engine.info.target.backend,
-        # Which CPU kernels ran: the portable bundle picks one per CPU at start.
-        "kernels": compute_backends().describe(),
-        "threads": engine.info.target.n_threads,
+        **bench_info(engine),
         "prompt_tokens": {pid: len(t) for pid, t in prepared.items()},
         "index_cost": measure_index_cost([*prepared.values(), *(r.tokens for r in records)]),
     }
@@ -361,6 +354,20 @@ def run_bench(
                 name, tokens, record.tokens, draft_model=engine.draft, margins=record.margins
             )
     return BenchOutcome(tuple(records), floors, physical, config, info, ceilings, traces)
+
+
+def bench_info(engine: ChatEngine) -> dict[str, object]:
+    """The pair and how it ran, for a report's header."""
+    return {
+        "target": engine.info.target.description,
+        "target_file": engine.info.target.path.name,
+        "draft": engine.info.draft.description if engine.info.draft else None,
+        "draft_file": engine.info.draft.path.name if engine.info.draft else None,
+        "backend": engine.info.target.backend,
+        # Which CPU kernels ran: the portable bundle picks one per CPU at start.
+        "kernels": compute_backends().describe(),
+        "threads": engine.info.target.n_threads,
+    }
 
 
 def geomean(values: Sequence[float]) -> float:

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from specchat.bench.first_answer import FirstAnswer
     from specchat.bench.prompts import BenchPrompt
 
+#: Longest answer unless --max-tokens says otherwise.
+DEFAULT_MAX_TOKENS = 128
+#: The same for an agent's turn: a whole small file written back fits.
+AGENT_MAX_TOKENS = 384
+
 #: Modes run at temperatures above 0 unless --sampled-modes says otherwise: the greedy runs
 #: already show what each fixed mode does, and sampled runs double the bench's length.
 DEFAULT_SAMPLED_MODES = "plain,auto"
@@ -40,8 +45,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="JSON Lines prompt file, or a set's name: 'shipped' (the default), 'everyday' "
         "(thirty everyday single-turn prompts), 'attachments', 'predictions' (whole-file "
-        "edits sent with the file, no prediction, or a wrong one) or 'follow-up' (with "
-        "--via-api: a chat about a 2,000-token file, its follow-up's first token)",
+        "edits sent with the file, no prediction, or a wrong one), 'follow-up' (with "
+        "--via-api: a chat about a 2,000-token file, its follow-up's first token), or "
+        "'agent' / 'agent-held-back' (a scripted agent's coding tasks through the API with "
+        "tools, plain and auto turn by turn; writes agent.json and agent.md)",
+    )
+    parser.add_argument(
+        "--agent-turns",
+        type=int,
+        default=6,
+        metavar="N",
+        help="with --prompts agent: requests one task may make (default 6)",
     )
     parser.add_argument(
         "--modes",
@@ -61,7 +75,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_SAMPLED_MODES,
         help="modes also run at temperatures above 0 ('all' for every mode)",
     )
-    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help=f"longest answer (default {DEFAULT_MAX_TOKENS}; {AGENT_MAX_TOKENS} a turn for "
+        "the agent sets)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="run the whole set R times")
     parser.add_argument("--threads", type=int, default=None, help="decode threads")
     parser.add_argument("--ctx", type=int, default=4096, help="context window")
@@ -168,6 +188,7 @@ class BenchBar:
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from specchat.bench.ledger import Ledger
     from specchat.bench.replay import ReplayError, read_costs, read_traces, replay, summary_lines
 
     if not args.costs:
@@ -181,7 +202,11 @@ def _replay(args: argparse.Namespace) -> int:
     if args.out is not None:
         try:
             args.out.mkdir(parents=True, exist_ok=True)
-            report = {"costs": costs.to_json(), "prompts": [r.to_json() for r in results]}
+            report = {
+                "costs": costs.to_json(),
+                "prompts": [r.to_json() for r in results],
+                "ledger": Ledger.total([r.ledger for r in results]).to_json(),
+            }
             (args.out / "replay.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
         except OSError as error:
             raise UserError(f"cannot write {args.out}: {error.strerror or error}") from None
@@ -198,13 +223,23 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.out is None:
         raise UserError("--out DIR is required")
+    from specchat.bench.agent_tasks import AGENT_SETS
     from specchat.bench.prompts import PromptFileError, load_prompts, prompt_file
     from specchat.bench.report import write_report
     from specchat.bench.runner import BenchConfig, run_bench
     from specchat.engine.drafting.registry import AUTO, needs_model
 
+    agents = args.prompts in AGENT_SETS
+    if agents and args.via_api:
+        raise UserError(f"--prompts {args.prompts} runs through the API already")
+    if args.agent_turns < 1:
+        raise UserError("--agent-turns must be at least 1")
+    if args.max_tokens is None:
+        args.max_tokens = AGENT_MAX_TOKENS if agents else DEFAULT_MAX_TOKENS
     try:
-        prompts = load_prompts(prompt_file(args.prompts) if args.prompts else None)
+        prompts = (
+            () if agents else load_prompts(prompt_file(args.prompts) if args.prompts else None)
+        )
     except PromptFileError as error:
         raise UserError(str(error)) from None
     default_k = 4
@@ -226,6 +261,9 @@ def run(args: argparse.Namespace) -> int:
             args.targets, draft=args.draft, source=args.source
         )
         target = targets[0][1]
+        if agents and len(targets) > 1:
+            # One target, such as ID:cpu (whose T = 0 answers are plain's exactly).
+            raise UserError(f"--prompts {args.prompts} runs one target; give one in --targets")
     else:
         target, draft = args.target, args.draft
     ks = _split(args.k, "K", int) if args.k else (default_k,)
@@ -250,9 +288,16 @@ def run(args: argparse.Namespace) -> int:
     skipped = [m for m in config.modes if needs_model(m)]
     if draft is None and skipped:
         print(f"specchat bench: no draft model; skipping {', '.join(skipped)}", file=sys.stderr)
-    if args.targets:
+    if args.targets and not agents:
         return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
     engine = load_engine(target, draft, args)
+    if agents:
+        from specchat.commands.bench_agent import run_agent_bench
+
+        try:
+            return run_agent_bench(engine, args.prompts, args)
+        finally:
+            engine.close()
     if args.via_api:
         from specchat.commands.bench_api import run_via_api
 

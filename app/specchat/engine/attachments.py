@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specchat.engine.templates.sandbox import ChatMessage
+from specchat.engine.templates.chat_message import ChatMessage
 from specchat.store.attachments import Attachment, fence_for
 
 __all__ = [

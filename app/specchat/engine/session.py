@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
 from specchat.engine.costs.profiling import PairProfiler, load_costs
@@ -260,9 +261,13 @@ class ChatEngine:
         *,
         max_tokens: int,
         policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        answer_prefix: str = "",
     ) -> PreparedPrompt:
         """Render the chat, dropping the oldest turns if it would not fit with the answer.
 
+        `tools`: the functions the model may call (OpenAI's shape), written by the template;
+        `answer_prefix`: what the answer is made to start with (PromptTokenizer.tokens).
         Each candidate chat is rendered and tokenized once: the one that fits is the one
         whose tokens were counted."""
         budget = max(1, self.target.n_ctx - min(max_tokens, self.target.n_ctx // 2))
@@ -271,7 +276,9 @@ class ChatEngine:
         def tokens_of(chat: Sequence[ChatMessage]) -> list[int]:
             key = tuple(map(id, chat))
             if key not in counted:
-                counted[key] = self.prompt_tokens.tokens(chat)
+                counted[key] = self.prompt_tokens.tokens(
+                    chat, tools=tools, answer_prefix=answer_prefix
+                )
             return counted[key]
 
         kept, plan = fit_messages(

@@ -13,6 +13,7 @@ from specchat.engine.baseline import BaselineMeter, PlainBaseline, PlainRounds, 
 from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted, HostEvent
 from specchat.serve.errors import ApiError, busy
 from specchat.serve.jobs import Failed, Finished, Job
+from specchat.serve.parsing import latest_question
 from specchat.serve.runner import JobRunner
 
 if TYPE_CHECKING:
@@ -223,12 +224,13 @@ class EngineHost:
             return
         job_id = self._ids.get(id(job), 0)
         if last is None:
-            messages = job.call.messages
-            question = next((m.content for m in reversed(messages) if m.role == "user"), "")
-            listener(ApiStarted(job_id, job.label, question))
+            listener(ApiStarted(job_id, job.label, latest_question(job.call.messages)))
             return
         if isinstance(last, Finished):
             note = f"{last.summary.stats.emitted} tokens, {last.summary.stop.value}"
+            reply = last.summary.tool_reply
+            if reply is not None and reply.calls:
+                note += ", called " + ", ".join(call.name for call in reply.calls)
         elif isinstance(last, Failed):
             note = f"failed: {last.error.message}"
         else:

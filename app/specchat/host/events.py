@@ -14,7 +14,7 @@ class ApiStarted:
     Attributes:
         job_id: the job's number in this run.
         label: the request's number and client ("#3 from 127.0.0.1").
-        question: its last user message.
+        question: its last user message, or the tool results the chat ends with.
     """
 
     job_id: int

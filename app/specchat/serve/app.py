@@ -25,6 +25,7 @@ from specchat.serve.executor import Executor
 from specchat.serve.guard import KeyGuard, ServeOptions, error_response, read_json
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
 from specchat.serve.parsing import ChatCall, parse_chat_call
+from specchat.serve.tool_stream import CallSplitter, Piece
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
@@ -150,8 +151,12 @@ def build_app(
             raise RuntimeError(f"unexpected first event {first!r}")
         ident, created = shaping.completion_id(), shaping.now()
         if call.stream:
+            started = first
+            splitter = started.tools.splitter()
             return _EventStream(
-                lambda receive: _stream(answer, receive, call, model.model_id, ident, created),
+                lambda receive: _stream(
+                    answer, receive, call, model.model_id, ident, created, splitter, started
+                ),
                 answer,
             )
         while True:
@@ -192,18 +197,41 @@ def build_app(
 
 
 async def _stream(
-    answer: _Answer, receive: Receive, call: ChatCall, model: str, ident: str, created: int
+    answer: _Answer,
+    receive: Receive,
+    call: ChatCall,
+    model: str,
+    ident: str,
+    created: int,
+    splitter: CallSplitter | None,
+    started: Started,
 ) -> AsyncIterator[bytes]:
-    yield shaping.sse(
-        shaping.chunk(ident, model, created, delta={"role": "assistant", "content": ""})
-    )
+    def sse(delta: dict[str, Any]) -> bytes:
+        return shaping.sse(shaping.chunk(ident, model, created, delta=delta))
+
+    def split(pieces: list[Piece]) -> list[bytes]:
+        return [sse(shaping.tool_delta(piece)) for piece in pieces]
+
+    yield sse({"role": "assistant", "content": ""})
+    if splitter is not None:
+        for data in split(splitter.feed(started.tools.answer_prefix)):
+            yield data
     while True:
         event = await answer.next(receive)
         if isinstance(event, Round):
-            if event.result.text:
-                delta = {"content": event.result.text}
-                yield shaping.sse(shaping.chunk(ident, model, created, delta=delta))
+            if not event.result.text:
+                continue
+            if splitter is None:
+                yield sse({"content": event.result.text})
+                continue
+            # Text that may open a call is held until it is known; a call is sent as its
+            # name, then its arguments as they come.
+            for data in split(splitter.feed(event.result.text)):
+                yield data
         elif isinstance(event, Finished):
+            if splitter is not None:
+                for data in split(splitter.finish()):
+                    yield data
             yield shaping.sse(shaping.final_chunk(event.summary, ident, model, created))
             if call.include_usage:
                 yield shaping.sse(shaping.usage_chunk(event.summary, ident, model, created))

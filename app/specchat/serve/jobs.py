@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.decoding.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
+from specchat.serve.tool_prompt import ToolPrompt
+from specchat.serve.tool_stream import ToolReply
 
 
 @dataclass(frozen=True)
@@ -20,10 +22,13 @@ class Started:
     Attributes:
         prompt_tokens: the prompt's length in tokens.
         max_tokens: the longest answer, after capping by the context.
+        tools: the request's tools as the prompt took them: the answer's calls are read in
+            their format, its text follows their forced start (if any).
     """
 
     prompt_tokens: int
     max_tokens: int
+    tools: ToolPrompt = field(default_factory=ToolPrompt)
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,13 @@ class Summary:
         stop: why it ended.
         stats: the decoder's totals (prompt tokens evaluated, rounds, drafted, kept).
         prompt_tokens: the prompt's length.
-        text: the answer.
+        text: the answer (after its forced start, if it had one), as the model wrote it.
         kept: kept draft tokens by source, most first.
         prediction_accepted: draft tokens from the request's prediction that were kept.
         prediction_rejected: draft tokens from the prediction that were checked and thrown away.
         baseline: the plain rate speed-ups are measured against, or None before one exists.
         mode: the drafting mode asked for.
+        tool_reply: the answer read for tool calls, or None (the request offered none).
     """
 
     stop: StopReason
@@ -62,6 +68,7 @@ class Summary:
     prediction_rejected: int
     baseline: PlainBaseline | None
     mode: str
+    tool_reply: ToolReply | None = None
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,21 @@ from specchat.engine.drafting.base import MAX_K
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, SamplingParams
 from specchat.serve.errors import ApiError, invalid
+from specchat.serve.tool_request import (
+    ToolRequest,
+    optional_string,
+    parse_tool_calls,
+    parse_tools,
+)
 
 #: Roles a message may have; "developer" is OpenAI's newer name for a system message.
-ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 #: Most stop strings one request may give.
 MAX_STOPS = 16
 
@@ -32,6 +44,7 @@ class ChatCall:
         stream: answer as server-sent events.
         include_usage: a streamed answer ends with a chunk carrying the usage.
         prediction: the text the answer is expected to mostly repeat, or None.
+        tools: the functions the answer may call and how, or None (a plain text answer).
     """
 
     model: str
@@ -42,6 +55,12 @@ class ChatCall:
     stream: bool = False
     include_usage: bool = False
     prediction: str | None = None
+    tools: ToolRequest | None = None
+
+    @property
+    def has_tool_history(self) -> bool:
+        """Whether the chat holds tool calls or tool results (the template must write them)."""
+        return any(m.tool_calls or m.role == "tool" for m in self.messages)
 
 
 def _type_error(param: str, expected: str) -> ApiError:
@@ -108,13 +127,22 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
         role = item.get("role")
         if role not in ROLES:
             raise invalid(
-                f"'{where}.role' must be one of system, user, assistant (got {role!r})",
+                f"'{where}.role' must be one of system, user, assistant, tool (got {role!r})",
                 param=f"{where}.role",
             )
         content = item.get("content")
-        if content is None and role == "assistant":
+        if content is None and role in ("assistant", "tool"):
             content = ""  # an assistant turn that only called tools
-        messages.append(ChatMessage(ROLES[role], _text(content, f"{where}.content")))
+        calls = parse_tool_calls(item.get("tool_calls"), where) if role == "assistant" else ()
+        messages.append(
+            ChatMessage(
+                ROLES[role],
+                _text(content, f"{where}.content"),
+                tool_calls=calls,
+                tool_call_id=optional_string(item, "tool_call_id", where) if role == "tool" else "",
+                name=optional_string(item, "name", where) if role == "tool" else "",
+            )
+        )
     return tuple(messages)
 
 
@@ -233,7 +261,21 @@ def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> Chat
         stream=stream,
         include_usage=include_usage,
         prediction=_prediction(body.get("prediction")),
+        tools=parse_tools(body),
     )
+
+
+def latest_question(messages: Sequence[ChatMessage]) -> str:
+    """What a request asks, for people: the last user message, or the tool results a chat
+    ends with (an agent's next step answers those)."""
+    results: list[str] = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        results.append(f"[{message.name or 'tool'} result] {message.content}")
+    if results:
+        return "\n".join(reversed(results))
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
 def conversation_key(messages: Sequence[ChatMessage]) -> str:

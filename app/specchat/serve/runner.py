@@ -4,6 +4,7 @@ the rounds streamed to the job, and the summary its response reports."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -12,11 +13,15 @@ from specchat.engine.baseline import PlainRounds
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
 from specchat.engine.decoding.kept_sources import KeptSources
 from specchat.engine.drafting.prediction import PredictionDrafter
+from specchat.engine.templates.chat_template import ToolCall
 from specchat.engine.templates.guards import ChatTemplateError
+from specchat.engine.templates.prompt_tokens import MessageTextError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason
 from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
+from specchat.serve.tool_copies import file_tool_results
+from specchat.serve.tool_prompt import tool_prompt
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
@@ -93,9 +98,16 @@ class JobRunner:
     ) -> Iterator[JobEvent]:
         call = job.call
         n_ctx = engine.target.n_ctx
+        tooling = tool_prompt(engine, call)
         try:
             # Nothing is dropped to fit: an API client sends the chat it means.
-            prepared = engine.prepare(call.messages, max_tokens=1, policy=OverflowPolicy.REFUSE)
+            prepared = engine.prepare(
+                call.messages,
+                max_tokens=1,
+                policy=OverflowPolicy.REFUSE,
+                tools=tooling.tools,
+                answer_prefix=tooling.answer_prefix,
+            )
         except ContextOverflowError as error:
             raise invalid(
                 f"the messages need {error.needed:,} tokens but the context holds {n_ctx:,} "
@@ -105,6 +117,8 @@ class JobRunner:
             ) from None
         except ChatTemplateError as error:
             raise invalid(f"the model's chat template refused the messages: {error}") from None
+        except MessageTextError as error:
+            raise invalid(str(error), param="messages") from None
         prompt = prepared.tokens
         room = n_ctx - len(prompt)
         max_tokens = min(call.max_tokens or room, room)
@@ -116,6 +130,7 @@ class JobRunner:
             )
         key = conversation_key(call.messages)
         self._file_previous(engine, key)
+        file_tool_results(engine, key, call.messages)
         request = GenerationRequest(
             prompt, max_tokens, call.controls, call.stop, conversation=key, prediction=prediction
         )
@@ -124,31 +139,52 @@ class JobRunner:
             for model in (engine.target, engine.draft):
                 if model is not None:
                     self.prefixes.prepare(model, prompt[:-1])
-        yield Started(len(prompt), max_tokens)
+        yield Started(len(prompt), max_tokens, tooling)
         kept = KeptSources()
         accepted = rejected = 0
         text: list[str] = []
         result: RoundResult | None = None
         plain = begin()
-        for result in engine.generate(request, cancel=job.cancel):
+        splitter = tooling.splitter()
+        if splitter is not None:
+            splitter.feed(tooling.answer_prefix)
+        # Ended by the client going away, or once a single call was read (checked between
+        # rounds, as the decoder checks it).
+        ending = threading.Event()
+        for result in engine.generate(request, cancel=ending):
             plain.observe(result)
             kept.add(result)
             if result.choice.mode == PredictionDrafter.name:
                 accepted += result.accepted
                 rejected += result.drafted - result.accepted
             text.append(result.text)
+            if splitter is not None:
+                splitter.feed(result.text)
+            if job.cancel.is_set() or (splitter is not None and splitter.ended):
+                ending.set()
             if self.on_round is not None:
                 self.on_round(job, result)
             yield Round(result)
         if result is None:  # pragma: no cover - the decoder always yields a last round
             raise RuntimeError("the answer ended without a round")
         self._said = (key, tuple(engine.target.tokens))
-        answer = "".join(text)
+        answer = tooling.answer_prefix + "".join(text)
+        reply = None
+        stop = result.stop or StopReason.EOS
+        if splitter is not None:
+            splitter.finish()
+            reply = splitter.reply()
+            if splitter.ended and not job.cancel.is_set():
+                stop = StopReason.EOS  # its one call is the whole answer
         if self.keeper is not None:
-            self.keeper.keep(call.messages, answer)
+            if reply is None:
+                self.keeper.keep(call.messages, answer)
+            else:
+                calls = [ToolCall(c.id, c.name, c.arguments) for c in reply.calls]
+                self.keeper.keep(call.messages, reply.content or "", calls)
         yield Finished(
             Summary(
-                stop=result.stop or StopReason.EOS,
+                stop=stop,
                 stats=result.stats,
                 prompt_tokens=len(prompt),
                 text=answer,
@@ -157,5 +193,6 @@ class JobRunner:
                 prediction_rejected=rejected,
                 baseline=plain.meter.current(),
                 mode=call.controls.mode,
+                tool_reply=reply,
             )
         )

@@ -10,6 +10,7 @@ from typing import Any
 
 from specchat.engine.types import Stats, StopReason
 from specchat.serve.jobs import Summary
+from specchat.serve.tool_stream import CallOpened, Content, Piece
 
 #: OpenAI's finish_reason for each way an answer ends.
 FINISH_REASONS = {
@@ -79,7 +80,7 @@ def specchat_stats(summary: Summary) -> dict[str, Any]:
     speed_up = None
     if baseline is not None and baseline.tokens_per_s > 0 and stats.elapsed_s > 0:
         speed_up = round(stats.tokens_per_s / baseline.tokens_per_s, 3)
-    return {
+    figures: dict[str, Any] = {
         "mode": summary.mode,
         "tokens_per_second": round(stats.tokens_per_s, 3),
         "plain_tokens_per_second": round(baseline.tokens_per_s, 3) if baseline else None,
@@ -89,6 +90,42 @@ def specchat_stats(summary: Summary) -> dict[str, Any]:
         "tokens_per_pass": round(stats.tau, 3),
         "kept_by_source": {kept.source: kept.tokens for kept in summary.kept},
     }
+    if summary.tool_reply is not None:
+        # Arguments are sent as the model wrote them; these are the ones a client cannot
+        # read as a JSON object.
+        figures["invalid_tool_arguments"] = [
+            {"index": index, "id": call.id, "name": call.name, "problem": call.problem}
+            for index, call in enumerate(summary.tool_reply.calls)
+            if call.problem
+        ]
+    return figures
+
+
+def finish_reason(summary: Summary) -> str:
+    """OpenAI's finish_reason: "tool_calls" for an answer that called functions and ended
+    on its own (one cut short by its length says so)."""
+    reason = FINISH_REASONS[summary.stop]
+    if summary.tool_reply is not None and summary.tool_reply.calls and reason == "stop":
+        return "tool_calls"
+    return reason
+
+
+def message(summary: Summary) -> dict[str, Any]:
+    """The answer's message: its text, and its tool calls where it made any."""
+    reply = summary.tool_reply
+    if reply is None:
+        return {"role": "assistant", "content": summary.text}
+    if not reply.calls:
+        return {"role": "assistant", "content": reply.content}
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.arguments},
+        }
+        for call in reply.calls
+    ]
+    return {"role": "assistant", "content": reply.content, "tool_calls": calls}
 
 
 def completion(summary: Summary, *, model: str, ident: str, created: int) -> dict[str, Any]:
@@ -101,9 +138,9 @@ def completion(summary: Summary, *, model: str, ident: str, created: int) -> dic
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": summary.text},
+                "message": message(summary),
                 "logprobs": None,
-                "finish_reason": FINISH_REASONS[summary.stop],
+                "finish_reason": finish_reason(summary),
             }
         ],
         "usage": usage(summary),
@@ -131,10 +168,22 @@ def chunk(
 
 def final_chunk(summary: Summary, ident: str, model: str, created: int) -> dict[str, Any]:
     """The chunk carrying finish_reason, with the stats llama.cpp and SpecChat add."""
-    body = chunk(ident, model, created, delta={}, finish=FINISH_REASONS[summary.stop])
+    body = chunk(ident, model, created, delta={}, finish=finish_reason(summary))
     body["timings"] = timings(summary)
     body["specchat"] = specchat_stats(summary)
     return body
+
+
+def tool_delta(piece: Piece) -> dict[str, Any]:
+    """A streamed answer's delta for one piece of its split text: content, or a call's id and
+    name (first), or the next part of its arguments."""
+    if isinstance(piece, Content):
+        return {"content": piece.text}
+    if isinstance(piece, CallOpened):
+        function = {"name": piece.name, "arguments": ""}
+        call = {"index": piece.index, "id": piece.id, "type": "function", "function": function}
+        return {"tool_calls": [call]}
+    return {"tool_calls": [{"index": piece.index, "function": {"arguments": piece.text}}]}
 
 
 def usage_chunk(summary: Summary, ident: str, model: str, created: int) -> dict[str, Any]:

@@ -15,10 +15,12 @@ __all__ = [
     "MAX_K",
     "MAX_LOOKUP_K",
     "PROBE_BUDGET",
+    "PROBING",
     "REFERENCE_ROUNDS",
     "SCORED_HURDLE",
     "AutoPolicy",
     "FixedPolicy",
+    "is_probe",
 ]
 
 #: Share of decoding time that probing may cost: a probe is made only when its expected
@@ -40,6 +42,14 @@ CATCHUP_ROUNDS = 8
 #: time. Without it a table measured while the machine was busy (one token timed slow, so
 #: every larger pass looked cheap next to it) was never corrected while drafting went on.
 REFERENCE_ROUNDS = 32
+
+#: How a probe's reason ends: the replay's loss ledger reads a round as a probe by it.
+PROBING = "probing whether it pays now"
+
+
+def is_probe(choice: PolicyChoice) -> bool:
+    """Whether `auto` made this choice to probe a drafter (K = 1 now and then)."""
+    return choice.reason.endswith(PROBING)
 
 
 def _short(name: str) -> str:
@@ -234,9 +244,7 @@ class AutoPolicy:
         for offer in offers:
             if offer.probed and self._probe_due(offer, prices):
                 self._probing = offer.source
-                return PolicyChoice(
-                    offer.source, 1, f"{_short(offer.source)}, K = 1: probing whether it pays now"
-                )
+                return PolicyChoice(offer.source, 1, f"{_short(offer.source)}, K = 1: {PROBING}")
         if not notes:
             return PolicyChoice(PLAIN, 0, "plain: nothing to draft from")
         return PolicyChoice(PLAIN, 0, f"plain: no drafter expected to pay ({', '.join(notes)})")

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from specchat.engine.templates.chat_message import ChatMessage, ToolCall, as_mapping
 from specchat.engine.templates.guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
 from specchat.engine.templates.host import TemplateHost, TemplateSpec, shared_host
-from specchat.engine.templates.sandbox import (
-    FALLBACK_TEMPLATE,
-    ChatMessage,
-    SandboxTemplate,
-    as_mapping,
-    template_source,
-)
+from specchat.engine.templates.sandbox import FALLBACK_TEMPLATE, SandboxTemplate, template_source
 
 __all__ = [
     "FALLBACK_TEMPLATE",
@@ -23,8 +19,36 @@ __all__ = [
     "ChatTemplateProblem",
     "RenderLimits",
     "SandboxTemplate",
+    "ToolCall",
+    "ToolSupport",
     "render_chat",
 ]
+
+#: Function names no real chat holds: the probes look for them in what a template wrote.
+PROBE_TOOL = "specchat_probe_tool"
+PROBE_CALL = "specchat_probe_call"
+
+
+@dataclass(frozen=True)
+class ToolSupport:
+    """What of OpenAI's function calling a chat template writes into the prompt.
+
+    Attributes:
+        tools: it writes the functions a request offers (`tools`).
+        calls: it writes an assistant message's tool calls.
+    """
+
+    tools: bool
+    calls: bool
+
+
+def probe_tool(name: str) -> dict[str, Any]:
+    """A function definition in OpenAI's shape, for probing a template."""
+    parameters = {"type": "object", "properties": {}}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": "A probe.", "parameters": parameters},
+    }
 
 
 class ChatTemplate:
@@ -57,6 +81,7 @@ class ChatTemplate:
         self._host = host or shared_host()
         self._spec = TemplateSpec(self.source, bos_token, eos_token, limits)
         self._host.compile(self._spec)
+        self._tool_support: ToolSupport | None = None
 
     def render(
         self,
@@ -74,6 +99,30 @@ class ChatTemplate:
             tools=None if tools is None else [dict(t) for t in tools],
             extra=None if extra is None else dict(extra),
         )
+
+    def tool_support(self) -> ToolSupport:
+        """Whether the template writes tools and tool calls, found by rendering a probe of
+        each once: a template that ignores them would leave the model answering blind."""
+        if self._tool_support is None:
+            tools = [probe_tool(PROBE_TOOL)]
+            asked = [ChatMessage("user", "?")]
+            call = ToolCall("call_probe", PROBE_CALL, "{}")
+            called = [
+                *asked,
+                ChatMessage("assistant", "", tool_calls=(call,)),
+                ChatMessage("tool", "4", tool_call_id=call.id, name=PROBE_CALL),
+            ]
+            self._tool_support = ToolSupport(
+                tools=PROBE_TOOL in self._probe(asked, tools),
+                calls=PROBE_CALL in self._probe(called, tools),
+            )
+        return self._tool_support
+
+    def _probe(self, messages: list[ChatMessage], tools: list[dict[str, Any]]) -> str:
+        try:
+            return self.render(messages, tools=tools)
+        except ChatTemplateError:  # a template that refuses the probe cannot take tools
+            return ""
 
 
 def render_chat(

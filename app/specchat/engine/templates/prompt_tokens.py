@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from specchat.engine.templates.chat_message import ChatMessage
 from specchat.engine.templates.guards import PREFIX, ChatTemplateError, ChatTemplateProblem
-from specchat.engine.templates.sandbox import ChatMessage
 from specchat.engine.types import SpecialToken
 
 #: What a chat template may add to its messages' own text, in UTF-8 bytes: real templates
@@ -40,7 +41,11 @@ class Renderer(Protocol):
     """What the prompt tokenizer needs of a chat template (ChatTemplate has it)."""
 
     def render(
-        self, messages: Iterable[ChatMessage], *, add_generation_prompt: bool = True
+        self,
+        messages: Iterable[ChatMessage],
+        *,
+        add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> str: ...
 
 
@@ -115,18 +120,36 @@ class PromptTokenizer:
 
     # --- tokens ----------------------------------------------------------------------------
     def tokens(
-        self, messages: Sequence[ChatMessage], *, add_generation_prompt: bool = True
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        add_generation_prompt: bool = True,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        answer_prefix: str = "",
     ) -> list[int]:
-        """The prompt tokens of `messages`; raises ChatTemplateError when the template's
-        output is far larger than the messages (before anything is tokenized)."""
+        """The prompt tokens of `messages` (and the functions `tools` offers, where given);
+        raises ChatTemplateError when the template's output is far larger than the messages
+        (before anything is tokenized).
+
+        `answer_prefix`: text the answer is made to start with, written after the template's
+        (its special tokens read as such): a tool call's opening, where one is required."""
         specials = self.load()
         for message in messages:
             check_text(message)
+        for text in _strings(tools):
+            _check(text, "a tool definition")
         pasted: list[str] = []
-        mark = _placeholder_char(messages)
+        mark = _placeholder_char([*messages, *_as_messages(tools)])
         chat = [self._escape(m, pasted, mark) for m in messages]
-        text = self._template.render(chat, add_generation_prompt=add_generation_prompt)
-        check_template_size(text, messages)
+        if tools is None:
+            text = self._template.render(chat, add_generation_prompt=add_generation_prompt)
+        else:
+            escaped = [self._escape_value(tool, pasted, mark) for tool in tools]
+            text = self._template.render(
+                chat, add_generation_prompt=add_generation_prompt, tools=escaped
+            )
+        check_template_size(text, [*messages, *_as_messages(tools)])
+        text += answer_prefix
         if not pasted:
             tokens = self._model.tokenize(text, add_special=False, parse_special=True)
         else:
@@ -140,14 +163,45 @@ class PromptTokenizer:
         return tokens
 
     def _escape(self, message: ChatMessage, pasted: list[str], mark: str) -> ChatMessage:
-        if self._in_messages is None or not self._in_messages.search(message.content):
+        finder = self._in_messages
+        if finder is None or not any(finder.search(text) for text in message.texts()):
             return message
+
+        def escaped(text: str) -> str:
+            return self._escape_text(text, pasted, mark)
+
+        calls = tuple(
+            replace(call, name=escaped(call.name), arguments=escaped(call.arguments))
+            for call in message.tool_calls
+        )
+        return replace(
+            message,
+            content=escaped(message.content),
+            tool_calls=calls,
+            tool_call_id=escaped(message.tool_call_id),
+            name=escaped(message.name),
+        )
+
+    def _escape_value(self, value: Any, pasted: list[str], mark: str) -> Any:
+        """A tool definition with every string in it escaped (its description is the
+        client's text, which the template pastes into the prompt)."""
+        if isinstance(value, str):
+            return self._escape_text(value, pasted, mark)
+        if isinstance(value, Mapping):
+            return {key: self._escape_value(item, pasted, mark) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self._escape_value(item, pasted, mark) for item in value]
+        return value
+
+    def _escape_text(self, text: str, pasted: list[str], mark: str) -> str:
+        if self._in_messages is None:
+            return text
 
         def placeholder(match: re.Match[str]) -> str:
             pasted.append(match.group(0))
             return f"{mark}{len(pasted) - 1}{mark}"
 
-        return replace(message, content=self._in_messages.sub(placeholder, message.content))
+        return self._in_messages.sub(placeholder, text)
 
     def _tokens_with_pasted(
         self, text: str, pasted: list[str], mark: str, specials: Mapping[str, SpecialToken]
@@ -169,12 +223,17 @@ class MessageTextError(ValueError):
 
 
 def check_text(message: ChatMessage) -> None:
+    for text in message.texts():
+        _check(text, f"a {message.role} message")
+
+
+def _check(text: str, what: str) -> None:
     try:
-        message.content.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError as error:
         raise MessageTextError(
-            f"a {message.role} message is not valid text: character {error.start} is half "
-            "of a character (an unpaired surrogate)"
+            f"{what} is not valid text: character {error.start} is half of a character "
+            "(an unpaired surrogate)"
         ) from None
 
 
@@ -182,15 +241,36 @@ def check_template_size(text: str, messages: Sequence[ChatMessage]) -> None:
     """Refuse a rendered prompt whose size the messages do not explain (before tokenizing:
     a 16 MB prompt costs gigabytes and seconds to tokenize, to be refused after)."""
     rendered = len(text.encode("utf-8", errors="replace"))
-    said = sum(len(m.content.encode("utf-8", errors="replace")) for m in messages)
+    said = sum(len(t.encode("utf-8", errors="replace")) for m in messages for t in m.texts())
     if rendered > said + TEMPLATE_BYTES + TEMPLATE_BYTES_PER_MESSAGE * len(messages):
         raise template_too_large(rendered, said)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON-like value (keys included)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
+def _as_messages(tools: Sequence[Mapping[str, Any]] | None) -> list[ChatMessage]:
+    """Tool definitions as messages of their JSON text: what the size check and the
+    placeholder's choice weigh them as."""
+    if not tools:
+        return []
+    return [ChatMessage("tool definition", json.dumps(list(tools), ensure_ascii=False))]
 
 
 def _placeholder_char(messages: Sequence[ChatMessage]) -> str:
     for code in range(_PLACEHOLDER_FIRST, _PLACEHOLDER_LAST):
         mark = chr(code)
-        if not any(mark in m.content for m in messages):
+        if not any(mark in text for m in messages for text in m.texts()):
             return mark
     raise ChatTemplateError(ChatTemplateProblem.FAILED, "the messages use every placeholder")
 

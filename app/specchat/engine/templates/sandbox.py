@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +18,7 @@ from jinja2.sandbox import (
 )
 from jinja2.utils import Namespace
 
+from specchat.engine.templates.chat_message import ChatMessage, RawJson, as_mapping
 from specchat.engine.templates.guards import (
     DIGITS,
     KINDS,
@@ -53,19 +53,6 @@ FALLBACK_TEMPLATE = (
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}"
 )
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    """One message of a conversation as the template sees it.
-
-    Attributes:
-        role: "system", "user", "assistant" or "tool".
-        content: the text.
-    """
-
-    role: str
-    content: str
 
 
 class _BoundedFormatter(SandboxedFormatter):
@@ -142,6 +129,8 @@ def _tojson(
     sort_keys: bool = False,
 ) -> str:
     # transformers' tojson: plain json.dumps, unlike Jinja's HTML-escaping built-in.
+    if isinstance(value, RawJson):
+        return str(value)
     if (isinstance(indent, int) and indent > 16) or (isinstance(indent, str) and len(indent) > 16):
         raise limit_error("asked for a JSON indent wider than 16")
     return json.dumps(
@@ -292,13 +281,6 @@ def template_source(source: str | None) -> tuple[str, bool]:
     if source and source.strip():
         return str(source), False
     return FALLBACK_TEMPLATE, True
-
-
-def as_mapping(message: ChatMessage | Mapping[str, Any]) -> dict[str, Any]:
-    """A message as the template sees it: a plain dict with its role and content."""
-    if isinstance(message, ChatMessage):
-        return {"role": message.role, "content": message.content}
-    return dict(message)
 
 
 class SandboxTemplate:

@@ -1,0 +1,87 @@
+"""What a request's function calling makes of its prompt: the template must write the tools
+and the calls, the answer is read in the template's call format, and a required call's
+opening is written as the answer's start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specchat.serve.errors import invalid
+from specchat.serve.tool_stream import CallSplitter
+from specchat.serve.tool_syntax import ToolSyntax, syntax_of
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from specchat.engine.session import ChatEngine
+    from specchat.serve.parsing import ChatCall
+
+
+@dataclass(frozen=True)
+class ToolPrompt:
+    """A request's tools as the prompt and the answer's reading take them.
+
+    Attributes:
+        tools: the function definitions the template writes, or None (a plain answer).
+        syntax: the format the answer's calls are read in, or None (a plain answer).
+        answer_prefix: the answer's forced start ("" unless a call is required).
+        single: the answer ends after its first call (`parallel_tool_calls` false).
+    """
+
+    tools: tuple[Mapping[str, Any], ...] | None = None
+    syntax: ToolSyntax | None = None
+    answer_prefix: str = ""
+    single: bool = False
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The functions offered."""
+        return tuple(str(tool["function"]["name"]) for tool in self.tools or ())
+
+    def splitter(self) -> CallSplitter | None:
+        """What reads the answer's calls, or None for a plain answer."""
+        if self.syntax is None:
+            return None
+        return CallSplitter(self.syntax, names=self.names, single=self.single)
+
+
+def tool_prompt(engine: ChatEngine, call: ChatCall) -> ToolPrompt:
+    """The request's tool prompt on `engine`'s template; ApiError (400) where the template
+    cannot write what the request holds, rather than let the model answer without it."""
+    request = call.tools
+    if request is None and not call.has_tool_history:
+        return ToolPrompt()
+    support = engine.template.tool_support()
+    template = _template_name(engine)
+    if request is not None and not support.tools:
+        raise invalid(
+            f"{template} does not write tools into the prompt, so this model cannot be offered "
+            "functions; send the request without 'tools' (or with tool_choice 'none')",
+            param="tools",
+            code="tools_unsupported",
+        )
+    if call.has_tool_history and not support.calls:
+        raise invalid(
+            f"{template} does not write tool calls into the prompt, so this model cannot read "
+            "a chat that holds them",
+            param="messages",
+            code="tools_unsupported",
+        )
+    if request is None:
+        return ToolPrompt()
+    syntax = syntax_of(engine.template.source)
+    prefix = "" if request.choice == "auto" else syntax.prefix(request.function or None)
+    return ToolPrompt(request.tools, syntax, prefix, single=not request.parallel)
+
+
+def _template_name(engine: ChatEngine) -> str:
+    """The template, named for people: which it is and whose."""
+    choice = engine.template_choice
+    model = Path(engine.target.path).name
+    if choice.guessed:
+        return f"the {choice.label} chat template SpecChat chose for {model}"
+    if choice.family is None:
+        return f"{model}'s own chat template"
+    return f"{model}'s chat template ({choice.label})"
