@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.bench.recorded_target import VirtualClock
+from specchat.bench.recorded_target import RecordedCache, VirtualClock
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 
 
-class RecordedModel:
+class RecordedModel(RecordedCache):
     """The pair's draft model on one recorded answer, for the real drafters that run it.
 
     It answers what they ask of a model (`sync`, `cached_prefix`, `truncate`, `decode`):
@@ -49,6 +49,7 @@ class RecordedModel:
         past the trace's highest token id)."""
         if trace.draft is None:
             raise ValueError("the trace holds no draft-model record")
+        super().__init__()
         self._text = [*trace.prompt_tokens, *trace.answer]
         self._start = len(trace.prompt_tokens)
         self._choice = [proposal[0] if proposal else -1 for proposal in trace.draft]
@@ -58,28 +59,12 @@ class RecordedModel:
         self._costs = costs
         self._clock = clock or VirtualClock()
         self.n_ctx = len(self._text) + 1024
-        self.tokens: list[int] = []
         self.read_ms = 0.0
         self.catchup_ms = 0.0
 
     def clock(self) -> float:
         """Seconds on its clock (what its decodes, and the target's on a shared one, cost)."""
         return self._clock()
-
-    def cached_prefix(self, tokens: Sequence[int]) -> int:
-        limit = min(len(self.tokens), len(tokens))
-        common = 0
-        while common < limit and self.tokens[common] == tokens[common]:
-            common += 1
-        return common
-
-    def sync(self, tokens: Sequence[int]) -> int:
-        common = self.cached_prefix(tokens)
-        self.truncate(common)
-        return common
-
-    def truncate(self, n_keep: int) -> None:
-        del self.tokens[n_keep:]
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
         if not tokens:

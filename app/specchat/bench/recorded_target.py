@@ -29,7 +29,33 @@ class VirtualClock:
         self.ms += ms
 
 
-class RecordedTarget:
+class RecordedCache:
+    """What a played-back model's cache holds, and its rollback, as LlamaModel keeps them.
+
+    Attributes:
+        tokens: what its cache holds.
+    """
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def cached_prefix(self, tokens: Sequence[int]) -> int:
+        return _agreement(self.tokens, tokens)
+
+    def sync(self, tokens: Sequence[int]) -> int:
+        common = self.cached_prefix(tokens)
+        self.truncate(common)
+        return common
+
+    def truncate(self, n_keep: int) -> None:
+        del self.tokens[n_keep:]
+
+
+class RecordedTarget(RecordedCache):
     """The target on one recorded answer, answering what the decoder's round loop asks.
 
     After the prompt and any prefix of the answer, its logits rank the answer's next token
@@ -56,15 +82,11 @@ class RecordedTarget:
         self._margins = trace.margins
         self._costs = costs
         self._clock = clock
+        super().__init__()
         self.n_vocab = n_vocab
         self.n_ctx = len(self._text) + 1024
-        self.tokens: list[int] = []
         self.path = Path(trace.prompt)
         self._tree: list[list[int]] = []
-
-    @property
-    def n_past(self) -> int:
-        return len(self.tokens)
 
     def room(self) -> int:
         return self.n_ctx - len(self.tokens)
@@ -74,17 +96,6 @@ class RecordedTarget:
 
     def piece(self, token: int) -> bytes:
         return b""
-
-    def cached_prefix(self, tokens: Sequence[int]) -> int:
-        return _agreement(self.tokens, tokens)
-
-    def sync(self, tokens: Sequence[int]) -> int:
-        common = self.cached_prefix(tokens)
-        self.truncate(common)
-        return common
-
-    def truncate(self, n_keep: int) -> None:
-        del self.tokens[n_keep:]
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
         if not tokens:
