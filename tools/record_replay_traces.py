@@ -1,11 +1,15 @@
-"""Records the replay tests' traces: the default pair's plain T=0 answers with every drafter's
-proposals, in rounds.jsonl form (tests/bench/data/default-pair-rounds.jsonl).
+"""Records replay traces: the default pair's plain T=0 answers with every drafter's
+proposals, in rounds.jsonl form.
 
-At temperature 0 an answer and its proposals are the same on any machine, so the replay tests
-price these records under other machines' cost tables. `specchat bench` writes the same
-records for every prompt; this tool records a few prompts, one line as each is done:
+At temperature 0 an answer and its proposals are the same on any machine, so a replay prices
+these records under any machine's cost table. `specchat bench` writes the same records for
+every prompt; this tool records the replay tests' few prompts
+(tests/bench/data/default-pair-rounds.jsonl), or a whole prompt set into a file of its own
+(app/specchat/bench/traces/, replayed with `specchat bench --replay FILE --costs gpu`):
 
     PYTHONPATH=app python tools/record_replay_traces.py [PROMPT_ID ...]
+    PYTHONPATH=app python tools/record_replay_traces.py --set held-out --max-tokens 128 \
+        --out app/specchat/bench/traces/held-out.jsonl
 """
 
 from __future__ import annotations
@@ -28,26 +32,35 @@ MAX_TOKENS = 64
 
 
 def main(argv: list[str]) -> int:
-    from specchat.bench.prompts import load_prompts
+    import argparse
+
+    from specchat.bench.prompts import load_prompts, prompt_file
     from specchat.bench.trace import record_trace
     from specchat.engine.session import ChatEngine
     from specchat.engine.templates.chat_template import ChatMessage
     from specchat.engine.types import Controls, GenerationRequest, SamplingParams
     from specchat.models.download import fetch_pair
 
-    wanted = argv or list(PROMPTS)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("ids", nargs="*", help="prompt ids (default: the replay tests' six)")
+    parser.add_argument("--set", help="record every prompt of this set instead")
+    parser.add_argument("--out", type=Path, default=FIXTURE)
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    args = parser.parse_args(argv)
+    prompts = load_prompts(prompt_file(args.set) if args.set else None)
+    wanted = {p.id for p in prompts} if args.set else set(args.ids or PROMPTS)
     files = fetch_pair("default", source="mirror")
     engine = ChatEngine.load(files.target, files.draft, n_ctx=2048)
-    FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with FIXTURE.open("w", encoding="utf-8") as out:
-            for prompt in load_prompts():
-                if prompt.id not in wanted:
-                    continue
+        with args.out.open("w", encoding="utf-8") as out:
+            for prompt in prompts:
+                if prompt.id not in wanted or prompt.turn_count != 1:
+                    continue  # a trace is one answer to one prompt
                 messages = [ChatMessage(m["role"], m["content"]) for m in prompt.messages()]
-                tokens = engine.prepare(messages, max_tokens=MAX_TOKENS).tokens
+                tokens = engine.prepare(messages, max_tokens=args.max_tokens).tokens
                 plain = Controls("plain", 0, SamplingParams())
-                request = GenerationRequest(tokens, MAX_TOKENS, plain)
+                request = GenerationRequest(tokens, args.max_tokens, plain)
                 events = [e for result in engine.generate(request) for e in result.events]
                 answer = [e.token for e in events]
                 trace = record_trace(

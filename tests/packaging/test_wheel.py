@@ -37,6 +37,9 @@ def test_wheel_contains_resources_and_catalog(wheel: Path) -> None:
         assert f"specchat/resources/icons/specchat-{size}.png" in names
     for name in ("icons/specchat.svg", "style/light.qss", "style/dark.qss", "app.json"):
         assert f"specchat/resources/{name}" in names
+    # The recorded answers `specchat bench --replay` prices on any machine travel with it.
+    for name in ("shipped", "everyday", "held-out"):
+        assert f"specchat/bench/traces/{name}.jsonl" in names
     # The symlink in app/specchat/data is stored as the file it points to.
     assert catalog == (ROOT / "models.toml").read_bytes()
 

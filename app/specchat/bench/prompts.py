@@ -24,6 +24,9 @@ PREDICTION_PROMPTS = Path(__file__).with_name("prediction-prompts.jsonl")
 #: Chats whose first request reads a file of about 2,000 tokens and whose next repeats it
 #: with a short question (`specchat bench --via-api`: the follow-up's first token).
 FOLLOW_UP_PROMPTS = Path(__file__).with_name("follow-up-prompts.jsonl")
+#: Prompts written once and only measured on: no default or rule is tuned on them, so they
+#: show what the tuning on the shipped and everyday sets carries to text it never saw.
+HELD_OUT_PROMPTS = Path(__file__).with_name("held-out-prompts.jsonl")
 #: Prompt sets `--prompts` knows by name.
 PROMPT_SETS = {
     "shipped": SHIPPED_PROMPTS,
@@ -31,6 +34,7 @@ PROMPT_SETS = {
     "attachments": ATTACHMENT_PROMPTS,
     "predictions": PREDICTION_PROMPTS,
     "follow-up": FOLLOW_UP_PROMPTS,
+    "held-out": HELD_OUT_PROMPTS,
 }
 
 #: Category of a prompt whose line names none.

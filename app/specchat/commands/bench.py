@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON Lines prompt file, or a set's name: 'shipped' (the default), 'everyday' "
         "(thirty everyday single-turn prompts), 'attachments', 'predictions' (whole-file "
         "edits sent with the file, no prediction, or a wrong one), 'follow-up' (with "
-        "--via-api: a chat about a 2,000-token file, its follow-up's first token), or "
+        "--via-api: a chat about a 2,000-token file, its follow-up's first token), "
+        "'held-out' (ten prompts no setting is tuned on), or "
         "'agent' / 'agent-held-back' (a scripted agent's coding tasks through the API with "
         "tools, plain and auto turn by turn; writes agent.json and agent.md)",
     )
