@@ -283,22 +283,37 @@ def _check_vocabulary(meta: GGUFMetadata, cur: _Cursor) -> None:
     _check_unique_tokens(cur, count)
 
 
+def _token_texts(cur: _Cursor, count: int) -> Iterator[bytes]:
+    """The vocabulary's `count` token texts from the cursor on, read without building a
+    message per token (a vocabulary holds 150,000 of them); a text running past the file is
+    refused with the message any string read gives, naming its token."""
+    buf, size, unpack = cur.buf, cur.size, _U64.unpack_from
+    pos = cur.pos
+    for index in range(count):
+        head = pos
+        if head + 8 <= size:
+            (length,) = unpack(buf, head)
+            pos = head + 8 + length
+        if head + 8 > size or pos > size:
+            cur.pos = head
+            cur.raw_string(f"token {index}")  # raises GGUFError
+        yield buf[head + 8 : pos]
+    cur.pos = pos
+
+
 def _check_unique_tokens(cur: _Cursor, count: int) -> None:
     """Refuse a duplicated token text, holding one 8-byte hash per token, not the texts."""
     import numpy as np  # late, as in _type_sizes
 
     start = cur.pos
-    digests = np.fromiter(
-        (hash(cur.raw_string(f"token {i}")) for i in range(count)), dtype=np.int64, count=count
-    )
+    digests = np.fromiter(map(hash, _token_texts(cur, count)), dtype=np.int64, count=count)
     digests.sort()
     colliding = set(digests[1:][digests[1:] == digests[:-1]].tolist())
     if not colliding:
         return
     cur.pos = start  # rare: compare the texts of the tokens whose hashes collide
     seen: dict[bytes, int] = {}
-    for index in range(count):
-        text = cur.raw_string(f"token {index}")
+    for index, text in enumerate(_token_texts(cur, count)):
         if hash(text) in colliding and seen.setdefault(text, index) != index:
             raise GGUFError(
                 f"corrupt: token {index} {text!r} duplicates token {seen[text]} "
