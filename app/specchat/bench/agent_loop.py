@@ -4,15 +4,13 @@ by the bench's toolbox and their results sent back, until the model answers in t
 
 from __future__ import annotations
 
-import http.client
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specchat.bench.agent_tasks import FINISH, SYSTEM, TOOLS, AgentTask, Toolbox
-from specchat.bench.via_api import ApiRefused
+from specchat.bench.via_api import ApiRefused, stream_completion
 
 
 @dataclass(frozen=True)
@@ -164,21 +162,8 @@ def request_turn(
         "stream_options": {"include_usage": True},
         "speculative": {"mode": mode},
     }
-    connection = http.client.HTTPConnection(host, port, timeout=3600)
     stream = _Stream()
-    try:
-        began = time.perf_counter()
-        headers = {"Content-Type": "application/json"}
-        connection.request("POST", "/v1/chat/completions", json.dumps(body).encode(), headers)
-        reply = connection.getresponse()
-        if reply.status != 200:
-            raise ApiRefused.of(reply.status, reply.read())
-        for line in reply:
-            data = line.strip()
-            if data.startswith(b"data: ") and data != b"data: [DONE]":
-                stream.take(json.loads(data[len(b"data: ") :]))
-    finally:
-        connection.close()
+    began = stream_completion(host, port, body, stream.take)
     if not stream.usage or not stream.timings:
         raise ApiRefused("the stream ended without its usage and timings")
     calls = tuple(Call(name, arguments) for _, (name, arguments) in sorted(stream.calls.items()))

@@ -5,7 +5,6 @@ token."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.prompts import BenchPrompt
-from specchat.bench.via_api import ApiRefused
+from specchat.bench.via_api import ApiRefused, stream_completion
 from specchat.engine.session import ChatEngine
 
 #: The follow-up's goal: its first token within this many seconds (on the default pair).
@@ -91,32 +90,22 @@ def stream_turn(
         "stream_options": {"include_usage": True},
         "speculative": {"mode": mode},
     }
-    connection = http.client.HTTPConnection(host, port, timeout=3600)
-    try:
-        began = time.perf_counter()
-        headers = {"Content-Type": "application/json"}
-        connection.request("POST", "/v1/chat/completions", json.dumps(body).encode(), headers)
-        reply = connection.getresponse()
-        if reply.status != 200:
-            raise ApiRefused.of(reply.status, reply.read())
-        first: float | None = None
-        text: list[str] = []
-        usage: dict[str, Any] = {}
-        timings: dict[str, Any] = {}
-        for line in reply:
-            data = line.strip()
-            if not data.startswith(b"data: ") or data == b"data: [DONE]":
-                continue
-            event = json.loads(data[len(b"data: ") :])
-            for choice in event.get("choices", []):
-                content = choice.get("delta", {}).get("content")
-                if content:
-                    first = first if first is not None else time.perf_counter()
-                    text.append(content)
-            timings = event.get("timings", timings)
-            usage = event.get("usage") or usage
-    finally:
-        connection.close()
+    first: float | None = None
+    text: list[str] = []
+    usage: dict[str, Any] = {}
+    timings: dict[str, Any] = {}
+
+    def take(event: dict[str, Any]) -> None:
+        nonlocal first, usage, timings
+        for choice in event.get("choices", []):
+            content = choice.get("delta", {}).get("content")
+            if content:
+                first = first if first is not None else time.perf_counter()
+                text.append(content)
+        timings = event.get("timings", timings)
+        usage = event.get("usage") or usage
+
+    began = stream_completion(host, port, body, take)
     if not usage or not timings:
         raise ApiRefused("the stream ended without its usage and timings")
     return Turn(

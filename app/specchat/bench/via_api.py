@@ -11,7 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,29 @@ class ViaApi:
             "prompt_evaluated": {"direct": self.direct_work[0], "api": self.api_work[0]},
             "rounds": {"direct": self.direct_work[1], "api": self.api_work[1]},
         }
+
+
+def stream_completion(
+    host: str, port: int, body: Mapping[str, Any], on_event: Callable[[dict[str, Any]], None]
+) -> float:
+    """POST `body` as a streamed chat completion and hand each of its events to `on_event`
+    as it arrives; returns when it was sent (time.perf_counter), to time it from outside as
+    a client would. Raises ApiRefused on any status but 200."""
+    connection = http.client.HTTPConnection(host, port, timeout=3600)
+    try:
+        began = time.perf_counter()
+        headers = {"Content-Type": "application/json"}
+        connection.request("POST", "/v1/chat/completions", json.dumps(body).encode(), headers)
+        reply = connection.getresponse()
+        if reply.status != 200:
+            raise ApiRefused.of(reply.status, reply.read())
+        for line in reply:
+            data = line.strip()
+            if data.startswith(b"data: ") and data != b"data: [DONE]":
+                on_event(json.loads(data[len(b"data: ") :]))
+    finally:
+        connection.close()
+    return began
 
 
 def _tokens(engine: ChatEngine, prompt: BenchPrompt) -> tuple[int, ...]:
