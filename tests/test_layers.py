@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import specchat
+from tests.helpers.imports import import_graph
 
 PACKAGE = Path(specchat.__file__).parent
 
@@ -22,18 +23,6 @@ def _modules(folder: str) -> list[str]:
             parts = parts[:-1]
         names.append(".".join(("specchat", *parts)))
     return sorted(names)
-
-
-def _imports(path: Path) -> set[str]:
-    """The specchat modules `path` names in its imports (in functions and TYPE_CHECKING too)."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{a.name}" for a in node.names)
-    return {name for name in names if name.startswith("specchat.")}
 
 
 #: engine/'s rooms, each allowed to import only the rooms before it (and engine/types.py,
@@ -78,17 +67,18 @@ def test_ui_sources_do_not_name_them_either() -> None:
                 assert not name.startswith("specchat.engine.llamacpp.model"), f"{path.name}: {name}"
 
 
+def _within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
 def test_engine_rooms_import_only_the_rooms_below_them() -> None:
+    graph = import_graph(PACKAGE)
     for index, room in enumerate(ENGINE_ROOMS):
-        allowed = [f"specchat.engine.{r}" for r in ENGINE_ROOMS[: index + 1]]
-        for path in (PACKAGE / "engine" / room).rglob("*.py"):
-            for name in _imports(path):
-                if not name.startswith("specchat.engine"):
-                    continue
-                ok = name == "specchat.engine" or any(
-                    name == a or name.startswith(a + ".") for a in (*allowed, *ENGINE_SHARED)
-                )
-                assert ok, f"engine/{room}/{path.name} imports {name}"
+        allowed = (*(f"specchat.engine.{r}" for r in ENGINE_ROOMS[: index + 1]), *ENGINE_SHARED)
+        for module in (m for m in graph if _within(m, (f"specchat.engine.{room}",))):
+            for name in graph[module]:
+                if name.startswith("specchat.engine") and name != "specchat.engine":
+                    assert _within(name, allowed), f"{module} imports {name}"
 
 
 def test_engine_top_level_is_small() -> None:
@@ -97,9 +87,10 @@ def test_engine_top_level_is_small() -> None:
 
 
 def test_models_never_import_the_engine() -> None:
-    for path in (PACKAGE / "models").rglob("*.py"):
-        engine = {name for name in _imports(path) if name.startswith("specchat.engine")}
-        assert not engine, f"models/{path.name} imports {sorted(engine)}"
+    graph = import_graph(PACKAGE)
+    for module in (m for m in graph if _within(m, ("specchat.models",))):
+        engine = {name for name in graph[module] if name.startswith("specchat.engine")}
+        assert not engine, f"{module} imports {sorted(engine)}"
 
 
 def test_engine_and_models_never_import_qt() -> None:
