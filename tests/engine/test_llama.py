@@ -14,6 +14,7 @@ from specchat.engine.llamacpp.model import (
     LoadCancelled,
     ModelLoadError,
 )
+from specchat.engine.llamacpp.recurrent_state import Rollback
 from specchat.tinymodels import TinyModels
 from tests.helpers.tiny_recurrent import write_tiny_mamba
 
@@ -57,11 +58,14 @@ def test_recurrent_rollback_keeps_the_context(tiny_mamba: Path, tiny_models: Tin
         LlamaModel(tiny_mamba, n_ctx=256, n_threads=1) as fresh,
         LlamaModel(tiny_models.target, n_ctx=256, n_threads=1) as transformer,
     ):
-        assert not model.can_rollback
-        assert transformer.can_rollback
-        model.decode([*accepted, *rejected], logits="all")
-        # A Mamba state cannot drop its last tokens: the kept ones are evaluated again
-        # rather than the whole context being forgotten.
+        # Mamba has no llama.cpp state snapshots: a checkpoint taken before the pass brings
+        # its state back, and the kept tokens are evaluated again.
+        assert model.rollback is Rollback.CHECKPOINT and model.snapshot_depth == 0
+        assert model.can_rollback and model.checkpoint_bytes > 0
+        assert transformer.rollback is Rollback.CACHE and transformer.can_rollback
+        model.decode(accepted[:1], logits="none")
+        model.mark(1 + len(accepted) + len(rejected))
+        model.decode([*accepted[1:], *rejected], logits="all")
         model.truncate(len(accepted))
         assert model.tokens == accepted
         after_rollback = model.decode([80], logits="last")[0]
@@ -70,6 +74,21 @@ def test_recurrent_rollback_keeps_the_context(tiny_mamba: Path, tiny_models: Tin
         alone = fresh.decode([80], logits="last")[0]
     np.testing.assert_allclose(after_rollback, reference, atol=1e-4)
     assert not np.allclose(alone, reference, atol=1e-2)  # so the context did matter
+
+
+def test_recurrent_rollback_without_a_checkpoint_evaluates_the_kept_text_again(
+    tiny_mamba: Path,
+) -> None:
+    with (
+        LlamaModel(tiny_mamba, n_ctx=256, n_threads=1) as model,
+        LlamaModel(tiny_mamba, n_ctx=256, n_threads=1) as fresh,
+    ):
+        model.decode([70, 71, 72, 90, 91], logits="all")
+        model.truncate(2)  # no mark: the only way back is from the start
+        assert model.tokens == [70, 71]
+        after = model.decode([80], logits="last")[0]
+        reference = fresh.decode([70, 71, 80], logits="last")[0]
+    np.testing.assert_allclose(after, reference, atol=1e-4)
 
 
 def test_sync_keeps_the_common_prefix(tiny_target: LlamaModel) -> None:

@@ -1,4 +1,5 @@
-"""Recurrent (state-space) models: their cache cannot be rolled back token by token."""
+"""Recurrent (state-space) models speculate: rejected drafts are taken back from a
+checkpoint of their state (Mamba has no llama.cpp snapshots)."""
 
 from __future__ import annotations
 
@@ -38,20 +39,21 @@ def test_greedy_output_on_a_recurrent_model_is_plain_output(
         # The target's cache holds the whole context after the answer, never a restart.
         assert mamba_pair.target.tokens == [*prompt, *spec.tokens][: mamba_pair.target.n_past]
         assert mamba_pair.target.n_past >= len(prompt)
-        # Drafting is refused, with the reason, rather than paid for by re-reading the context.
-        assert all(r.drafted == 0 for r in spec.rounds)
         reasons = {r.choice.reason for r in spec.rounds}
-        assert any("cannot drop rejected drafts" in reason for reason in reasons), reasons
+        assert not any("cannot drop rejected drafts" in reason for reason in reasons), reasons
+        if mode == "draft":
+            assert sum(r.drafted for r in spec.rounds) > 0
 
 
-def test_a_recurrent_draft_is_left_unused_and_lookup_still_drafts(
+def test_a_recurrent_draft_model_drafts_for_a_transformer(
     mamba_pair: SpeculativeDecoder, tiny_models: TinyModels
 ) -> None:
     with LlamaModel(tiny_models.target, n_ctx=512, n_threads=1) as target:
         decoder = SpeculativeDecoder(target, mamba_pair.target)
-        assert "draft model" in decoder.drafting_refused
+        assert decoder.drafting_refused == ""
+        assert "draft" in decoder.drafters.names()
         prompt = target.tokenize(CHAT_PROMPTS[1])
         plain = run(decoder, prompt, mode="plain", max_tokens=60)
         spec = run(decoder, prompt, mode="draft", k=3, max_tokens=60)
         assert spec.tokens == plain.tokens
-        assert spec.rounds[-1].stats.drafted > 0  # prompt lookup took the draft model's place
+        assert any(r.drafted and r.choice.mode == "draft" for r in spec.rounds)

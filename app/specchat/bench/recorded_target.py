@@ -10,6 +10,7 @@ import numpy as np
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.llamacpp.model import MAX_BRANCHES
+from specchat.engine.llamacpp.recurrent_state import Rollback
 
 #: The margin a row ranks the answer's token by where the trace recorded none: wide, so that
 #: no drafter reads it as a near tie.
@@ -51,8 +52,15 @@ class RecordedCache:
         self.truncate(common)
         return common
 
+    #: An attention cache: rejected drafts drop for nothing (see LlamaModel.rollback).
+    rollback = Rollback.CACHE
+    snapshot_depth = 0
+
     def truncate(self, n_keep: int) -> None:
         del self.tokens[n_keep:]
+
+    def mark(self, rows: int | None = None) -> None:
+        """Nothing to remember: the cache drops tokens on its own."""
 
 
 class RecordedTarget(RecordedCache):

@@ -18,10 +18,13 @@ from specchat.engine.costs.table import (
     MachineCosts,
 )
 from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.llamacpp.recurrent_state import Rollback
 
 #: Filler tokens cached per step while deepening the cache for the slope's deep pass: one
 #: step stays a fraction of a second, so an answer never waits long for the measurement.
 FILL_CHUNK = 64
+#: Timed save-and-restore round trips of a recurrent state; the quickest is its cost.
+CHECKPOINT_SAMPLES = 3
 
 #: Cores' worth of CPU time other processes may use during a timed pass before the pass is
 #: discarded: llama.cpp's threads wait on each other at every step, so one busy core can make
@@ -125,13 +128,30 @@ class TableMeasurer:
         rows = max(self.table.sizes[-1], self.catchup_rows)
         if self.model.room() <= rows + CONTEXT_TOKENS:
             return True
-        return not self._sizes_owed and not self._slope_owed
+        return not self._sizes_owed and not self._slope_owed and not self._checkpoint_owed
 
     @property
     def _sizes_owed(self) -> bool:
         """Whether a size (or the draft model's catch-up rate) still wants a timed pass."""
         catchup_owed = self.catchup_rows > 1 and self.table.catchup_row_ms is None
         return not self.table.complete or catchup_owed
+
+    @property
+    def _checkpoint_owed(self) -> bool:
+        return self.model.rollback is not Rollback.CACHE and self.table.checkpoint_ms is None
+
+    def _time_checkpoint(self) -> None:
+        """Time saving and restoring the recurrent state (best of CHECKPOINT_SAMPLES: stalls
+        only ever slow it)."""
+        model = self.model
+        if model.n_past < CONTEXT_TOKENS:
+            model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
+        times = []
+        for _ in range(CHECKPOINT_SAMPLES):
+            began = self.clock()
+            model.checkpoint_round_trip()
+            times.append((self.clock() - began) * 1000.0)
+        self.table.checkpoint_ms = min(times)
 
     @property
     def _slope_owed(self) -> bool:
@@ -154,9 +174,12 @@ class TableMeasurer:
         """
         if self.done:
             return None
+        model = self.model
+        if self._checkpoint_owed:
+            self._time_checkpoint()
+            return 0
         if not self._sizes_owed:
             return self._slope_step()
-        model = self.model
         if model.n_past < CONTEXT_TOKENS:
             model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
         base = model.n_past
@@ -235,6 +258,7 @@ class TableMeasurer:
         """Milliseconds of one pass over `rows` after the cache, rolled back after."""
         model = self.model
         base = model.n_past
+        model.mark(len(rows))
         began = self.clock()
         model.decode(rows, logits=self.logits)
         ended = self.clock()

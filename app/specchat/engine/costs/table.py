@@ -162,6 +162,10 @@ class CostTable:
             measured yet (priced as no growth).
         slope_samples: (cached tokens, ms) of the passes of SLOPE_ROWS that time it, where
             the cache was when they began and SLOPE_SPAN tokens deeper.
+        checkpoint_ms: a recurrent or hybrid model's time to save its recurrent state and put
+            it back (see engine/llamacpp/recurrent_state.py): what dropping a rejected draft
+            costs beyond evaluating the kept tokens again. None for an attention cache, or
+            not measured yet.
         scale: one token's time now, learnt from real rounds of one token (None: as
             measured); never stored, the table is stored at it.
         tries: offline samples of each size taken this session (see MAX_TRIES); never
@@ -179,6 +183,7 @@ class CostTable:
     catchup_row_ms: float | None = None
     slope_ms: float | None = None
     slope_samples: list[tuple[int, float]] = field(default_factory=list)
+    checkpoint_ms: float | None = None
     scale: float | None = field(default=None, compare=False)
     tries: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
     _plain: list[float] = field(default_factory=lambda: [0.0] * 5, compare=False, repr=False)
@@ -408,6 +413,7 @@ class CostTable:
             "catchup_row_ms": self.catchup_row_ms,
             "slope_ms": None if self.slope_ms is None else round(self.slope_ms, 4),
             "slope_samples": [[c, round(ms, 3)] for c, ms in self.slope_samples],
+            "checkpoint_ms": self.checkpoint_ms,
         }
 
     @classmethod
@@ -423,6 +429,8 @@ class CostTable:
             slope = data.get("slope_ms")
             slope_ms = None if slope is None else float(slope)
             slope_samples = [(int(c), float(ms)) for c, ms in data.get("slope_samples", [])]
+            checkpoint = data.get("checkpoint_ms")
+            checkpoint_ms = None if checkpoint is None else float(checkpoint)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise CostTableError(f"{what}: malformed ({error!r})") from None
         if not 1 <= low <= high <= 4096:
@@ -445,6 +453,9 @@ class CostTable:
             catchup_row_ms=catchup_row_ms if catchup_row_ms and catchup_row_ms > 0 else None,
             slope_ms=slope_ms if slope_ms is not None and slope_ms >= 0 else None,
             slope_samples=slope_samples,
+            checkpoint_ms=checkpoint_ms
+            if checkpoint_ms is not None and checkpoint_ms >= 0
+            else None,
         )
         table.check_shape()  # a table stored before these checks existed is checked now
         return table

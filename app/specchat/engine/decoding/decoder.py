@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from specchat.engine.decoding.rollback_cost import priced_for_rollback
 from specchat.engine.decoding.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
@@ -125,8 +126,8 @@ class SpeculativeDecoder:
         self.draft = draft
         self.drafting_refused = rollback_refusal(target, draft)
         self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
-        # A draft model whose cache cannot be rolled back would re-read the whole context
-        # after every proposal: the drafters that need it are not built.
+        # A draft model whose cache cannot be rolled back at all would re-read the whole
+        # context after every proposal: the drafters that need it are not built.
         self.drafters = drafters or Drafters(
             target,
             draft if draft is not None and draft.can_rollback else None,
@@ -294,6 +295,8 @@ class SpeculativeDecoder:
         rows). A tree rides in rows the policy paid for (see Offer.fills_pass)."""
         if draft.branches and sampling.greedy and self.target.max_branches > 1:
             return self._verify_tree(draft, last, sampling, rng)
+        if draft.tokens:
+            self.target.mark(len(draft.tokens) + 1)
         logits = self.target.decode([last, *draft.tokens], logits="all")
         verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
         return draft, verdict, len(draft.tokens) + 1
@@ -355,6 +358,7 @@ class SpeculativeDecoder:
                 offer = drafter.offer(context, k_cap, prices)
                 if offer is not None:
                     offers.append(offer)
+            offers = priced_for_rollback(self.target, self.auto.costs, offers, prices)
             choice = self.auto.choose(offers, prices)
             fills_pass = any(o.fills_pass for o in offers if o.source == choice.mode)
         else:
@@ -510,8 +514,10 @@ def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
     """Why speculation cannot use this pair as it is, or "" when it can.
 
     Speculation drops rejected drafts from the caches after every round. Recurrent and
-    hybrid models (Mamba, RWKV, Jamba...) cannot drop their last tokens alone, so drafting
-    for such a target is refused and such a draft model is left unused.
+    hybrid models (Mamba, Qwen3.5, Jamba...) do it with llama.cpp's state snapshots or a
+    checkpoint of their state (see engine/llamacpp/recurrent_state.py); a model where
+    llama.cpp can do neither could only re-read the whole context: drafting for such a
+    target is refused, and such a draft model is left unused.
     """
     if not target.can_rollback:
         return (

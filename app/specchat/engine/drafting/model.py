@@ -139,6 +139,8 @@ class DraftModelDrafter(Drafter):
             cached -= 1
         catchup = len(context) - cached
         logits = model.decode(context[cached:], logits="last")[0]
+        # The drafted tokens are dropped again next round, over several decode calls.
+        model.mark()
         catchup_ms = (clock() - began) * 1000.0
         tokens: list[int] = []
         qs: list[np.ndarray] = []

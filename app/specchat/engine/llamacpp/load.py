@@ -99,9 +99,12 @@ def load_weights(
     n_gpu_layers: int,
     progress: ProgressCallback | None,
     cancel: threading.Event | None,
+    load_mtp: bool = False,
 ) -> llama_cpp.llama_model_p:
-    """The model's weights, `n_gpu_layers` of them offloaded (-1: all); `cancel` stops it."""
+    """The model's weights, `n_gpu_layers` of them offloaded (-1: all); `cancel` stops it.
+    `load_mtp` loads a file's MTP (nextn) layers too, which llama.cpp skips by default."""
     params = llama_cpp.llama_model_default_params()
+    params.load_mtp = load_mtp
     params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else _ALL_LAYERS
     # Held in a local so the ctypes callback outlives the load that calls it.
     callback = _progress_callback(progress, cancel)
@@ -158,6 +161,7 @@ def create_context(
     n_threads: int,
     n_seq_max: int,
     exact_keys: bool,
+    n_rs_seq: int = 0,
 ) -> tuple[llama_cpp.llama_context_p, str]:
     """A context over `model` and the type its keys are stored as ("Q8_0" or "F16").
 
@@ -165,9 +169,11 @@ def create_context(
     the drafts of one tree pass all read the cached text's cells. `exact_keys` asks for
     EXACT_KEY_TYPE keys; a model whose head size Q8_0 blocks do not divide (some tiny ones)
     gets llama.cpp's default, F16. Raises ModelLoadError, naming `name`, when no context can
-    be made.
+    be made. `n_rs_seq` asks a recurrent model for that many state snapshots (llama.cpp
+    grants them only where the architecture supports them: see recurrent_state).
     """
     params = llama_cpp.llama_context_default_params()
+    params.n_rs_seq = n_rs_seq
     params.n_ctx = n_ctx
     params.n_batch = n_batch
     params.n_ubatch = n_batch

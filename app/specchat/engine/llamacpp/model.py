@@ -9,13 +9,14 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 import numpy as np
 
 from specchat.engine.llamacpp.backend import default_threads, ensure_backend
 from specchat.engine.llamacpp.ctrl_c import ctrl_c_held
+from specchat.engine.llamacpp.recurrent_state import SNAPSHOT_DEPTH, Rollback, StateCheckpoint
 from specchat.engine.llamacpp.load import (
     LoadCancelled,
     LoadInfo,
@@ -30,6 +31,9 @@ from specchat.engine.llamacpp.load import (
     read_metadata,
 )
 from specchat.engine.types import SpecialToken
+
+if TYPE_CHECKING:
+    from specchat.engine.llamacpp.follower import CacheFollower
 
 __all__ = [
     "MAX_BRANCHES",
@@ -67,9 +71,12 @@ class LlamaModel:
         n_ctx: context window.
         n_batch: most tokens one llama_decode call is handed.
         max_branches: most drafts one `decode_tree` pass checks (1 for a recurrent model).
-        can_rollback: whether the cache can drop its last tokens alone. Recurrent and hybrid
-            models (Mamba, RWKV, Jamba...) keep one state per sequence instead of one entry
-            per token: rolling them back means evaluating the kept tokens again.
+        rollback: how the cache drops its last tokens (see recurrent_state): natively for an
+            attention cache; for a recurrent or hybrid model (Mamba, Qwen3.5, Jamba...) by
+            llama.cpp's state snapshots where the architecture has them, else by a
+            checkpoint taken at `mark`.
+        can_rollback: whether rejected drafts can be dropped without evaluating the whole
+            context again.
         end_of_turn: tokens that end a turn besides the vocabulary's end-of-generation set.
     """
 
@@ -85,11 +92,15 @@ class LlamaModel:
         n_threads: int | None = None,
         n_batch: int = 512,
         exact_keys: bool = True,
+        snapshot_depth: int = SNAPSHOT_DEPTH,
+        load_mtp: bool = False,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> None:
         """Load `path`; `exact_keys=False` keeps a CPU context's keys in F16 (llama.cpp's
-        default) instead of EXACT_KEY_TYPE (engine/llamacpp/load.py)."""
+        default) instead of EXACT_KEY_TYPE (engine/llamacpp/load.py). A recurrent model asks
+        for `snapshot_depth` state snapshots (used where its architecture supports them);
+        `load_mtp` loads the file's MTP layers too (engine/llamacpp/mtp.py)."""
         ensure_backend()
         self.path = Path(path)
         check_file(self.path)
@@ -100,13 +111,22 @@ class LlamaModel:
         # The last decode_tree: where it began and its paths, for keep_path.
         self._tree: tuple[int, list[list[int]]] = (0, [])
         self._pieces: dict[int, bytes] = {}
+        self._followers: list[CacheFollower] = []
+        # Where the last decode call began (its tokens are what snapshots can drop) and
+        # whether a snapshot rollback was used since (llama.cpp allows one per decode).
+        self._last_call_start = 0
+        self._snapshot_used = False
         self.end_of_turn: frozenset[int] = frozenset()
         threads = n_threads or default_threads(self.path.stat().st_size)
         # llama.cpp calls back into Python while it loads (its log, the progress callback):
         # Ctrl-C there is held and raised once it returns (see ctrl_c_held).
         with ctrl_c_held(self.close):
             model = self._model = load_weights(
-                self.path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel
+                self.path,
+                n_gpu_layers=n_gpu_layers,
+                progress=progress,
+                cancel=cancel,
+                load_mtp=load_mtp,
             )
             recurrent = is_recurrent(model)
             # A recurrent model would hold a whole state per sequence of a tree pass, and
@@ -122,12 +142,22 @@ class LlamaModel:
                     n_threads=threads,
                     n_seq_max=self.max_branches,
                     exact_keys=exact_keys and not gpu_layers,
+                    n_rs_seq=snapshot_depth if recurrent else 0,
                 )
             except ModelLoadError:
                 self.close()
                 raise
             self._ctx = ctx
-        self.can_rollback = not recurrent
+        self.snapshot_depth = int(llama_cpp.llama_n_rs_seq(ctx)) if recurrent else 0
+        if not recurrent:
+            self.rollback = Rollback.CACHE
+        elif self.snapshot_depth:
+            self.rollback = Rollback.SNAPSHOTS
+        else:
+            self.rollback = Rollback.CHECKPOINT
+        self._checkpoint = StateCheckpoint(ctx)
+        self.can_rollback = not recurrent or self._checkpoint.save(0)
+        self._checkpoint.forget_from(0)
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._memory = llama_cpp.llama_get_memory(ctx)
         self.info = load_info(
@@ -284,23 +314,92 @@ class LlamaModel:
         """How many more tokens fit in the context."""
         return self.n_ctx - len(self.tokens)
 
+    def mark(self, rows: int | None = None) -> None:
+        """Remember the cache as it is now, so `truncate` can come back here cheaply.
+
+        Nothing to do for an attention cache, nor for state snapshots when the tokens to be
+        dropped will all come from the next decode call of `rows` tokens (a verify pass).
+        Otherwise the recurrent state is saved (see recurrent_state.StateCheckpoint).
+        """
+        if self.rollback is Rollback.CACHE:
+            return
+        if (
+            self.rollback is Rollback.SNAPSHOTS
+            and rows is not None
+            and rows - 1 <= self.snapshot_depth
+        ):
+            return
+        if self._checkpoint.position != len(self.tokens):
+            self._checkpoint.save(len(self.tokens))
+
+    def checkpoint_round_trip(self) -> None:
+        """Save the recurrent state and put it back: what a checkpoint rollback costs beyond
+        evaluating the kept tokens again (timed into the cost table)."""
+        self._checkpoint.save(len(self.tokens))
+        self._checkpoint.restore()
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        """Bytes of the recurrent state `mark` saves (0 for an attention cache)."""
+        return self._checkpoint.size
+
     def truncate(self, n_keep: int) -> None:
         """Drop every cached token from position n_keep on (KV rollback)."""
         if n_keep >= len(self.tokens):
             return
-        if llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
-            del self.tokens[n_keep:]
+        if self.rollback is Rollback.CACHE:
+            if llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1):
+                self._cut(n_keep)
+                return
+        elif self._snapshots_cover(n_keep) and llama_cpp.llama_memory_seq_rm(
+            self._memory, 0, n_keep, -1
+        ):
+            self._snapshot_used = True
+            self._cut(n_keep)
             return
-        # A recurrent state cannot drop its last tokens: evaluate the kept ones again, so the
-        # cache still holds exactly `tokens[:n_keep]` (slow, but never wrong).
         kept = self.tokens[:n_keep]
-        self.reset()
-        if kept:
-            self.decode(kept, logits="none")
+        start = self._checkpoint.position
+        if start is not None and start <= n_keep and self._checkpoint.restore():
+            # The recurrent state is back at `start`; the attention layers drop the rest.
+            llama_cpp.llama_memory_seq_rm(self._memory, 0, start, -1)
+            self._cut(start)
+        else:
+            # Evaluate the kept tokens again, so the cache still holds exactly
+            # `tokens[:n_keep]` (slow, but never wrong).
+            self.reset()
+        if len(kept) > len(self.tokens):
+            self.decode(kept[len(self.tokens) :], logits="none")
+
+    def _snapshots_cover(self, n_keep: int) -> bool:
+        """Whether llama.cpp's snapshots hold the state after token n_keep − 1: it must be
+        one of the last decode call's tokens, within the depth, with no rollback since."""
+        return (
+            self.rollback is Rollback.SNAPSHOTS
+            and not self._snapshot_used
+            and n_keep > self._last_call_start
+            and len(self.tokens) - n_keep <= self.snapshot_depth
+        )
+
+    def _cut(self, n_keep: int) -> None:
+        del self.tokens[n_keep:]
+        self._checkpoint.forget_from(n_keep)
+        for follower in self._followers:
+            follower.dropped(n_keep)
+
+    def follow(self, follower: CacheFollower) -> None:
+        """Tell `follower` of every decode and every drop from now on (an MTP head's own
+        cache mirrors the target's). Tree passes stop: a follower reads the hidden state of
+        each kept token in order, which a tree's branches interleave."""
+        self._followers.append(follower)
+        self.max_branches = 1
+
+    def unfollow(self, follower: CacheFollower) -> None:
+        if follower in self._followers:
+            self._followers.remove(follower)
 
     def reset(self) -> None:
         llama_cpp.llama_memory_clear(self._memory, True)
-        self.tokens.clear()
+        self._cut(0)
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
         """Append `tokens` to the cache and return logits.
@@ -359,6 +458,10 @@ class LlamaModel:
                 self.reset()
             raise DecodeError(f"llama_decode failed with status {status}")
         self.tokens.extend(chunk)
+        self._last_call_start = base
+        self._snapshot_used = False
+        for follower in self._followers:
+            follower.decoded(chunk, base)
 
     def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Evaluate several continuations of the cached text in one pass.

@@ -1,0 +1,16 @@
+"""What follows a model's cache: told of every decode call and every drop."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class CacheFollower(Protocol):
+    """Something whose own state mirrors a model's cache (an MTP head's cache)."""
+
+    def decoded(self, tokens: Sequence[int], start: int) -> None:
+        """`tokens` were evaluated at positions start, start + 1, ... in one decode call."""
+
+    def dropped(self, n_keep: int) -> None:
+        """Every cached token from position n_keep on was dropped."""
