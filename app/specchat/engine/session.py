@@ -14,6 +14,7 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.llamacpp.mtp import ASSISTANT_ARCHITECTURE, DraftHead, load_assistant
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template
@@ -82,6 +83,15 @@ def check_pair(target: Path, draft: Path) -> tuple[bool, str]:
     return verdict.ok, verdict.reason
 
 
+def is_assistant(path: Path) -> bool:
+    """Whether a draft file is a Gemma 4 assistant (a head over the target's hidden state,
+    not a model of its own)."""
+    from specchat.models.gguf_reader import read_metadata
+
+    meta = read_metadata(path, keys=("general.architecture",), arrays=False)
+    return meta.values.get("general.architecture") == ASSISTANT_ARCHITECTURE
+
+
 def _apply_markers(
     choice: TemplateChoice, target: LlamaModel, draft: LlamaModel | None
 ) -> tuple[str, ...]:
@@ -106,6 +116,8 @@ class ChatEngine:
     Attributes:
         target: the target model.
         draft: the draft model, or None.
+        assistant: a Gemma 4 assistant drafting for the target (loaded from the draft file
+            where it is one), or None.
         decoder: the speculative decoder over them.
         said: what was said before this chat (earlier chats, API chats, attached files),
             for the drafters that copy: the one door into the session's suffix index.
@@ -126,9 +138,11 @@ class ChatEngine:
         *,
         compat_reason: str = "",
         cost_store: CostStore | None = None,
+        assistant: DraftHead | None = None,
     ) -> None:
         self.target = target
         self.draft = draft
+        self.assistant = assistant
         # The machine's stored cost tables (empty ones the first time): `auto` prices passes
         # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
@@ -137,7 +151,9 @@ class ChatEngine:
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
         # The suffix index is this session's: fed through one door, handed to the drafters.
         self.said = SaidIndex()
-        self.decoder = SpeculativeDecoder(target, draft, auto=auto, index=self.said.index)
+        self.decoder = SpeculativeDecoder(
+            target, draft, auto=auto, index=self.said.index, assistant=assistant
+        )
         self.profiler = PairProfiler(self.costs, target, draft, store=store)
         self.template_choice = choose_template(
             target.chat_template(),
@@ -213,9 +229,23 @@ class ChatEngine:
             progress=report("target", 0.0, share),
             cancel=cancel,
             exact_keys=kv_cache == "q8_0",
+            load_mtp=True,
         )
         draft_model = None
-        if draft is not None:
+        assistant = None
+        if draft is not None and is_assistant(draft):
+            try:
+                assistant = load_assistant(
+                    draft,
+                    target_model,
+                    n_gpu_layers=draft_gpu_layers,
+                    progress=report("draft", share, 1.0 - share),
+                    cancel=cancel,
+                )
+            except BaseException:
+                target_model.close()
+                raise
+        elif draft is not None:
             try:
                 draft_model = LlamaModel(
                     draft,
@@ -231,7 +261,11 @@ class ChatEngine:
                 raise
         try:
             return cls(
-                target_model, draft_model, compat_reason=compat_reason, cost_store=cost_store
+                target_model,
+                draft_model,
+                compat_reason=compat_reason,
+                cost_store=cost_store,
+                assistant=assistant,
             )
         except BaseException:
             # A refused chat template must not leave both models' memory held until the GC.

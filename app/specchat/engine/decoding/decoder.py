@@ -17,6 +17,7 @@ from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
 from specchat.engine.drafting.matching import locate
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
+from specchat.engine.llamacpp.mtp import DraftHead
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import (
     Controls,
@@ -120,6 +121,7 @@ class SpeculativeDecoder:
         auto: AutoPolicy | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
+        assistant: DraftHead | None = None,
     ) -> None:
         self.target = target
         self.clock = clock
@@ -131,6 +133,7 @@ class SpeculativeDecoder:
         self.drafters = drafters or Drafters(
             target,
             draft if draft is not None and draft.can_rollback else None,
+            assistant=assistant,
             costs=self.auto.costs,
             clock=clock,
             index=index,

@@ -32,7 +32,7 @@ def round_source(result: RoundResult) -> str:
     origin = next((e.origin for e in result.events if e.origin), "")
     if origin:
         article, _, rest = origin.partition(" ")
-        return rest if article in ("a", "an") and rest else origin
+        return rest if article in ("a", "an", "the") and rest else origin
     try:
         label = mode_info(result.choice.mode).label
     except KeyError:

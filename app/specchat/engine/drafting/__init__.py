@@ -24,6 +24,7 @@ from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedge
 from specchat.engine.drafting.copying import CopyDraft
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
+from specchat.engine.drafting.mtp import AssistantDrafter, HeadDrafter, MtpDrafter
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
     AUTO,
@@ -51,6 +52,7 @@ __all__ = [
     "SCORED_HURDLE",
     "Acceptance",
     "Answer",
+    "AssistantDrafter",
     "ChainDrafter",
     "CopyAcceptance",
     "CopyDraft",
@@ -58,12 +60,14 @@ __all__ = [
     "DraftModelDrafter",
     "Drafter",
     "Drafters",
+    "HeadDrafter",
     "Listing",
     "LoadedPair",
     "LookupLedger",
     "LookupSurvival",
     "ModeInfo",
     "ModelDraft",
+    "MtpDrafter",
     "Offer",
     "Outcome",
     "PredictionDrafter",

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     # window can list them before any model is loaded.
     from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.llamacpp.mtp import DraftHead
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
 MAX_K = 16
@@ -151,7 +152,8 @@ class Draft:
         ms: time spent proposing.
         source: name of the drafter that produced it ("plain" for no draft).
         origin: where a drafter that copies found it, for people ("this chat", "an earlier
-            chat", "an attachment"); "" otherwise.
+            chat", "an attachment"), or a head that drafts from the target's hidden state
+            ("the MTP head"); "" otherwise.
         branches: other proposals to check in the same pass, each a whole path from the
             first draft token (a tree: they share their common prefix with `tokens`);
             deterministic drafts at temperature 0 only.
@@ -258,6 +260,8 @@ class LoadedPair:
     Attributes:
         target: the target model (None where no model is loaded: a replay).
         draft: the draft model, or None.
+        assistant: a draft head that reads the target's hidden state (a Gemma 4 assistant,
+            engine/llamacpp/mtp.py), or None.
         costs: the machine's stored cost tables for the pair (a drafter that runs a model
             prices itself with that model's table), or None.
         ends_answer: whether a token ends the answer (the target's end-of-generation
@@ -271,6 +275,7 @@ class LoadedPair:
 
     target: LlamaModel | None = None
     draft: LlamaModel | None = None
+    assistant: DraftHead | None = None
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
     clock: Callable[[], float] = time.perf_counter

@@ -13,6 +13,7 @@ from specchat.engine.suffix.index import SuffixIndex
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.llamacpp.mtp import DraftHead
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
 AUTO = "auto"
@@ -138,6 +139,7 @@ class Drafters:
         target: LlamaModel,
         draft: LlamaModel | None,
         *,
+        assistant: DraftHead | None = None,
         costs: MachineCosts | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
@@ -145,6 +147,7 @@ class Drafters:
         self.pair = LoadedPair(
             target=target,
             draft=draft,
+            assistant=assistant,
             costs=costs,
             ends_answer=EndTokens(target.is_eog),
             clock=clock,

@@ -14,3 +14,6 @@ class CacheFollower(Protocol):
 
     def dropped(self, n_keep: int) -> None:
         """Every cached token from position n_keep on was dropped."""
+
+    def close(self) -> None:
+        """The model is closing: free what runs over its weights."""

@@ -16,7 +16,6 @@ import numpy as np
 
 from specchat.engine.llamacpp.backend import default_threads, ensure_backend
 from specchat.engine.llamacpp.ctrl_c import ctrl_c_held
-from specchat.engine.llamacpp.recurrent_state import SNAPSHOT_DEPTH, Rollback, StateCheckpoint
 from specchat.engine.llamacpp.load import (
     LoadCancelled,
     LoadInfo,
@@ -30,6 +29,7 @@ from specchat.engine.llamacpp.load import (
     offloaded_layers,
     read_metadata,
 )
+from specchat.engine.llamacpp.recurrent_state import SNAPSHOT_DEPTH, Rollback, StateCheckpoint
 from specchat.engine.types import SpecialToken
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ class LlamaModel:
                 self.close()
                 raise
             self._ctx = ctx
+        self.has_mtp = load_mtp and int(llama_cpp.llama_model_n_layer_nextn(model)) > 0
         self.snapshot_depth = int(llama_cpp.llama_n_rs_seq(ctx)) if recurrent else 0
         if not recurrent:
             self.rollback = Rollback.CACHE
@@ -180,6 +181,9 @@ class LlamaModel:
 
     # --- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
+        for follower in list(self._followers):
+            follower.close()
+        self._followers.clear()
         if self._batch is not None:
             llama_cpp.llama_batch_free(self._batch)
             self._batch = None
@@ -307,6 +311,11 @@ class LlamaModel:
         return self._ctx
 
     @property
+    def model_handle(self) -> Any:
+        """The llama.cpp model (a draft head's context runs over its weights)."""
+        return self._model
+
+    @property
     def n_past(self) -> int:
         return len(self.tokens)
 
@@ -383,7 +392,7 @@ class LlamaModel:
     def _cut(self, n_keep: int) -> None:
         del self.tokens[n_keep:]
         self._checkpoint.forget_from(n_keep)
-        for follower in self._followers:
+        for follower in list(self._followers):
             follower.dropped(n_keep)
 
     def follow(self, follower: CacheFollower) -> None:
