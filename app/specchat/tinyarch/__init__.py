@@ -1,0 +1,11 @@
+"""Tiny GGUF files (a few hundred kB, F32, random weights) with llama.cpp's exact tensor
+layout and metadata for today's architectures, for tests and the self-test.
+
+Each module writes one family and says which llama.cpp loader and graph its shapes follow.
+The writers import `gguf` inside themselves, as tinymodels does: only tests and the
+self-test need it.
+"""
+
+from specchat.tinyarch.qwen35 import Qwen35Shape, write_tiny_qwen35
+
+__all__ = ["Qwen35Shape", "write_tiny_qwen35"]
