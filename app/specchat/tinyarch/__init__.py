@@ -6,6 +6,13 @@ The writers import `gguf` inside themselves, as tinymodels does: only tests and 
 self-test need it.
 """
 
+from specchat.tinyarch.gemma4 import Gemma4Shape, write_tiny_gemma4, write_tiny_gemma4_assistant
 from specchat.tinyarch.qwen35 import Qwen35Shape, write_tiny_qwen35
 
-__all__ = ["Qwen35Shape", "write_tiny_qwen35"]
+__all__ = [
+    "Gemma4Shape",
+    "Qwen35Shape",
+    "write_tiny_gemma4",
+    "write_tiny_gemma4_assistant",
+    "write_tiny_qwen35",
+]
