@@ -95,6 +95,9 @@ LOGIT_SCALE = 8.0
 #: own embedding in the residual stream, else the tied head keeps repeating its input.
 POST_NORM = 2.0
 
+#: Q and K norm weight (see _qk_norm).
+QK_NORM = 0.75
+
 #: The assistant of the default target: narrower, 4 layers ending sliding-then-full.
 ASSISTANT_SHAPE = Gemma4Shape(n_embd=32, sliding=(True, True, True, False), n_ff=64)
 
@@ -222,6 +225,14 @@ def _tied_head(make: WeightMaker, n_vocab: int, n_embd: int) -> dict[str, np.nda
     }
 
 
+def _qk_norm(head_dim: int) -> np.ndarray:
+    """Q and K norm weights. Gemma 4 attends with scale 1: unit weights make the attention
+    so sharp that a copy perturbed by 1% picks other tokens half the time, while weights
+    of head_dim ** -0.25 (the usual 1 / sqrt(head_dim) scores) make it so flat that the
+    tied head falls into repeating a token. QK_NORM sits between."""
+    return np.full(head_dim, QK_NORM, dtype=np.float32)
+
+
 def _proportional_rope_factors(head_dim_full: int) -> np.ndarray:
     """Full layers rotate a quarter of the head; 1e30 turns the other pairs' rotation off
     (the converter's generate_extra_tensors)."""
@@ -237,7 +248,7 @@ def _block_tensors(
     tensors = {
         p + "attn_norm.weight": make.ones(e),
         p + "attn_q.weight": make.mat(shape.n_head * d, e),
-        p + "attn_q_norm.weight": make.ones(d),
+        p + "attn_q_norm.weight": _qk_norm(d),
         p + "attn_output.weight": make.mat(e, shape.n_head * d),
         p + "post_attention_norm.weight": np.full(e, POST_NORM, dtype=np.float32),
         p + "ffn_norm.weight": make.ones(e),
@@ -250,5 +261,5 @@ def _block_tensors(
     if with_kv:
         tensors[p + "attn_k.weight"] = make.mat(shape.n_head_kv * d, e)
         tensors[p + "attn_v.weight"] = make.mat(shape.n_head_kv * d, e)
-        tensors[p + "attn_k_norm.weight"] = make.ones(d)
+        tensors[p + "attn_k_norm.weight"] = _qk_norm(d)
     return tensors
