@@ -6,12 +6,16 @@ The writers import `gguf` inside themselves, as tinymodels does: only tests and 
 self-test need it.
 """
 
+from specchat.tinyarch.dflash import write_tiny_dflash
+from specchat.tinyarch.eagle3 import write_tiny_eagle3
 from specchat.tinyarch.gemma4 import Gemma4Shape, write_tiny_gemma4, write_tiny_gemma4_assistant
 from specchat.tinyarch.qwen35 import Qwen35Shape, write_tiny_qwen35
 
 __all__ = [
     "Gemma4Shape",
     "Qwen35Shape",
+    "write_tiny_dflash",
+    "write_tiny_eagle3",
     "write_tiny_gemma4",
     "write_tiny_gemma4_assistant",
     "write_tiny_qwen35",
