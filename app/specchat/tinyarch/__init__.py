@@ -1,4 +1,4 @@
-"""Tiny GGUF files (a few hundred kB, F32, random weights) with llama.cpp's exact tensor
+"""Tiny GGUF files (0.3 to 1.5 MB, F32, random weights) with llama.cpp's exact tensor
 layout and metadata for today's architectures, for tests and the self-test.
 
 Each module writes one family and says which llama.cpp loader and graph its shapes follow.

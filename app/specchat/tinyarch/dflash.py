@@ -43,12 +43,15 @@ from specchat.tinymodels import CHATML_TEMPLATE, finish_gguf, vocabulary
 #: The trained block size of the released DFlash drafts.
 BLOCK_SIZE = 16
 
+#: The default target: write_tiny_qwen35's trunk.
+QWEN35_TARGET = Qwen35Shape()
+
 
 def write_tiny_dflash(
     path: Path,
     *,
     seed: int = 31,
-    target: Qwen35Shape = Qwen35Shape(),
+    target: Qwen35Shape = QWEN35_TARGET,
     target_layers: Sequence[int] = (1, 3),
     n_layer: int = 2,
     n_head: int = 4,

@@ -36,6 +36,9 @@ import numpy as np
 from specchat.tinyarch.weights import WeightMaker
 from specchat.tinymodels import TinySpec, finish_gguf, vocabulary
 
+#: The default target: tinymodels' llama target.
+TINY_LLAMA_TARGET = TinySpec(seed=1)
+
 
 def default_target_layers(n_layer: int) -> list[int]:
     """The converter's choice of target layers ([2, n/2, n - 3]), or for a target too
@@ -58,7 +61,7 @@ def write_tiny_eagle3(
     path: Path,
     *,
     seed: int = 21,
-    target: TinySpec = TinySpec(seed=1),
+    target: TinySpec = TINY_LLAMA_TARGET,
     target_layers: Sequence[int] | None = None,
     n_embd: int = 64,
     n_head: int = 4,
