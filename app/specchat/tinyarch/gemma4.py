@@ -98,7 +98,7 @@ POST_NORM = 2.0
 #: Q and K norm weight (see _qk_norm).
 QK_NORM = 0.75
 
-#: The assistant of the default target: narrower, 4 layers ending sliding-then-full.
+#: The assistant of the default target: narrower, three sliding layers and a full one.
 ASSISTANT_SHAPE = Gemma4Shape(n_embd=32, sliding=(True, True, True, False), n_ff=64)
 
 

@@ -17,6 +17,12 @@ load_arch_hparams, load_arch_tensors, graph, graph_mtp) and what convert_hf_to_g
   llama.cpp takes the value head size from ssm.state_size, so inner_size must be
   state_size * time_step_rank (value heads).
 - Norm weights are stored as trained (the converter adds Qwen's +1): ones here.
+
+At run time (llama_model_params.load_mtp = true) llama_model_n_layer() counts the trunk
+only and llama_model_n_layer_nextn() the MTP block; an MTP context (ctx_type
+LLAMA_CONTEXT_TYPE_MTP) caches the MTP block's own keys and values, so llama.cpp does not
+keep its ctx_other (llama_get_ctx_other is null): the driver catches it up on the
+target's tokens, each paired with the target's hidden state before it.
 """
 
 from __future__ import annotations
