@@ -22,6 +22,8 @@ CHECKS = (
     "plain decoding",
     "draft mode (K=3) matches plain",
     "lookup mode (K=3) matches plain",
+    "hybrid target drafts and rolls back",
+    "MTP head drafts",
     "Qt",
 )
 
@@ -59,11 +61,13 @@ def test_self_test_through_the_console_entry_point(tmp_path: Path) -> None:
 def test_speculative_mismatch_fails_the_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
     real_generate = selftest._generate
 
-    def diverging(engine: ChatEngine, mode: str) -> tuple[list[int], float]:
-        tokens, alpha = real_generate(engine, mode)
-        if mode == "draft":
+    def diverging(
+        engine: ChatEngine, mode: str, max_tokens: int = selftest.MAX_TOKENS
+    ) -> tuple[list[int], float, int]:
+        tokens, alpha, drafted = real_generate(engine, mode, max_tokens)
+        if mode in ("draft", "mtp"):
             tokens[-1] += 1
-        return tokens, alpha
+        return tokens, alpha, drafted
 
     monkeypatch.setattr(selftest, "_generate", diverging)
     out = io.StringIO()
@@ -71,6 +75,8 @@ def test_speculative_mismatch_fails_the_self_test(monkeypatch: pytest.MonkeyPatc
     report = out.getvalue()
     assert "FAIL draft mode (K=3) matches plain: differs from token 15" in report
     assert "ok   lookup mode (K=3) matches plain" in report
+    assert "FAIL hybrid target drafts and rolls back: differs from token" in report
+    assert "FAIL MTP head drafts: differs from token" in report
     assert selftest.FAILED in report
 
 

@@ -18,7 +18,7 @@ from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.llamacpp.recurrent_state import Rollback
 from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
-from tests.helpers.engine import CHAT_PROMPTS, run
+from tests.helpers.engine import CHAT_PROMPTS, Run, run
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         # Another seed: a hybrid draft model the target rejects most of the time.
         "qwen35_far": write_tiny_qwen35(folder / "qwen35-far.gguf", seed=2, mtp=False),
         "qwen35_close": write_tiny_qwen35(
-            folder / "qwen35-close.gguf", seed=1, perturb=0.05, mtp=False
+            folder / "qwen35-close.gguf", seed=1, perturb=0.01, mtp=False
         ),
         "gemma4": write_tiny_gemma4(folder / "gemma4.gguf"),
         "assistant": write_tiny_gemma4_assistant(folder / "gemma4-assistant.gguf"),
@@ -42,8 +42,22 @@ def hybrid(files: dict[str, Path]) -> Iterator[LlamaModel]:
         yield model
 
 
+#: The tiny Gemma 4 target is touchy (its attention is unscaled): a pass over several rows
+#: and one over a single row can round a near tie apart, with or without an assistant
+#: (prompt lookup shows it too), as the real pair can (tests/engine/test_real_pair.py).
+NEAR_TIE = 0.1
+
+
 def _kept(rounds: list) -> tuple[int, int]:
     return sum(r.drafted for r in rounds), sum(r.accepted for r in rounds)
+
+
+def _assert_plain_or_near_tie(plain: Run, spec: Run) -> None:
+    """The same tokens as plain decoding, or the same up to a token plain chose by a hair."""
+    if spec.tokens == plain.tokens:
+        return
+    at = next(i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens, strict=False)) if a != b)
+    assert plain.events[at].margin < NEAR_TIE, f"diverged at token {at}"
 
 
 def test_a_hybrid_target_rolls_back_with_llama_cpp_snapshots(hybrid: LlamaModel) -> None:
@@ -95,7 +109,8 @@ def test_the_mtp_head_drafts_and_answers_as_plain(hybrid: LlamaModel) -> None:
         plain = run(decoder, prompt, mode="plain", max_tokens=300)
         spec = run(decoder, prompt, mode="mtp", k=3, max_tokens=300)
         assert spec.tokens == plain.tokens
-        assert all(r.choice.mode == "mtp" and r.drafted == 3 for r in spec.rounds[:-1])
+        # Every round drafts K tokens, until the answer's last few leave room for fewer.
+        assert all(r.choice.mode == "mtp" and r.drafted == 3 for r in spec.rounds[:-3])
 
 
 def test_a_target_without_mtp_layers_offers_no_mtp_head(files: dict[str, Path]) -> None:
@@ -112,5 +127,5 @@ def test_the_gemma4_assistant_drafts_and_answers_as_plain(files: dict[str, Path]
         prompt = target.tokenize(CHAT_PROMPTS[0])
         plain = run(decoder, prompt, mode="plain", max_tokens=200)
         spec = run(decoder, prompt, mode="assistant", k=3, max_tokens=200)
-        assert spec.tokens == plain.tokens
+        _assert_plain_or_near_tie(plain, spec)
         assert _kept(spec.rounds)[0] > 0

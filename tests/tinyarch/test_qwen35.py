@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.llamacpp.recurrent_state import Rollback
 from tests.helpers import llama_ext
 from tests.helpers.greedy import agreement, greedy_tokens
 from tests.tinyarch.conftest import TinyArchFiles
@@ -28,7 +29,7 @@ def target(tiny_arch: TinyArchFiles) -> Iterator[LlamaModel]:
 
 def test_the_target_loads_as_a_hybrid_and_writes_varied_text(target: LlamaModel) -> None:
     assert target.info.description.startswith("qwen35")
-    assert not target.can_rollback  # SpecChat's reading of a hybrid memory
+    assert target.rollback is Rollback.SNAPSHOTS  # llama.cpp's recurrent snapshots
     _, chosen = greedy_tokens(target, PROMPT)
     assert len(chosen) == 60 and not target.is_eog(chosen[-1])
     assert len(set(chosen)) >= 20

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 MAX_TOKENS = 16
 #: Draft length used for the speculative runs.
 K = 3
+#: Tokens of the hybrid model's runs: long enough that rejected drafts are rolled back
+#: many times (a state that drifted would change the text).
+HYBRID_TOKENS = 64
 PROMPT = "hello world"
 #: First line of the report, which scripts and the bundle test look for.
 HEADER = "SpecChat self-test"
@@ -72,17 +75,37 @@ def _check_backends() -> str:
     return backends.describe()
 
 
-def _generate(engine: ChatEngine, mode: str) -> tuple[list[int], float]:
-    """Token ids and acceptance rate of one greedy generation."""
+def _generate(
+    engine: ChatEngine, mode: str, max_tokens: int = MAX_TOKENS
+) -> tuple[list[int], float, int]:
+    """Token ids, acceptance rate and drafted tokens of one greedy generation."""
     from specchat.engine.types import Controls, GenerationRequest
 
     tokens: list[int] = []
     alpha = 0.0
+    drafted = 0
     prompt = tuple(engine.tokenize_prompt(PROMPT))
-    for result in engine.generate(GenerationRequest(prompt, MAX_TOKENS, Controls(mode, K))):
+    for result in engine.generate(GenerationRequest(prompt, max_tokens, Controls(mode, K))):
         tokens.extend(event.token for event in result.events)
         alpha = result.stats.alpha
-    return tokens, alpha
+        drafted = result.stats.drafted
+    return tokens, alpha, drafted
+
+
+def _matches_plain(
+    name: str, tokens: list[int], plain: list[int], detail: str, drafted: int
+) -> CheckResult:
+    """A speculative run's check: it drafted, and wrote exactly plain decoding's tokens."""
+    if tokens == plain and drafted > 0:
+        return CheckResult(name, True, detail)
+    if tokens == plain:
+        return CheckResult(name, False, "it never drafted")
+    first = next(
+        (i for i, (a, b) in enumerate(zip(tokens, plain, strict=False)) if a != b),
+        min(len(tokens), len(plain)),
+    )
+    found = f"differs from token {first}: {tokens[first : first + 4]} vs plain"
+    return CheckResult(name, False, f"{found} {plain[first : first + 4]}")
 
 
 def _engine_checks(workdir: Path) -> list[CheckResult]:
@@ -100,26 +123,48 @@ def _engine_checks(workdir: Path) -> list[CheckResult]:
     engine = ChatEngine.load(tiny.target, tiny.draft_close, n_ctx=512, n_threads=1)
     try:
         results.append(CheckResult("load tiny pair", True, f"built {built}, loaded {clock.lap()}"))
-        plain, _ = _generate(engine, "plain")
+        plain, _, _ = _generate(engine, "plain")
         if not plain:
             results.append(CheckResult("plain decoding", False, "no tokens generated"))
             return results
         results.append(CheckResult("plain decoding", True, f"{len(plain)} tokens, {clock.lap()}"))
         for mode in ("draft", "lookup"):
-            tokens, alpha = _generate(engine, mode)
+            tokens, alpha, drafted = _generate(engine, mode)
             name = f"{mode} mode (K={K}) matches plain"
-            if tokens == plain:
-                results.append(CheckResult(name, True, f"acceptance {alpha:.0%}, {clock.lap()}"))
-            else:
-                first = next(
-                    (i for i, (a, b) in enumerate(zip(tokens, plain, strict=False)) if a != b),
-                    min(len(tokens), len(plain)),
-                )
-                detail = f"differs from token {first}: {tokens[first : first + 4]} vs plain"
-                results.append(CheckResult(name, False, f"{detail} {plain[first : first + 4]}"))
+            detail = f"acceptance {alpha:.0%}, {clock.lap()}"
+            results.append(_matches_plain(name, tokens, plain, detail, drafted))
     finally:
         engine.close()
     return results
+
+
+def _hybrid_checks(workdir: Path) -> list[CheckResult]:
+    """A tiny Qwen3.5-style hybrid (recurrent layers with an MTP head) drafts: with a hybrid
+    draft model, rolling rejected drafts back, and from its own MTP head; both match plain."""
+    from specchat.engine.session import ChatEngine
+    from specchat.tinyarch import write_tiny_qwen35
+
+    clock = _Clock()
+    target = write_tiny_qwen35(workdir / "hybrid-mtp.gguf", seed=1, mtp=True)
+    draft = write_tiny_qwen35(workdir / "hybrid-draft.gguf", seed=1, perturb=0.01, mtp=False)
+    engine = ChatEngine.load(target, draft, n_ctx=512, n_threads=1)
+    try:
+        plain, _, _ = _generate(engine, "plain", HYBRID_TOKENS)
+        rollback = engine.target.rollback.value
+        tokens, alpha, drafted = _generate(engine, "draft", HYBRID_TOKENS)
+        detail = f"{rollback} rollback, acceptance {alpha:.0%}, {clock.lap()}"
+        results = [
+            _matches_plain("hybrid target drafts and rolls back", tokens, plain, detail, drafted)
+        ]
+        if "mtp" not in engine.decoder.drafters.names():
+            results.append(CheckResult("MTP head drafts", False, "no MTP head was loaded"))
+            return results
+        tokens, alpha, drafted = _generate(engine, "mtp", HYBRID_TOKENS)
+        detail = f"{drafted} tokens drafted, acceptance {alpha:.0%}, {clock.lap()}"
+        results.append(_matches_plain("MTP head drafts", tokens, plain, detail, drafted))
+        return results
+    finally:
+        engine.close()
 
 
 def _check_qt() -> str:
@@ -194,6 +239,10 @@ def run_self_test(*, out: TextIO | None = None) -> int:
             results += _engine_checks(Path(workdir))
         except Exception as error:
             results.append(CheckResult("engine", False, f"{type(error).__name__}: {error}"))
+        try:
+            results += _hybrid_checks(Path(workdir))
+        except Exception as error:
+            results.append(CheckResult("hybrid", False, f"{type(error).__name__}: {error}"))
     results.append(_run("Qt", _check_qt))
     for result in results:
         print(f"  {'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}", file=out)
