@@ -123,7 +123,7 @@ def test_the_gemma4_assistant_drafts_and_answers_as_plain(files: dict[str, Path]
     with LlamaModel(files["gemma4"], n_ctx=1024, n_threads=1) as target:
         head = load_assistant(files["assistant"], target)
         assert head.shared  # it reads the target's cache
-        decoder = SpeculativeDecoder(target, assistant=head)
+        decoder = SpeculativeDecoder(target, head=head)
         prompt = target.tokenize(CHAT_PROMPTS[0])
         plain = run(decoder, prompt, mode="plain", max_tokens=200)
         spec = run(decoder, prompt, mode="assistant", k=3, max_tokens=200)

@@ -68,8 +68,6 @@ def model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return target, draft
 
 
-#: Drafters that read the target's hidden state (engine/drafting/mtp.py).
-HEAD_DRAFTERS = ("mtp", "assistant")
 
 
 def describe_load(engine: ChatEngine) -> str:
@@ -84,7 +82,10 @@ def describe_load(engine: ChatEngine) -> str:
     )
     if info.draft:
         text += f"draft: {info.draft.description}; {info.compat_reason}\n"
-    heads = [d.listing.label for d in engine.decoder.drafters if d.name in HEAD_DRAFTERS]
+    from specchat.engine.drafting.mtp import HeadDrafter
+
+    # Drafters that read the target's hidden state (an MTP head, a head file beside it).
+    heads = [d.listing.label for d in engine.decoder.drafters if isinstance(d, HeadDrafter)]
     if heads:
         text += f"drafts from the target's hidden state: {', '.join(heads)}\n"
     if info.drafting_refused:

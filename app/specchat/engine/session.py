@@ -14,7 +14,7 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
-from specchat.engine.llamacpp.mtp import ASSISTANT_ARCHITECTURE, DraftHead, load_assistant
+from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template
@@ -83,13 +83,14 @@ def check_pair(target: Path, draft: Path) -> tuple[bool, str]:
     return verdict.ok, verdict.reason
 
 
-def is_assistant(path: Path) -> bool:
-    """Whether a draft file is a Gemma 4 assistant (a head over the target's hidden state,
-    not a model of its own)."""
+def head_architecture(path: Path) -> str | None:
+    """The architecture of a draft file that is a head over the target's hidden state, not
+    a model of its own (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None."""
     from specchat.models.gguf_reader import read_metadata
 
     meta = read_metadata(path, keys=("general.architecture",), arrays=False)
-    return meta.values.get("general.architecture") == ASSISTANT_ARCHITECTURE
+    architecture = meta.values.get("general.architecture")
+    return architecture if architecture in HEAD_ARCHITECTURES else None
 
 
 def _apply_markers(
@@ -116,8 +117,8 @@ class ChatEngine:
     Attributes:
         target: the target model.
         draft: the draft model, or None.
-        assistant: a Gemma 4 assistant drafting for the target (loaded from the draft file
-            where it is one), or None.
+        head: the draft file loaded as a head over the target's hidden state where it is
+            one (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None.
         decoder: the speculative decoder over them.
         said: what was said before this chat (earlier chats, API chats, attached files),
             for the drafters that copy: the one door into the session's suffix index.
@@ -138,11 +139,11 @@ class ChatEngine:
         *,
         compat_reason: str = "",
         cost_store: CostStore | None = None,
-        assistant: DraftHead | None = None,
+        head: TargetHead | None = None,
     ) -> None:
         self.target = target
         self.draft = draft
-        self.assistant = assistant
+        self.head = head
         # The machine's stored cost tables (empty ones the first time): `auto` prices passes
         # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
@@ -152,7 +153,7 @@ class ChatEngine:
         # The suffix index is this session's: fed through one door, handed to the drafters.
         self.said = SaidIndex()
         self.decoder = SpeculativeDecoder(
-            target, draft, auto=auto, index=self.said.index, assistant=assistant
+            target, draft, auto=auto, index=self.said.index, head=head
         )
         self.profiler = PairProfiler(self.costs, target, draft, store=store)
         self.template_choice = choose_template(
@@ -232,11 +233,13 @@ class ChatEngine:
             load_mtp=True,
         )
         draft_model = None
-        assistant = None
-        if draft is not None and is_assistant(draft):
+        head = None
+        architecture = head_architecture(draft) if draft is not None else None
+        if draft is not None and architecture is not None:
             try:
-                assistant = load_assistant(
+                head = load_head(
                     draft,
+                    architecture,
                     target_model,
                     n_gpu_layers=draft_gpu_layers,
                     progress=report("draft", share, 1.0 - share),
@@ -265,7 +268,7 @@ class ChatEngine:
                 draft_model,
                 compat_reason=compat_reason,
                 cost_store=cost_store,
-                assistant=assistant,
+                head=head,
             )
         except BaseException:
             # A refused chat template must not leave both models' memory held until the GC.

@@ -17,7 +17,7 @@ from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
 from specchat.engine.drafting.matching import locate
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
-from specchat.engine.llamacpp.mtp import DraftHead
+from specchat.engine.llamacpp.draft_heads import TargetHead
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import (
     Controls,
@@ -121,7 +121,7 @@ class SpeculativeDecoder:
         auto: AutoPolicy | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
-        assistant: DraftHead | None = None,
+        head: TargetHead | None = None,
     ) -> None:
         self.target = target
         self.clock = clock
@@ -133,7 +133,7 @@ class SpeculativeDecoder:
         self.drafters = drafters or Drafters(
             target,
             draft if draft is not None and draft.can_rollback else None,
-            assistant=assistant,
+            head=head,
             costs=self.auto.costs,
             clock=clock,
             index=index,

@@ -22,6 +22,7 @@ from specchat.engine.drafting.base import (
 from specchat.engine.drafting.chain import ChainDrafter
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
 from specchat.engine.drafting.copying import CopyDraft
+from specchat.engine.drafting.eagle3 import Eagle3Drafter
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.mtp import AssistantDrafter, HeadDrafter, MtpDrafter
@@ -60,6 +61,7 @@ __all__ = [
     "DraftModelDrafter",
     "Drafter",
     "Drafters",
+    "Eagle3Drafter",
     "HeadDrafter",
     "Listing",
     "LoadedPair",

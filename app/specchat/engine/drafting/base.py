@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     # window can list them before any model is loaded.
     from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.model import LlamaModel
-    from specchat.engine.llamacpp.mtp import DraftHead
+    from specchat.engine.llamacpp.draft_heads import TargetHead
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
 MAX_K = 16
@@ -260,8 +260,9 @@ class LoadedPair:
     Attributes:
         target: the target model (None where no model is loaded: a replay).
         draft: the draft model, or None.
-        assistant: a draft head that reads the target's hidden state (a Gemma 4 assistant,
-            engine/llamacpp/mtp.py), or None.
+        head: a draft file loaded beside the target as a head over its hidden state (a
+            Gemma 4 assistant, an EAGLE-3 or DFlash draft: engine/llamacpp/draft_heads.py),
+            or None.
         costs: the machine's stored cost tables for the pair (a drafter that runs a model
             prices itself with that model's table), or None.
         ends_answer: whether a token ends the answer (the target's end-of-generation
@@ -275,7 +276,7 @@ class LoadedPair:
 
     target: LlamaModel | None = None
     draft: LlamaModel | None = None
-    assistant: DraftHead | None = None
+    head: TargetHead | None = None
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
     clock: Callable[[], float] = time.perf_counter

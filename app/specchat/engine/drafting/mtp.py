@@ -1,11 +1,12 @@
 """Heads that read the target's hidden state draft: the target's own MTP head (a Qwen3.5/3.6
-file's `nextn` layer), or a Gemma 4 assistant file beside its target."""
+file's `nextn` layer), or a Gemma 4 assistant file beside its target. HeadDrafter is the
+drafter of every such head (EAGLE-3 and DFlash drafts too, in their own modules)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -25,8 +26,13 @@ from specchat.engine.drafting.base import (
 from specchat.engine.drafting.registry import register
 from specchat.engine.types import SamplingParams
 
-if TYPE_CHECKING:
-    from specchat.engine.llamacpp.mtp import DraftHead
+class Head(Protocol):
+    """What HeadDrafter drafts with (engine/llamacpp's DraftHead, Eagle3Draft, DFlashDraft)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]: ...
 
 
 class HeadDrafter(Drafter):
@@ -50,7 +56,7 @@ class HeadDrafter(Drafter):
 
     def __init__(
         self,
-        head: DraftHead,
+        head: Head,
         *,
         min_confidence: float = 0.0,
         clock: Callable[[], float] = time.perf_counter,
@@ -136,8 +142,10 @@ class AssistantDrafter(HeadDrafter):
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
-        if pair.assistant is None:
+        from specchat.engine.llamacpp.mtp import DraftHead
+
+        if not isinstance(pair.head, DraftHead):
             return None
-        drafter = cls(pair.assistant, clock=pair.clock)
+        drafter = cls(pair.head, clock=pair.clock)
         drafter._ends_answer = pair.ends_answer
         return drafter

@@ -13,7 +13,7 @@ from specchat.engine.suffix.index import SuffixIndex
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.model import LlamaModel
-    from specchat.engine.llamacpp.mtp import DraftHead
+    from specchat.engine.llamacpp.draft_heads import TargetHead
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
 AUTO = "auto"
@@ -139,7 +139,7 @@ class Drafters:
         target: LlamaModel,
         draft: LlamaModel | None,
         *,
-        assistant: DraftHead | None = None,
+        head: TargetHead | None = None,
         costs: MachineCosts | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
@@ -147,7 +147,7 @@ class Drafters:
         self.pair = LoadedPair(
             target=target,
             draft=draft,
-            assistant=assistant,
+            head=head,
             costs=costs,
             ends_answer=EndTokens(target.is_eog),
             clock=clock,
