@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tools" / "build_llama_tools.sh"
 
-#: The first build compiles llama.cpp (about 15 minutes on 2 cores); later ones only print.
+#: The first build compiles llama.cpp (about 8 minutes on 2 cores); later ones only print.
 BUILD_TIMEOUT_S = 3600
 
 

@@ -5,9 +5,9 @@
 //   - the prompt comes as token ids (--prompt-ids 1,2,3), so no tokenizer enters;
 //   - every pass of the loop prints one JSON line (what was drafted, what the target
 //     sampled), and the end prints the generated ids; the text output is gone;
-//   - defaults suit an oracle: greedy (temp 0), one thread, CPU, draft p-min 0 and
-//     n-min 0, no warm-up. Any llama.cpp option for the speculative example still
-//     overrides them.
+//   - defaults suit an oracle: greedy (temp 0), one thread, draft p-min 0 and n-min 0,
+//     no warm-up. Any llama.cpp option for the speculative example still overrides them.
+//     (It is built for the CPU alone, so nothing is offloaded.)
 // The JSON lines are the only thing on stdout; llama.cpp's log goes to stderr.
 
 #include "arg.h"
@@ -17,6 +17,7 @@
 #include "log.h"
 #include "llama.h"
 
+#include <algorithm>
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
@@ -78,8 +79,6 @@ static void oracle_defaults(common_params & params) {
     params.cpuparams_batch.n_threads = 1;
     params.speculative.draft.cpuparams.n_threads = 1;
     params.speculative.draft.cpuparams_batch.n_threads = 1;
-    params.n_gpu_layers = 0;
-    params.speculative.draft.n_gpu_layers = 0;
     params.fit_params = false; // nothing to fit on a CPU, and it would load the model twice
     params.warmup = false;
     params.speculative.draft.n_min = 0;
