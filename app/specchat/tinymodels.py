@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -163,8 +164,11 @@ def finish_gguf(
     writer.close()
 
 
-def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
-    """Write one tiny llama-architecture GGUF to `path` and return it."""
+def write_tiny_model(
+    path: Path, spec: TinySpec = TinySpec(), *, overrides: Mapping[str, np.ndarray] | None = None
+) -> Path:
+    """Write one tiny llama-architecture GGUF to `path` and return it; `overrides` replace
+    tensors of the seeded ones by name (a test's hand-made weights)."""
     import gguf  # imported here: only tests and the self-test need the writer
 
     tokens, types, merges = vocabulary(
@@ -189,7 +193,7 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
         (tokens, types, merges),
         eos_id=spec.eos_id,
         chat_template=spec.chat_template,
-        tensors=_weights(spec, len(tokens)),
+        tensors={**_weights(spec, len(tokens)), **(overrides or {})},
     )
     return path
 

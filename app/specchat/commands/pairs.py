@@ -68,8 +68,6 @@ def model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return target, draft
 
 
-
-
 def describe_load(engine: ChatEngine) -> str:
     """What a command says once its pair has loaded: where the target runs and how its
     cache stores keys, and the draft with its compatibility (lines ending in a newline)."""

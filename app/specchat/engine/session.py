@@ -13,8 +13,8 @@ from specchat.engine.costs.profiling import PairProfiler, load_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
-from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
+from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template

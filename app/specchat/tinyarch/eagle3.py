@@ -28,7 +28,7 @@ stay below its layer count.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -69,12 +69,14 @@ def write_tiny_eagle3(
     n_ff: int = 128,
     reduced_vocab: bool = True,
     name: str = "tiny-eagle3",
+    overrides: Mapping[str, np.ndarray] | None = None,
 ) -> Path:
     """Write an EAGLE-3 draft for the tinymodels target `target` and return `path`.
 
     `target_layers` defaults to default_target_layers(target.n_layer). `reduced_vocab`
     writes an output head over draft_vocabulary_ids() with its d2t map; without it the head
-    covers the whole vocabulary and no d2t is written.
+    covers the whole vocabulary and no d2t is written. `overrides` replace tensors of the
+    seeded ones by name (a test's hand-made weights).
     """
     import gguf  # imported here: only tests and the self-test need the writer
 
@@ -107,6 +109,7 @@ def write_tiny_eagle3(
     }
     if draft_ids:
         tensors["d2t"] = np.array(draft_ids, dtype=np.int64)
+    tensors.update(overrides or {})
 
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "eagle3")

@@ -16,8 +16,8 @@ from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
 from specchat.engine.drafting.matching import locate
-from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.llamacpp.draft_heads import TargetHead
+from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import (
     Controls,

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
     from specchat.engine.costs.table import MachineCosts
-    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.engine.llamacpp.draft_heads import TargetHead
+    from specchat.engine.llamacpp.model import LlamaModel
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
 MAX_K = 16

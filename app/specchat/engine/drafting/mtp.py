@@ -26,6 +26,7 @@ from specchat.engine.drafting.base import (
 from specchat.engine.drafting.registry import register
 from specchat.engine.types import SamplingParams
 
+
 class Head(Protocol):
     """What HeadDrafter drafts with (engine/llamacpp's DraftHead, Eagle3Draft, DFlashDraft)."""
 

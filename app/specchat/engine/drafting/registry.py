@@ -12,8 +12,8 @@ from specchat.engine.suffix.index import SuffixIndex
 
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
-    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.engine.llamacpp.draft_heads import TargetHead
+    from specchat.engine.llamacpp.model import LlamaModel
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
 AUTO = "auto"

@@ -99,4 +99,5 @@ def logits_row(ctx: Any, index: int, n_vocab: int) -> np.ndarray:
     pointer = llama_cpp.llama_get_logits_ith(ctx, index)
     if not pointer:
         raise RuntimeError(f"no logits for row {index}")
-    return np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+    row: np.ndarray = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
+    return row

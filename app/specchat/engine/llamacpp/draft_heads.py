@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, TypeAlias
 
 from specchat.engine.llamacpp.eagle3 import EAGLE3_ARCHITECTURE, Eagle3Draft, load_eagle3
 from specchat.engine.llamacpp.load import ProgressCallback
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
 
 #: A draft file loaded beside its target: a Gemma 4 assistant, an EAGLE-3 draft.
-TargetHead = Union[DraftHead, Eagle3Draft]  # noqa: UP007 (a runtime alias)
+TargetHead: TypeAlias = DraftHead | Eagle3Draft
 
 _LOADERS: dict[str, Callable[..., TargetHead]] = {
     ASSISTANT_ARCHITECTURE: load_assistant,

@@ -88,9 +88,7 @@ class Eagle3Draft:
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = ExtBatch(self._ctx, n_pos=positions_per_entry(weights), name=self.name)
         self.n_embd = int(llama_cpp.llama_model_n_embd(weights))
-        self.n_vocab = int(
-            llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(weights))
-        )
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(weights)))
         self._n_ubatch = int(llama_cpp.llama_n_ubatch(self._ctx))
         keep_target_features(target, layers, n_layer=self._n_layer_target)
         self._layers = layers
