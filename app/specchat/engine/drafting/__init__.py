@@ -22,6 +22,7 @@ from specchat.engine.drafting.base import (
 from specchat.engine.drafting.chain import ChainDrafter
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
 from specchat.engine.drafting.copying import CopyDraft
+from specchat.engine.drafting.dflash import DFlashDrafter
 from specchat.engine.drafting.eagle3 import Eagle3Drafter
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
@@ -57,6 +58,7 @@ __all__ = [
     "ChainDrafter",
     "CopyAcceptance",
     "CopyDraft",
+    "DFlashDrafter",
     "Draft",
     "DraftModelDrafter",
     "Drafter",

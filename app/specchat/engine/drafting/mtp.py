@@ -71,10 +71,15 @@ class HeadDrafter(Drafter):
         self._acceptance = Acceptance.prior(0.7, 0.6)
         self.table = CostTable(sizes=(1,))
 
+    @property
+    def k_limit(self) -> int:
+        """The most tokens its head drafts in one round."""
+        return MAX_K
+
     def offer(
         self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
     ) -> Offer | None:
-        k_max = min(MAX_K, k_cap)
+        k_max = min(MAX_K, k_cap, self.k_limit)
         if k_max <= 0 or not self.head.ready:
             return None
         alpha, continued = self._acceptance.alpha, self._acceptance.continued

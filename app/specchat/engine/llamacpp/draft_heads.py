@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from specchat.engine.llamacpp.dflash import DFLASH_ARCHITECTURE, DFlashDraft, load_dflash
 from specchat.engine.llamacpp.eagle3 import EAGLE3_ARCHITECTURE, Eagle3Draft, load_eagle3
 from specchat.engine.llamacpp.load import ProgressCallback
 from specchat.engine.llamacpp.mtp import ASSISTANT_ARCHITECTURE, DraftHead, load_assistant
@@ -15,12 +16,13 @@ from specchat.engine.llamacpp.mtp import ASSISTANT_ARCHITECTURE, DraftHead, load
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
 
-#: A draft file loaded beside its target: a Gemma 4 assistant, an EAGLE-3 draft.
-TargetHead: TypeAlias = DraftHead | Eagle3Draft
+#: A draft file loaded beside its target: a Gemma 4 assistant, an EAGLE-3 or DFlash draft.
+TargetHead: TypeAlias = DraftHead | Eagle3Draft | DFlashDraft
 
 _LOADERS: dict[str, Callable[..., TargetHead]] = {
     ASSISTANT_ARCHITECTURE: load_assistant,
     EAGLE3_ARCHITECTURE: load_eagle3,
+    DFLASH_ARCHITECTURE: load_dflash,
 }
 
 #: The architectures (general.architecture) of the draft files loaded as heads.

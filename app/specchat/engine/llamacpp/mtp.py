@@ -230,7 +230,8 @@ class DraftHead:
 
     def _logits(self, index: int) -> np.ndarray:
         pointer = llama_cpp.llama_get_logits_ith(self._ctx, index)
-        return np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
+        row: np.ndarray = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
+        return row
 
 
 def _address(ctx: Any) -> int:
