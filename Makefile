@@ -47,7 +47,7 @@ STAMP_TEST := $(VENV)/.test-installed
 STAMP_SYS := $(VENV)/.system-deps
 STAMP_PACKAGE := $(PACKAGE_VENV)/.package-installed
 
-.PHONY: run test test-slow test-package lint bench soak fetch package package-env \
+.PHONY: run test test-slow test-package llama-tools lint bench soak fetch package package-env \
   install-desktop uninstall-desktop clean help
 
 help:
@@ -55,6 +55,7 @@ help:
 	@echo "make test     set up with test extras, run the suite (a few minutes)"
 	@echo "make test-slow         the long checks: soak, stress, real-pair sessions"
 	@echo "make test-package      build the portable llama.cpp and the bundle, check them"
+	@echo "make llama-tools       build spec-oracle (llama.cpp's own speculative loop, for test-package)"
 	@echo "make lint     ruff + mypy"
 	@echo "make bench    benchmark every drafting mode on the default pair"
 	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
@@ -117,8 +118,15 @@ test-slow: $(STAMP_TEST)
 	$(VENV)/bin/specchat models fetch default
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "slow and not package" $(PYTEST_ARGS)
 
-test-package: $(STAMP_TEST) $(STAMP_PACKAGE)
+test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m package $(PYTEST_ARGS)
+
+# spec-oracle: llama.cpp's own speculative decoding, round by round, built against the
+# llama.cpp of llama-cpp-python $(LLAMA_VERSION); the oracle tests (tests/oracle, marked package)
+# check SpecChat's drafters against it. Cached per harness source hash in
+# ~/.cache/specchat/llama-tools/, like the wheel: later runs only print its path.
+llama-tools: | $(PY)
+	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check app tests

@@ -201,6 +201,9 @@ class RoundResult:
         text: the text this round added (concatenation of the events' text).
         rows: rows of the round's target pass (the last token, the draft and any branches
             of a tree); 0 for a round without one.
+        draft: the draft token ids the target checked this round, in order (for a tree, the
+            path it kept; with any rows auto filled): what a drafter proposed, round by
+            round, for checks against other implementations' drafts.
     """
 
     index: int
@@ -217,6 +220,7 @@ class RoundResult:
     stop: StopReason | None = None
     text: str = field(default="")
     rows: int = 0
+    draft: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

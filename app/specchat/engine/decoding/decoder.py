@@ -237,6 +237,7 @@ class SpeculativeDecoder:
                 stop=stop,
                 text="".join(e.text for e in events),
                 rows=rows,
+                draft=tuple(draft.tokens),
             )
             round_index += 1
             if stop is not None:

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds spec-oracle (tools/llama_oracle) against the llama.cpp that llama-cpp-python
+# $LLAMA_VERSION vendors, the one SpecChat's libllama is built from, and prints its path.
+#
+# Cached in the user cache like the wheelhouse: the binary sits under a directory named
+# after the llama-cpp-python version and a hash of the harness sources, so a second run
+# only prints the path, and a changed harness gets a binary of its own. The sdist and the
+# CMake build tree are kept as well: after a harness change only the harness recompiles.
+#
+# Environment: LLAMA_VERSION (0.3.36), PYTHON (python3; its pip fetches the sdist),
+# JOBS (parallel compile jobs; all cores by default).
+set -euo pipefail
+
+LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
+PYTHON=${PYTHON:-python3}
+JOBS=${JOBS:-$(nproc)}
+
+harness_dir=$(cd "$(dirname "$0")/llama_oracle" && pwd)
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/specchat
+tools_root=$cache/llama-tools
+
+harness_hash=$(cd "$harness_dir" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+dest=$tools_root/$LLAMA_VERSION-$harness_hash
+binary=$dest/spec-oracle
+
+if [[ -x $binary ]]; then
+  echo "$binary"
+  exit 0
+fi
+
+# one build at a time (two test processes may ask at once); the second finds the binary
+mkdir -p "$tools_root"
+exec 9>"$tools_root/.lock"
+flock 9
+if [[ -x $binary ]]; then
+  echo "$binary"
+  exit 0
+fi
+
+# everything below talks on stderr: stdout carries only the binary's path
+{
+  sdist_dir=$cache/sdist
+  sdist=$sdist_dir/llama_cpp_python-$LLAMA_VERSION.tar.gz
+  if [[ ! -f $sdist ]]; then
+    echo "Fetching the llama-cpp-python $LLAMA_VERSION sdist (one time)"
+    mkdir -p "$sdist_dir"
+    # into a folder of its own first: an interrupted download never passes for the sdist
+    download=$(mktemp -d "$sdist_dir/.download.XXXXXX")
+    "$PYTHON" -m pip download -q --no-binary :all: --no-deps -d "$download" \
+      "llama-cpp-python==$LLAMA_VERSION"
+    mv "$download/llama_cpp_python-$LLAMA_VERSION.tar.gz" "$sdist"
+    rm -rf "$download"
+  fi
+
+  llama_src=$sdist_dir/llama_cpp_python-$LLAMA_VERSION/vendor/llama.cpp
+  if [[ ! -f $sdist_dir/llama_cpp_python-$LLAMA_VERSION/.extracted ]]; then
+    rm -rf "$sdist_dir/llama_cpp_python-$LLAMA_VERSION"
+    tar -xzf "$sdist" -C "$sdist_dir"
+    touch "$sdist_dir/llama_cpp_python-$LLAMA_VERSION/.extracted"
+  fi
+
+  # The harness is copied to a fixed place so that every checkout shares one build tree.
+  staged=$tools_root/src-$LLAMA_VERSION
+  build=$tools_root/build-$LLAMA_VERSION
+  # (fresh copies, fresh mtimes: ninja then never mistakes changed sources for built ones)
+  rm -rf "$staged"
+  cp -r "$harness_dir" "$staged"
+
+  echo "Building spec-oracle against llama.cpp from llama-cpp-python $LLAMA_VERSION" \
+    "(the first time about 8 minutes on 2 cores; after a harness change seconds)"
+  cmake -S "$staged" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DLLAMA_SOURCE_DIR="$llama_src" >/dev/null
+  cmake --build "$build" --target spec-oracle -j "$JOBS"
+
+  mkdir -p "$dest"
+  install -m 755 "$build/bin/spec-oracle" "$binary.tmp"
+  mv "$binary.tmp" "$binary"
+} >&2
+
+echo "$binary"
