@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
-from specchat.models.catalog_checks import CatalogError, Checker
+
+# CatalogError is part of this module's interface: every caller imports it from here.
+from specchat.models.catalog_checks import CatalogError as CatalogError
+from specchat.models.catalog_checks import Checker
+from specchat.models.drafter_kinds import DrafterKind
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -92,33 +96,43 @@ class ModelFile:
 
 @dataclass(frozen=True)
 class ModelPair:
-    """A target model and a draft model that share a tokenizer.
+    """A target model and what drafts for it: a draft model sharing its tokenizer, the
+    target's own MTP head, or an assistant file.
 
     Attributes:
         id: catalog id (`specchat models fetch ID`).
         name: display name.
         target: the model whose output is kept.
-        draft: the small model that proposes tokens.
+        draft: the second file that proposes tokens (a draft model or an assistant), or None
+            when the target's MTP head drafts.
         mode: recommended drafting mode (auto, plain or a registered drafter's name).
         k: recommended draft length.
         note: one line for the model picker.
         source: the catalog file that defined this pair.
         cpu_target: the same target in the format a CPU verifies cheapest (Q4_0), or None.
         cpu_reason: one line saying why that format is faster on a CPU.
+        drafter: which drafter the pair uses (what `draft` is, if anything).
+        checked: False when the pair's files were not downloaded when it was added: its
+            names and sizes are as their publishers give them (see UNCHECKED_ENTRY).
     """
 
     id: str
     name: str
     target: ModelFile
-    draft: ModelFile
+    draft: ModelFile | None
     mode: str
     k: int
     note: str
     source: Path
     cpu_target: ModelFile | None = None
     cpu_reason: str = ""
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    checked: bool = True
 
     def files(self) -> tuple[tuple[str, ModelFile], ...]:
+        """The files to download, by role: the target, then the draft file if there is one."""
+        if self.draft is None:
+            return (("target", self.target),)
         return (("target", self.target), ("draft", self.draft))
 
 
@@ -148,7 +162,23 @@ class Catalog:
         raise CatalogError(f"unknown model pair {pair_id!r}; known: {', '.join(self.ids())}")
 
 
-_PAIR_KEYS = {"id", "name", "mode", "k", "note", "target", "draft", "cpu_target"}
+_PAIR_KEYS = {
+    "id",
+    "name",
+    "mode",
+    "k",
+    "note",
+    "target",
+    "draft",
+    "cpu_target",
+    "drafter",
+    "checked",
+}
+#: What the picker and `specchat models list` say of a pair marked `checked = false`.
+UNCHECKED_ENTRY = (
+    "unchecked entry: its files were not downloaded when it was added to the catalog; "
+    "names and sizes are as their publishers give them"
+)
 #: The reason shown for a CPU-format target whose table gives none.
 CPU_REASON = "checks 4 tokens for the price of 2 on a CPU"
 _FILE_KEYS = {
@@ -338,12 +368,11 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
         )
         if not 0 <= k <= 32:
             raise check.fail(f"{label}: k must be 0 to 32, not {k}", pair=index, key="k")
-        files = {}
-        for role in ("target", "draft"):
-            file_table = check.table(table, role, pair=index, section=())
-            if file_table is None:
-                raise check.fail(f"{label}: missing [{'pair.' + role}] table", pair=index)
-            files[role] = _parse_file(check, file_table, pair=index, role=role, pair_id=pair_id)
+        target_table = check.table(table, "target", pair=index, section=())
+        if target_table is None:
+            raise check.fail(f"{label}: missing [pair.target] table", pair=index)
+        target = _parse_file(check, target_table, pair=index, role="target", pair_id=pair_id)
+        drafter, draft = _parse_drafter(check, table, pair=index, pair_id=pair_id)
         cpu_target, cpu_reason = None, ""
         cpu_table = check.table(table, "cpu_target", pair=index, section=())
         if cpu_table is not None:
@@ -369,8 +398,8 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
             ModelPair(
                 id=pair_id,
                 name=check.get(table, "name", str, pair=index, section=(), label=label),
-                target=files["target"],
-                draft=files["draft"],
+                target=target,
+                draft=draft,
                 mode=mode,
                 k=k,
                 note=check.get(
@@ -386,9 +415,60 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
                 source=source,
                 cpu_target=cpu_target,
                 cpu_reason=cpu_reason,
+                drafter=drafter,
+                checked=check.get(
+                    table,
+                    "checked",
+                    bool,
+                    pair=index,
+                    section=(),
+                    label=label,
+                    required=False,
+                    default=True,
+                ),
             )
         )
     return tuple(pairs)
+
+
+def _parse_drafter(
+    check: Checker, table: Mapping[str, Any], *, pair: int, pair_id: str
+) -> tuple[DrafterKind, ModelFile | None]:
+    """The pair's drafter and its draft file: required for a draft model or an assistant,
+    refused for an MTP head (which lives in the target file, so a draft file would never be
+    used)."""
+    label = f"pair {pair_id!r}"
+    name = check.get(
+        table,
+        "drafter",
+        str,
+        pair=pair,
+        section=(),
+        label=label,
+        required=False,
+        default=DrafterKind.DRAFT_MODEL.value,
+    )
+    try:
+        drafter = DrafterKind(name)
+    except ValueError:
+        known = ", ".join(kind.value for kind in DrafterKind)
+        raise check.fail(
+            f"{label}: drafter {name!r} must be one of {known}", pair=pair, key="drafter"
+        ) from None
+    draft_table = check.table(table, "draft", pair=pair, section=())
+    if not drafter.has_draft_file:
+        if draft_table is not None:
+            raise check.fail(
+                f"{label}: drafter {name!r} drafts with the target's own MTP head; "
+                "remove the [pair.draft] table",
+                pair=pair,
+                section=("draft",),
+            )
+        return drafter, None
+    if draft_table is None:
+        what = " (the assistant file)" if drafter is DrafterKind.ASSISTANT else ""
+        raise check.fail(f"{label}: missing [pair.draft] table{what}", pair=pair)
+    return drafter, _parse_file(check, draft_table, pair=pair, role="draft", pair_id=pair_id)
 
 
 def _read(path: Path) -> str:
