@@ -84,6 +84,43 @@ def test_list_shows_every_pair_and_its_state(tiny_pair: str, capsys) -> None:  #
             assert any(f"/{name} " in line for name in unsized), line
 
 
+def _blocks(out: str) -> dict[str, list[str]]:
+    """`models list` output by pair id: each pair's heading line and its indented lines."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in out.splitlines():
+        if line and not line.startswith(" "):
+            current = blocks.setdefault(line.split()[0], [])
+        current.append(line)
+    return blocks
+
+
+def test_list_says_each_drafter_and_each_unchecked_entry(
+    tiny_pair: str, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("list") == 0
+    blocks = _blocks(capsys.readouterr().out)
+
+    mtp = "\n".join(blocks["qwen3.5-4b-mtp"])
+    assert "drafter: MTP head (the target's own multi-token-prediction head" in mtp
+    assert "localweights/Qwen3.5-4B-MTP-Q4_K_M-GGUF/Qwen3.5-4B-MTP-Q4_K_M.gguf" in mtp
+    assert "  draft " not in mtp  # no draft file to fetch
+    assert "unchecked entry: its files were not downloaded when it was added" in mtp
+
+    gemma = "\n".join(blocks["gemma-4-e2b-assistant"])
+    assert "drafter: assistant (an assistant model that reads the target's hidden state" in gemma
+    assert "gemma-4-E2B-it-assistant-official.bf16.gguf (BF16, ≈ 170 MB)" in gemma
+    assert "unchecked entry" in gemma
+
+    qwen = "\n".join(blocks["qwen3.5-9b"])
+    assert "drafter: draft model" in qwen and "(Q8_0, ≈ 834 MB)" in qwen
+    assert "unchecked entry" in qwen
+
+    for pair_id in ("default", "qwen2.5-7b", "llama-3.1-8b", "gemma-2-9b", "tiny"):
+        shipped = "\n".join(blocks[pair_id])
+        assert "drafter: draft model" in shipped and "unchecked" not in shipped, pair_id
+
+
 def test_path_before_fetch_and_unknown_pairs(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]
     assert run_cli("path", tiny_pair) == 2
     assert "run `specchat models fetch tiny`" in capsys.readouterr().err
