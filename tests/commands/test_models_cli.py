@@ -95,9 +95,7 @@ def _blocks(out: str) -> dict[str, list[str]]:
     return blocks
 
 
-def test_list_says_each_drafter_and_each_unchecked_entry(
-    tiny_pair: str, capsys
-) -> None:  # type: ignore[no-untyped-def]
+def test_list_says_each_drafter_and_each_unchecked_entry(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]
     assert run_cli("list") == 0
     blocks = _blocks(capsys.readouterr().out)
 
