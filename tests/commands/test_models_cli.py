@@ -106,7 +106,7 @@ def test_list_says_each_drafter_and_each_unchecked_entry(tiny_pair: str, capsys)
     assert "unchecked entry: its files were not downloaded when it was added" in mtp
 
     gemma = "\n".join(blocks["gemma-4-e2b-assistant"])
-    assert "drafter: assistant (an assistant model that reads the target's hidden state" in gemma
+    assert "drafter: assistant (a small model that reads the target's hidden state" in gemma
     assert "gemma-4-E2B-it-assistant-official.bf16.gguf (BF16, ≈ 170 MB)" in gemma
     assert "unchecked entry" in gemma
 

@@ -72,7 +72,7 @@ def test_the_details_show_the_drafter_and_an_unchecked_entry(make_picker) -> Non
     draft_row = details._form.labelForField(details.file_labels["draft"])
 
     picker.select("gemma-4-e2b-assistant")
-    assert details.drafter.text().startswith("assistant — an assistant model that reads")
+    assert details.drafter.text().startswith("assistant — a small model that reads")
     assert draft_row.text() == "Assistant:"
     assert "srmiles/gemma-4-E2B-it-assistant-GGUF" in details.file_labels["draft"].text()
     assert not details.entry.isHidden()

@@ -46,6 +46,6 @@ _LABELS = {
     ),
     DrafterKind.ASSISTANT: (
         "assistant",
-        "an assistant model that reads the target's hidden state and shares its KV cache",
+        "a small model that reads the target's hidden state and shares its KV cache",
     ),
 }
