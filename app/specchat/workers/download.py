@@ -57,7 +57,7 @@ class DownloadWorker(QObject):
     Signals:
         progress(FileProgress): a file of the pair being fetched advanced.
         notice(str): something the user should know, e.g. the mirror replaced the hub.
-        finished(PairFetched): both files are present and verified.
+        finished(PairFetched): every file of the pair is present and verified.
         failed(FetchFailed): the fetch failed; the message is for people.
         cancelled(FetchCancelled): the user cancelled; partials are kept.
         discarded(str): the partial downloads of this pair id were deleted.
