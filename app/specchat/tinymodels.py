@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -163,8 +164,14 @@ def finish_gguf(
     writer.close()
 
 
-def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
-    """Write one tiny llama-architecture GGUF to `path` and return it."""
+def write_tiny_model(
+    path: Path, spec: TinySpec = TinySpec(), *, extra: Mapping[str, int] | None = None
+) -> Path:
+    """Write one tiny llama-architecture GGUF to `path` and return it.
+
+    `extra`: more uint32 metadata keys, for a test that needs a file to claim something its
+    weights do not hold (e.g. `llama.nextn_predict_layers`, an MTP head).
+    """
     import gguf  # imported here: only tests and the self-test need the writer
 
     tokens, types, merges = vocabulary(
@@ -184,6 +191,8 @@ def write_tiny_model(path: Path, spec: TinySpec = TinySpec()) -> Path:
     writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    for key, value in (extra or {}).items():
+        writer.add_uint32(key, value)
     finish_gguf(
         writer,
         (tokens, types, merges),
