@@ -165,10 +165,18 @@ def finish_gguf(
 
 
 def write_tiny_model(
-    path: Path, spec: TinySpec = TinySpec(), *, overrides: Mapping[str, np.ndarray] | None = None
+    path: Path,
+    spec: TinySpec = TinySpec(),
+    *,
+    extra: Mapping[str, int] | None = None,
+    overrides: Mapping[str, np.ndarray] | None = None,
 ) -> Path:
-    """Write one tiny llama-architecture GGUF to `path` and return it; `overrides` replace
-    tensors of the seeded ones by name (a test's hand-made weights)."""
+    """Write one tiny llama-architecture GGUF to `path` and return it.
+
+    `extra`: more uint32 metadata keys, for a test that needs a file to claim something its
+    weights do not hold (e.g. `llama.nextn_predict_layers`, an MTP head). `overrides`
+    replace tensors of the seeded ones by name (a test's hand-made weights).
+    """
     import gguf  # imported here: only tests and the self-test need the writer
 
     tokens, types, merges = vocabulary(
@@ -188,6 +196,8 @@ def write_tiny_model(
     writer.add_rope_dimension_count(spec.n_embd // spec.n_head)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    for key, value in (extra or {}).items():
+        writer.add_uint32(key, value)
     finish_gguf(
         writer,
         (tokens, types, merges),

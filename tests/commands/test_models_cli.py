@@ -12,6 +12,7 @@ import pytest
 
 from specchat import paths
 from specchat.commands.progress import TerminalProgress
+from specchat.models.catalog import load_catalog
 from specchat.models.transfer import DownloadProgress
 from specchat.tinymodels import TinyModels
 from tests.helpers import fake_hub
@@ -71,7 +72,51 @@ def test_list_shows_every_pair_and_its_state(tiny_pair: str, capsys) -> None:  #
     assert line_of("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").endswith("(Q4_K_M, 1.12 GB)")
     assert line_of("Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf").endswith("(Q4_K_M, ≈ 4.92 GB)")
     assert line_of("Llama-3.2-1B-Instruct-Q4_K_M.gguf").endswith("(Q4_K_M, ≈ 808 MB)")
-    assert "size known at download" not in out
+    # Only an unchecked entry whose publisher gave no size leaves it to the download.
+    unsized = {
+        model.filename
+        for pair in load_catalog()
+        for _role, model in pair.files()
+        if not pair.checked and model.size is None and model.approx_size is None
+    }
+    for line in lines:
+        if "size known at download" in line:
+            assert any(f"/{name} " in line for name in unsized), line
+
+
+def _blocks(out: str) -> dict[str, list[str]]:
+    """`models list` output by pair id: each pair's heading line and its indented lines."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in out.splitlines():
+        if line and not line.startswith(" "):
+            current = blocks.setdefault(line.split()[0], [])
+        current.append(line)
+    return blocks
+
+
+def test_list_says_each_drafter_and_each_unchecked_entry(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert run_cli("list") == 0
+    blocks = _blocks(capsys.readouterr().out)
+
+    mtp = "\n".join(blocks["qwen3.5-4b-mtp"])
+    assert "drafter: MTP head (the target's own multi-token-prediction head" in mtp
+    assert "localweights/Qwen3.5-4B-MTP-Q4_K_M-GGUF/Qwen3.5-4B-MTP-Q4_K_M.gguf" in mtp
+    assert "  draft " not in mtp  # no draft file to fetch
+    assert "unchecked entry: its files were not downloaded when it was added" in mtp
+
+    gemma = "\n".join(blocks["gemma-4-e2b-assistant"])
+    assert "drafter: assistant (a small model that reads the target's hidden state" in gemma
+    assert "gemma-4-E2B-it-assistant-official.bf16.gguf (BF16, ≈ 170 MB)" in gemma
+    assert "unchecked entry" in gemma
+
+    qwen = "\n".join(blocks["qwen3.5-9b"])
+    assert "drafter: draft model" in qwen and "(Q8_0, ≈ 834 MB)" in qwen
+    assert "unchecked entry" in qwen
+
+    for pair_id in ("default", "qwen2.5-7b", "llama-3.1-8b", "gemma-2-9b", "tiny"):
+        shipped = "\n".join(blocks[pair_id])
+        assert "drafter: draft model" in shipped and "unchecked" not in shipped, pair_id
 
 
 def test_path_before_fetch_and_unknown_pairs(tiny_pair: str, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -29,7 +29,7 @@ from specchat.engine.types import SamplingParams
 from specchat.tinyarch import write_tiny_dflash, write_tiny_qwen35
 from tests.helpers.engine import CHAT_PROMPTS, run
 from tests.helpers.llama_oracle import run_oracle
-from tests.oracle.rounds import answer, compare_rounds
+from tests.helpers.oracle_rounds import answer_tokens, compare_rounds
 
 pytestmark = pytest.mark.package
 
@@ -76,11 +76,9 @@ def test_drafts_equal_llama_cpp_draft_dflash_round_for_round(
         n_ctx=N_CTX,
     )
 
-    compared = compare_rounds(
-        ours.rounds, theirs.rounds, prompt_len=len(prompt), target=target, k=K, n_tokens=N_TOKENS
-    )
-    assert compared > 5
+    compare_rounds(ours.rounds, theirs.rounds, len(prompt), target, k=K, n_tokens=N_TOKENS)
+    assert len([r for r in ours.rounds if r.rows > 0]) > 5
     assert ours.tokens == plain.tokens
-    assert ours.tokens == answer(theirs.tokens, target)[:N_TOKENS]
+    assert ours.tokens == answer_tokens(theirs.tokens, target)[:N_TOKENS]
     # The drafts vary with the target's features: not one token over and over.
     assert len({t for r in ours.rounds for t in r.draft}) > 1

@@ -31,7 +31,7 @@ from specchat.tinymodels import TinySpec, write_tiny_model
 from tests.helpers.chain_pair import write_chain_pair
 from tests.helpers.engine import CHAT_PROMPTS, run
 from tests.helpers.llama_oracle import run_oracle
-from tests.oracle.rounds import answer, compare_rounds
+from tests.helpers.oracle_rounds import answer_tokens, compare_rounds
 
 pytestmark = pytest.mark.package
 
@@ -83,12 +83,10 @@ def test_drafts_equal_llama_cpp_draft_eagle3_round_for_round(
         n_ctx=N_CTX,
     )
 
-    compared = compare_rounds(
-        ours.rounds, theirs.rounds, prompt_len=len(prompt), target=target, k=K, n_tokens=N_TOKENS
-    )
-    assert compared > 5
+    compare_rounds(ours.rounds, theirs.rounds, len(prompt), target, k=K, n_tokens=N_TOKENS)
+    assert len([r for r in ours.rounds if r.rows > 0]) > 5
     assert ours.tokens == plain.tokens
-    assert ours.tokens == answer(theirs.tokens, target)[:N_TOKENS]
+    assert ours.tokens == answer_tokens(theirs.tokens, target)[:N_TOKENS]
     assert sum(len(r.draft) for r in ours.rounds) > 0  # it did speculate
 
 

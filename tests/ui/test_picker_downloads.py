@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from specchat.models import hub_download
 from specchat.ui import model_picker
 from specchat.ui.model_picker import ModelPicker
-from specchat.ui.pair_list import UNKNOWN_SIZE
+from specchat.ui.pair_list import SIZE_COLUMN, UNKNOWN_SIZE
 from specchat.workers.download import FetchCancelled, FileProgress, PairStatus
 from tests.helpers.tiny_catalog import ODD_PAIR_ID, PAIR_ID
 from tests.ui import test_model_picker as picker_tests
@@ -99,7 +99,7 @@ def test_unknown_sizes_are_said_in_words(qtbot: QtBot, make_picker, env: Env) ->
     # The odd pair's catalog entry names no size and the hub is not asked.
     qtbot.waitUntil(lambda: picker.status_text(ODD_PAIR_ID) != "checking…", timeout=10_000)
     row = picker.tree.row(ODD_PAIR_ID)
-    assert row is not None and row.text(2) == UNKNOWN_SIZE
+    assert row is not None and row.text(SIZE_COLUMN) == UNKNOWN_SIZE
 
 
 def test_an_unreachable_hub_is_said_plainly_and_each_retry_shows(  # type: ignore[no-untyped-def]

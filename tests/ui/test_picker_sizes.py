@@ -5,7 +5,7 @@ from __future__ import annotations
 from pytestqt.qtbot import QtBot
 
 from specchat.ui.model_picker import ModelPicker
-from specchat.ui.pair_list import UNKNOWN_SIZE
+from specchat.ui.pair_list import SIZE_COLUMN, UNKNOWN_SIZE
 from tests.ui import test_model_picker as picker_tests
 from tests.ui.test_model_picker import Env
 
@@ -19,7 +19,7 @@ def _size(qtbot: QtBot, picker: ModelPicker, pair_id: str) -> str:
     qtbot.waitUntil(lambda: picker.status_text(pair_id) != "checking…", timeout=20_000)
     row = picker.tree.row(pair_id)
     assert row is not None
-    return str(row.text(2))
+    return str(row.text(SIZE_COLUMN))
 
 
 def test_catalog_pairs_show_exact_or_approximate_sizes(qtbot: QtBot, make_picker, env: Env) -> None:  # type: ignore[no-untyped-def]

@@ -54,6 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="auto",
         help="colour tokens by kind (auto: only on a terminal)",
     )
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print every round's choice, drafted and kept tokens to stderr",
+    )
     parser.add_argument("--prompt", required=True, help="the user message")
     parser.add_argument(
         "--attach",
@@ -115,6 +120,15 @@ def _print_round(out: TextIO, result: RoundResult, colour: bool) -> None:
         else:
             out.write(event.text)
     out.flush()
+
+
+def format_round(result: RoundResult) -> str:
+    """One round for --stats: what the policy chose, what was drafted and kept."""
+    return (
+        f"round {result.index}: {result.choice.mode} K={result.choice.k}, "
+        f"drafted {result.drafted}, kept {result.accepted}, {result.rows} rows "
+        f"({result.choice.reason})"
+    )
 
 
 def format_stats(stats: Stats, *, stop: str, choice: str = "") -> str:
@@ -204,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         request = GenerationRequest(prepared.tokens, args.max_tokens, controls, tuple(args.stop))
         for result in engine.generate(request, cancel=cancel):
             _print_round(out, result, colour)
+            if args.stats and result.rows:
+                err.write(format_round(result) + "\n")
             last = result
     except KeyboardInterrupt:
         cancel.set()

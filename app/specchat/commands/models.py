@@ -59,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _list() -> int:
+    from specchat.models.catalog import UNCHECKED_ENTRY
     from specchat.models.download import locate_file
 
     catalog = load_pairs()
@@ -66,6 +67,7 @@ def _list() -> int:
         found = [locate_file(model) for _, model in pair.files()]
         state = "on disk" if all(found) else "partly on disk" if any(found) else "not fetched"
         print(f"{pair.id:<18} {pair.name}  [{state}]")
+        print(f"  drafter: {pair.drafter.label} ({pair.drafter.description})")
         for role, model in pair.files():
             if model.size:
                 size = f"{model.size / 1e9:.2f} GB"
@@ -77,6 +79,8 @@ def _list() -> int:
                 size = "size known at download"
             print(f"  {role:<6} {model.repo}/{model.filename} ({model.quantisation}, {size})")
         _list_target_variants(pair)
+        if not pair.checked:
+            print(f"  {UNCHECKED_ENTRY}")
         if pair.note:
             print(f"  {pair.note}")
     return 0
@@ -147,8 +151,8 @@ def _fetch(pair_id: str, source: str, *, cpu_target: bool = False) -> int:
 
 
 def _verify(pair_id: str) -> int:
-    from specchat.models.compat import check_compatible
     from specchat.models.download import locate_file, verify_located
+    from specchat.models.drafter_check import check_drafter
     from specchat.models.gguf_format import GGUFError
     from specchat.models.gguf_reader import validate
 
@@ -178,8 +182,8 @@ def _verify(pair_id: str) -> int:
         checked = "sha256 ok" if located.checkable else "size ok, sha256 NOT verified (none known)"
         print(f"{role:<6} {located.path}: {checked}, GGUF ok ({len(info.tensors)} tensors)")
         located_paths[role] = located.path
-    if len(located_paths) == 2:
-        verdict = check_compatible(located_paths["target"], located_paths["draft"])
+    if len(located_paths) == len(pair.files()):
+        verdict = check_drafter(pair.drafter, located_paths["target"], located_paths.get("draft"))
         print(f"compat {'ok' if verdict.ok else 'INCOMPATIBLE'}: {verdict.reason}")
         ok = ok and verdict.ok
     return 0 if ok else 1

@@ -76,20 +76,36 @@ class PreparedPrompt:
 
 
 def check_pair(target: Path, draft: Path) -> tuple[bool, str]:
-    """Compatibility of a draft with a target, from their metadata alone."""
+    """Compatibility of a draft with a target, from their metadata alone: a draft model's
+    vocabulary, or an assistant's architecture (it has no vocabulary to compare)."""
     from specchat.models.compat import check_compatible
+    from specchat.models.drafter_check import ASSISTANT_TARGETS, check_assistant
 
-    verdict = check_compatible(target, draft)
+    architecture = _architecture(draft).replace("_", "-")
+    if architecture in ASSISTANT_TARGETS:
+        verdict = check_assistant(target, draft)
+    else:
+        verdict = check_compatible(target, draft)
     return verdict.ok, verdict.reason
+
+
+def _architecture(path: Path) -> str:
+    """A GGUF file's general.architecture ("" where it has none or cannot be read: the
+    checks that follow say why)."""
+    from specchat.models.gguf_format import GGUFError
+    from specchat.models.gguf_reader import read_metadata
+
+    try:
+        meta = read_metadata(path, keys=("general.architecture",), arrays=False)
+    except GGUFError:
+        return ""
+    return str(meta.values.get("general.architecture") or "")
 
 
 def head_architecture(path: Path) -> str | None:
     """The architecture of a draft file that is a head over the target's hidden state, not
     a model of its own (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None."""
-    from specchat.models.gguf_reader import read_metadata
-
-    meta = read_metadata(path, keys=("general.architecture",), arrays=False)
-    architecture = meta.values.get("general.architecture")
+    architecture = _architecture(path)
     return architecture if architecture in HEAD_ARCHITECTURES else None
 
 

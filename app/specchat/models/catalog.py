@@ -11,6 +11,11 @@ from typing import Any
 
 from specchat import paths
 
+# CatalogError is part of this module's interface: every caller imports it from here.
+from specchat.models.catalog_checks import CatalogError as CatalogError
+from specchat.models.catalog_checks import Checker
+from specchat.models.drafter_kinds import DrafterKind
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -22,10 +27,6 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _REPO = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 _MODE = re.compile(r"[a-z][a-z0-9_-]*")
 _PAIR_ID = re.compile(r"[a-z0-9][a-z0-9._-]*")
-
-
-class CatalogError(ValueError):
-    """A catalog that cannot be used; the message names the file, line and key."""
 
 
 @dataclass(frozen=True)
@@ -95,33 +96,43 @@ class ModelFile:
 
 @dataclass(frozen=True)
 class ModelPair:
-    """A target model and a draft model that share a tokenizer.
+    """A target model and what drafts for it: a draft model sharing its tokenizer, the
+    target's own MTP head, or an assistant file.
 
     Attributes:
         id: catalog id (`specchat models fetch ID`).
         name: display name.
         target: the model whose output is kept.
-        draft: the small model that proposes tokens.
+        draft: the second file that proposes tokens (a draft model or an assistant), or None
+            when the target's MTP head drafts.
         mode: recommended drafting mode (auto, plain or a registered drafter's name).
         k: recommended draft length.
         note: one line for the model picker.
         source: the catalog file that defined this pair.
         cpu_target: the same target in the format a CPU verifies cheapest (Q4_0), or None.
         cpu_reason: one line saying why that format is faster on a CPU.
+        drafter: which drafter the pair uses (what `draft` is, if anything).
+        checked: False when the pair's files were not downloaded when it was added: its
+            names and sizes are as their publishers give them (see UNCHECKED_ENTRY).
     """
 
     id: str
     name: str
     target: ModelFile
-    draft: ModelFile
+    draft: ModelFile | None
     mode: str
     k: int
     note: str
     source: Path
     cpu_target: ModelFile | None = None
     cpu_reason: str = ""
+    drafter: DrafterKind = DrafterKind.DRAFT_MODEL
+    checked: bool = True
 
     def files(self) -> tuple[tuple[str, ModelFile], ...]:
+        """The files to download, by role: the target, then the draft file if there is one."""
+        if self.draft is None:
+            return (("target", self.target),)
         return (("target", self.target), ("draft", self.draft))
 
 
@@ -151,132 +162,23 @@ class Catalog:
         raise CatalogError(f"unknown model pair {pair_id!r}; known: {', '.join(self.ids())}")
 
 
-# --- locating a key in the raw text -----------------------------------------------------
-
-_PAIR_HEADER = re.compile(r"^\s*\[\[\s*pair\s*\]\]")
-_SUB_HEADER = re.compile(r"^\s*\[\s*pair\.([\w.]+)\s*\]")
-_OTHER_HEADER = re.compile(r"^\s*\[")
-_KEY = re.compile(r"^\s*([\w-]+|\"[^\"]*\")\s*=")
-
-
-def _find_line(text: str, pair_index: int | None, section: tuple[str, ...], key: str | None) -> int:
-    """1-based line of `key` in pair number `pair_index` (None: top level), table `section`.
-
-    tomllib reports no positions for values it parsed fine, so the line is found by
-    walking the raw text the same way TOML nests tables; falls back to the table header.
-    """
-    current_pair = -1
-    current_section: tuple[str, ...] | None = () if pair_index is None else None
-    header_line = 1
-    pair_line = 1
-    for number, line in enumerate(text.splitlines(), start=1):
-        if _PAIR_HEADER.match(line):
-            current_pair += 1
-            current_section = () if current_pair == pair_index else None
-            if current_pair == pair_index:
-                pair_line = header_line = number
-            continue
-        sub = _SUB_HEADER.match(line)
-        if sub:
-            inside = current_pair == pair_index and pair_index is not None
-            current_section = tuple(sub.group(1).split(".")) if inside else None
-            if inside and current_section == section:
-                header_line = number
-            continue
-        if _OTHER_HEADER.match(line):
-            current_section = None
-            continue
-        if current_section is None:
-            continue
-        found = _KEY.match(line)
-        if not found:
-            continue
-        name = found.group(1).strip('"')
-        if key is not None and current_section == section and name == key:
-            return number
-        # An inline table (`target = { ... }`) holds the section on one line.
-        if section and current_section == section[:-1] and name == section[-1]:
-            return number
-    return header_line if section or key is None else pair_line
-
-
-class _Checker:
-    """Reads typed values out of parsed TOML, raising CatalogError that names the line."""
-
-    def __init__(self, text: str, source: Path) -> None:
-        self.text = text
-        self.source = source
-
-    def fail(
-        self,
-        message: str,
-        *,
-        pair: int | None,
-        section: tuple[str, ...] = (),
-        key: str | None = None,
-    ) -> CatalogError:
-        line = _find_line(self.text, pair, section, key)
-        return CatalogError(f"{self.source.name} line {line}: {message}")
-
-    def table(
-        self, parent: Mapping[str, Any], key: str, *, pair: int, section: tuple[str, ...]
-    ) -> Mapping[str, Any] | None:
-        value = parent.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, dict):
-            raise self.fail(f"'{key}' must be a table", pair=pair, section=section, key=key)
-        return value
-
-    def get(
-        self,
-        table: Mapping[str, Any],
-        key: str,
-        kind: type | tuple[type, ...],
-        *,
-        pair: int,
-        section: tuple[str, ...],
-        label: str,
-        required: bool = True,
-        default: Any = None,
-    ) -> Any:
-        if key not in table:
-            if required:
-                raise self.fail(f"{label}: missing '{key}'", pair=pair, section=section)
-            return default
-        value = table[key]
-        # bool is an int in Python; a size of `true` is a mistake, not 1.
-        wrong_bool = isinstance(value, bool) and kind is int
-        if wrong_bool or not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-            raise self.fail(
-                f"{label}: '{key}' must be {names}, not {type(value).__name__}",
-                pair=pair,
-                section=section,
-                key=key,
-            )
-        return value
-
-    def no_unknown(
-        self,
-        table: Mapping[str, Any],
-        allowed: set[str],
-        *,
-        pair: int | None,
-        section: tuple[str, ...],
-        label: str,
-    ) -> None:
-        for key in table:
-            if key not in allowed:
-                raise self.fail(
-                    f"{label}: unknown key '{key}' (expected one of {', '.join(sorted(allowed))})",
-                    pair=pair,
-                    section=section,
-                    key=key,
-                )
-
-
-_PAIR_KEYS = {"id", "name", "mode", "k", "note", "target", "draft", "cpu_target"}
+_PAIR_KEYS = {
+    "id",
+    "name",
+    "mode",
+    "k",
+    "note",
+    "target",
+    "draft",
+    "cpu_target",
+    "drafter",
+    "checked",
+}
+#: What the picker and `specchat models list` say of a pair marked `checked = false`.
+UNCHECKED_ENTRY = (
+    "unchecked entry: its files were not downloaded when it was added to the catalog; "
+    "names and sizes are as their publishers give them"
+)
 #: The reason shown for a CPU-format target whose table gives none.
 CPU_REASON = "checks 4 tokens for the price of 2 on a CPU"
 _FILE_KEYS = {
@@ -298,7 +200,7 @@ _MIRROR_KEYS = {"packages", "version", "parts", "slice", "size", "sha256"}
 
 
 def _parse_mirror(
-    check: _Checker, table: Mapping[str, Any], *, pair: int, section: tuple[str, ...], label: str
+    check: Checker, table: Mapping[str, Any], *, pair: int, section: tuple[str, ...], label: str
 ) -> MirrorSource:
     check.no_unknown(table, _MIRROR_KEYS, pair=pair, section=section, label=label)
 
@@ -331,7 +233,7 @@ def _parse_mirror(
 
 
 def _parse_file(
-    check: _Checker,
+    check: Checker,
     table: Mapping[str, Any],
     *,
     pair: int,
@@ -419,7 +321,7 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
     except tomllib.TOMLDecodeError as error:
         # tomllib's message already ends with "(at line N, column M)".
         raise CatalogError(f"{source.name}: not valid TOML: {error}") from None
-    check = _Checker(text, source)
+    check = Checker(text, source)
     check.no_unknown(data, {"schema", "pair"}, pair=None, section=(), label="top level")
     schema = data.get("schema", SCHEMA)
     if schema != SCHEMA:
@@ -466,12 +368,11 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
         )
         if not 0 <= k <= 32:
             raise check.fail(f"{label}: k must be 0 to 32, not {k}", pair=index, key="k")
-        files = {}
-        for role in ("target", "draft"):
-            file_table = check.table(table, role, pair=index, section=())
-            if file_table is None:
-                raise check.fail(f"{label}: missing [{'pair.' + role}] table", pair=index)
-            files[role] = _parse_file(check, file_table, pair=index, role=role, pair_id=pair_id)
+        target_table = check.table(table, "target", pair=index, section=())
+        if target_table is None:
+            raise check.fail(f"{label}: missing [pair.target] table", pair=index)
+        target = _parse_file(check, target_table, pair=index, role="target", pair_id=pair_id)
+        drafter, draft = _parse_drafter(check, table, pair=index, pair_id=pair_id)
         cpu_target, cpu_reason = None, ""
         cpu_table = check.table(table, "cpu_target", pair=index, section=())
         if cpu_table is not None:
@@ -497,8 +398,8 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
             ModelPair(
                 id=pair_id,
                 name=check.get(table, "name", str, pair=index, section=(), label=label),
-                target=files["target"],
-                draft=files["draft"],
+                target=target,
+                draft=draft,
                 mode=mode,
                 k=k,
                 note=check.get(
@@ -514,9 +415,60 @@ def parse_catalog(text: str, *, source: str | Path = "models.toml") -> tuple[Mod
                 source=source,
                 cpu_target=cpu_target,
                 cpu_reason=cpu_reason,
+                drafter=drafter,
+                checked=check.get(
+                    table,
+                    "checked",
+                    bool,
+                    pair=index,
+                    section=(),
+                    label=label,
+                    required=False,
+                    default=True,
+                ),
             )
         )
     return tuple(pairs)
+
+
+def _parse_drafter(
+    check: Checker, table: Mapping[str, Any], *, pair: int, pair_id: str
+) -> tuple[DrafterKind, ModelFile | None]:
+    """The pair's drafter and its draft file: required for a draft model or an assistant,
+    refused for an MTP head (which lives in the target file, so a draft file would never be
+    used)."""
+    label = f"pair {pair_id!r}"
+    name = check.get(
+        table,
+        "drafter",
+        str,
+        pair=pair,
+        section=(),
+        label=label,
+        required=False,
+        default=DrafterKind.DRAFT_MODEL.value,
+    )
+    try:
+        drafter = DrafterKind(name)
+    except ValueError:
+        known = ", ".join(kind.value for kind in DrafterKind)
+        raise check.fail(
+            f"{label}: drafter {name!r} must be one of {known}", pair=pair, key="drafter"
+        ) from None
+    draft_table = check.table(table, "draft", pair=pair, section=())
+    if not drafter.has_draft_file:
+        if draft_table is not None:
+            raise check.fail(
+                f"{label}: drafter {name!r} drafts with the target's own MTP head; "
+                "remove the [pair.draft] table",
+                pair=pair,
+                section=("draft",),
+            )
+        return drafter, None
+    if draft_table is None:
+        what = " (the assistant file)" if drafter is DrafterKind.ASSISTANT else ""
+        raise check.fail(f"{label}: missing [pair.draft] table{what}", pair=pair)
+    return drafter, _parse_file(check, draft_table, pair=pair, role="draft", pair_id=pair_id)
 
 
 def _read(path: Path) -> str:

@@ -86,15 +86,16 @@ class LocatedFile:
 
 @dataclass(frozen=True)
 class PairFiles:
-    """Where a pair's two files are.
+    """Where a pair's files are.
 
     Attributes:
         target: the target model file.
-        draft: the draft model file.
+        draft: the draft file (a draft model or an assistant), or None when the target's
+            own MTP head drafts.
     """
 
     target: Path
-    draft: Path
+    draft: Path | None
 
 
 def locate_file(
@@ -119,12 +120,14 @@ def locate_file(
 def resolve_pair_files(
     pair: ModelPair, *, cache_dir: Path | None = None, models_dir: Path | None = None
 ) -> PairFiles | None:
-    """Paths of both files if both are on disk (not re-verified), else None."""
-    target = locate_file(pair.target, cache_dir=cache_dir, models_dir=models_dir)
-    draft = locate_file(pair.draft, cache_dir=cache_dir, models_dir=models_dir)
-    if target is None or draft is None:
-        return None
-    return PairFiles(target.path, draft.path)
+    """Paths of the pair's files if all are on disk (not re-verified), else None."""
+    found: dict[str, Path] = {}
+    for role, model in pair.files():
+        located = locate_file(model, cache_dir=cache_dir, models_dir=models_dir)
+        if located is None:
+            return None
+        found[role] = located.path
+    return PairFiles(found["target"], found.get("draft"))
 
 
 def verify_located(
@@ -222,7 +225,8 @@ def fetch_pair(
     hub_timeout: float = HUB_TIMEOUT_S,
     notify: Callable[[str], None] | None = None,
 ) -> PairFiles:
-    """Make both files of a catalog pair present and verified; returns their paths.
+    """Make a catalog pair's files present and verified; returns their paths (a pair whose
+    target's MTP head drafts has no draft file).
 
     source: "hub" (hub only), "mirror" (mirror only) or "auto" (the hub, falling back to
     the mirror when the hub is unreachable).
@@ -242,4 +246,4 @@ def fetch_pair(
             hub_timeout=hub_timeout,
             notify=notify,
         )
-    return PairFiles(target=found["target"], draft=found["draft"])
+    return PairFiles(target=found["target"], draft=found.get("draft"))

@@ -114,7 +114,7 @@ class ModelPicker(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.setObjectName("modelPicker")
-        self.resize(1200, 640)
+        self.resize(1280, 640)
         self._settings = settings if settings is not None else getattr(parent, "settings", None)
         loader = getattr(parent, "loader", None)  # the window's PairLoader, when opened there
         #: Whether the window has no pair in use (a finished download is then loaded).
@@ -185,8 +185,9 @@ class ModelPicker(QDialog):
         splitter.addWidget(self.details)
         splitter.setStretchFactor(0, 1)
         splitter.setStretchFactor(1, 1)
-        # Pair names are long ("Qwen2.5-Coder 1.5B + 0.5B Instruct (Q4_K_M)"): room for them.
-        splitter.setSizes([610, 590])
+        # Pair names are long ("Qwen2.5-Coder 1.5B + 0.5B Instruct (Q4_K_M)") and share the
+        # list with the models, drafter, size and status columns: room for them.
+        splitter.setSizes([700, 580])
 
         self.add_local_button = QPushButton("Add local GGUF…")
         self.close_button = QPushButton("Close")

@@ -16,7 +16,8 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.engine.drafting.registry import mode_info
-from specchat.models.catalog import ModelFile, ModelPair
+from specchat.models.catalog import UNCHECKED_ENTRY, ModelFile, ModelPair
+from specchat.models.drafter_kinds import DrafterKind
 from specchat.models.transfer import format_bytes
 from specchat.ui import palette
 from specchat.ui.pair_list import catalog_size, file_size
@@ -91,7 +92,9 @@ class PairDetails(QWidget):
     Attributes:
         title, note: the pair's name and the catalog's note.
         file_labels: one label per role ("target", "draft").
-        recommended, verdict: the suggested mode and the compatibility verdict.
+        drafter: which drafter the pair uses and how it works.
+        entry: what an unchecked catalog entry means (shown for those only).
+        recommended, verdict: the suggested mode and the drafter's verdict on the files.
         bars: one progress bar per role.
         checksum: the checksum result of the last fetch.
         download_button, cancel_button: fetch (or resume, verify, retry) and cancel.
@@ -115,15 +118,23 @@ class PairDetails(QWidget):
         for label in self.file_labels.values():
             label.setWordWrap(True)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.drafter = QLabel()
+        self.drafter.setWordWrap(True)
+        self.entry = QLabel()
+        self.entry.setWordWrap(True)
+        self.entry.setObjectName("uncheckedEntry")
         self.recommended = QLabel()
         self.verdict = QLabel()
         self.verdict.setWordWrap(True)
-        form = QFormLayout()
+        self._form = form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.addRow("Drafter:", self.drafter)
         form.addRow("Target:", self.file_labels["target"])
         form.addRow("Draft:", self.file_labels["draft"])
+        form.addRow("Catalog entry:", self.entry)
         form.addRow("Recommended:", self.recommended)
         form.addRow("Compatibility:", self.verdict)
+        form.setRowVisible(self.entry, False)
 
         self.bars: dict[str, QProgressBar] = {}
         bars = QVBoxLayout()
@@ -174,8 +185,9 @@ class PairDetails(QWidget):
     def show_nothing(self) -> None:
         """No pair is selected."""
         self.title.setText("No pair selected")
-        for widget in (self.note, self.recommended, self.verdict, self.checksum):
+        for widget in (self.note, self.drafter, self.recommended, self.verdict, self.checksum):
             widget.setText("")
+        self._form.setRowVisible(self.entry, False)
         self.download_button.setEnabled(False)
         self.cancel_button.setEnabled(False)
 
@@ -194,6 +206,7 @@ class PairDetails(QWidget):
         self.title.setText(pair.name)
         self.note.setText(pair.note)
         self.note.setVisible(bool(pair.note))
+        self._show_drafter(pair)
         for role, model in pair.files():
             file_status = getattr(status, role) if status is not None else None
             self.file_labels[role].setText(describe_file(model, file_status))
@@ -205,11 +218,11 @@ class PairDetails(QWidget):
         if status is None:
             self.verdict.setText("checking…")
         elif status.compatible is None:
-            self.verdict.setText("checked once both files are present")
+            self.verdict.setText("checked once the pair's files are present")
         else:
             mark = "✓ compatible" if status.compatible else "✗ incompatible"
             self.verdict.setText(f"{mark}: {status.reason}")
-        for role in ("target", "draft"):
+        for role, _model in pair.files():
             event = live.get(role) if fetching_this else None
             if event is not None:
                 self.show_progress(event)
@@ -217,14 +230,12 @@ class PairDetails(QWidget):
                 self.show_file_bar(role, getattr(status, role) if status is not None else None)
         self.checksum.setText(checksum)
         self.checksum.setVisible(bool(self.checksum.text()))
-        verified = (
-            status is not None and status.ready and status.target.verified and status.draft.verified
-        )
+        verified = status is not None and status.ready and status.verified
         if failed:
             label = "Retry"
         elif status is not None and status.partial:
             label = "Resume download"
-        elif status is not None and status.target.present and status.draft.present:
+        elif status is not None and status.present:
             label = "Verified ✓" if verified else "Verify files"
         else:
             label = "Download"
@@ -233,11 +244,34 @@ class PairDetails(QWidget):
         self.cancel_button.setEnabled(fetching_this)
         self.cancel_button.setVisible(fetching_this)
 
+    def _show_drafter(self, pair: ModelPair) -> None:
+        """The drafter row, the draft row's name (and its bar, which an MTP head has none
+        of), and the unchecked-entry row."""
+        drafter = pair.drafter
+        self.drafter.setText(f"{drafter.label} — {drafter.description}")
+        draft_row = self._form.labelForField(self.file_labels["draft"])
+        if isinstance(draft_row, QLabel):
+            assistant = drafter is DrafterKind.ASSISTANT
+            draft_row.setText("Assistant:" if assistant else "Draft:")
+        if pair.draft is None:
+            self.file_labels["draft"].setText("none: the target file holds its MTP head")
+        self.bars["draft"].setVisible(pair.draft is not None)
+        self.entry.setText(UNCHECKED_ENTRY[0].upper() + UNCHECKED_ENTRY[1:] + ".")
+        self._form.setRowVisible(self.entry, not pair.checked)
+
     def show_local(self, local: LocalChecked) -> None:
         """A local pair: its files on disk and the check's verdict."""
         self.title.setText("Local pair")
         self.note.setText("Files on disk, not from the catalog.")
         self.note.setVisible(True)
+        self.drafter.setText(
+            DrafterKind.DRAFT_MODEL.label if local.draft is not None else "prompt lookup only"
+        )
+        draft_row = self._form.labelForField(self.file_labels["draft"])
+        if isinstance(draft_row, QLabel):
+            draft_row.setText("Draft:")
+        self._form.setRowVisible(self.entry, False)
+        self.bars["draft"].setVisible(True)
         for role, path in (("target", local.target), ("draft", local.draft)):
             if path is None:
                 text = "none: prompt lookup only"

@@ -19,21 +19,20 @@ def describe_status(status: PairStatus, *, failed: bool) -> str:
     """The list's status column for a surveyed pair."""
     if failed and not status.ready:
         return "Failed"
-    if status.target.present and status.draft.present:
+    if status.present:
         if status.damaged:
             return "Damaged"
         if status.compatible is False:
             return "Incompatible"
-        verified = status.target.verified and status.draft.verified
-        return "Ready ✓" if verified else "Ready"
+        return "Ready ✓" if status.verified else "Ready"
     if status.partial:
-        sizes = [f.size for f in (status.target, status.draft) if not f.present]
+        sizes = [f.size for f in status.files if not f.present]
         known = [size for size in sizes if size is not None]
         total = sum(known)
         if len(known) == len(sizes) and total > 0:
             return f"Paused at {status.partial / total * 100:.0f} %"
         return f"Paused ({format_bytes(status.partial)} kept)"
-    present = [f.role for f in (status.target, status.draft) if f.present]
+    present = [f.role for f in status.files if f.present]
     if present:
         return f"{present[0].capitalize()} present"
     return "Not downloaded"

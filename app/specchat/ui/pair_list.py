@@ -5,15 +5,17 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
-from specchat.models.catalog import Catalog, ModelFile, ModelPair
+from specchat.models.catalog import UNCHECKED_ENTRY, Catalog, ModelFile, ModelPair
+from specchat.models.drafter_kinds import DrafterKind
 from specchat.models.transfer import format_bytes
 from specchat.workers.download_payloads import LocalChecked, PairStatus
 
 #: Keys of local pairs start with this; catalog pairs are keyed by their id.
 LOCAL_PREFIX = "local:"
 _ROLE_KEY = Qt.ItemDataRole.UserRole
-_COLUMNS = ("Pair", "Models", "Size", "Status")
-_SIZE, _STATUS = 2, 3
+_COLUMNS = ("Pair", "Models", "Drafter", "Size", "Status")
+#: Where each fact stands in a row.
+DRAFTER_COLUMN, SIZE_COLUMN, STATUS_COLUMN = 2, 3, 4
 #: Shown for a size neither the catalog nor (yet) the hub has named.
 UNKNOWN_SIZE = "size unknown"
 
@@ -33,23 +35,40 @@ def file_size(size: int | None, model: ModelFile) -> str:
 
 
 def pair_size(status: PairStatus | None, pair: ModelPair) -> str:
-    """Target plus draft, from the files' status once surveyed, else from the catalog.
+    """The pair's files together (target, and draft file if any), from the files' status
+    once surveyed, else from the catalog.
 
     A file known only by its publisher's rounded figure makes the total approximate ("≈").
     """
-    exact = (
-        [status.target.size, status.draft.size]
-        if status is not None
-        else [catalog_size(pair.target), catalog_size(pair.draft)]
-    )
+    files = pair.files()
+    if status is not None:
+        surveyed = {file.role: file.size for file in status.files}
+        exact = [surveyed.get(role) for role, _ in files]
+    else:
+        exact = [catalog_size(model) for _, model in files]
     sizes = [
         size if size is not None else model.approx_bytes
-        for size, model in zip(exact, (pair.target, pair.draft), strict=True)
+        for size, (_, model) in zip(exact, files, strict=True)
     ]
     if any(size is None for size in sizes):
         return UNKNOWN_SIZE
     total = format_bytes(sum(size for size in sizes if size is not None))
     return total if None not in exact else f"≈ {total}"
+
+
+def pair_models(pair: ModelPair) -> str:
+    """The parameter counts of the pair's models ("7.6B + 0.5B"; the target's alone when its
+    MTP head drafts)."""
+    target = pair.target.params or "?"
+    return target if pair.draft is None else f"{target} + {pair.draft.params or '?'}"
+
+
+def pair_tooltip(pair: ModelPair) -> str:
+    """The pair's note, and what an unchecked catalog entry means."""
+    lines = [pair.note or pair.name]
+    if not pair.checked:
+        lines.append(UNCHECKED_ENTRY[0].upper() + UNCHECKED_ENTRY[1:] + ".")
+    return "\n".join(lines)
 
 
 def local_key(checked: LocalChecked) -> str:
@@ -83,11 +102,19 @@ class PairList(QTreeWidget):
         """List the catalog's pairs and select `current` (else the first)."""
         chosen: QTreeWidgetItem | None = None
         for pair in catalog:
-            models = f"{pair.target.params or '?'} + {pair.draft.params or '?'}"
-            item = QTreeWidgetItem([pair.name, models, pair_size(None, pair), "checking…"])
+            item = QTreeWidgetItem(
+                [
+                    pair.name,
+                    pair_models(pair),
+                    pair.drafter.label,
+                    pair_size(None, pair),
+                    "checking…",
+                ]
+            )
             item.setData(0, _ROLE_KEY, pair.id)
-            item.setToolTip(0, pair.note or pair.name)
-            item.setToolTip(_SIZE, "target + draft, as the catalog or the hub names them")
+            item.setToolTip(0, pair_tooltip(pair))
+            item.setToolTip(DRAFTER_COLUMN, pair.drafter.description)
+            item.setToolTip(SIZE_COLUMN, "the pair's files, as the catalog or the hub names them")
             self.addTopLevelItem(item)
             if pair.id == current:
                 chosen = item
@@ -106,7 +133,8 @@ class PairList(QTreeWidget):
                 checked.draft.stat().st_size if checked.draft else 0
             )
             models = "target + draft" if checked.draft else "target only"
-            item = QTreeWidgetItem([f"Local: {name}", models, format_bytes(size), "Ready"])
+            drafter = DrafterKind.DRAFT_MODEL.label if checked.draft else "prompt lookup"
+            item = QTreeWidgetItem([f"Local: {name}", models, drafter, format_bytes(size), "Ready"])
             item.setData(0, _ROLE_KEY, key)
             item.setToolTip(0, str(checked.target))
             self.addTopLevelItem(item)
@@ -130,14 +158,14 @@ class PairList(QTreeWidget):
 
     def status_text(self, key: str) -> str:
         item = self.row(key)
-        return "" if item is None else item.text(_STATUS)
+        return "" if item is None else item.text(STATUS_COLUMN)
 
     def set_status(self, key: str, text: str) -> None:
         item = self.row(key)
         if item is not None:
-            item.setText(_STATUS, text)
+            item.setText(STATUS_COLUMN, text)
 
     def set_size(self, key: str, text: str) -> None:
         item = self.row(key)
         if item is not None:
-            item.setText(_SIZE, text)
+            item.setText(SIZE_COLUMN, text)

@@ -57,7 +57,7 @@ class DownloadWorker(QObject):
     Signals:
         progress(FileProgress): a file of the pair being fetched advanced.
         notice(str): something the user should know, e.g. the mirror replaced the hub.
-        finished(PairFetched): both files are present and verified.
+        finished(PairFetched): every file of the pair is present and verified.
         failed(FetchFailed): the fetch failed; the message is for people.
         cancelled(FetchCancelled): the user cancelled; partials are kept.
         discarded(str): the partial downloads of this pair id were deleted.
@@ -147,7 +147,7 @@ class DownloadWorker(QObject):
         )
 
     def pair_status(self, pair: ModelPair, *, ask_hub: bool = False) -> PairStatus:
-        """The on-disk state of `pair` (and its compatibility when both files are there)."""
+        """The on-disk state of `pair` (and its drafter's verdict when every file is there)."""
         cache = self._hub_cache()
         files = {role: self._file_status(role, model, cache) for role, model in pair.files()}
         if ask_hub:
@@ -160,17 +160,19 @@ class DownloadWorker(QObject):
                     files[role] = replace(
                         files[role], size=hub_size(model, endpoint=self._endpoint, timeout=3.0)
                     )
-        target, draft = files["target"], files["draft"]
-        if target.path is None or draft.path is None:
-            return PairStatus(pair.id, target, draft)
+        target, draft = files["target"], files.get("draft")
+        status = PairStatus(pair.id, target, draft)
+        if not status.present or target.path is None:
+            return status
+        draft_path = None if draft is None else draft.path
         from specchat.models.compat import damaged_file
 
-        problem = damaged_file(target.path, draft.path)
+        problem = damaged_file(target.path, draft_path)
         if problem:
             return PairStatus(pair.id, target, draft, False, problem, damaged=True)
-        from specchat.models.compat import check_compatible
+        from specchat.models.drafter_check import check_drafter
 
-        verdict = check_compatible(target.path, draft.path)
+        verdict = check_drafter(pair.drafter, target.path, draft_path)
         return PairStatus(pair.id, target, draft, verdict.ok, verdict.reason)
 
     # --- slots ------------------------------------------------------------------------------
@@ -191,7 +193,7 @@ class DownloadWorker(QObject):
                 log.exception("surveying %s failed", pair.id)
                 continue
             self.surveyed.emit(status)
-            if self._ask_hub_sizes and (status.target.size is None or status.draft.size is None):
+            if self._ask_hub_sizes and any(file.size is None for file in status.files):
                 late.append(pair)
         # Sizes the catalog leaves open come from the hub (a HEAD each), after every pair
         # has shown what is on disk, so an offline hub never delays the list.
@@ -267,7 +269,7 @@ class DownloadWorker(QObject):
         pair = self._catalog().get(request.pair_id)
         cache = self._hub_cache()
         self._check_space(pair, cache)
-        checks = []
+        checks: dict[str, FileCheck] = {}
         for role, model in pair.files():
 
             def report(event: DownloadProgress, role: str = role) -> None:
@@ -286,8 +288,14 @@ class DownloadWorker(QObject):
             )
             size = path.stat().st_size
             report(DownloadProgress(model.filename, "done", size, size, 0.0, 0.0, True))
-            checks.append(FileCheck(role, path, read_stamp(path)))
-        return PairFetched(pair.id, checks[0].path, checks[1].path, tuple(checks))
+            checks[role] = FileCheck(role, path, read_stamp(path))
+        draft = checks.get("draft")
+        return PairFetched(
+            pair.id,
+            checks["target"].path,
+            None if draft is None else draft.path,
+            tuple(checks.values()),
+        )
 
     def _check_space(self, pair: ModelPair, cache: Path) -> None:
         """Refuse before the first byte when the known sizes already do not fit."""

@@ -12,7 +12,7 @@ from specchat.models.transfer import DownloadProgress
 
 @dataclass(frozen=True)
 class FetchRequest:
-    """Make a catalog pair's two files present and verified.
+    """Make a catalog pair's files present and verified.
 
     Attributes:
         pair_id: the catalog id.
@@ -69,18 +69,18 @@ class FileCheck:
 
 @dataclass(frozen=True)
 class PairFetched:
-    """Both files of a pair are present and verified.
+    """Every file of a pair is present and verified.
 
     Attributes:
         pair_id: the pair.
         target: the target file.
-        draft: the draft file.
+        draft: the draft file, or None when the target's own MTP head drafts.
         checks: the checksum result of each file.
     """
 
     pair_id: str
     target: Path
-    draft: Path
+    draft: Path | None
     checks: tuple[FileCheck, ...]
 
 
@@ -141,31 +141,46 @@ class FileStatus:
 
 @dataclass(frozen=True)
 class PairStatus:
-    """What is on disk for a catalog pair, and whether its draft suits its target.
+    """What is on disk for a catalog pair, and whether its drafter suits its target.
 
     Attributes:
         pair_id: the pair.
         target: the target file's status.
-        draft: the draft file's status.
-        compatible: the verdict when both files are present, else None.
+        draft: the draft file's status, or None when the target's own MTP head drafts.
+        compatible: the verdict when every file is present, else None.
         reason: the verdict's reason for people ("" when not checked).
         damaged: a file is there but is no usable GGUF (truncated, not a model): not ready.
     """
 
     pair_id: str
     target: FileStatus
-    draft: FileStatus
+    draft: FileStatus | None
     compatible: bool | None = None
     reason: str = ""
     damaged: bool = False
 
     @property
+    def files(self) -> tuple[FileStatus, ...]:
+        """The pair's files: the target, then the draft file if the pair has one."""
+        return (self.target,) if self.draft is None else (self.target, self.draft)
+
+    @property
+    def present(self) -> bool:
+        """Every file of the pair is on disk."""
+        return all(file.present for file in self.files)
+
+    @property
+    def verified(self) -> bool:
+        """Every file's stamp records the expected sha256."""
+        return all(file.verified for file in self.files)
+
+    @property
     def ready(self) -> bool:
-        return self.target.present and self.draft.present and self.compatible is not False
+        return self.present and self.compatible is not False
 
     @property
     def partial(self) -> int:
-        return self.target.partial + self.draft.partial
+        return sum(file.partial for file in self.files)
 
 
 @dataclass(frozen=True)

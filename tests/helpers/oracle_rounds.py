@@ -1,13 +1,13 @@
-"""SpecChat's rounds read against spec-oracle's, pass for pass (tests/helpers/llama_oracle.py).
+"""Reading llama.cpp's speculative rounds (spec-oracle) against SpecChat's.
 
 Where the two loops legitimately differ, and how the comparison reads it:
 
-- The last token of the budget. llama.cpp caps a draft at `n_predict - generated - 1`, but
-  its drafters read a cap of 0 as "no cap" and draft K, and its loop stops only once it has
-  generated *more* than `-n`. SpecChat decodes that last token plainly and stops at exactly
-  `max_tokens`. So a round with one token of budget left is compared as SpecChat's plain
-  pass against the same position of llama.cpp's, and llama.cpp's rounds past the budget
-  have no counterpart.
+- The last token of the budget. llama.cpp caps a draft at `n_predict - generated - 1`,
+  but its drafters read a cap of 0 as "no cap" and draft K, and its loop stops only once it
+  has generated *more* than `-n`. SpecChat decodes that last token plainly and stops at
+  exactly `max_tokens`. So a round with one token of budget left is compared as SpecChat's
+  plain pass against the same position of llama.cpp's, and llama.cpp's rounds past the
+  budget have no counterpart.
 - A drafted end-of-generation token. SpecChat's drafters stop a draft there (nothing after
   the answer's end can be kept); llama.cpp's draft on. llama.cpp's drafts are compared up to
   and including such a token: what follows it is never checked against anything.
@@ -30,7 +30,7 @@ def through_end(tokens: Sequence[int], target: LlamaModel) -> tuple[int, ...]:
     return tuple(tokens)
 
 
-def answer(tokens: Sequence[int], target: LlamaModel) -> list[int]:
+def answer_tokens(tokens: Sequence[int], target: LlamaModel) -> list[int]:
     """The answer's tokens: those before an end-of-generation token (never emitted)."""
     kept = through_end(tokens, target)
     return list(kept[:-1] if kept and target.is_eog(kept[-1]) else kept)
@@ -39,14 +39,15 @@ def answer(tokens: Sequence[int], target: LlamaModel) -> list[int]:
 def compare_rounds(
     ours: Sequence[RoundResult],
     theirs: Sequence[OracleRound],
-    *,
     prompt_len: int,
     target: LlamaModel,
+    *,
     k: int,
     n_tokens: int,
-) -> int:
-    """Assert that every pass of llama.cpp's within the budget checked the same draft at the
-    same position and kept the same tokens as SpecChat's; returns how many were compared."""
+) -> None:
+    """SpecChat's rounds against llama.cpp's, one for one: the same position, the same draft
+    (fixed K, no confidence stop), the same kept tokens; see the module's notes for the
+    budget's last token and a drafted end-of-generation token."""
     passes = [r for r in ours if r.rows > 0]  # the last round of a run may have no pass
     generated = 0
     compared = 0
@@ -65,10 +66,9 @@ def compare_rounds(
             assert len(oracle.draft) == min(k, left - 1), where
         assert mine.draft == expected, f"{where}: drafts differ"
         kept = [e.token for e in mine.events]
-        assert kept == answer(oracle.ids[: len(expected) + 1], target), where
+        assert kept == answer_tokens(oracle.ids[: len(expected) + 1], target), where
         generated += len(oracle.ids)
         compared += 1
         if any(target.is_eog(t) for t in oracle.ids):
             break
     assert compared == len(passes), "SpecChat made passes llama.cpp did not"
-    return compared
