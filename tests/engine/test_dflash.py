@@ -18,10 +18,11 @@ import pytest
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.llamacpp.dflash import DFlashDraft, load_dflash
-from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_dflash, write_tiny_qwen35
 from specchat.tinyarch.dflash import BLOCK_SIZE
+from specchat.tinymodels import TinySpec, write_tiny_model
 from tests.helpers.engine import CHAT_PROMPTS, run
 
 K = 4
@@ -127,3 +128,15 @@ def test_specchat_generate_drafts_with_a_dflash_file(
     err = capsys.readouterr().err
     assert "drafts from the target's hidden state: DFlash draft" in err
     assert "drafted 0," not in err
+
+
+def test_a_draft_reading_layers_its_target_lacks_is_refused(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    # write_tiny_dflash reads layers 1 and 3; tinymodels' llama target has two.
+    llama = write_tiny_model(tmp_path / "llama.gguf", TinySpec(seed=1))
+    with (
+        LlamaModel(llama, n_ctx=256, n_threads=1) as other,
+        pytest.raises(ModelLoadError, match="reads target layer 3; the target has 2"),
+    ):
+        load_dflash(files["dflash"], other)

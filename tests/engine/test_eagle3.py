@@ -17,7 +17,7 @@ import pytest
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.llamacpp.eagle3 import Eagle3Draft, load_eagle3
-from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_eagle3
 from specchat.tinymodels import TinySpec, write_tiny_model
@@ -126,3 +126,13 @@ def test_a_draft_that_agrees_in_part_answers_as_plain(tmp_path: Path) -> None:
             spec = run(decoder, prompt, mode="eagle3", k=K, max_tokens=200)
             assert spec.tokens == plain.tokens
             assert {0, 1, K} <= {r.accepted for r in spec.rounds}
+
+
+def test_a_draft_made_for_another_width_of_target_is_refused(
+    files: dict[str, Path], target: LlamaModel, tmp_path: Path
+) -> None:
+    narrow = write_tiny_eagle3(tmp_path / "narrow.gguf", target=TinySpec(seed=1, n_embd=32))
+    n_past = target.n_past
+    with pytest.raises(ModelLoadError, match="32 wide, the target writes 64"):
+        load_eagle3(narrow, target)
+    assert target.n_past == n_past  # refused before it touched the target's cache

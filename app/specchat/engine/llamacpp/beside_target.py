@@ -57,6 +57,17 @@ def read_target_layers(weights: Any, name: str) -> list[int]:
     return layers
 
 
+def check_feature_width(name: str, width: int, target: LlamaModel) -> None:
+    """Refuse a draft whose encoder reads target rows `width` wide from a target whose rows
+    are another width (llama.cpp would abort on the mismatch, not report it)."""
+    n_embd = int(llama_cpp.llama_model_n_embd(target.model_handle))
+    if width != n_embd:
+        raise ModelLoadError(
+            f"the {name} reads hidden states {width} wide, the target writes {n_embd}: "
+            "it belongs to another model"
+        )
+
+
 def target_features(
     target: LlamaModel, layers: Sequence[int], rows: int, *, n_layer: int
 ) -> np.ndarray:

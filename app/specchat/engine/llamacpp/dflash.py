@@ -37,6 +37,7 @@ import llama_cpp
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.beside_target import (
     check_exports,
+    check_feature_width,
     draft_context,
     keep_target_features,
     logits_row,
@@ -98,6 +99,8 @@ class DFlashDraft:
             raise ModelLoadError(
                 f"the {self.name} reads target layer {max(layers)}; the target has {n_layer}"
             )
+        # The draft is as wide as its target: its fc reads len(layers) rows of its own width.
+        check_feature_width(self.name, int(llama_cpp.llama_model_n_embd(weights)), target)
         self.block_size = int(read_metadata(weights, "dflash.block_size") or DEFAULT_BLOCK_SIZE)
         if self.block_size < 2:
             raise ModelLoadError(f"the {self.name}'s block holds {self.block_size} tokens")

@@ -37,6 +37,7 @@ import numpy as np
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.beside_target import (
     check_exports,
+    check_feature_width,
     draft_context,
     keep_target_features,
     logits_row,
@@ -45,7 +46,12 @@ from specchat.engine.llamacpp.beside_target import (
     top_candidate,
 )
 from specchat.engine.llamacpp.ext_batch import ExtBatch, positions_per_entry
-from specchat.engine.llamacpp.load import ModelLoadError, ProgressCallback, load_weights
+from specchat.engine.llamacpp.load import (
+    ModelLoadError,
+    ProgressCallback,
+    load_weights,
+    read_metadata,
+)
 from specchat.engine.llamacpp.mtp import KEEP_ROWS
 
 if TYPE_CHECKING:
@@ -83,6 +89,8 @@ class Eagle3Draft:
         layers = read_target_layers(weights, self.name)
         if len(layers) != 3:
             raise ModelLoadError(f"the {self.name} reads {len(layers)} target layers, not 3")
+        width = read_metadata(weights, f"{EAGLE3_ARCHITECTURE}.target_hidden_size")
+        check_feature_width(self.name, int(width or 0), target)
         self._n_layer_target = int(llama_cpp.llama_model_n_layer(target.model_handle))
         self._ctx = draft_context(weights, target, self.name)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
