@@ -37,6 +37,8 @@ K = 4
 N_TOKENS = 48
 N_CTX = 1024
 GREEDY = SamplingParams(temperature=0.0)
+#: Longer than a target batch (512): SpecChat reads it in two calls, llama.cpp in one.
+LONG_PROMPT = " ".join(f"line {i}: the cat sat on the mat" for i in range(32))
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +59,7 @@ def decoder(files: tuple[Path, Path]) -> Iterator[SpeculativeDecoder]:
         yield SpeculativeDecoder(target, head=head)
 
 
-@pytest.mark.parametrize("text", CHAT_PROMPTS)
+@pytest.mark.parametrize("text", [*CHAT_PROMPTS, LONG_PROMPT])
 def test_drafts_equal_llama_cpp_draft_dflash_round_for_round(
     files: tuple[Path, Path], decoder: SpeculativeDecoder, text: str
 ) -> None:
@@ -80,5 +82,11 @@ def test_drafts_equal_llama_cpp_draft_dflash_round_for_round(
     assert len([r for r in ours.rounds if r.rows > 0]) > 5
     assert ours.tokens == plain.tokens
     assert ours.tokens == answer_tokens(theirs.tokens, target)[:N_TOKENS]
-    # The drafts vary with the target's features: not one token over and over.
-    assert len({t for r in ours.rounds for t in r.draft}) > 1
+    assert sum(len(r.draft) for r in ours.rounds) > 0  # it did speculate
+
+
+def test_the_drafts_compared_follow_the_targets_features(decoder: SpeculativeDecoder) -> None:
+    # Not one token over and over, which a draft blind to what it is fed would also match.
+    prompt = decoder.target.tokenize(CHAT_PROMPTS[1])
+    ours = run(decoder, prompt, mode="dflash", k=K, max_tokens=N_TOKENS, sampling=GREEDY)
+    assert len({r.draft for r in ours.rounds if r.draft}) > 3

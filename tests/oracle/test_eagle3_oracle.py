@@ -39,6 +39,8 @@ K = 4
 N_TOKENS = 48
 N_CTX = 1024
 GREEDY = SamplingParams(temperature=0.0)
+#: Longer than a target batch (512): SpecChat reads it in two calls, llama.cpp in one.
+LONG_PROMPT = " ".join(f"line {i}: the cat sat on the mat" for i in range(32))
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +65,7 @@ def pair(
         yield target_path, draft_path, decoder
 
 
-@pytest.mark.parametrize("text", CHAT_PROMPTS)
+@pytest.mark.parametrize("text", [*CHAT_PROMPTS, LONG_PROMPT])
 def test_drafts_equal_llama_cpp_draft_eagle3_round_for_round(
     pair: tuple[Path, Path, SpeculativeDecoder], text: str
 ) -> None:
