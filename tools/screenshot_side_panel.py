@@ -2,7 +2,7 @@
 that the side panel stays inside the window (run under Xvfb).
 
     xvfb-run -s "-screen 0 1366x768x24" .venv/bin/python tools/screenshot_side_panel.py \
-        --out /tmp/side-panel.png [--theme dark] [--size 1180x760] [--narrowest]
+        --out /tmp/side-panel.png [--theme dark] [--size 1180x760] [--narrowest] [--hybrid]
 
 The window keeps its first-run size unless --size is given; --narrowest drags the splitter
 until the panel is at its minimum width. Layout only: the pair is SpecChat's tiny generated
@@ -30,6 +30,9 @@ def main() -> int:
     parser.add_argument("--size", default="", help="WxH (default: the first-run size)")
     parser.add_argument("--narrowest", action="store_true", help="the panel at its minimum")
     parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument(
+        "--hybrid", action="store_true", help="a tiny Qwen3.5-style hybrid with an MTP head"
+    )
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="specchat-shot-"))
     os.environ[paths.HOME_ENV] = str(home)
@@ -83,7 +86,13 @@ def main() -> int:
 
     window.model_loaded.connect(on_loaded)
     window.answer_done.connect(lambda _done: QTimer.singleShot(150, shoot))
-    window.load_files(tiny.target, tiny.draft_close, label="tiny pair")
+    if args.hybrid:
+        from specchat.tinyarch import write_tiny_qwen35
+
+        hybrid = write_tiny_qwen35(home / "tiny" / "hybrid-mtp.gguf", mtp=True)
+        window.load_files(hybrid, None, label="tiny hybrid with an MTP head")
+    else:
+        window.load_files(tiny.target, tiny.draft_close, label="tiny pair")
     code = app.exec()
     window.service.wait_stopped(timeout_s=60)
     store.close()

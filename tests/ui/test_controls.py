@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from pytestqt.qtbot import QtBot
@@ -10,6 +11,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.types import Controls
 from specchat.settings import Settings
+from specchat.tinyarch import write_tiny_qwen35
 from specchat.tinymodels import TinyModels
 from specchat.ui.controls import ControlsPanel
 from specchat.ui.window_state import save_controls
@@ -75,3 +77,24 @@ def test_policy_line_shows_only_in_auto(
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
         assert window.send("And again")
     assert window.stats_panel.policy.text() == ""
+
+
+def test_modes_the_loaded_pair_cannot_serve_are_greyed(
+    qtbot: QtBot, make_window: Maker, tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    window = make_window()
+    box = window.controls.mode_box
+
+    def enabled(name: str) -> bool:
+        return bool(box.model().item(box.findData(name)).isEnabled())
+
+    assert enabled("mtp") and enabled("draft")  # nothing loaded: nothing greyed
+    load_tiny(qtbot, window, tiny_models)
+    assert enabled("draft") and enabled("lookup") and enabled("auto") and enabled("plain")
+    assert not enabled("mtp") and not enabled("assistant")
+    assert box.model().item(box.findData("mtp")).toolTip()
+    hybrid = write_tiny_qwen35(tmp_path / "hybrid.gguf", mtp=True)
+    with qtbot.waitSignal(window.model_loaded, timeout=30_000):
+        window.load_files(hybrid, None, label="hybrid")
+    assert enabled("mtp") and not enabled("draft")
+    assert "MTP head" in window.controls.pair_detail.text()

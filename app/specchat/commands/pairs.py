@@ -80,12 +80,8 @@ def describe_load(engine: ChatEngine) -> str:
     )
     if info.draft:
         text += f"draft: {info.draft.description}; {info.compat_reason}\n"
-    from specchat.engine.drafting.mtp import HeadDrafter
-
-    # Drafters that read the target's hidden state (an MTP head, a head file beside it).
-    heads = [d.listing.label for d in engine.decoder.drafters if isinstance(d, HeadDrafter)]
-    if heads:
-        text += f"drafts from the target's hidden state: {', '.join(heads)}\n"
+    if info.head_labels:
+        text += f"drafts from the target's hidden state: {', '.join(info.head_labels)}\n"
     if info.drafting_refused:
         text += f"note: {info.drafting_refused}\n"
     return text

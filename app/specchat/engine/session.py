@@ -13,6 +13,7 @@ from specchat.engine.costs.profiling import PairProfiler, load_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
+from specchat.engine.drafting.mtp import HeadDrafter
 from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex
@@ -52,6 +53,9 @@ class EngineInfo:
         drafting_refused: why the pair cannot draft as loaded (a recurrent model), or "".
         template_note: which chat template is in use and why, for people.
         template_guessed: the target names no chat template: SpecChat chose one.
+        drafters: the drafters the pair offers, by name ("lookup", "draft", "mtp"...).
+        head_labels: those that draft from the target's hidden state, as people read them
+            ("MTP head", "Gemma 4 assistant").
     """
 
     target: LoadInfo
@@ -60,6 +64,8 @@ class EngineInfo:
     drafting_refused: str = ""
     template_note: str = ""
     template_guessed: bool = False
+    drafters: tuple[str, ...] = ()
+    head_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -198,6 +204,10 @@ class ChatEngine:
             drafting_refused=self.decoder.drafting_refused,
             template_note=self.template_choice.note,
             template_guessed=self.template_choice.guessed,
+            drafters=self.decoder.drafters.names(),
+            head_labels=tuple(
+                d.listing.label for d in self.decoder.drafters if isinstance(d, HeadDrafter)
+            ),
         )
 
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
@@ -191,6 +193,17 @@ class ControlsPanel(QWidget):
     def set_pair(self, title: str, detail: str = "") -> None:
         self.pair_label.setText(title)
         self.pair_detail.setText(detail)
+
+    def set_available_modes(self, drafters: Sequence[str] | None) -> None:
+        """Grey out the drafters the loaded pair cannot serve (None: no pair, all open).
+        Auto and plain always run; a greyed mode left chosen falls back as the engine says."""
+        model = self.mode_box.model()
+        for row in range(self.mode_box.count()):
+            name = self.mode_box.itemData(row)
+            open_ = drafters is None or name in (AUTO, PLAIN) or name in drafters
+            item = model.item(row)  # type: ignore[attr-defined]  # a QStandardItemModel
+            item.setEnabled(open_)
+            item.setToolTip("" if open_ else "The loaded pair cannot draft this way")
 
     def show_policy_k(self, k: int | None, reason: str = "") -> None:
         """Show the K the auto policy chose (0 = a plain round) beside the slider.

@@ -256,6 +256,7 @@ class MainWindow(QMainWindow):
         self.answers.pair_label = loaded.label
         self.status_line.hide_loading()
         self.controls.set_pair(*pair_text(loaded))
+        self.controls.set_available_modes(loaded.info.drafters)
         info = loaded.info
         kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
         keys = info.target.key_type

@@ -36,7 +36,9 @@ def describe_pair(loaded: Loaded) -> str:
     ]
     if info.draft is not None:
         lines.append(f"Draft: {info.draft.description} · {info.draft.backend}")
-    else:
+    if info.head_labels:
+        lines.append(f"Drafts with: {', '.join(info.head_labels)}")
+    if info.draft is None and not info.head_labels:
         lines.append("No draft model: prompt lookup only")
     if info.template_note:
         # A guessed template can make answers run on or garble: say so where the pair is named.
