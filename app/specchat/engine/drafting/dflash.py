@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from specchat.engine.drafting.base import Drafter, Listing, LoadedPair
-from specchat.engine.drafting.mtp import HeadDrafter
+from specchat.engine.drafting.head import HeadDrafter
 from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from specchat.engine.drafting.base import Drafter, Listing, LoadedPair
-from specchat.engine.drafting.mtp import HeadDrafter
+from specchat.engine.drafting.head import HeadDrafter
 from specchat.engine.drafting.registry import register
 
 

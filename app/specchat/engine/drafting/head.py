@@ -1,0 +1,114 @@
+"""The drafter of every head that reads the target's hidden state: an MTP head, a Gemma 4
+assistant, an EAGLE-3 or DFlash draft (engine/llamacpp drives each; the drafters that build
+them for a pair live in mtp.py, eagle3.py and dflash.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from specchat.engine.costs.table import CostTable
+from specchat.engine.drafting.base import (
+    HURDLE,
+    MAX_K,
+    Acceptance,
+    Draft,
+    Drafter,
+    Offer,
+    Outcome,
+    expected_tokens,
+)
+from specchat.engine.types import SamplingParams
+
+
+class Head(Protocol):
+    """What HeadDrafter drafts with (engine/llamacpp's DraftHead, Eagle3Draft, DFlashDraft)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]: ...
+
+
+class HeadDrafter(Drafter):
+    """Drafts with a head that reads the target's hidden state (see engine/llamacpp/mtp.py).
+
+    Its drafts are its head's argmax, also when sampling (a deterministic proposal: the
+    verifier's one-hot rejection sampling keeps the target's law). It times itself per
+    drafted token; feeding the head the target's rows happens inside the target's passes,
+    whose measured costs include it.
+
+    Attributes:
+        head: the head it drafts with.
+        min_confidence: stop a draft at a token the head gives less than this probability
+            (after the first); 0, llama.cpp's default, never stops.
+        table: its cost table (one size: a drafted token).
+    """
+
+    #: Where its kept tokens came from, for people: the tooltip's "drafted from …", the
+    #: kept-drafts line, the API's `specchat` object.
+    origin: str = ""
+
+    def __init__(
+        self,
+        head: Head,
+        *,
+        min_confidence: float = 0.0,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__()
+        self.head = head
+        self.min_confidence = min_confidence
+        self._clock = clock
+        # A head trained on the target's own hidden state agrees with it more often than a
+        # separate draft model does.
+        self._acceptance = Acceptance.prior(0.7, 0.6)
+        self.table = CostTable(sizes=(1,))
+
+    @property
+    def k_limit(self) -> int:
+        """The most tokens its head drafts in one round."""
+        return MAX_K
+
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
+        k_max = min(MAX_K, k_cap, self.k_limit)
+        if k_max <= 0 or not self.head.ready:
+            return None
+        alpha, continued = self._acceptance.alpha, self._acceptance.continued
+        token_ms = self.table.cost_ms(1)
+        if token_ms is None:
+            # Before any measurement: a head is one layer, a small share of the target's.
+            token_ms = prices[1] / 8.0 if prices is not None else 0.0
+        return Offer(
+            source=self.name,
+            k_max=k_max,
+            curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
+            token_ms=token_ms,
+            hurdle=HURDLE,
+            probed=True,
+            detail=f"α ≈ {alpha:.2f}",
+        )
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> Draft:
+        began = self._clock()
+        tokens = self.head.draft(context[-1], k, min_confidence=self.min_confidence)
+        cut = next((i + 1 for i, t in enumerate(tokens) if self._ends_answer(t)), len(tokens))
+        ms = (self._clock() - began) * 1000.0
+        return Draft(tuple(tokens[:cut]), None, ms, self.name, self.origin)
+
+    def observe(self, outcome: Outcome) -> None:
+        super().observe(outcome)
+        drafted = len(outcome.draft.tokens)
+        if outcome.draft.source == self.name and drafted:
+            self.table.observe(1, outcome.draft.ms / drafted)
