@@ -112,9 +112,9 @@ class DFlashDraft:
         self._batch = ExtBatch(self._ctx, n_pos=positions_per_entry(weights), name=self.name)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(weights)))
         self._n_ubatch = int(llama_cpp.llama_n_ubatch(self._ctx))
-        keep_target_features(target, layers, n_layer=n_layer)
-        self._layers = layers
         self._n_layer_target = n_layer
+        self._layers = layers  # before the target is asked for them: close() undoes it
+        keep_target_features(target, layers, n_layer=n_layer)
         staging_api.set_embeddings_nextn(self._ctx, True, masked=True)
         # The block's positions see each other both ways (unless the draft was trained causal).
         llama_cpp.llama_set_causal_attn(self._ctx, causal)

@@ -98,8 +98,8 @@ class Eagle3Draft:
         self.n_embd = int(llama_cpp.llama_model_n_embd(weights))
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(weights)))
         self._n_ubatch = int(llama_cpp.llama_n_ubatch(self._ctx))
+        self._layers = layers  # before the target is asked for them: close() undoes it
         keep_target_features(target, layers, n_layer=self._n_layer_target)
-        self._layers = layers
         # g of the encoder, and of each draft step the pre-norm state the next step reads.
         staging_api.set_embeddings_nextn(self._ctx, True, masked=True)
         self._g: dict[int, np.ndarray] = {}  # g by target position, the recent ones
