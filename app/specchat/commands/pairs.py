@@ -68,10 +68,6 @@ def model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
     return target, draft
 
 
-#: Drafters that read the target's hidden state (engine/drafting/mtp.py).
-HEAD_DRAFTERS = ("mtp", "assistant")
-
-
 def describe_load(engine: ChatEngine) -> str:
     """What a command says once its pair has loaded: where the target runs and how its
     cache stores keys, and the draft with its compatibility (lines ending in a newline)."""
@@ -84,7 +80,7 @@ def describe_load(engine: ChatEngine) -> str:
     )
     if info.draft:
         text += f"draft: {info.draft.description}; {info.compat_reason}\n"
-    heads = [d.listing.label for d in engine.decoder.drafters if d.name in HEAD_DRAFTERS]
+    heads = [d.listing.label for d in engine.decoder.drafters if d.listing.reads_target]
     if heads:
         text += f"drafts from the target's hidden state: {', '.join(heads)}\n"
     if info.drafting_refused:

@@ -147,14 +147,16 @@ class ChatEngine:
         # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
         store = cost_store or CostStore()
-        self.costs = load_costs(target, draft, store=store)
+        self.costs = load_costs(target, draft, assistant=assistant, store=store)
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
         # The suffix index is this session's: fed through one door, handed to the drafters.
         self.said = SaidIndex()
         self.decoder = SpeculativeDecoder(
             target, draft, auto=auto, index=self.said.index, assistant=assistant
         )
-        self.profiler = PairProfiler(self.costs, target, draft, store=store)
+        self.profiler = PairProfiler(
+            self.costs, target, draft, heads=self.decoder.drafters.heads(), store=store
+        )
         self.template_choice = choose_template(
             target.chat_template(),
             architecture=target.metadata("general.architecture") or "",

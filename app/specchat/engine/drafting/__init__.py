@@ -13,6 +13,7 @@ from specchat.engine.drafting.base import (
     Answer,
     Draft,
     Drafter,
+    Head,
     Listing,
     LoadedPair,
     Offer,
@@ -24,7 +25,7 @@ from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedge
 from specchat.engine.drafting.copying import CopyDraft
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
-from specchat.engine.drafting.mtp import AssistantDrafter, HeadDrafter, MtpDrafter
+from specchat.engine.drafting.mtp import AssistantDrafter, HeadDrafter, MtpDrafter, head_files
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
     AUTO,
@@ -38,6 +39,7 @@ from specchat.engine.drafting.registry import (
     modes,
     needs_model,
     parse_mode,
+    reads_target,
     register,
     unregister,
 )
@@ -60,6 +62,7 @@ __all__ = [
     "DraftModelDrafter",
     "Drafter",
     "Drafters",
+    "Head",
     "HeadDrafter",
     "Listing",
     "LoadedPair",
@@ -75,12 +78,14 @@ __all__ = [
     "SuffixDrafter",
     "auto_drafters",
     "expected_tokens",
+    "head_files",
     "mode_info",
     "mode_name",
     "mode_names",
     "modes",
     "needs_model",
     "parse_mode",
+    "reads_target",
     "register",
     "unregister",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import numpy as np
 
@@ -16,17 +16,15 @@ from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
     Drafter,
+    Head,
     Listing,
     LoadedPair,
     Offer,
     Outcome,
     expected_tokens,
 )
-from specchat.engine.drafting.registry import register
+from specchat.engine.drafting.registry import drafter_classes, register
 from specchat.engine.types import SamplingParams
-
-if TYPE_CHECKING:
-    from specchat.engine.llamacpp.mtp import DraftHead
 
 
 class HeadDrafter(Drafter):
@@ -37,11 +35,16 @@ class HeadDrafter(Drafter):
     drafted token; feeding the head the target's rows happens inside the target's passes,
     whose measured costs include it.
 
+    A subclass says where its head comes from (`own_head`) and which file's weights it
+    runs (`weights_file`, what its stored cost table is keyed by); `create` is the same for
+    every head.
+
     Attributes:
         head: the head it drafts with.
         min_confidence: stop a draft at a token the head gives less than this probability
             (after the first); 0, llama.cpp's default, never stops.
-        table: its cost table (one size: a drafted token).
+        table: its cost table (one size: a drafted token): the machine's stored one where
+            the pair's costs hold it (measured between answers, engine/costs/profiling.py).
     """
 
     #: Where its kept tokens came from, for people: the tooltip's "drafted from …", the
@@ -50,7 +53,7 @@ class HeadDrafter(Drafter):
 
     def __init__(
         self,
-        head: DraftHead,
+        head: Head,
         *,
         min_confidence: float = 0.0,
         clock: Callable[[], float] = time.perf_counter,
@@ -63,6 +66,31 @@ class HeadDrafter(Drafter):
         # separate draft model does.
         self._acceptance = Acceptance.prior(0.7, 0.6)
         self.table = CostTable(sizes=(1,))
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        head = pair.heads.get(cls.name)
+        if head is None:
+            head = cls.own_head(pair)
+        if head is None:
+            return None
+        drafter = cls(head, clock=pair.clock)
+        drafter._ends_answer = pair.ends_answer
+        if pair.costs is not None and cls.name in pair.costs.heads:
+            # The stored table the background measurement fills is the one it prices with.
+            drafter.table = pair.costs.heads[cls.name]
+        return drafter
+
+    @classmethod
+    def own_head(cls, pair: LoadedPair) -> Head | None:
+        """The head `pair` offers this drafter, made now (None: it offers none)."""
+        return None
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        """The file whose weights its head runs, where `pair` offers one (None: it offers
+        none), without making the head: the costs are loaded before the drafters are built."""
+        return None
 
     def offer(
         self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
@@ -110,20 +138,25 @@ class MtpDrafter(HeadDrafter):
     """The target's MTP head (Qwen3.5/3.6 files with `nextn` layers)."""
 
     name = "mtp"
-    listing = Listing(label="MTP head", priority=15)
+    listing = Listing(label="MTP head", priority=15, reads_target=True)
     origin = "the MTP head"
 
     @classmethod
-    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+    def own_head(cls, pair: LoadedPair) -> Head | None:
         from specchat.engine.llamacpp.model import LlamaModel
         from specchat.engine.llamacpp.mtp import DraftHead
 
         target = pair.target
         if not isinstance(target, LlamaModel) or not target.has_mtp:
             return None
-        drafter = cls(DraftHead(target), clock=pair.clock)
-        drafter._ends_answer = pair.ends_answer
-        return drafter
+        return DraftHead(target)
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        from specchat.engine.llamacpp.model import LlamaModel
+
+        target = pair.target
+        return target.path if isinstance(target, LlamaModel) and target.has_mtp else None
 
 
 @register
@@ -131,13 +164,25 @@ class AssistantDrafter(HeadDrafter):
     """A Gemma 4 assistant (a `gemma4-assistant` file loaded beside its target)."""
 
     name = "assistant"
-    listing = Listing(label="Gemma 4 assistant", priority=16)
+    listing = Listing(label="Gemma 4 assistant", priority=16, reads_target=True)
     origin = "the Gemma 4 assistant"
 
     @classmethod
-    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
-        if pair.assistant is None:
-            return None
-        drafter = cls(pair.assistant, clock=pair.clock)
-        drafter._ends_answer = pair.ends_answer
-        return drafter
+    def own_head(cls, pair: LoadedPair) -> Head | None:
+        return pair.assistant
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        return None if pair.assistant is None else pair.assistant.path
+
+
+def head_files(pair: LoadedPair) -> dict[str, Path]:
+    """The weights file of every head `pair` offers, by the drafter that drafts with it:
+    what each head's stored cost table is keyed by."""
+    files: dict[str, Path] = {}
+    for cls in drafter_classes():
+        if cls.listing.reads_target and issubclass(cls, HeadDrafter):
+            path = cls.weights_file(pair)
+            if path is not None:
+                files[cls.name] = path
+    return files
