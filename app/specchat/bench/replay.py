@@ -9,8 +9,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specchat.bench.bounds import best_fixed_ms, oracle, plain_ms
-from specchat.bench.ledger import Ledger, attribute, ledger_lines
+from specchat.bench.bounds import best_fixed_ms, head_prices, oracle, plain_ms
+from specchat.bench.ledger import Ledger, attribute, drafts_cost, ledger_lines
+from specchat.bench.recorded_head import RecordedHead
 from specchat.bench.recorded_model import RecordedModel
 from specchat.bench.recorded_target import RecordedTarget, VirtualClock
 from specchat.bench.trace import AnswerTrace
@@ -84,9 +85,10 @@ class ReplayResult:
         tokens: answer length.
         plain_ms: plain decoding's time (one pass of 1 per token).
         auto_ms: the auto policy's time, replayed.
-        ceiling_ms: the least time any sequence of plain, lookup and draft-model rounds
-            could take on this answer with these costs, choosing every round knowing the
-            answer (see ceiling_ms(): a bound no policy that must guess reaches).
+        ceiling_ms: the least time any sequence of plain, copied, draft-model and
+            draft-head rounds could take on this answer with these costs, choosing every
+            round knowing the answer (see ceiling_ms(): a bound no policy that must guess
+            reaches).
         fixed_ms, fixed: the best single fixed setting for the whole answer, chosen knowing
             it (see best_fixed_ms()), and which it was.
         rounds: auto's rounds per drafter ('plain' included).
@@ -161,7 +163,10 @@ def dense(trace: AnswerTrace) -> tuple[AnswerTrace, int]:
     prompt, answer = renumber(trace.prompt_tokens), renumber(trace.answer)
     lookup = tuple(renumber(p) for p in trace.lookup)
     draft = None if trace.draft is None else tuple(renumber(p) for p in trace.draft)
-    renamed = replace(trace, prompt_tokens=prompt, answer=answer, lookup=lookup, draft=draft)
+    heads = {name: tuple(renumber(p) for p in drafts) for name, drafts in trace.heads.items()}
+    renamed = replace(
+        trace, prompt_tokens=prompt, answer=answer, lookup=lookup, draft=draft, heads=heads
+    )
     return renamed, len(ids)
 
 
@@ -191,7 +196,9 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
 
     The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
     a drafter that runs the draft model runs it as the trace recorded it (RecordedModel),
-    when the trace holds a record and the cost file prices the draft model. Everything else
+    when the trace holds a record and the cost file prices the draft model; a head drafter
+    drafts with its head as recorded (RecordedHead), where the cost file prices that head.
+    Everything else
     (the policy, the drafters, how a pass is sized and filled, trees) is what runs live.
     """
     from specchat.engine.decoding.decoder import SpeculativeDecoder
@@ -207,11 +214,16 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
     model = None
     if trace.draft is not None and costs.draft_token_ms is not None:
         model = RecordedModel(trace, costs, clock=clock, n_vocab=n_vocab)
+    heads = {
+        name: RecordedHead(trace, name, costs, target, clock, unseen=n_vocab - 1)
+        for name in head_prices(trace, costs)
+    }
     decoder = SpeculativeDecoder(
         target,  # type: ignore[arg-type]  # what the round loop reads of a model
         model,  # type: ignore[arg-type]
         auto=AutoPolicy(gpu=costs.target.gpu, costs=costs),
         clock=clock,
+        heads=heads,
     )
     request = GenerationRequest(
         prompt_tokens=trace.prompt_tokens,
@@ -235,10 +247,10 @@ def replay_auto(
     trace: AnswerTrace, costs: MachineCosts, rounds_run: Sequence[RoundResult] | None = None
 ) -> tuple[float, Counter, Counter, Counter]:
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes),
-    the rounds and kept tokens by the drafter chosen. A drafter that runs the draft model is
-    charged its recorded model's time; a copying drafter's lookups cost next to nothing.
+    the rounds and kept tokens by the drafter chosen. A drafter that runs the draft model or
+    a head is charged its recorded time; a copying drafter's lookups cost next to nothing.
     `rounds_run`: the rounds, where the caller has replayed them already."""
-    from specchat.engine.drafting import PLAIN, needs_model
+    from specchat.engine.drafting import PLAIN
 
     spent = 0.0
     rounds: Counter = Counter()
@@ -248,7 +260,7 @@ def replay_auto(
         rounds_run = replay_rounds(trace, costs)
     for r in rounds_run:
         source = r.choice.mode if r.drafted else PLAIN
-        spent += r.verify_ms + (r.draft_ms if needs_model(r.choice.mode) else 0.0)
+        spent += r.verify_ms + (r.draft_ms if drafts_cost(r.choice.mode) else 0.0)
         rounds[source] += 1
         kept[source] += r.accepted
         sizes[r.rows] += 1
@@ -297,6 +309,19 @@ def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayRes
     return results
 
 
+def head_lines(costs: MachineCosts, one_ms: float) -> list[str]:
+    """A line per head the costs price: its drafted token against a target token."""
+    from specchat.engine.drafting import mode_info, mode_names
+
+    lines = []
+    for name in sorted(costs.heads):
+        ms = costs.head_token_ms(name)
+        if ms is not None:
+            label = mode_info(name).label if name in mode_names() else name
+            lines.append(f"{label} ({name}) token {ms:.2f} ms ({ms / one_ms:.2f}× a target token)")
+    return lines
+
+
 def summary_lines(results: Sequence[ReplayResult], costs: MachineCosts) -> list[str]:
     """A table for the terminal: per prompt, auto and the ceiling against plain."""
     from specchat.bench.runner import geomean
@@ -313,6 +338,7 @@ def summary_lines(results: Sequence[ReplayResult], costs: MachineCosts) -> list[
         lines.append(f"target pass {one:.1f} ms ({shape})")
         if draft is not None:
             lines.append(f"draft token {draft:.1f} ms ({draft / one:.2f}× a target token)")
+        lines += head_lines(costs, one)
     lines.append(
         f"{'prompt':<22} {'auto':>6} {'best fixed':>19} {'ceiling':>8} {'share':>6}  auto's rounds"
     )
