@@ -11,7 +11,7 @@ import numpy as np
 from specchat.engine.llamacpp.model import LlamaModel
 
 if TYPE_CHECKING:
-    from specchat.engine.llamacpp.mtp import DraftHead
+    from specchat.engine.drafting.base import Head
 
 #: Longest proposal recorded per drafter: what `auto` may ask of each (a draft head's as a
 #: draft model's).
@@ -162,7 +162,8 @@ def record_trace(
     answer: Sequence[int],
     *,
     draft_model: LlamaModel | None = None,
-    heads: Mapping[str, DraftHead] | None = None,
+    heads: Mapping[str, Head] | None = None,
+    target: LlamaModel | None = None,
     margins: Sequence[float] | None = None,
 ) -> AnswerTrace:
     """What lookup, the draft model and each head (by the drafter that drafts with it) would
@@ -173,8 +174,8 @@ def record_trace(
     pass over the answer gives every position's proposal as far as verification reads it.
     (Its batched rows may differ from one-token rows by float noise, as in any verify pass.)
     A head's draft chains on its own hidden state, so it is drafted at every position after
-    the target has read the text before it (see _head_drafts); that leaves the target's
-    cache holding the prompt and the answer but its last token.
+    `target` (the model the heads follow) has read the text before it (see _head_drafts);
+    that leaves its cache holding the prompt and the answer but its last token.
     `margins`: the target's margin at each answer token, as the answer's run recorded them.
     """
     from specchat.engine.drafting import PromptLookupDrafter
@@ -195,7 +196,13 @@ def record_trace(
             _read_as_verified(guesses[i : i + DRAFT_DEPTH], answer[i:]) for i in range(len(answer))
         )
         confidences = tuple(round(p, 6) for p in top)  # what a rounds file keeps of them
-    head_drafts = {name: _head_drafts(head, prompt, answer) for name, head in (heads or {}).items()}
+    head_drafts = {}
+    if heads and answer:
+        if target is None:
+            raise ValueError("a head's drafts are recorded after its target's cache: give it")
+        head_drafts = {
+            name: _head_drafts(head, target, prompt, answer) for name, head in heads.items()
+        }
     return AnswerTrace(
         prompt_id,
         tuple(prompt),
@@ -206,19 +213,18 @@ def record_trace(
         drafts,
         confidences,
         None if margins is None else tuple(round(float(m), 4) for m in margins[: len(answer)]),
-        head_drafts if answer else {},
+        head_drafts,
     )
 
 
 def _head_drafts(
-    head: DraftHead, prompt: list[int], answer: list[int]
+    head: Head, target: LlamaModel, prompt: list[int], answer: list[int]
 ) -> tuple[tuple[int, ...], ...]:
     """The head's greedy draft at every position of `answer`, read as verification reads it.
 
     Each step of a head's draft reads the hidden state of the step before, not the target's,
     so no batched pass gives them all: as a round does, the head drafts after the target has
     cached the text before the position, and the target then reads one more token."""
-    target = head.target
     cached = target.sync(prompt[:-1])
     if cached < len(prompt) - 1:
         target.decode(prompt[cached:-1], logits="none")
