@@ -17,7 +17,7 @@ from specchat.bench.recorded_target import RecordedTarget, VirtualClock
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.drafting import MAX_LOOKUP_K
-from specchat.engine.types import RoundResult
+from specchat.engine.types import Controls, RoundResult
 
 #: Longest draft `auto` may ask for (a pass of MAX_LOOKUP_K rows).
 LONGEST = MAX_LOOKUP_K - 1
@@ -178,11 +178,13 @@ class ReplayedAnswer:
         rounds: the decoder's rounds, in order (those that made a pass).
         catchup_ms: per round, the draft model's catch-up inside its draft time.
         readying_ms: the draft model's prompt read before the first round (no round's).
+        clock_ms: the replay's clock at the answer's end: every pass and draft it priced.
     """
 
     rounds: tuple[RoundResult, ...]
     catchup_ms: tuple[float, ...]
     readying_ms: float = 0.0
+    clock_ms: float = 0.0
 
 
 def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
@@ -191,8 +193,11 @@ def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
     return list(replay_answer(trace, costs).rounds)
 
 
-def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
-    """The decoder's own round loop on `trace` under `costs`, with the auto policy.
+def replay_answer(
+    trace: AnswerTrace, costs: MachineCosts, *, controls: Controls | None = None
+) -> ReplayedAnswer:
+    """The decoder's own round loop on `trace` under `costs`, with the auto policy (or the
+    mode and K of `controls`).
 
     The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
     a drafter that runs the draft model runs it as the trace recorded it (RecordedModel),
@@ -204,7 +209,7 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
     from specchat.engine.decoding.decoder import SpeculativeDecoder
     from specchat.engine.decoding.schedule import AutoPolicy
     from specchat.engine.drafting import AUTO
-    from specchat.engine.types import Controls, GenerationRequest
+    from specchat.engine.types import GenerationRequest
 
     trace, n_ids = dense(trace)
     costs = copy.deepcopy(costs)
@@ -228,7 +233,7 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
     request = GenerationRequest(
         prompt_tokens=trace.prompt_tokens,
         max_tokens=len(trace.answer),
-        controls=Controls(mode=AUTO),
+        controls=controls or Controls(mode=AUTO),
     )
     rounds, catchups = [], []
     caught_up = 0.0
@@ -240,7 +245,7 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
             catchups.append(now - caught_up)
         caught_up = now
     readying = model.read_ms if model is not None else 0.0
-    return ReplayedAnswer(tuple(rounds), tuple(catchups), readying)
+    return ReplayedAnswer(tuple(rounds), tuple(catchups), readying, clock.ms)
 
 
 def replay_auto(
