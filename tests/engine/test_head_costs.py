@@ -18,8 +18,9 @@ from specchat.engine.costs.table import CostKey, CostTable, MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.session import ChatEngine
-from specchat.tinyarch import write_tiny_qwen35
+from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
 from tests.helpers.models_cli import run_cli
 
 
@@ -114,3 +115,18 @@ def test_models_profile_prints_the_heads_row(
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("head "))
     assert "MTP head:" in row and "ms a drafted token" in row and "× a target token" in row
+
+
+def test_a_gemma4_assistants_table_is_keyed_by_its_own_file(tmp_path: Path) -> None:
+    target_file = write_tiny_gemma4(tmp_path / "gemma4.gguf")
+    assistant_file = write_tiny_gemma4_assistant(tmp_path / "gemma4-assistant.gguf")
+    store = CostStore(tmp_path / "costs")
+    with LlamaModel(target_file, n_ctx=512, n_threads=1) as target:
+        assistant = load_assistant(assistant_file, target)
+        costs = load_costs(target, None, assistant=assistant, store=store)
+        assert set(costs.heads) == {"assistant"}
+        key = costs.heads["assistant"].key
+        assert key is not None and key.head == "assistant"
+        assert key.file == str(assistant_file.resolve())
+        decoder = SpeculativeDecoder(target, assistant=assistant, auto=AutoPolicy(costs=costs))
+        assert decoder.drafters["assistant"].table is costs.heads["assistant"]  # type: ignore[attr-defined]
