@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from specchat.commands import models as models_command
+from specchat.engine.costs.key import CostKey
 from specchat.engine.costs.profiling import PairProfiler, load_costs
 from specchat.engine.costs.store import CostStore
-from specchat.engine.costs.table import CostKey, CostTable, MachineCosts
+from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.llamacpp.model import LlamaModel

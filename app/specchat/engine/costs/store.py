@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.engine.costs.table import CONTEXT_TOKENS, MAX_ROWS, CostKey, CostTable
+from specchat.engine.costs.key import CostKey
+from specchat.engine.costs.table import CONTEXT_TOKENS, MAX_ROWS, CostTable
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
