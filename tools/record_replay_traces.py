@@ -68,6 +68,8 @@ def main(argv: list[str]) -> int:
                     tokens,
                     answer,
                     draft_model=engine.draft,
+                    heads=engine.decoder.drafters.heads(),
+                    target=engine.target,
                     margins=[e.margin for e in events],
                 )
                 out.write(json.dumps(trace.to_json()) + "\n")

@@ -6,51 +6,19 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
-import numpy as np
-
 from specchat.bench.recorded_target import VirtualClock
 from specchat.bench.replay import read_costs, replay_rounds
 from specchat.bench.trace import record_trace
-from specchat.engine.costs.table import MachineCosts
-from specchat.engine.decoding.decoder import SpeculativeDecoder, tree_prefixes
+from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, StopReason
 from specchat.tinymodels import TinyModels
+from tests.helpers.priced import PricedModel
 
 #: A prompt the tiny target's answer copies from: lookup and the suffix index find runs.
 PROMPT = "def area(w, h):\n    return w * h\n\n" * 6 + "def area(w, h):\n"
-
-
-class PricedModel:
-    """A loaded model whose passes take the cost table's time on a virtual clock: the live
-    round loop then sees the prices a replay sees, so what auto learns and chooses can be
-    compared round by round."""
-
-    def __init__(self, model: LlamaModel, costs: MachineCosts, clock: VirtualClock) -> None:
-        self._model = model
-        self._costs = costs
-        self._clock = clock
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._model, name)
-
-    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
-        rows = self._model.decode(tokens, logits=logits)
-        if logits != "none":
-            self._spend(len(tokens))
-        return rows
-
-    def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
-        rows = self._model.decode_tree(paths)
-        self._spend(len(tree_prefixes(paths)))
-        return rows
-
-    def _spend(self, rows: int) -> None:
-        ms = self._costs.cost_ms(rows)
-        assert ms is not None
-        self._clock.spend(ms)
 
 
 def _choices(rounds: Sequence[RoundResult]) -> list[tuple[str, int, int, int, int]]:

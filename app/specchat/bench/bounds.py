@@ -1,5 +1,6 @@
 """What any policy could reach on a recorded answer, knowing it: the ceiling over every
-recorded source (prompt lookup, the suffix index, the draft model) and the best fixed setting."""
+recorded source (prompt lookup, the suffix index, the draft model, each draft head) and the
+best fixed setting."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ DRAFT_K = DRAFT_DEPTH
 
 def _draft_ms(costs: MachineCosts) -> float | None:
     return costs.draft_token_ms
+
+
+def head_prices(trace: AnswerTrace, costs: MachineCosts) -> dict[str, float]:
+    """A drafted token's time of each head the trace recorded and the costs price, by the
+    drafter that drafts with it: the heads a replay drafts with."""
+    prices = {name: costs.head_token_ms(name) for name in trace.heads}
+    return {name: ms for name, ms in prices.items() if ms is not None}
 
 
 def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
@@ -48,7 +56,8 @@ def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
     return found
 
 
-#: The ceiling's sources, named by the record each reads (plain reads none).
+#: The ceiling's sources, named by the record each reads (plain reads none); a draft head's
+#: is its drafter's name ("mtp").
 PLAIN_SOURCE = "plain"
 LOOKUP_SOURCE = "lookup"
 SUFFIX_SOURCE = "suffix"
@@ -62,7 +71,8 @@ class Move:
     Attributes:
         source: the record it drafts from (PLAIN_SOURCE: no draft).
         k: tokens drafted (0 for plain).
-        ms: its time: the pass holding k + 1 rows, and the draft model's k tokens.
+        ms: its time: the pass holding k + 1 rows, and the draft model's (or the head's)
+            k tokens.
         end: the position after it (what it kept, and the target's token).
         total: `ms` and the least time from `end` on.
     """
@@ -103,8 +113,8 @@ class Oracle:
 
 
 def ceiling_ms(trace: AnswerTrace, costs: MachineCosts) -> float:
-    """The least time to write `trace.answer` with plain, copied (lookup, suffix index) and
-    draft-model rounds (see oracle())."""
+    """The least time to write `trace.answer` with plain, copied (lookup, suffix index),
+    draft-model and draft-head rounds (see oracle())."""
     return oracle(trace, costs).ms
 
 
@@ -112,9 +122,10 @@ def oracle(trace: AnswerTrace, costs: MachineCosts) -> Oracle:
     """The ceiling: the least time to write `trace.answer`, and each source's best round at
     every position.
 
-    A dynamic programme over positions, knowing the answer: each round picks plain, a copy
-    or a draft-model draft of any length at the cheapest pass holding it (a suffix tree is
-    priced as its longest path, with what its best branch keeps). While the draft model is in
+    A dynamic programme over positions, knowing the answer: each round picks plain, a copy,
+    a draft-model draft or a head's draft of any length at the cheapest pass holding it (a
+    suffix tree is priced as its longest path, with what its best branch keeps); a head
+    follows the target's cache, so it never catches up. While the draft model is in
     use, text written by other rounds must be caught up; charging every round's tokens
     beyond two at the catch-up rate is never more than a real catch-up costs, so no causal
     policy can beat this. Beside it runs the same programme with catch-up free (`value`):
@@ -126,6 +137,7 @@ def oracle(trace: AnswerTrace, costs: MachineCosts) -> Oracle:
     start = len(trace.prompt_tokens)
     draft_token = _draft_ms(costs) if trace.draft is not None else None
     catchup = costs.catchup_ms(3) / 3 if draft_token is not None else 0.0
+    heads = head_prices(trace, costs)
     inf = float("inf")
     # never[i]: from position i on without the draft model; using[i]: with it kept in step.
     never = [0.0] * (n + 1)
@@ -147,6 +159,12 @@ def oracle(trace: AnswerTrace, costs: MachineCosts) -> Oracle:
                 ms = costs.target.target_ms(k + 1, depth)
                 assert ms is not None
                 moves.append((source, k, ms, i + min(k, kept) + 1))
+        for name, token_ms in heads.items():
+            kept = trace.head_kept(name, i)
+            for k in range(1, min(DRAFT_K, room) + 1):
+                ms = costs.target.target_ms(k + 1, depth)
+                assert ms is not None
+                moves.append((name, k, ms + k * token_ms, i + min(k, kept) + 1))
         never[i] = min(ms + never[j] for _, _, ms, j in moves)
         if draft_token is not None:
             best_using = min(ms + max(0, j - i - 2) * catchup + using[j] for _, _, ms, j in moves)
@@ -173,13 +191,15 @@ def _keep_best(best: dict[str, Move], move: Move) -> None:
 
 def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
     """The least time of one fixed setting for the whole answer, chosen knowing it:
-    plain, lookup with K = 1 … 63 or the draft model with K = 1 … 16 (what a person tuning
-    the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
+    plain, lookup with K = 1 … 63, the draft model or a head with K = 1 … 16 (what a person
+    tuning the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
     n = len(trace.answer)
     best = (plain_ms(trace, costs), "plain")
     options = [("lookup", k) for k in range(1, LOOKUP_K + 1)]
     if trace.draft is not None and costs.draft_token_ms is not None:
         options += [("draft", k) for k in range(1, DRAFT_K + 1)]
+    heads = head_prices(trace, costs)
+    options += [(name, k) for name in heads for k in range(1, DRAFT_K + 1)]
     for mode, k in options:
         i, spent = 0, 0.0
         while i < n and spent < best[0]:
@@ -188,6 +208,10 @@ def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
                 drafted = min(room, trace.lookup_len[i])
                 kept = min(drafted, trace.lookup_kept(i))
                 extra = 0.0
+            elif mode in heads:
+                drafted = room
+                kept = min(drafted, trace.head_kept(mode, i))
+                extra = drafted * heads[mode]
             else:
                 drafted = room
                 kept = min(drafted, trace.draft_kept(i))

@@ -11,11 +11,12 @@ from specchat.bench.bounds import (
     MODEL_SOURCE,
     SUFFIX_SOURCE,
     Oracle,
+    head_prices,
 )
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.schedule import is_probe
-from specchat.engine.drafting import needs_model
+from specchat.engine.drafting import needs_model, reads_target
 from specchat.engine.types import RoundResult
 
 
@@ -141,8 +142,11 @@ def attribute(
     path; drafted rows not kept; and the rest, a round that drafted only what it kept
     against the ceiling's best move from i. V(0) is the ceiling less the catch-up it
     charges, which is taken off the one-off line: the causes add up to the gap.
+    A head's round is charged as a draft model's is, at the head's price per token (it
+    follows the target's cache: it never catches up).
     """
     start, tok = len(trace.prompt_tokens), costs.draft_token_ms or 0.0
+    heads = head_prices(trace, costs)
     loss = dict.fromkeys(Cause, 0.0)
     loss[Cause.ONE_OFF] = -oracle.catchup_ms
     i = 0
@@ -151,8 +155,8 @@ def attribute(
         depth = start + i  # where the ceiling prices this position's pass
         d, a = r.drafted, r.accepted
         j = i + len(r.events)
-        model_ms = r.draft_ms - catchup if needs_model(r.choice.mode) else 0.0
-        spent += r.verify_ms + (r.draft_ms if needs_model(r.choice.mode) else 0.0)
+        model_ms = r.draft_ms - catchup if drafts_cost(r.choice.mode) else 0.0
+        spent += r.verify_ms + (r.draft_ms if drafts_cost(r.choice.mode) else 0.0)
         # The kept path's own pass as the ceiling prices it (the cheapest holding it); a
         # tree's pass held more rows: the branches not kept.
         linear = _price(costs, d + 1, depth)
@@ -162,7 +166,7 @@ def attribute(
             linear = min(linear, pass_ms)
             tree = pass_ms - linear
         kept_pass = min(linear, _price(costs, a + 1, depth))
-        kept_model = min(model_ms, a * tok)
+        kept_model = min(model_ms, a * heads.get(r.choice.mode, tok))
         unkept = (linear - kept_pass) + (model_ms - kept_model)
         # A round drafting only what was kept, then the ceiling's way from j, against the
         # ceiling's best move from i.
@@ -196,12 +200,13 @@ def attribute(
 def _same_source(
     oracle: Oracle, r: RoundResult, i: int, j: int, base: float, rest: float
 ) -> tuple[Cause, float]:
-    """The part of a drafting round's `rest` that its own kind of source (a copy, or the
-    draft model) would have saved at another K, and which cause that is: a longer draft
-    where all it drafted was kept (whatever stopped it: K, a confidence stop, the copy's
-    end), a shorter one; after a rejected token a longer draft keeps nothing more, so a
-    further-reaching move of the same kind is another proposal: another source."""
-    sources = _MODEL if needs_model(r.choice.mode) else _COPIES
+    """The part of a drafting round's `rest` that its own kind of source (a copy, the
+    draft model, or its own head) would have saved at another K, and which cause that is: a
+    longer draft where all it drafted was kept (whatever stopped it: K, a confidence stop,
+    the copy's end), a shorter one; after a rejected token a longer draft keeps nothing
+    more, so a further-reaching move of the same kind is another proposal: another source."""
+    mode = r.choice.mode
+    sources = _MODEL if needs_model(mode) else (mode,) if reads_target(mode) else _COPIES
     moves = [oracle.best[i][s] for s in sources if s in oracle.best[i]]
     if r.accepted == 0 or not moves:
         return Cause.SOURCE, 0.0
@@ -212,6 +217,12 @@ def _same_source(
     if same.end < j:
         return Cause.LONG, within
     return Cause.SOURCE, within
+
+
+def drafts_cost(mode: str) -> bool:
+    """Whether `mode`'s drafts take a model's time (the draft model's, or a head's): a
+    copy's search costs next to nothing."""
+    return needs_model(mode) or reads_target(mode)
 
 
 def _price(costs: MachineCosts, rows: int, depth: int, *, exact: bool = False) -> float:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import llama_cpp
 
 from specchat.bench.quality import batch_noise
 from specchat.engine.llamacpp.model import LlamaModel
+
+if TYPE_CHECKING:
+    from specchat.engine.drafting.base import Head
 
 #: Target batch sizes measured (n = K + 1 rows, logits for every row, as verification asks);
 #: up to 64 since `auto` checks a long copy in passes that big.
@@ -31,6 +35,8 @@ class PhysicalCosts:
             decoded alone, by batch size, after NOISE_CONTEXT cached tokens: llama.cpp may
             pick other kernels for batches, so verification in a batch may flip a greedy
             choice whose margin is below twice this.
+        head_token_ms: median milliseconds of one drafted token (a step) of each head over
+            the target's hidden state, by the drafter that drafts with it.
     """
 
     batch_ms: dict[int, float]
@@ -39,6 +45,7 @@ class PhysicalCosts:
     best_lookup: tuple[int, float]
     best_draft: tuple[int, float] | None
     logit_noise: dict[int, float] = field(default_factory=dict)
+    head_token_ms: dict[str, float] = field(default_factory=dict)
 
     @property
     def max_logit_noise(self) -> float:
@@ -67,6 +74,7 @@ class PhysicalCosts:
                 else {"k": self.best_draft[0], "speedup": round(self.best_draft[1], 3)}
             ),
             "logit_noise": {str(n): round(v, 4) for n, v in self.logit_noise.items()},
+            "head_token_ms": {name: round(ms, 3) for name, ms in self.head_token_ms.items()},
         }
 
 
@@ -99,8 +107,10 @@ def measure_physical(
     *,
     sizes: Sequence[int] = BATCH_SIZES,
     repeats: int = 5,
+    heads: Mapping[str, Head] | None = None,
 ) -> PhysicalCosts:
-    """Time target passes of each size and single draft tokens after `context`.
+    """Time target passes of each size, single draft tokens and each head's single drafted
+    tokens (`heads`, by drafter: they follow the target's cache) after `context`.
 
     Each pass is appended after the same cached context and rolled back, so every sample
     sees the same attention length; one unmeasured pass per size warms caches first. Then
@@ -137,8 +147,24 @@ def measure_physical(
             if i:
                 samples.append(elapsed)
         draft_ms = _median_ms(samples)
+    head_ms = {
+        name: _head_token_ms(head, filler[0], repeats * 3) for name, head in (heads or {}).items()
+    }
     lookup, best_draft = best_speedups(batch_ms, draft_ms)
-    return PhysicalCosts(batch_ms, draft_ms, len(context), lookup, best_draft, noise)
+    return PhysicalCosts(batch_ms, draft_ms, len(context), lookup, best_draft, noise, head_ms)
+
+
+def _head_token_ms(head: Head, token: int, repeats: int) -> float:
+    """Median milliseconds of one step of `head` after the target's cache (one unmeasured
+    step first)."""
+    samples = []
+    for i in range(repeats + 1):
+        began = time.perf_counter()
+        head.draft(token, 1)
+        elapsed = time.perf_counter() - began
+        if i:
+            samples.append(elapsed)
+    return _median_ms(samples)
 
 
 def _prime(model: LlamaModel, context: Sequence[int]) -> None:

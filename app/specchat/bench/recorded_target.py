@@ -99,6 +99,11 @@ class RecordedTarget(RecordedCache):
     def room(self) -> int:
         return self.n_ctx - len(self.tokens)
 
+    def follow(self, follower: object) -> None:
+        """A draft head follows this cache: no tree passes, as LlamaModel.follow (a head
+        reads the hidden state of each kept token in order)."""
+        self.max_branches = 1
+
     def is_eog(self, token: int) -> bool:
         return False  # a recorded answer ends at its length
 

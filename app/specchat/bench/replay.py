@@ -9,14 +9,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specchat.bench.bounds import best_fixed_ms, oracle, plain_ms
-from specchat.bench.ledger import Ledger, attribute, ledger_lines
+from specchat.bench.bounds import best_fixed_ms, head_prices, oracle, plain_ms
+from specchat.bench.ledger import Ledger, attribute, drafts_cost, ledger_lines
+from specchat.bench.recorded_head import RecordedHead
 from specchat.bench.recorded_model import RecordedModel
 from specchat.bench.recorded_target import RecordedTarget, VirtualClock
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.drafting import MAX_LOOKUP_K
-from specchat.engine.types import RoundResult
+from specchat.engine.types import Controls, RoundResult
 
 #: Longest draft `auto` may ask for (a pass of MAX_LOOKUP_K rows).
 LONGEST = MAX_LOOKUP_K - 1
@@ -84,9 +85,10 @@ class ReplayResult:
         tokens: answer length.
         plain_ms: plain decoding's time (one pass of 1 per token).
         auto_ms: the auto policy's time, replayed.
-        ceiling_ms: the least time any sequence of plain, lookup and draft-model rounds
-            could take on this answer with these costs, choosing every round knowing the
-            answer (see ceiling_ms(): a bound no policy that must guess reaches).
+        ceiling_ms: the least time any sequence of plain, copied, draft-model and
+            draft-head rounds could take on this answer with these costs, choosing every
+            round knowing the answer (see ceiling_ms(): a bound no policy that must guess
+            reaches).
         fixed_ms, fixed: the best single fixed setting for the whole answer, chosen knowing
             it (see best_fixed_ms()), and which it was.
         rounds: auto's rounds per drafter ('plain' included).
@@ -161,7 +163,10 @@ def dense(trace: AnswerTrace) -> tuple[AnswerTrace, int]:
     prompt, answer = renumber(trace.prompt_tokens), renumber(trace.answer)
     lookup = tuple(renumber(p) for p in trace.lookup)
     draft = None if trace.draft is None else tuple(renumber(p) for p in trace.draft)
-    renamed = replace(trace, prompt_tokens=prompt, answer=answer, lookup=lookup, draft=draft)
+    heads = {name: tuple(renumber(p) for p in drafts) for name, drafts in trace.heads.items()}
+    renamed = replace(
+        trace, prompt_tokens=prompt, answer=answer, lookup=lookup, draft=draft, heads=heads
+    )
     return renamed, len(ids)
 
 
@@ -173,11 +178,13 @@ class ReplayedAnswer:
         rounds: the decoder's rounds, in order (those that made a pass).
         catchup_ms: per round, the draft model's catch-up inside its draft time.
         readying_ms: the draft model's prompt read before the first round (no round's).
+        clock_ms: the replay's clock at the answer's end: every pass and draft it priced.
     """
 
     rounds: tuple[RoundResult, ...]
     catchup_ms: tuple[float, ...]
     readying_ms: float = 0.0
+    clock_ms: float = 0.0
 
 
 def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
@@ -186,18 +193,23 @@ def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
     return list(replay_answer(trace, costs).rounds)
 
 
-def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
-    """The decoder's own round loop on `trace` under `costs`, with the auto policy.
+def replay_answer(
+    trace: AnswerTrace, costs: MachineCosts, *, controls: Controls | None = None
+) -> ReplayedAnswer:
+    """The decoder's own round loop on `trace` under `costs`, with the auto policy (or the
+    mode and K of `controls`).
 
     The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
     a drafter that runs the draft model runs it as the trace recorded it (RecordedModel),
-    when the trace holds a record and the cost file prices the draft model. Everything else
+    when the trace holds a record and the cost file prices the draft model; a head drafter
+    drafts with its head as recorded (RecordedHead), where the cost file prices that head.
+    Everything else
     (the policy, the drafters, how a pass is sized and filled, trees) is what runs live.
     """
     from specchat.engine.decoding.decoder import SpeculativeDecoder
     from specchat.engine.decoding.schedule import AutoPolicy
     from specchat.engine.drafting import AUTO
-    from specchat.engine.types import Controls, GenerationRequest
+    from specchat.engine.types import GenerationRequest
 
     trace, n_ids = dense(trace)
     costs = copy.deepcopy(costs)
@@ -207,16 +219,21 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
     model = None
     if trace.draft is not None and costs.draft_token_ms is not None:
         model = RecordedModel(trace, costs, clock=clock, n_vocab=n_vocab)
+    heads = {
+        name: RecordedHead(trace, name, costs, target, clock, unseen=n_vocab - 1)
+        for name in head_prices(trace, costs)
+    }
     decoder = SpeculativeDecoder(
         target,  # type: ignore[arg-type]  # what the round loop reads of a model
         model,  # type: ignore[arg-type]
         auto=AutoPolicy(gpu=costs.target.gpu, costs=costs),
         clock=clock,
+        heads=heads,
     )
     request = GenerationRequest(
         prompt_tokens=trace.prompt_tokens,
         max_tokens=len(trace.answer),
-        controls=Controls(mode=AUTO),
+        controls=controls or Controls(mode=AUTO),
     )
     rounds, catchups = [], []
     caught_up = 0.0
@@ -228,17 +245,17 @@ def replay_answer(trace: AnswerTrace, costs: MachineCosts) -> ReplayedAnswer:
             catchups.append(now - caught_up)
         caught_up = now
     readying = model.read_ms if model is not None else 0.0
-    return ReplayedAnswer(tuple(rounds), tuple(catchups), readying)
+    return ReplayedAnswer(tuple(rounds), tuple(catchups), readying, clock.ms)
 
 
 def replay_auto(
     trace: AnswerTrace, costs: MachineCosts, rounds_run: Sequence[RoundResult] | None = None
 ) -> tuple[float, Counter, Counter, Counter]:
     """Time the auto policy takes on `trace` under `costs`: (ms, rounds, kept, pass sizes),
-    the rounds and kept tokens by the drafter chosen. A drafter that runs the draft model is
-    charged its recorded model's time; a copying drafter's lookups cost next to nothing.
+    the rounds and kept tokens by the drafter chosen. A drafter that runs the draft model or
+    a head is charged its recorded time; a copying drafter's lookups cost next to nothing.
     `rounds_run`: the rounds, where the caller has replayed them already."""
-    from specchat.engine.drafting import PLAIN, needs_model
+    from specchat.engine.drafting import PLAIN
 
     spent = 0.0
     rounds: Counter = Counter()
@@ -248,7 +265,7 @@ def replay_auto(
         rounds_run = replay_rounds(trace, costs)
     for r in rounds_run:
         source = r.choice.mode if r.drafted else PLAIN
-        spent += r.verify_ms + (r.draft_ms if needs_model(r.choice.mode) else 0.0)
+        spent += r.verify_ms + (r.draft_ms if drafts_cost(r.choice.mode) else 0.0)
         rounds[source] += 1
         kept[source] += r.accepted
         sizes[r.rows] += 1
@@ -297,6 +314,19 @@ def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayRes
     return results
 
 
+def head_lines(costs: MachineCosts, one_ms: float) -> list[str]:
+    """A line per head the costs price: its drafted token against a target token."""
+    from specchat.engine.drafting import mode_info, mode_names
+
+    lines = []
+    for name in sorted(costs.heads):
+        ms = costs.head_token_ms(name)
+        if ms is not None:
+            label = mode_info(name).label if name in mode_names() else name
+            lines.append(f"{label} ({name}) token {ms:.2f} ms ({ms / one_ms:.2f}× a target token)")
+    return lines
+
+
 def summary_lines(results: Sequence[ReplayResult], costs: MachineCosts) -> list[str]:
     """A table for the terminal: per prompt, auto and the ceiling against plain."""
     from specchat.bench.runner import geomean
@@ -313,6 +343,7 @@ def summary_lines(results: Sequence[ReplayResult], costs: MachineCosts) -> list[
         lines.append(f"target pass {one:.1f} ms ({shape})")
         if draft is not None:
             lines.append(f"draft token {draft:.1f} ms ({draft / one:.2f}× a target token)")
+        lines += head_lines(costs, one)
     lines.append(
         f"{'prompt':<22} {'auto':>6} {'best fixed':>19} {'ceiling':>8} {'share':>6}  auto's rounds"
     )

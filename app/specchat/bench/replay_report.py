@@ -17,11 +17,11 @@ if TYPE_CHECKING:
 
 
 def measured_costs(physical: PhysicalCosts, *, gpu: bool) -> MachineCosts:
-    """This run's measured passes (and draft token) as a whole cost table: a size between
-    two measured ones priced on the straight line between them (as the lookup ceiling
-    prices it, bench/ceiling.py), so that no round of the replay teaches the table a size
-    it lacked (which would reprice its neighbours mid-answer); catch-up at the draft
-    model's estimated batched rate."""
+    """This run's measured passes (and draft token, and each head's) as a whole cost
+    table: a size between two measured ones priced on the straight line between them (as
+    the lookup ceiling prices it, bench/ceiling.py), so that no round of the replay teaches
+    the table a size it lacked (which would reprice its neighbours mid-answer); catch-up at
+    the draft model's estimated batched rate."""
     measured = sorted(physical.batch_ms)
     top = measured[-1]
     line = np.interp(range(1, top + 1), measured, [physical.batch_ms[n] for n in measured])
@@ -29,7 +29,11 @@ def measured_costs(physical: PhysicalCosts, *, gpu: bool) -> MachineCosts:
         sizes=tuple(range(1, top + 1)), gpu=gpu, context_tokens=physical.context_tokens
     )
     costs = MachineCosts(target, name="measured in this run")
-    costs.seed({n: float(ms) for n, ms in enumerate(line, 1)}, physical.draft_token_ms)
+    costs.seed(
+        {n: float(ms) for n, ms in enumerate(line, 1)},
+        physical.draft_token_ms,
+        physical.head_token_ms,
+    )
     return costs
 
 

@@ -279,6 +279,16 @@ def _kv_cache_lines(kv: dict | None) -> list[str]:
     return [*lines, *_table(["cache", *(f"n={n}" for n in sizes)], rows), ""]
 
 
+def _head_cost_lines(physical: dict) -> list[str]:
+    """Each draft head's drafted token against a target token (none without heads)."""
+    heads = physical.get("head_token_ms") or {}
+    one = physical["batch_ms"]["1"]
+    return [
+        f"Draft head `{name}`: {ms:.2f} ms per drafted token ({ms / one:.2f}× a target token)."
+        for name, ms in heads.items()
+    ]
+
+
 def render_markdown(report: dict) -> str:
     info, config, results = report["info"], report["config"], report["results"]
     lines = [
@@ -321,6 +331,7 @@ def render_markdown(report: dict) -> str:
             "",
             f"Draft model: {_fmt(draft)} ms per token "
             f"({_fmt(physical['draft_relative'])}× a target token).",
+            *_head_cost_lines(physical),
             "",
             f"Best speed-up possible at α = 1: prompt lookup "
             f"{physical['best_lookup']['speedup']:.2f}× (K = {physical['best_lookup']['k']})"
@@ -434,6 +445,7 @@ def render_markdown(report: dict) -> str:
             "T",
             "rep",
             "tokens",
+            "kept",
             "tok/s",
             "speed-up",
             "in-run",
@@ -452,6 +464,7 @@ def render_markdown(report: dict) -> str:
                 r["temperature"],
                 r["repeat"],
                 r["tokens"],
+                r["accepted"],
                 r["tok_s"],
                 r["speedup"],
                 r.get("in_run_speedup"),
@@ -471,7 +484,8 @@ def render_markdown(report: dict) -> str:
     lines += [
         "",
         "Speed-up is tok/s over plain's tok/s for the same prompt, temperature and "
-        "repeat, measured in this run; tok/s excludes prompt evaluation. Every run starts "
+        "repeat, measured in this run; `kept` counts the drafted tokens the target kept; "
+        "tok/s excludes prompt evaluation. Every run starts "
         "with both caches holding the prompt. `other ms` is decode time outside drafting "
         "and target passes (Python loop, detokenising). Per-round detail: rounds.jsonl.",
         "",

@@ -16,7 +16,7 @@ from specchat.bench.prompts import BenchPrompt
 from specchat.bench.records import RoundLog, RunRecord, Variant
 from specchat.bench.sessions import Sessions
 from specchat.bench.trace import AnswerTrace, record_trace
-from specchat.engine.drafting.registry import AUTO, PLAIN, needs_model
+from specchat.engine.drafting.registry import AUTO, PLAIN, Drafters, needs_model, reads_target
 from specchat.engine.llamacpp.backend import compute_backends
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
@@ -24,6 +24,9 @@ from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 
 #: The pseudo-mode of llama.cpp's own decode loop in the run order.
 FLOOR = "floor"
+#: In the modes asked for: every drafter with a head over the target's hidden state that the
+#: loaded pair offers (which those are is known once it is loaded).
+HEADS = "heads"
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,10 @@ class BenchConfig:
     """What to run.
 
     Attributes:
-        modes: drafting modes (plain is always added: every speed-up is against it).
-        ks: draft lengths for the fixed modes (lookup, draft, chain).
+        modes: drafting modes (plain is always added: every speed-up is against it); HEADS
+            stands for every head drafter the pair offers, and a drafter the pair cannot
+            serve is left out (see for_pair).
+        ks: draft lengths for the fixed modes (lookup, draft, chain, the heads).
         temperatures: sampling temperatures.
         sampled_modes: modes also run at temperatures above 0 (plain is always one).
         max_tokens: answer length limit.
@@ -44,7 +49,7 @@ class BenchConfig:
             (see bench/first_answer.py; run by the command, which can load pairs).
     """
 
-    modes: tuple[str, ...] = (PLAIN, "lookup", "draft", AUTO)
+    modes: tuple[str, ...] = (PLAIN, "lookup", "draft", HEADS, AUTO)
     ks: tuple[int, ...] = (4,)
     temperatures: tuple[float, ...] = (0.0, 0.8)
     sampled_modes: tuple[str, ...] = (PLAIN, AUTO)
@@ -103,6 +108,18 @@ class BenchOutcome:
     traces: dict[str, AnswerTrace] = field(default_factory=dict)
     first_answer: tuple[FirstAnswer, ...] = ()
     kv_cache: dict[str, object] = field(default_factory=dict)
+
+
+def for_pair(config: BenchConfig, drafters: Drafters) -> BenchConfig:
+    """`config` for a loaded pair: HEADS becomes the head drafters it offers, and a drafter
+    it cannot serve is left out (the decoder would run another mode in its place)."""
+    heads = tuple(name for name in drafters.names() if reads_target(name))
+
+    def offered(modes: tuple[str, ...]) -> tuple[str, ...]:
+        named = [m for mode in modes for m in (heads if mode == HEADS else (mode,))]
+        return tuple(dict.fromkeys(m for m in named if m in (AUTO, PLAIN) or m in drafters))
+
+    return replace(config, modes=offered(config.modes), sampled_modes=offered(config.sampled_modes))
 
 
 def variants_for(config: BenchConfig, *, temperature: float, has_draft: bool) -> list[Variant]:
@@ -251,8 +268,11 @@ def run_bench(
     *,
     progress: Callable[[BenchProgress], None] | None = None,
 ) -> BenchOutcome:
-    """Measure the physical costs, then run the plan; one process, one loaded pair."""
+    """Measure the physical costs, then run the plan; one process, one loaded pair (the
+    outcome's config names the modes it ran: see for_pair)."""
     has_draft = engine.draft is not None
+    config = for_pair(config, engine.decoder.drafters)
+    heads = engine.decoder.drafters.heads()
     prepared = {
         p.id: engine.prepare(
             [ChatMessage(m["role"], m["content"]) for m in p.messages()],
@@ -267,7 +287,9 @@ def run_bench(
     if config.physical:
         if progress:
             progress(BenchProgress(done, total, "physical costs"))
-        physical = measure_physical(engine.target, engine.draft, prepared[prompts[0].id])
+        physical = measure_physical(
+            engine.target, engine.draft, prepared[prompts[0].id], heads=heads
+        )
         # The cost table `auto` prices passes with, measured here as the window measures it
         # between answers (stored: a later run reuses it).
         engine.profiler.run()
@@ -286,12 +308,15 @@ def run_bench(
         repeat=0,
         config=BenchConfig(max_tokens=8),
     )
-    if has_draft:
+    # And each drafter that runs a model or a head, so none pays for its first pass timed.
+    warmed = ["draft"] if has_draft else []
+    warmed += [mode for mode in config.modes if reads_target(mode)]
+    for mode in warmed:
         run_one(
             engine,
             warm,
             prepared[warm.id],
-            Variant("draft", 2),
+            Variant(mode, 2),
             temperature=0.0,
             repeat=0,
             config=BenchConfig(max_tokens=4),
@@ -351,7 +376,13 @@ def run_bench(
             if physical is not None:
                 ceilings[name] = lookup_ceiling(tokens, record.tokens, physical.batch_ms)
             traces[name] = record_trace(
-                name, tokens, record.tokens, draft_model=engine.draft, margins=record.margins
+                name,
+                tokens,
+                record.tokens,
+                draft_model=engine.draft,
+                heads=heads,
+                target=engine.target,
+                margins=record.margins,
             )
     return BenchOutcome(tuple(records), floors, physical, config, info, ceilings, traces)
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from specchat.engine.llamacpp.model import LlamaModel
 
-#: Longest proposal recorded per drafter: what `auto` may ask of each.
+if TYPE_CHECKING:
+    from specchat.engine.drafting.base import Head
+
+#: Longest proposal recorded per drafter: what `auto` may ask of each (a draft head's as a
+#: draft model's).
 LOOKUP_DEPTH = 64
 DRAFT_DEPTH = 16
 
@@ -51,6 +55,9 @@ class AnswerTrace:
             while its draft agrees with the answer (None if not recorded).
         margins: per position, the target's top-1 − top-2 logit where it chose that token
             (how sure it was; None if not recorded).
+        heads: per drafter that drafts with a head over the target's hidden state ("mtp"),
+            per position, the head's greedy draft as far as verification reads it (empty
+            where the pair had no head, or the trace was recorded before heads were).
     """
 
     prompt: str
@@ -62,6 +69,7 @@ class AnswerTrace:
     draft: tuple[tuple[int, ...], ...] | None = None
     draft_confidence: tuple[float, ...] | None = None
     margins: tuple[float, ...] | None = None
+    heads: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
 
     def margin_before(self, i: int) -> float | None:
         """The target's margin on the token before position i (None: before the answer, or
@@ -76,8 +84,12 @@ class AnswerTrace:
         """How many of the draft model's proposal at position i the target keeps."""
         return 0 if self.draft is None else agreement(self.draft[i], self.answer[i:])
 
+    def head_kept(self, name: str, i: int) -> int:
+        """How many of the head drafter `name`'s draft at position i the target keeps."""
+        return agreement(self.heads[name][i], self.answer[i:])
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "record": "trace",
             "prompt": self.prompt,
             "prompt_tokens": list(self.prompt_tokens),
@@ -91,6 +103,10 @@ class AnswerTrace:
             else list(self.draft_confidence),
             "margins": None if self.margins is None else list(self.margins),
         }
+        if self.heads:
+            # Written only where there are heads: a trace without them reads as before.
+            data["heads"] = {name: [list(p) for p in d] for name, d in sorted(self.heads.items())}
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AnswerTrace:
@@ -105,7 +121,12 @@ class AnswerTrace:
         confidences = None if confidence is None else tuple(float(p) for p in confidence)
         margin = data.get("margins")
         margins = None if margin is None else tuple(float(m) for m in margin)
+        heads = {
+            str(name): tuple(tuple(int(t) for t in p) for p in drafts)
+            for name, drafts in (data.get("heads") or {}).items()
+        }
         lengths = {len(answer), len(lookup), len(lookup_len), len(match_len)}
+        lengths.update(len(drafts) for drafts in heads.values())
         if drafts is not None:
             lengths.add(len(drafts))
         if confidences is not None:
@@ -124,6 +145,7 @@ class AnswerTrace:
             draft=drafts,
             draft_confidence=confidences,
             margins=margins,
+            heads=heads,
         )
 
 
@@ -140,14 +162,20 @@ def record_trace(
     answer: Sequence[int],
     *,
     draft_model: LlamaModel | None = None,
+    heads: Mapping[str, Head] | None = None,
+    target: LlamaModel | None = None,
     margins: Sequence[float] | None = None,
 ) -> AnswerTrace:
-    """What lookup and the draft model would propose at every position of `answer`.
+    """What lookup, the draft model and each head (by the drafter that drafts with it) would
+    propose at every position of `answer`.
 
     The draft model's greedy proposal at position i agrees with the answer exactly as long as
     its argmax after prompt + answer[:j] equals answer[j] for j = i, i+1, …: so one batched
     pass over the answer gives every position's proposal as far as verification reads it.
     (Its batched rows may differ from one-token rows by float noise, as in any verify pass.)
+    A head's draft chains on its own hidden state, so it is drafted at every position after
+    `target` (the model the heads follow) has read the text before it (see _head_drafts);
+    that leaves its cache holding the prompt and the answer but its last token.
     `margins`: the target's margin at each answer token, as the answer's run recorded them.
     """
     from specchat.engine.drafting import PromptLookupDrafter
@@ -168,6 +196,13 @@ def record_trace(
             _read_as_verified(guesses[i : i + DRAFT_DEPTH], answer[i:]) for i in range(len(answer))
         )
         confidences = tuple(round(p, 6) for p in top)  # what a rounds file keeps of them
+    head_drafts = {}
+    if heads and answer:
+        if target is None:
+            raise ValueError("a head's drafts are recorded after its target's cache: give it")
+        head_drafts = {
+            name: _head_drafts(head, target, prompt, answer) for name, head in heads.items()
+        }
     return AnswerTrace(
         prompt_id,
         tuple(prompt),
@@ -178,7 +213,29 @@ def record_trace(
         drafts,
         confidences,
         None if margins is None else tuple(round(float(m), 4) for m in margins[: len(answer)]),
+        head_drafts,
     )
+
+
+def _head_drafts(
+    head: Head, target: LlamaModel, prompt: list[int], answer: list[int]
+) -> tuple[tuple[int, ...], ...]:
+    """The head's greedy draft at every position of `answer`, read as verification reads it.
+
+    Each step of a head's draft reads the hidden state of the step before, not the target's,
+    so no batched pass gives them all: as a round does, the head drafts after the target has
+    cached the text before the position, and the target then reads one more token."""
+    cached = target.sync(prompt[:-1])
+    if cached < len(prompt) - 1:
+        target.decode(prompt[cached:-1], logits="none")
+    text = [*prompt, *answer]
+    drafts = []
+    for i in range(len(answer)):
+        last = text[len(prompt) + i - 1]
+        guess = head.draft(last, min(DRAFT_DEPTH, len(answer) - i))
+        drafts.append(_read_as_verified(guess, answer[i:]))
+        target.decode([last], logits="none")
+    return tuple(drafts)
 
 
 def _draft_argmax(

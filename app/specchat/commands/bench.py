@@ -23,6 +23,9 @@ DEFAULT_MAX_TOKENS = 128
 #: The same for an agent's turn: a whole small file written back fits.
 AGENT_MAX_TOKENS = 384
 
+#: Modes run unless --modes says otherwise: the fixed modes at the bench's K beside plain and
+#: auto, and `heads`, every drafter with a head over the target's hidden state the pair offers.
+DEFAULT_MODES = "plain,lookup,draft,heads,auto"
 #: Modes run at temperatures above 0 unless --sampled-modes says otherwise: the greedy runs
 #: already show what each fixed mode does, and sampled runs double the bench's length.
 DEFAULT_SAMPLED_MODES = "plain,auto"
@@ -60,8 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--modes",
-        default="plain,lookup,draft,auto",
-        help=f"comma-separated, or 'all': {', '.join(mode_names())}",
+        default=DEFAULT_MODES,
+        help=f"comma-separated, or 'all': {', '.join(mode_names())}, or 'heads' (every "
+        f"drafter with a head over the target's hidden state the pair offers; default "
+        f"{DEFAULT_MODES})",
     )
     parser.add_argument(
         "--k",
@@ -74,7 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sampled-modes",
         default=DEFAULT_SAMPLED_MODES,
-        help="modes also run at temperatures above 0 ('all' for every mode)",
+        help="modes also run at temperatures above 0 ('all' for every mode, 'heads' for the "
+        "pair's heads)",
     )
     parser.add_argument(
         "--max-tokens",
@@ -144,13 +150,16 @@ def _split(text: str, what: str, parse: type) -> tuple:
 
 
 def _modes(text: str, what: str) -> tuple[str, ...]:
-    """Mode names from a comma list ("all": auto, every registered drafter and plain)."""
+    """Mode names from a comma list ("all": auto, every registered drafter and plain;
+    "heads": every head drafter the pair offers, named once it is loaded)."""
+    from specchat.bench.runner import HEADS
     from specchat.engine.drafting.registry import mode_names, parse_mode
 
     if text.strip().lower() == "all":
         return mode_names()
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
     try:
-        return tuple(dict.fromkeys(parse_mode(p) for p in text.split(",") if p.strip()))
+        return tuple(dict.fromkeys(p if p == HEADS else parse_mode(p) for p in parts))
     except ValueError as error:
         raise UserError(f"{what}: {error}") from None
 
@@ -227,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     from specchat.bench.agent_tasks import AGENT_SETS
     from specchat.bench.prompts import PromptFileError, load_prompts, prompt_file
     from specchat.bench.report import write_report
-    from specchat.bench.runner import BenchConfig, run_bench
+    from specchat.bench.runner import HEADS, BenchConfig, run_bench
     from specchat.engine.drafting.registry import AUTO, needs_model
 
     agents = args.prompts in AGENT_SETS
@@ -310,6 +319,13 @@ def run(args: argparse.Namespace) -> int:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
     finally:
         engine.close()
+    unserved = [
+        m
+        for m in config.modes
+        if m not in outcome.config.modes and m != HEADS and not (draft is None and needs_model(m))
+    ]
+    if unserved:
+        print(f"specchat bench: the pair offers no {', '.join(unserved)}; skipped", file=sys.stderr)
     if config.physical:
         # After the pair is closed too: one target in memory at a time.
         outcome = replace(outcome, kv_cache=_cache_noise(target, prompts, args))
@@ -364,6 +380,9 @@ def _print_summary(report: dict, out: Path) -> None:
                 f"draft token: {physical['draft_token_ms']:.1f} ms "
                 f"({physical['draft_relative']:.2f}× a target token)"
             )
+        one = physical["batch_ms"]["1"]
+        for name, ms in (physical.get("head_token_ms") or {}).items():
+            print(f"{name} head: {ms:.2f} ms a drafted token ({ms / one:.2f}× a target token)")
         line = (
             f"best at α = 1: lookup {physical['best_lookup']['speedup']:.2f}× "
             f"(K = {physical['best_lookup']['k']})"

@@ -15,6 +15,7 @@ from specchat.commands.pairs import find_pair, load_engine, load_pairs, pair_on_
 from specchat.commands.progress import TerminalProgress
 
 if TYPE_CHECKING:
+    from specchat.engine.costs.table import MachineCosts
     from specchat.models.catalog import ModelPair
 
 
@@ -212,18 +213,24 @@ def _path(pair_id: str) -> int:
 
 def _profile(args: argparse.Namespace) -> int:
     from specchat.engine.costs.profiling import PairProfiler, load_costs
-    from specchat.engine.costs.store import CostStore, new_table, sizes_text
+    from specchat.engine.costs.store import CostStore, new_head_table, new_table, sizes_text
+    from specchat.engine.drafting import head_files
 
     target, draft = pair_on_disk(args.pair_id)
     engine = load_engine(target, draft, args)
     try:
         store = CostStore()
-        costs = load_costs(engine.target, engine.draft, store=store)
+        costs = load_costs(engine.target, engine.draft, head_files=engine.head_files(), store=store)
         if args.remeasure:
             costs.target = new_table(engine.target)
             if engine.draft is not None:
                 costs.draft = new_table(engine.draft, rows=1)
-        profiler = PairProfiler(costs, engine.target, engine.draft, store=store)
+            files = head_files(engine.decoder.drafters.pair)
+            costs.heads = {
+                name: new_head_table(engine.target, name, file) for name, file in files.items()
+            }
+        heads = engine.decoder.drafters.heads()
+        profiler = PairProfiler(costs, engine.target, engine.draft, heads=heads, store=store)
         if not profiler.done:
             bar = _ProfileBar()
             began = time.monotonic()
@@ -267,6 +274,8 @@ def _profile(args: argparse.Namespace) -> int:
                         f"       catching up on unseen text: {catchup:.2f} ms a token "
                         f"({catchup / draft_ms:.2f}× a drafted one)"
                     )
+        for line in _head_lines(costs):
+            print(line)
         print(f"stored in {store.folder}")
         if args.out is not None:
             costs.name = f"{info.description}, {info.backend}, {info.n_threads} threads"
@@ -278,6 +287,21 @@ def _profile(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     return 0
+
+
+def _head_lines(costs: MachineCosts) -> list[str]:
+    """A line per draft head over the target's hidden state: its drafted token's time."""
+    from specchat.engine.drafting import mode_info
+
+    one = costs.target.cost_ms(1)
+    lines = []
+    for name in costs.heads:
+        ms = costs.head_token_ms(name)
+        if ms is None:
+            continue
+        relative = f" ({ms / one:.2f}× a target token)" if one else ""
+        lines.append(f"head   {mode_info(name).label}: {ms:.2f} ms a drafted token{relative}")
+    return lines
 
 
 class _ProfileBar:

@@ -13,7 +13,9 @@ from specchat.engine.costs.profiling import PairProfiler, load_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.head import HeadDrafter
+from specchat.engine.drafting.mtp import head_files
 from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex
@@ -170,14 +172,21 @@ class ChatEngine:
         # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
         store = cost_store or CostStore()
-        self.costs = load_costs(target, draft, store=store)
+        self.costs = load_costs(
+            target,
+            draft,
+            head_files=head_files(LoadedPair(target=target, draft=draft, head=head)),
+            store=store,
+        )
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
         # The suffix index is this session's: fed through one door, handed to the drafters.
         self.said = SaidIndex()
         self.decoder = SpeculativeDecoder(
             target, draft, auto=auto, index=self.said.index, head=head
         )
-        self.profiler = PairProfiler(self.costs, target, draft, store=store)
+        self.profiler = PairProfiler(
+            self.costs, target, draft, heads=self.decoder.drafters.heads(), store=store
+        )
         self.template_choice = choose_template(
             target.chat_template(),
             architecture=target.metadata("general.architecture") or "",
@@ -302,6 +311,11 @@ class ChatEngine:
             if draft_model is not None:
                 draft_model.close()
             raise
+
+    def head_files(self) -> dict[str, Path]:
+        """The file each of its draft heads' weights come from, by drafter (what their cost
+        tables are stored under)."""
+        return head_files(LoadedPair(target=self.target, draft=self.draft, head=self.head))
 
     def close(self) -> None:
         self.target.close()

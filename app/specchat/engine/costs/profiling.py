@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Protocol
 
 from specchat.engine.costs.store import CostStore
 from specchat.engine.costs.table import (
@@ -19,6 +21,16 @@ from specchat.engine.costs.table import (
 )
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.recurrent_state import Rollback
+
+
+class DraftStep(Protocol):
+    """What timing a draft head needs of it (engine/llamacpp's heads, a replay's record)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]: ...
+
 
 #: Filler tokens cached per step while deepening the cache for the slope's deep pass: one
 #: step stays a fraction of a second, so an answer never waits long for the measurement.
@@ -239,11 +251,9 @@ class TableMeasurer:
         (warmed first if an answer or a load came before); None when other processes were
         busy during it (see `load`) or a one-token pass after it drifted (see DRIFT)."""
         model = self.model
-        base = model.n_past
         rows = _filler(model, n)
         if not self._warm:
-            model.decode(rows[:1], logits=self.logits)
-            model.truncate(base)
+            self._warm_up(rows)
             self._warm = True
         self._readings.append((time.perf_counter(), self.load()))
         elapsed = self._pass_ms(rows)
@@ -253,6 +263,13 @@ class TableMeasurer:
             return None
         self._busy_run = 0
         return elapsed
+
+    def _warm_up(self, rows: list[int]) -> None:
+        """One untimed pass, rolled back: the first after a load or an answer pages weights in."""
+        model = self.model
+        base = model.n_past
+        model.decode(rows[:1], logits=self.logits)
+        model.truncate(base)
 
     def _pass_ms(self, rows: list[int]) -> float:
         """Milliseconds of one pass over `rows` after the cache, rolled back after."""
@@ -325,14 +342,74 @@ class TableMeasurer:
             self._slope_base = None
 
 
+class HeadMeasurer(TableMeasurer):
+    """Times a draft head's drafted token: one step of the head after the target's cache
+    (a table of one size, measured and checked for a busy machine as any other).
+
+    Attributes:
+        head: the head timed (it follows `model`, the target, whose cache it drafts after).
+    """
+
+    def __init__(
+        self,
+        target: LlamaModel,
+        head: DraftStep,
+        table: CostTable,
+        *,
+        load: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(target, table, load=load, clock=clock)
+        self.head = head
+        self._stuck = False
+
+    @property
+    def done(self) -> bool:
+        return self._stuck or super().done
+
+    @property
+    def _checkpoint_owed(self) -> bool:
+        return False  # the target's recurrent state is the target's table's to time
+
+    def step(self) -> int | None:
+        if self.done:
+            return None
+        model = self.model
+        if model.n_past < CONTEXT_TOKENS:
+            model.decode(_filler(model, CONTEXT_TOKENS - model.n_past), logits="none")
+        if not self.head.ready:
+            # It follows every decode of the target: a head that cannot draft after one
+            # will not draft at all in this load.
+            self._stuck = True
+            return None
+        return super().step()
+
+    def _warm_up(self, rows: list[int]) -> None:
+        self.head.draft(rows[0], 1)
+
+    def _pass_ms(self, rows: list[int]) -> float:
+        """Milliseconds of one step of the head: a draft of one token after the cache."""
+        began = self.clock()
+        self.head.draft(rows[0], 1)
+        return (self.clock() - began) * 1000.0
+
+
 def load_costs(
-    target: LlamaModel, draft: LlamaModel | None, *, store: CostStore | None = None
+    target: LlamaModel,
+    draft: LlamaModel | None,
+    *,
+    head_files: Mapping[str, Path] | None = None,
+    store: CostStore | None = None,
 ) -> MachineCosts:
-    """The stored tables of a loaded pair (fresh, empty ones where none is stored)."""
+    """The stored tables of a loaded pair, its draft heads' included (`head_files`: the
+    file each head's weights come from, by drafter; fresh, empty tables where none is
+    stored): the drafters are built after, each pricing itself from its own."""
     store = store or CostStore()
+    files = head_files or {}
     return MachineCosts(
         target=store.load(target),
         draft=None if draft is None else store.load(draft, rows=1),
+        heads={name: store.load_head(target, name, file) for name, file in files.items()},
     )
 
 
@@ -354,6 +431,7 @@ class PairProfiler:
         target: LlamaModel,
         draft: LlamaModel | None = None,
         *,
+        heads: Mapping[str, DraftStep] | None = None,
         store: CostStore | None = None,
         load: Callable[[], float] | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -372,6 +450,13 @@ class PairProfiler:
                     clock=clock,
                 )
             )
+        # Each head the drafters draft with (by drafter) whose table the costs hold: a
+        # drafted token's time is one step of the head, timed after the target's cache.
+        for name, head in (heads or {}).items():
+            if name in costs.heads:
+                self._measurers.append(
+                    HeadMeasurer(target, head, costs.heads[name], load=load, clock=clock)
+                )
 
     @property
     def postponed(self) -> bool:

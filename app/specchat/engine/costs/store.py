@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.engine.costs.table import CONTEXT_TOKENS, MAX_ROWS, CostKey, CostTable
+from specchat.engine.costs.key import CostKey
+from specchat.engine.costs.table import CONTEXT_TOKENS, MAX_ROWS, CostTable
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
@@ -22,6 +23,17 @@ def new_table(model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:
         gpu=model.info.gpu_layers > 0,
         key=CostKey.of(model),
         description=model.info.description,
+    )
+
+
+def new_head_table(target: LlamaModel, head: str, file: Path) -> CostTable:
+    """An empty table for the draft head of `target` that the drafter `head` drafts with,
+    its weights read from `file` (one size: a drafted token)."""
+    return CostTable(
+        sizes=(1,),
+        gpu=target.info.gpu_layers > 0,
+        key=CostKey.of(target, head=head, file=file),
+        description=f"{head} head of {target.info.description}",
     )
 
 
@@ -44,7 +56,15 @@ class CostStore:
 
     def load(self, model: LlamaModel, *, rows: int = MAX_ROWS) -> CostTable:
         """The stored table for `model` here, or a fresh one (a bad file is measured anew)."""
-        fresh = new_table(model, rows=rows)
+        return self.stored(new_table(model, rows=rows))
+
+    def load_head(self, target: LlamaModel, head: str, file: Path) -> CostTable:
+        """The stored table of `target`'s draft head for the drafter `head` (see
+        new_head_table), or a fresh one."""
+        return self.stored(new_head_table(target, head, file))
+
+    def stored(self, fresh: CostTable) -> CostTable:
+        """The table stored under `fresh`'s key with its sizes, else `fresh` itself."""
         assert fresh.key is not None
         try:
             data = json.loads(self.path(fresh.key).read_text(encoding="utf-8"))

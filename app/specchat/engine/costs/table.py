@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    # Only for annotations: the policy imports this module, and pricing needs no llama.cpp.
-    from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.costs.key import CostKey
 
 #: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
 MAX_ROWS = 64
@@ -84,45 +81,6 @@ def prior_shape(n: int, *, gpu: bool) -> float:
 
 
 SCHEMA = 1
-
-
-@dataclass(frozen=True)
-class CostKey:
-    """What a table is valid for: one model file, backend, thread count and context band.
-
-    Attributes:
-        file: the model file's resolved path.
-        size: its size in bytes.
-        mtime_ns: its modification time (a rewritten file is another model).
-        backend: 'CPU' or the GPU backend.
-        threads: decode threads.
-        ctx_band: the context window rounded up to a power of two (the KV cache's size
-            changes attention kernels' shapes; nearby windows share a table).
-    """
-
-    file: str
-    size: int
-    mtime_ns: int
-    backend: str
-    threads: int
-    ctx_band: int
-
-    @classmethod
-    def of(cls, model: LlamaModel) -> CostKey:
-        path = Path(model.info.path).resolve()
-        stat = path.stat()
-        return cls(
-            file=str(path),
-            size=stat.st_size,
-            mtime_ns=stat.st_mtime_ns,
-            backend=model.info.backend,
-            threads=model.info.n_threads,
-            ctx_band=1 << max(0, math.ceil(math.log2(max(1, model.n_ctx)))),
-        )
-
-    def digest(self) -> str:
-        text = json.dumps(asdict(self), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 class CostTableError(ValueError):
@@ -482,6 +440,8 @@ class MachineCosts:
     Attributes:
         target: the target model's pass times by size.
         draft: the draft model's (size 1: one drafted token), if there is a draft model.
+        heads: each draft head's over the target's hidden state (size 1: one drafted token,
+            one step of the head), by the name of the drafter that drafts with it.
         catchup_token_ms: milliseconds per token when the draft model evaluates text it has
             not seen in one batch (learnt from rounds; a share of a drafted token before).
         name: what machine the costs describe (for tables read from a file).
@@ -492,6 +452,7 @@ class MachineCosts:
 
     target: CostTable
     draft: CostTable | None = None
+    heads: dict[str, CostTable] = field(default_factory=dict)
     catchup_token_ms: float | None = None
     name: str = ""
     sources: tuple[str, ...] = ()
@@ -517,19 +478,32 @@ class MachineCosts:
     def draft_token_ms(self) -> float | None:
         return None if self.draft is None else self.draft.cost_ms(1)
 
+    def head_token_ms(self, name: str) -> float | None:
+        """One drafted token of the head drafter `name` (None: no table, or nothing in it)."""
+        table = self.heads.get(name)
+        return None if table is None else table.cost_ms(1)
+
     def catchup_ms(self, tokens: int) -> float:
         """Estimated time for the draft model to evaluate `tokens` it has not seen."""
         return estimate_catchup_ms(tokens, self.catchup_token_ms, self.draft)
 
-    def seed(self, batch_ms: Mapping[int, float], draft_token_ms: float | None = None) -> None:
-        """Pin target pass times (and a draft token's) as if measured and seen in real
-        rounds: for tests and tools."""
+    def seed(
+        self,
+        batch_ms: Mapping[int, float],
+        draft_token_ms: float | None = None,
+        head_token_ms: Mapping[str, float] | None = None,
+    ) -> None:
+        """Pin target pass times (and a draft token's, and each head's drafted token's, by
+        drafter) as if measured and seen in real rounds: for tests and tools."""
         self.target.pass_ms.update({int(n): float(ms) for n, ms in batch_ms.items()})
         self.target.seen.update(dict.fromkeys(map(int, batch_ms), 1))
         if draft_token_ms is not None:
             if self.draft is None:
                 self.draft = CostTable(sizes=(1,), gpu=self.target.gpu)
             self.draft.pass_ms[1] = float(draft_token_ms)
+        for name, ms in (head_token_ms or {}).items():
+            table = self.heads.setdefault(name, CostTable(sizes=(1,), gpu=self.target.gpu))
+            table.pass_ms[1] = float(ms)
 
     def observe_batch(self, n: int, ms: float) -> None:
         """A real round's target pass of n rows took `ms` (at `context`)."""
@@ -543,6 +517,7 @@ class MachineCosts:
             "sources": list(self.sources),
             "target": self.target.to_json(),
             "draft": None if self.draft is None else self.draft.to_json(),
+            "heads": {name: table.to_json() for name, table in sorted(self.heads.items())},
             "catchup_token_ms": self.catchup_token_ms,
         }
 
@@ -558,10 +533,18 @@ class MachineCosts:
         draft = None
         if isinstance(data.get("draft"), Mapping):
             draft = CostTable.from_json(data["draft"], what=f"{what} (draft)")
+        # A file written before heads had tables has none.
+        heads = data.get("heads") or {}
+        if not isinstance(heads, Mapping):
+            raise CostTableError(f"{what}: `heads` must map drafters to tables")
         catchup = data.get("catchup_token_ms")
         return cls(
             target=target,
             draft=draft,
+            heads={
+                str(name): CostTable.from_json(table, what=f"{what} (head {name})")
+                for name, table in heads.items()
+            },
             catchup_token_ms=None if catchup is None else float(catchup),
             name=str(data.get("name", "")),
             sources=tuple(str(s) for s in data.get("sources", ())),

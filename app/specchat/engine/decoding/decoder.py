@@ -5,7 +5,7 @@ from __future__ import annotations
 import codecs
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -14,7 +14,7 @@ from specchat.engine.decoding.rollback_cost import priced_for_rollback
 from specchat.engine.decoding.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
-from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Offer, Outcome
+from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Head, Offer, Outcome
 from specchat.engine.drafting.matching import locate
 from specchat.engine.llamacpp.draft_heads import TargetHead
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
@@ -122,7 +122,10 @@ class SpeculativeDecoder:
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
         head: TargetHead | None = None,
+        heads: Mapping[str, Head] | None = None,
     ) -> None:
+        """`heads`: heads made already, by the drafter that drafts with them (see
+        LoadedPair.heads)."""
         self.target = target
         self.clock = clock
         self.draft = draft
@@ -134,6 +137,7 @@ class SpeculativeDecoder:
             target,
             draft if draft is not None and draft.can_rollback else None,
             head=head,
+            heads=heads,
             costs=self.auto.costs,
             clock=clock,
             index=index,

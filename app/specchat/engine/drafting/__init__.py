@@ -13,6 +13,7 @@ from specchat.engine.drafting.base import (
     Answer,
     Draft,
     Drafter,
+    Head,
     Listing,
     LoadedPair,
     Offer,
@@ -27,7 +28,7 @@ from specchat.engine.drafting.eagle3 import Eagle3Drafter
 from specchat.engine.drafting.head import HeadDrafter
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
-from specchat.engine.drafting.mtp import AssistantDrafter, MtpDrafter
+from specchat.engine.drafting.mtp import AssistantDrafter, MtpDrafter, head_files
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
     AUTO,
@@ -41,6 +42,7 @@ from specchat.engine.drafting.registry import (
     modes,
     needs_model,
     parse_mode,
+    reads_target,
     register,
     unregister,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "Drafter",
     "Drafters",
     "Eagle3Drafter",
+    "Head",
     "HeadDrafter",
     "Listing",
     "LoadedPair",
@@ -80,12 +83,14 @@ __all__ = [
     "SuffixDrafter",
     "auto_drafters",
     "expected_tokens",
+    "head_files",
     "mode_info",
     "mode_name",
     "mode_names",
     "modes",
     "needs_model",
     "parse_mode",
+    "reads_target",
     "register",
     "unregister",
 ]

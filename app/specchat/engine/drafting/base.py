@@ -6,7 +6,7 @@ import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -253,6 +253,20 @@ class Answer:
     prediction: Sequence[int] = ()
 
 
+class Head(Protocol):
+    """A draft head as its drafter drives it: engine/llamacpp/mtp.py's DraftHead, which
+    follows the target's cache, or a stand-in with the same two members (a replay's record)."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether it can draft after the target's cache now."""
+        ...
+
+    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
+        """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
+        ...
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadedPair:
     """What a drafter may be built on.
@@ -263,6 +277,9 @@ class LoadedPair:
         head: a draft file loaded beside the target as a head over its hidden state (a
             Gemma 4 assistant, an EAGLE-3 or DFlash draft: engine/llamacpp/draft_heads.py),
             or None.
+        heads: heads made already, by the name of the drafter that drafts with them: it
+            drafts with the one given here instead of making its own (a replay gives its
+            recorded heads; a test a head whose passes it prices).
         costs: the machine's stored cost tables for the pair (a drafter that runs a model
             prices itself with that model's table), or None.
         ends_answer: whether a token ends the answer (the target's end-of-generation
@@ -277,6 +294,7 @@ class LoadedPair:
     target: LlamaModel | None = None
     draft: LlamaModel | None = None
     head: TargetHead | None = None
+    heads: Mapping[str, Head] = field(default_factory=dict)
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
     clock: Callable[[], float] = time.perf_counter
@@ -291,6 +309,9 @@ class Listing:
         label: what the window calls it ("Prompt lookup").
         needs_model: whether it needs the pair's draft model (unavailable without one).
         in_auto: whether `auto` may choose it.
+        reads_target: whether it drafts with a head over the target's hidden state (its
+            drafter's `head`, a Head): the bench runs every such drafter a pair offers, and
+            its cost per drafted token has a table of its own (MachineCosts.heads).
         subsumes: drafters whose proposals it makes too, from the same text and with a match
             at least as long: where it is built, `auto` does not ask them (see
             `auto_drafters`).
@@ -301,6 +322,7 @@ class Listing:
     label: str
     needs_model: bool = False
     in_auto: bool = True
+    reads_target: bool = False
     subsumes: tuple[str, ...] = ()
     priority: int = 100
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.engine.drafting.base import Drafter, Listing, LoadedPair
+from specchat.engine.drafting.base import Drafter, Head, Listing, LoadedPair
 from specchat.engine.drafting.head import HeadDrafter
+from specchat.engine.drafting.mtp import head_path
 from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
@@ -19,7 +21,7 @@ class DFlashDrafter(HeadDrafter):
     whole block, so a round drafts at most the block's masks (the head's n_max)."""
 
     name = "dflash"
-    listing = Listing(label="DFlash draft", priority=18)
+    listing = Listing(label="DFlash draft", priority=18, reads_target=True)
     origin = "the DFlash draft"
 
     #: The same head as `head`, by its own type.
@@ -30,12 +32,18 @@ class DFlashDrafter(HeadDrafter):
         return self.block.n_max
 
     @classmethod
-    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+    def own_head(cls, pair: LoadedPair) -> Head | None:
         from specchat.engine.llamacpp.dflash import DFlashDraft
 
-        if not isinstance(pair.head, DFlashDraft):
-            return None
-        drafter = cls(pair.head, clock=pair.clock)
-        drafter.block = pair.head
-        drafter._ends_answer = pair.ends_answer
+        return pair.head if isinstance(pair.head, DFlashDraft) else None
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        return head_path(pair, "DFlashDraft")
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        drafter = super().create(pair, built)
+        if isinstance(drafter, DFlashDrafter):
+            drafter.block = drafter.head  # type: ignore[assignment]  # a DFlashDraft here
         return drafter

@@ -5,8 +5,8 @@ them for a pair live in mtp.py, eagle3.py and dflash.py)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -17,20 +17,13 @@ from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
     Drafter,
+    Head,
+    LoadedPair,
     Offer,
     Outcome,
     expected_tokens,
 )
 from specchat.engine.types import SamplingParams
-
-
-class Head(Protocol):
-    """What HeadDrafter drafts with (engine/llamacpp's DraftHead, Eagle3Draft, DFlashDraft)."""
-
-    @property
-    def ready(self) -> bool: ...
-
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]: ...
 
 
 class HeadDrafter(Drafter):
@@ -41,11 +34,16 @@ class HeadDrafter(Drafter):
     drafted token; feeding the head the target's rows happens inside the target's passes,
     whose measured costs include it.
 
+    A subclass says where its head comes from (`own_head`) and which file's weights it
+    runs (`weights_file`, what its stored cost table is keyed by); `create` is the same for
+    every head.
+
     Attributes:
         head: the head it drafts with.
         min_confidence: stop a draft at a token the head gives less than this probability
             (after the first); 0, llama.cpp's default, never stops.
-        table: its cost table (one size: a drafted token).
+        table: its cost table (one size: a drafted token): the machine's stored one where
+            the pair's costs hold it (measured between answers, engine/costs/profiling.py).
     """
 
     #: Where its kept tokens came from, for people: the tooltip's "drafted from …", the
@@ -67,6 +65,31 @@ class HeadDrafter(Drafter):
         # separate draft model does.
         self._acceptance = Acceptance.prior(0.7, 0.6)
         self.table = CostTable(sizes=(1,))
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        head = pair.heads.get(cls.name)
+        if head is None:
+            head = cls.own_head(pair)
+        if head is None:
+            return None
+        drafter = cls(head, clock=pair.clock)
+        drafter._ends_answer = pair.ends_answer
+        if pair.costs is not None and cls.name in pair.costs.heads:
+            # The stored table the background measurement fills is the one it prices with.
+            drafter.table = pair.costs.heads[cls.name]
+        return drafter
+
+    @classmethod
+    def own_head(cls, pair: LoadedPair) -> Head | None:
+        """The head `pair` offers this drafter, made now (None: it offers none)."""
+        return None
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        """The file whose weights its head runs, where `pair` offers one (None: it offers
+        none), without making the head: the costs are loaded before the drafters are built."""
+        return None
 
     @property
     def k_limit(self) -> int:

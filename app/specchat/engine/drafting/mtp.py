@@ -1,13 +1,13 @@
-"""The heads of a model file draft: the target's own MTP head (a Qwen3.5/3.6 file's `nextn`
-layer), or a Gemma 4 assistant file beside its target."""
+"""The heads a Qwen3.5/3.6 target or a Gemma 4 pair drafts with: the target's own MTP head (a
+`nextn` layer), or a Gemma 4 assistant file beside its target."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from pathlib import Path
 
-from specchat.engine.drafting.base import Drafter, Listing, LoadedPair
+from specchat.engine.drafting.base import Head, Listing, LoadedPair
 from specchat.engine.drafting.head import HeadDrafter
-from specchat.engine.drafting.registry import register
+from specchat.engine.drafting.registry import drafter_classes, register
 
 
 @register
@@ -15,20 +15,25 @@ class MtpDrafter(HeadDrafter):
     """The target's MTP head (Qwen3.5/3.6 files with `nextn` layers)."""
 
     name = "mtp"
-    listing = Listing(label="MTP head", priority=15)
+    listing = Listing(label="MTP head", priority=15, reads_target=True)
     origin = "the MTP head"
 
     @classmethod
-    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+    def own_head(cls, pair: LoadedPair) -> Head | None:
         from specchat.engine.llamacpp.model import LlamaModel
         from specchat.engine.llamacpp.mtp import DraftHead
 
         target = pair.target
         if not isinstance(target, LlamaModel) or not target.has_mtp:
             return None
-        drafter = cls(DraftHead(target), clock=pair.clock)
-        drafter._ends_answer = pair.ends_answer
-        return drafter
+        return DraftHead(target)
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        from specchat.engine.llamacpp.model import LlamaModel
+
+        target = pair.target
+        return target.path if isinstance(target, LlamaModel) and target.has_mtp else None
 
 
 @register
@@ -36,15 +41,37 @@ class AssistantDrafter(HeadDrafter):
     """A Gemma 4 assistant (a `gemma4-assistant` file loaded beside its target)."""
 
     name = "assistant"
-    listing = Listing(label="Gemma 4 assistant", priority=16)
+    listing = Listing(label="Gemma 4 assistant", priority=16, reads_target=True)
     origin = "the Gemma 4 assistant"
 
     @classmethod
-    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+    def own_head(cls, pair: LoadedPair) -> Head | None:
         from specchat.engine.llamacpp.mtp import DraftHead
 
-        if not isinstance(pair.head, DraftHead):
-            return None
-        drafter = cls(pair.head, clock=pair.clock)
-        drafter._ends_answer = pair.ends_answer
-        return drafter
+        return pair.head if isinstance(pair.head, DraftHead) else None
+
+    @classmethod
+    def weights_file(cls, pair: LoadedPair) -> Path | None:
+        return head_path(pair, "DraftHead")
+
+
+def head_files(pair: LoadedPair) -> dict[str, Path]:
+    """The weights file of every head `pair` offers, by the drafter that drafts with it:
+    what each head's stored cost table is keyed by."""
+    files: dict[str, Path] = {}
+    for cls in drafter_classes():
+        if cls.listing.reads_target and issubclass(cls, HeadDrafter):
+            path = cls.weights_file(pair)
+            if path is not None:
+                files[cls.name] = path
+    return files
+
+
+def head_path(pair: LoadedPair, kind: str) -> Path | None:
+    """The file of the head `pair` loaded beside its target, where it is of type `kind`
+    (named, so that pricing a pair loads no llama.cpp)."""
+    head = pair.head
+    if head is None or type(head).__name__ != kind:
+        return None
+    path = getattr(head, "path", None)
+    return path if isinstance(path, Path) else None

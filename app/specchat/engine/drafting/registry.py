@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from specchat.engine.drafting.base import Drafter, EndTokens, Listing, LoadedPair
+from specchat.engine.drafting.base import Drafter, EndTokens, Head, Listing, LoadedPair
 from specchat.engine.suffix.index import SuffixIndex
 
 if TYPE_CHECKING:
@@ -90,6 +90,12 @@ def needs_model(mode: str) -> bool:
     return bool(cls and cls.listing.needs_model)
 
 
+def reads_target(mode: str) -> bool:
+    """Whether `mode` drafts with a head over the target's hidden state (unknown names: no)."""
+    cls = _classes.get(mode)
+    return bool(cls and cls.listing.reads_target)
+
+
 def parse_mode(text: str) -> str:
     """A mode name from user input, or ValueError naming the choices."""
     name = str(getattr(text, "value", text)).strip().lower()
@@ -140,6 +146,7 @@ class Drafters:
         draft: LlamaModel | None,
         *,
         head: TargetHead | None = None,
+        heads: Mapping[str, Head] | None = None,
         costs: MachineCosts | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
@@ -148,6 +155,7 @@ class Drafters:
             target=target,
             draft=draft,
             head=head,
+            heads=dict(heads or {}),
             costs=costs,
             ends_answer=EndTokens(target.is_eog),
             clock=clock,
@@ -170,6 +178,15 @@ class Drafters:
 
     def names(self) -> tuple[str, ...]:
         return tuple(self._built)
+
+    def heads(self) -> dict[str, Head]:
+        """The heads over the target's hidden state its drafters draft with, by drafter."""
+        heads: dict[str, Head] = {}
+        for drafter in self._built.values():
+            if drafter.listing.reads_target:
+                # Listing.reads_target promises the drafter's `head`.
+                heads[drafter.name] = drafter.head  # type: ignore[attr-defined]
+        return heads
 
     def resolve(self, mode: object) -> str:
         """The mode that will run: auto, plain or an available drafter (else the fallback)."""

@@ -75,6 +75,9 @@ class DFlashDraft:
         mask_token: the token the block is padded with.
     """
 
+    #: The file its weights came from (what its cost table is keyed by).
+    path: Path | None = None
+
     def __init__(self, target: LlamaModel, weights: Any, *, name: str = "DFlash draft") -> None:
         """A draft over `weights` (loaded by the caller, freed with the draft)."""
         self.target = target
@@ -205,4 +208,6 @@ def load_dflash(
     if any(t.name == DSPARK_TENSOR for t in validate(path).tensors):
         raise ModelLoadError(f"{path.name} is a DSpark draft, which SpecChat cannot run")
     weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-    return DFlashDraft(target, weights, name=f"DFlash draft {path.name}")
+    head = DFlashDraft(target, weights, name=f"DFlash draft {path.name}")
+    head.path = path
+    return head

@@ -70,6 +70,9 @@ class Eagle3Draft:
         n_embd: width of g and of the draft's hidden state.
     """
 
+    #: The file its weights came from (what its cost table is keyed by).
+    path: Path | None = None
+
     def __init__(self, target: LlamaModel, weights: Any, *, name: str = "EAGLE-3 draft") -> None:
         """A draft over `weights` (loaded by the caller, freed with the draft)."""
         self.target = target
@@ -232,4 +235,6 @@ def load_eagle3(
     """An EAGLE-3 draft file loaded beside `target` (it has no context of its own without
     the target's: llama.cpp refuses one)."""
     weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-    return Eagle3Draft(target, weights, name=f"EAGLE-3 draft {path.name}")
+    head = Eagle3Draft(target, weights, name=f"EAGLE-3 draft {path.name}")
+    head.path = path
+    return head

@@ -47,14 +47,23 @@ class DraftHead:
         shared: whether it reads the target's cache (a Gemma 4 assistant) instead of
             keeping its own (an MTP head).
         n_embd: width of the hidden-state rows it reads.
+        path: the file its weights come from (the target's, for an MTP head).
     """
 
-    def __init__(self, target: LlamaModel, weights: Any = None, *, name: str = "MTP head") -> None:
-        """A head over `weights` (an assistant's own, loaded by the caller and freed with
-        the head) or, without them, over the target's own MTP layers (the target must be
-        loaded with `load_mtp`)."""
+    def __init__(
+        self,
+        target: LlamaModel,
+        weights: Any = None,
+        *,
+        name: str = "MTP head",
+        path: Path | None = None,
+    ) -> None:
+        """A head over `weights` (an assistant's own, loaded by the caller from `path` and
+        freed with the head) or, without them, over the target's own MTP layers (the target
+        must be loaded with `load_mtp`)."""
         self.target = target
         self.name = name
+        self.path = path if path is not None else target.path
         self._weights = weights
         self._batch: Any = None
         self._ctx: Any = None
@@ -263,4 +272,4 @@ def load_assistant(
     """A Gemma 4 assistant file loaded as `target`'s draft head (it has no context of its
     own without the target's: llama.cpp refuses one)."""
     weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-    return DraftHead(target, weights, name=f"assistant {path.name}")
+    return DraftHead(target, weights, name=f"assistant {path.name}", path=path)

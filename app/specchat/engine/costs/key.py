@@ -1,0 +1,65 @@
+"""What a cost table is valid for: the key it is stored and found under."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specchat.engine.llamacpp.model import LlamaModel
+
+
+@dataclass(frozen=True)
+class CostKey:
+    """What a table is valid for: one model file, backend, thread count and context band
+    (and, for a draft head, which head of that file).
+
+    Attributes:
+        file: the model file's resolved path.
+        size: its size in bytes.
+        mtime_ns: its modification time (a rewritten file is another model).
+        backend: 'CPU' or the GPU backend.
+        threads: decode threads.
+        ctx_band: the context window rounded up to a power of two (the KV cache's size
+            changes attention kernels' shapes; nearby windows share a table).
+        head: the drafter whose head over the target's hidden state the table times ("mtp":
+            a target file's own MTP layers); "" for the model itself.
+    """
+
+    file: str
+    size: int
+    mtime_ns: int
+    backend: str
+    threads: int
+    ctx_band: int
+    head: str = ""
+
+    @classmethod
+    def of(cls, model: LlamaModel, *, head: str = "", file: Path | None = None) -> CostKey:
+        """The key of `model`'s table, or of the table of its draft head named `head`
+        whose weights come from `file` (the model's own by default): a head runs in the
+        model's context, on its backend and threads."""
+        path = Path(file if file is not None else model.info.path).resolve()
+        stat = path.stat()
+        return cls(
+            file=str(path),
+            size=stat.st_size,
+            mtime_ns=stat.st_mtime_ns,
+            backend=model.info.backend,
+            threads=model.info.n_threads,
+            ctx_band=1 << max(0, math.ceil(math.log2(max(1, model.n_ctx)))),
+            head=head,
+        )
+
+    def digest(self) -> str:
+        fields = asdict(self)
+        if not self.head:
+            # A model's own key digests as it did before heads had tables: stored files keep
+            # their names.
+            del fields["head"]
+        text = json.dumps(fields, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
