@@ -19,7 +19,7 @@ from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.mtp import head_files
+from specchat.engine.drafting.head import head_files
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.session import ChatEngine

@@ -14,8 +14,7 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.head import HeadDrafter
-from specchat.engine.drafting.mtp import head_files
+from specchat.engine.drafting.head import HeadDrafter, head_files
 from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex

@@ -25,10 +25,10 @@ from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedge
 from specchat.engine.drafting.copying import CopyDraft
 from specchat.engine.drafting.dflash import DFlashDrafter
 from specchat.engine.drafting.eagle3 import Eagle3Drafter
-from specchat.engine.drafting.head import HeadDrafter
+from specchat.engine.drafting.head import HeadDrafter, head_files
 from specchat.engine.drafting.lookup import PromptLookupDrafter
 from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
-from specchat.engine.drafting.mtp import AssistantDrafter, MtpDrafter, head_files
+from specchat.engine.drafting.mtp import AssistantDrafter, MtpDrafter
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
     AUTO,

@@ -23,6 +23,7 @@ from specchat.engine.drafting.base import (
     Outcome,
     expected_tokens,
 )
+from specchat.engine.drafting.registry import drafter_classes
 from specchat.engine.types import SamplingParams
 
 
@@ -135,3 +136,15 @@ class HeadDrafter(Drafter):
         drafted = len(outcome.draft.tokens)
         if outcome.draft.source == self.name and drafted:
             self.table.observe(1, outcome.draft.ms / drafted)
+
+
+def head_files(pair: LoadedPair) -> dict[str, Path]:
+    """The weights file of every head `pair` offers, by the drafter that drafts with it:
+    what each head's stored cost table is keyed by."""
+    files: dict[str, Path] = {}
+    for cls in drafter_classes():
+        if cls.listing.reads_target and issubclass(cls, HeadDrafter):
+            path = cls.weights_file(pair)
+            if path is not None:
+                files[cls.name] = path
+    return files

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from specchat.engine.drafting.base import Head, Listing, LoadedPair
 from specchat.engine.drafting.head import HeadDrafter
-from specchat.engine.drafting.registry import drafter_classes, register
+from specchat.engine.drafting.registry import register
 
 
 @register
@@ -53,18 +53,6 @@ class AssistantDrafter(HeadDrafter):
     @classmethod
     def weights_file(cls, pair: LoadedPair) -> Path | None:
         return head_path(pair, "DraftHead")
-
-
-def head_files(pair: LoadedPair) -> dict[str, Path]:
-    """The weights file of every head `pair` offers, by the drafter that drafts with it:
-    what each head's stored cost table is keyed by."""
-    files: dict[str, Path] = {}
-    for cls in drafter_classes():
-        if cls.listing.reads_target and issubclass(cls, HeadDrafter):
-            path = cls.weights_file(pair)
-            if path is not None:
-                files[cls.name] = path
-    return files
 
 
 def head_path(pair: LoadedPair, kind: str) -> Path | None:
