@@ -103,6 +103,22 @@ def vocabulary(
     return tokens, types, merges
 
 
+def padded_vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
+    """The tiny vocabulary (`vocabulary()`) grown to `n_vocab` tokens with filler tokens, for
+    files with a real model's vocabulary size: the output head, and an MTP head's, then cost
+    what they cost in the real model.
+
+    The fillers are unique plain-ASCII strings (each character is its own byte-level symbol),
+    normal tokens that no merge produces: text never tokenizes into them, but the model can
+    emit them and they render as their spelling.
+    """
+    tokens, types, merges = vocabulary()
+    if n_vocab < len(tokens):
+        raise ValueError(f"the tiny vocabulary already has {len(tokens)} tokens")
+    fillers = [f"<filler{index:06d}>" for index in range(n_vocab - len(tokens))]
+    return tokens + fillers, types + [1] * len(fillers), merges
+
+
 def _weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(spec.seed)
     e, f = spec.n_embd, spec.n_ff

@@ -14,6 +14,12 @@ convert_hf_to_gguf writes for it (conversion/gemma.py: Gemma4Model):
   attention scale is 1; the FFN is GELU with post-norms (post_attention_norm,
   post_ffw_norm) and a per-layer `layer_output_scale`.
 - The output head is tied to token_embd (no output.weight); logits are soft-capped.
+- E2B / E4B have per-layer embeddings: `per_layer_token_embd` (a lookup of
+  n_embd_per_layer values per layer and token), `per_layer_model_proj` and
+  `per_layer_proj_norm`, and per block `inp_gate`, `proj` and `post_norm`. Their last
+  `attention.shared_kv_layers` blocks have no K/V of their own (they read the last earlier
+  block of their kind) and, with use_double_wide_mlp, twice the FFN: `feed_forward_length`
+  is then one value per block.
 
 The assistant follows `llama_model_gemma4_assistant` (src/models/gemma4-assistant.cpp) and
 Gemma4AssistantModel in the converter:
@@ -40,12 +46,14 @@ SentencePiece tokenizer: the tensor layout and keys are what these files reprodu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specchat.tinyarch.qwen35 import Vocabulary
 from specchat.tinyarch.weights import WeightMaker, perturbed
 from specchat.tinymodels import CHATML_TEMPLATE, finish_gguf, vocabulary
 
@@ -67,6 +75,9 @@ class Gemma4Shape:
         n_ff: feed-forward size.
         n_ctx: trained context length.
         softcap: final_logit_softcapping.
+        n_embd_per_layer: per-layer embedding width (0: none).
+        shared_kv_layers: the last blocks that read an earlier block's K/V.
+        wide_shared_ffn: those blocks have an FFN of 2 * n_ff (use_double_wide_mlp).
     """
 
     n_embd: int = 64
@@ -79,10 +90,19 @@ class Gemma4Shape:
     n_ff: int = 128
     n_ctx: int = 4096
     softcap: float = 30.0
+    n_embd_per_layer: int = 0
+    shared_kv_layers: int = 0
+    wide_shared_ffn: bool = False
 
     @property
     def n_layer(self) -> int:
         return len(self.sliding)
+
+    def has_kv(self, layer: int) -> bool:
+        return layer < self.n_layer - self.shared_kv_layers
+
+    def n_ff_of(self, layer: int) -> int:
+        return 2 * self.n_ff if self.wide_shared_ffn and not self.has_kv(layer) else self.n_ff
 
     def head_dim(self, layer: int) -> int:
         return self.head_dim_swa if self.sliding[layer] else self.head_dim_full
@@ -110,12 +130,15 @@ def write_tiny_gemma4(
     perturb_seed: int = 0,
     shape: Gemma4Shape = Gemma4Shape(),
     name: str = "tiny-gemma4",
+    vocab: Vocabulary | None = None,
+    maker: Callable[[int], WeightMaker] = WeightMaker,
 ) -> Path:
     """Write a tiny gemma4 target over the tiny vocabulary and return `path`; `perturb`
-    adds relative noise to the matrices of the `seed` model, as for write_tiny_qwen35."""
-    vocab = vocabulary()
+    adds relative noise to the matrices of the `seed` model, as for write_tiny_qwen35, and
+    `vocab` and `maker` are write_tiny_qwen35's too."""
+    vocab = vocab if vocab is not None else vocabulary()
     n_vocab = len(vocab[0])
-    make = WeightMaker(seed)
+    make = maker(seed)
     e = shape.n_embd
     tensors: dict[str, np.ndarray] = {
         **_tied_head(make, n_vocab, e),
@@ -123,12 +146,14 @@ def write_tiny_gemma4(
     }
     for layer in range(shape.n_layer):
         p = f"blk.{layer}."
-        tensors.update(_block_tensors(make, shape, layer, p, with_kv=True))
+        tensors.update(_block_tensors(make, shape, layer, p, with_kv=shape.has_kv(layer)))
+    if shape.n_embd_per_layer:
+        tensors.update(_per_layer_embedding(make, shape, n_vocab))
     tensors = perturbed(tensors, perturb, perturb_seed)
 
     writer = _start_writer(path, "gemma4", shape, name)
-    writer.add_shared_kv_layers(0)
-    writer.add_embedding_length_per_layer_input(0)
+    writer.add_shared_kv_layers(shape.shared_kv_layers)
+    writer.add_embedding_length_per_layer_input(shape.n_embd_per_layer)
     writer.add_final_logit_softcapping(shape.softcap)
     finish_gguf(writer, vocab, eos_id=2, chat_template=CHATML_TEMPLATE, tensors=tensors)
     return path
@@ -141,10 +166,13 @@ def write_tiny_gemma4_assistant(
     target: Gemma4Shape = Gemma4Shape(),
     shape: Gemma4Shape = ASSISTANT_SHAPE,
     name: str = "tiny-gemma4-assistant",
+    vocab: Vocabulary | None = None,
+    maker: Callable[[int], WeightMaker] = WeightMaker,
 ) -> Path:
     """Write the gemma4-assistant drafter of a tiny gemma4 target of shape `target` and
     return `path`. Head sizes, KV heads and the sliding window come from `target` (the
-    assistant reads its cache); `shape` gives the assistant's own width, layers and FFN."""
+    assistant reads its cache); `shape` gives the assistant's own width, layers and FFN;
+    `vocab` (the target's) and `maker` are write_tiny_qwen35's."""
     if not target.sliding[-2] or target.sliding[-1]:
         raise ValueError("the target's last two layers must be sliding, then full")
     shape = Gemma4Shape(
@@ -161,9 +189,9 @@ def write_tiny_gemma4_assistant(
     )
     if shape.n_embd == target.n_embd:
         raise ValueError("llama.cpp needs the assistant narrower or wider than its target")
-    vocab = vocabulary()
+    vocab = vocab if vocab is not None else vocabulary()
     n_vocab = len(vocab[0])
-    make = WeightMaker(seed)
+    make = maker(seed)
     e, backbone = shape.n_embd, target.n_embd
     tensors: dict[str, np.ndarray] = {
         **_tied_head(make, n_vocab, e),
@@ -196,7 +224,8 @@ def _start_writer(path: Path, arch: str, shape: Gemma4Shape, name: str) -> gguf.
     writer.add_context_length(shape.n_ctx)
     writer.add_embedding_length(shape.n_embd)
     writer.add_block_count(shape.n_layer)
-    writer.add_feed_forward_length(shape.n_ff)
+    lengths = [shape.n_ff_of(layer) for layer in range(shape.n_layer)]
+    writer.add_feed_forward_length(lengths if len(set(lengths)) > 1 else shape.n_ff)
     writer.add_head_count(shape.n_head)
     writer.add_head_count_kv(shape.n_head_kv)
     writer.add_key_length(shape.head_dim_full)
@@ -244,7 +273,7 @@ def _proportional_rope_factors(head_dim_full: int) -> np.ndarray:
 def _block_tensors(
     make: WeightMaker, shape: Gemma4Shape, layer: int, p: str, *, with_kv: bool
 ) -> dict[str, np.ndarray]:
-    e, f, d = shape.n_embd, shape.n_ff, shape.head_dim(layer)
+    e, f, d = shape.n_embd, shape.n_ff_of(layer), shape.head_dim(layer)
     tensors = {
         p + "attn_norm.weight": make.ones(e),
         p + "attn_q.weight": make.mat(shape.n_head * d, e),
@@ -262,4 +291,21 @@ def _block_tensors(
         tensors[p + "attn_k.weight"] = make.mat(shape.n_head_kv * d, e)
         tensors[p + "attn_v.weight"] = make.mat(shape.n_head_kv * d, e)
         tensors[p + "attn_k_norm.weight"] = _qk_norm(d)
+    if shape.n_embd_per_layer:
+        tensors[p + "inp_gate.weight"] = make.mat(shape.n_embd_per_layer, e)
+        tensors[p + "proj.weight"] = make.mat(e, shape.n_embd_per_layer)
+        tensors[p + "post_norm.weight"] = make.ones(e)
     return tensors
+
+
+def _per_layer_embedding(
+    make: WeightMaker, shape: Gemma4Shape, n_vocab: int
+) -> dict[str, np.ndarray]:
+    """The per-layer embedding table (every layer's slice of it, per token) and the
+    projection of the token embedding that is added to it."""
+    width = shape.n_embd_per_layer * shape.n_layer
+    return {
+        "per_layer_token_embd.weight": make.embedding(n_vocab, width),
+        "per_layer_model_proj.weight": make.mat(width, shape.n_embd),
+        "per_layer_proj_norm.weight": make.ones(shape.n_embd_per_layer),
+    }

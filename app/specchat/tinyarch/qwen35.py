@@ -27,6 +27,7 @@ target's tokens, each paired with the target's hidden state before it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,9 @@ import numpy as np
 
 from specchat.tinyarch.weights import WeightMaker, perturbed
 from specchat.tinymodels import CHATML_TEMPLATE, finish_gguf, vocabulary
+
+#: Tokens, token types and merges, as tinymodels.vocabulary() returns them.
+Vocabulary = tuple[list[str], list[int], list[str]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class Qwen35Shape:
             linear_key_head_dim = linear_value_head_dim).
         n_ctx: trained context length.
         logit_scale: spread of the output logits.
+        tied_output: no output.weight; the output head is token_embd (tie_word_embeddings,
+            as in Qwen3.5-0.8B, 2B and 4B).
+        mrope: the M-RoPE sections; None puts rope_dims / 2 pairs in the proportions of
+            the released models' [11, 11, 10, 0].
     """
 
     n_embd: int = 64
@@ -66,6 +74,8 @@ class Qwen35Shape:
     head_state: int = 16
     n_ctx: int = 4096
     logit_scale: float = 8.0
+    tied_output: bool = False
+    mrope: tuple[int, int, int, int] | None = None
 
     @property
     def rope_dims(self) -> int:
@@ -75,7 +85,9 @@ class Qwen35Shape:
     @property
     def rope_sections(self) -> list[int]:
         """M-RoPE sections over rope_dims / 2 pairs, in the proportions of the released
-        models' [11, 11, 10, 0]."""
+        models' [11, 11, 10, 0] unless `mrope` names them."""
+        if self.mrope is not None:
+            return list(self.mrope)
         pairs = self.rope_dims // 2
         first = pairs - 2 * (pairs // 3)
         return [first, pairs // 3, pairs // 3, 0]
@@ -93,6 +105,8 @@ def write_tiny_qwen35(
     mtp: bool = True,
     shape: Qwen35Shape = Qwen35Shape(),
     name: str = "tiny-qwen35",
+    vocab: Vocabulary | None = None,
+    maker: Callable[[int], WeightMaker] = WeightMaker,
 ) -> Path:
     """Write a tiny qwen35 hybrid over the tiny vocabulary and return `path`.
 
@@ -100,15 +114,19 @@ def write_tiny_qwen35(
     Qwen3.5-0.8B plays as a draft model for the larger ones. `perturb` adds relative noise
     to the matrices of the `seed` model (0 = an exact copy), so a perturbed copy drafts the
     original with high but imperfect agreement. The trunk weights do not depend on `mtp`.
+
+    `vocab` replaces the tiny vocabulary (tinymodels.padded_vocabulary gives a real model's
+    size) and `maker` makes the weight source from a seed (weights.LayoutMaker defers the
+    large matrices): with both, the same layout is written at a real model's size.
     """
     import gguf  # imported here: only tests and the self-test need the writer
 
-    tokens, types, merges = vocabulary()
+    tokens, types, merges = vocab if vocab is not None else vocabulary()
     n_vocab = len(tokens)
-    make = WeightMaker(seed)
+    make = maker(seed)
     tensors = _trunk_tensors(make, shape, n_vocab)
     if mtp:
-        tensors.update(_mtp_tensors(WeightMaker(seed + 50_000), shape, block=shape.n_layer))
+        tensors.update(_mtp_tensors(maker(seed + 50_000), shape, block=shape.n_layer))
     tensors = perturbed(tensors, perturb, perturb_seed)
 
     n_blocks = shape.n_layer + (1 if mtp else 0)
@@ -152,8 +170,9 @@ def _trunk_tensors(make: WeightMaker, shape: Qwen35Shape, n_vocab: int) -> dict[
     tensors: dict[str, np.ndarray] = {
         "token_embd.weight": make.embedding(n_vocab, e),
         "output_norm.weight": make.ones(e),
-        "output.weight": make.output_head(n_vocab, e, shape.logit_scale),
     }
+    if not shape.tied_output:
+        tensors["output.weight"] = make.output_head(n_vocab, e, shape.logit_scale)
     for layer in range(shape.n_layer):
         p = f"blk.{layer}."
         tensors[p + "attn_norm.weight"] = make.ones(e)

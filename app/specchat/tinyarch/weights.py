@@ -1,7 +1,10 @@
 """Random weights for the tiny architectures: seeded matrices, norms, and the perturbation
-that turns a copy of a model into a draft of it."""
+that turns a copy of a model into a draft of it; and deferred matrices, for writing the same
+layouts at real models' sizes (tools/write_proportional_models.py)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -58,8 +61,61 @@ def perturbed(
     noise = np.random.default_rng(10_000 + perturb_seed)
     out = {}
     for name, value in tensors.items():
-        if value.ndim >= 2 and value.dtype == np.float32:
+        if isinstance(value, np.ndarray) and value.ndim >= 2 and value.dtype == np.float32:
             jitter = noise.standard_normal(value.shape).astype(np.float32)
             value = value + jitter * np.float32(perturb) * value.std()
         out[name] = value
     return out
+
+
+class Deferred:
+    """A matrix whose values are not made: its F16 data is written as a hole in the file
+    (a sparse run of zeros) and filled in later, so a layout with real models' sizes can be
+    written without holding, or first writing, gigabytes of weights.
+
+    It stands in for a numpy array in gguf's writer (shape, dtype, nbytes, tofile). It is
+    the only F16 tensor of a file the tiny writers write, which tells the filler which
+    tensors to fill.
+
+    Attributes:
+        rows, cols: its (rows, cols) shape, as WeightMaker.mat's.
+    """
+
+    dtype = np.dtype(np.float16)
+
+    def __init__(self, rows: int, cols: int) -> None:
+        self.rows, self.cols = rows, cols
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    @property
+    def nbytes(self) -> int:
+        return self.rows * self.cols * self.dtype.itemsize
+
+    def tofile(self, fout: Any) -> None:
+        # Skip over the data and write its last byte, so the file reaches its full length
+        # with the rest left as a hole.
+        fout.seek(self.nbytes - 1, 1)
+        fout.write(b"\0")
+
+
+class LayoutMaker(WeightMaker):
+    """A WeightMaker that defers every matrix of `min_elements` entries or more (see
+    Deferred); smaller tensors (norms, biases, convolution kernels, small projections) are
+    made as WeightMaker makes them."""
+
+    def __init__(self, seed: int, min_elements: int = 1 << 20) -> None:
+        super().__init__(seed)
+        self.min_elements = min_elements
+
+    def mat(self, rows: int, cols: int, scale: float = 1.0) -> Any:
+        if rows * cols >= self.min_elements:
+            return Deferred(rows, cols)
+        return super().mat(rows, cols, scale)
+
+    def output_head(self, n_vocab: int, n_embd: int, logit_scale: float) -> Any:
+        if n_vocab * n_embd >= self.min_elements:
+            return self.mat(n_vocab, n_embd, logit_scale)
+        return super().output_head(n_vocab, n_embd, logit_scale)
