@@ -194,7 +194,8 @@ class SpeculativeDecoder:
             margin = events[-1].margin if events else None
             emitted_p = tuple(e.p_target for e in events)
             kept = min(j, len(made.tokens))
-            outcome = Outcome(context, made, kept, margin, emitted_p, sampling)
+            margins = tuple(e.margin for e in events)
+            outcome = Outcome(context, made, kept, margin, emitted_p, sampling, margins)
             for drafter in self.drafters:
                 drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)

@@ -233,10 +233,14 @@ class AutoPolicy:
             notes.append(f"{name} {below:.2f}×, below the {needs:.2f}× it needs")
             if rate / needs > best_score:
                 best_score = rate / needs
+                # A drafter that sizes its own draft is priced at its best fixed K and
+                # asked for as many as it finds worth drafting.
+                asked = offer.k_max if offer.sizes_itself else k
+                length = f"K ≤ {asked} (≈ {k} priced)" if asked != k else f"K = {k}"
                 best = PolicyChoice(
                     offer.source,
-                    k,
-                    f"{name}, K = {k}: {offer.detail}, "
+                    asked,
+                    f"{name}, {length}: {offer.detail}, "
                     f"≈ {math.ceil(speed * 100) / 100:.2f}× plain (it needs {needs:.2f}×)",
                 )
         if best.mode != PLAIN:

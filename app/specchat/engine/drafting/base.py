@@ -195,6 +195,9 @@ class Offer:
         fills_pass: whether it is asked for the whole pass `auto` pays for (the cheapest size
             at or above the K chosen) and fills those rows itself (a tree's branches, a long
             copy); otherwise the decoder fills spare rows generically.
+        sizes_itself: whether it ends its draft where going on stops paying, token by token
+            (the draft model, by how sure it is of each): `auto` chooses it by its curve and
+            asks it for up to k_max.
         detail: one phrase for people ("12-token match, α ≈ 0.83").
     """
 
@@ -206,6 +209,7 @@ class Offer:
     hurdle: float = SCORED_HURDLE
     probed: bool = False
     fills_pass: bool = False
+    sizes_itself: bool = False
     detail: str = ""
 
 
@@ -223,6 +227,8 @@ class Outcome:
             round wrote; empty where not known.
         sampling: the round's sampling (it may change in the middle of an answer); None:
             as before.
+        margins: the target's margin at each token the round wrote (how predictable the
+            text was there); empty where not known.
     """
 
     context: Sequence[int]
@@ -231,6 +237,7 @@ class Outcome:
     margin: float | None = None
     p_emitted: tuple[float, ...] = ()
     sampling: SamplingParams | None = None
+    margins: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
