@@ -18,7 +18,7 @@ def _rates(decision: Decision) -> dict[str, tuple[int, float, float]]:
     prices = decision.prices
     out = {}
     for offer in decision.offers:
-        k, rate = AutoPolicy.best_k(offer, prices)
+        k, rate = AutoPolicy.best_k(offer, prices, decision.budget)
         out[offer.source] = (k, rate * prices[1], 1.0 + offer.hurdle)
     return out
 

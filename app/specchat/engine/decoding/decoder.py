@@ -176,6 +176,7 @@ class SpeculativeDecoder:
             )
             # Passes are priced, and learnt from, at the cache's depth (attention grows with it).
             self.auto.costs.context = target.n_past
+            self.auto.budget = request.max_tokens - stats.emitted - stops.held
             made, choice = self._draft(context, mode, controls, k_cap, rng)
             # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
             draft = self._fill(context, made, k_cap) if mode == AUTO else made
