@@ -56,12 +56,12 @@ def _replayed(trace: AnswerTrace, costs: MachineCosts) -> Ledger:
 
 
 def test_plain_while_the_draft_model_would_have_kept_everything_is_plain_chosen() -> None:
-    # The draft model writes the whole answer, but a drafted token costs 0.4 of a pass, and
+    # The draft model writes the whole answer, but a drafted token costs half a pass, and
     # the target hesitates at every token (margin 0): what it writes predicts a draft model
     # kept half the time, so auto expects it not to pay and decodes plainly but for a probe,
     # while the ceiling drafts 16 at a time from the start.
     trace = with_model(record_trace("fresh", PROMPT, FRESH), [True] * len(FRESH), margin=0.0)
-    ledger = _replayed(trace, linear_costs(10.0, 1.0, 4.0))
+    ledger = _replayed(trace, linear_costs(10.0, 1.0, 5.0))
     assert ledger.dominant() == Cause.PLAIN
     share = ledger.share(Cause.PLAIN)
     assert share is not None and share > 0.5
@@ -111,7 +111,7 @@ def test_a_probe_of_a_draft_model_that_never_agrees_is_charged_to_probing() -> N
     # every token: the ceiling decodes plainly, and all auto loses is the probes it makes
     # now and then to see whether drafting pays.
     trace = with_model(record_trace("hopeless", PROMPT, FRESH), [False] * len(FRESH), margin=0.0)
-    ledger = _replayed(trace, linear_costs(10.0, 1.0, 4.0))
+    ledger = _replayed(trace, linear_costs(10.0, 1.0, 5.0))
     assert ledger.ms[Cause.PROBE] == pytest.approx(ledger.gap_ms)
 
 
