@@ -3,8 +3,14 @@ far past its average K in a run of sure tokens, at once at a doubted token where
 
 from __future__ import annotations
 
-from specchat.engine.costs.table import prior_shape
+import numpy as np
+import pytest
+
+from specchat.engine.costs.table import CostTable, MachineCosts, prior_shape
+from specchat.engine.drafting import DraftModelDrafter, LoadedPair
 from specchat.engine.drafting.draft_length import DraftLength
+from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.types import SamplingParams
 
 #: A GPU's passes: rows nearly free; a drafted token a fifth of a pass.
 GPU = [0.0, *(6.4 + 0.5 * (n - 1) for n in range(1, 18))]
@@ -47,3 +53,24 @@ def test_the_rows_checked_are_the_best_prefix_of_what_was_drafted() -> None:
     nothing.add(0.9, 0.9)
     assert not nothing.goes_on(16)
     assert nothing.best_length() == 0  # where a row costs a pass, no draft is worth one
+
+
+def test_a_sampled_draft_is_never_cut_back_by_the_confidence_of_later_tokens(
+    tiny_draft: LlamaModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At T = 0 the rows checked are cut to the best prefix; when sampling they are not: the
+    best prefix weighs later tokens' confidence, which depends on the tokens sampled before
+    them, and a token checked or not by which token was sampled would bend the output away
+    from the target's distribution."""
+    costs = MachineCosts(CostTable(gpu=True))
+    costs.seed({n: 10.0 + 0.1 * (n - 1) for n in range(1, 65)}, draft_token_ms=1.0)
+    drafter = DraftModelDrafter.create(LoadedPair(draft=tiny_draft, costs=costs), {})
+    assert isinstance(drafter, DraftModelDrafter)
+    monkeypatch.setattr(DraftLength, "best_length", lambda self: 0)
+    tiny_draft.reset()
+    context = tiny_draft.tokenize("the cat sat on the mat and", add_special=False)
+    rng = np.random.default_rng(0)
+    assert drafter.propose(context, 4, SamplingParams(), rng).tokens == ()
+    sampled = drafter.propose(context, 4, SamplingParams(temperature=0.8, seed=1), rng)
+    assert sampled.tokens and sampled.probs is not None
+    assert len(sampled.probs) == len(sampled.tokens) == len(sampled.confidences)

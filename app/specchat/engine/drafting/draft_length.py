@@ -15,9 +15,9 @@ class DraftLength:
     one as sure as the last are (a run of sure tokens tends to go on), at each longer pass's
     price and a drafted token's time apiece. The draft goes on while some longer draft
     promises a better rate than stopping now: a run of sure tokens goes far past the K its
-    average acceptance suggests, and a draft ends at a token it doubts. Once it ends, the
-    rows are cut to the best prefix: drafting is paid by then, a row unlikely to be kept is
-    not.
+    average acceptance suggests, and a draft ends at a token it doubts. Once it ends, a
+    greedy draft's rows are cut to the best prefix: drafting is paid by then, a row unlikely
+    to be kept is not (a sampled draft's are not cut: see DraftModelDrafter.propose).
 
     Attributes:
         prices: the target's time to check n tokens, by n (index 1: one token).

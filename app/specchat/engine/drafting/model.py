@@ -190,8 +190,13 @@ class DraftModelDrafter(Drafter):
             if i + 1 < k:
                 logits = model.decode([token], logits="last")[0]
                 decodes += 1
-        if length is not None:
-            # Drafting is paid; rows are not: check only the prefix worth its rows.
+        if length is not None and sampling.greedy:
+            # Drafting is paid; rows are not: check only the prefix worth its rows. Only at
+            # T = 0: the best prefix weighs later tokens' confidence, which depends on the
+            # tokens sampled before them, and whether a sampled token is checked must not
+            # depend on which token was sampled, or the output would no longer follow the
+            # target's distribution. (Where to stop drafting depends on the confidences
+            # before the next token only, and holds at any temperature.)
             keep = length.best_length()
             tokens, sure, qs = tokens[:keep], sure[:keep], qs[:keep]
         ms = (clock() - began) * 1000.0
