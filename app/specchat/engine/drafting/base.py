@@ -169,7 +169,7 @@ class Draft:
 #: estimate follows every written token (model_acceptance.py), so it is not one that came
 #: out high on the few rounds that chose it; being used is how it calibrates that estimate;
 #: and leaving it costs a catch-up on return, which its offer prices over the rounds the
-#: answer has left. (It was 0.1 while the estimate learnt only from its own rounds.)
+#: answer has left.
 HURDLE = 0.0
 #: The hurdle of a drafter whose acceptance is learnt at every position, drafted or not (a
 #: copy is scored against the text that follows it): waiting for a clear case costs it no

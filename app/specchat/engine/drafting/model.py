@@ -52,8 +52,8 @@ class ModelDraft(Draft):
         catchup: context tokens it had to evaluate before drafting (1–2 normally; the whole
             prompt the first time).
         catchup_ms: the part of `ms` spent on that catch-up.
-        decodes: the model's passes, the catch-up's included (one more than the tokens
-            where its confidence stop refused the last one it evaluated).
+        decodes: the model's passes, the catch-up's included (more than the tokens where a
+            stop refused the last one it evaluated, or the draft was cut back).
         confidences: its top probability at each drafted token (how sure it was).
     """
 
@@ -231,7 +231,7 @@ class DraftModelDrafter(Drafter):
         greedy = outcome.sampling is None or outcome.sampling.greedy
         if isinstance(acceptance, TextAcceptance):
             acceptance.learn(outcome.margins, drafted, outcome.accepted, greedy=greedy)
-        elif drafted:
+        elif drafted:  # an estimate set by hand learns from its own rounds only
             acceptance.update(drafted, outcome.accepted)
         if not drafted or not isinstance(draft, ModelDraft):
             return
