@@ -56,11 +56,12 @@ def _replayed(trace: AnswerTrace, costs: MachineCosts) -> Ledger:
 
 
 def test_plain_while_the_draft_model_would_have_kept_everything_is_plain_chosen() -> None:
-    # The draft model writes the whole answer, but a drafted token costs 0.4 of a pass:
-    # at its prior acceptance auto expects it not to pay and decodes plainly until its
-    # first probe (32 rounds in), while the ceiling drafts 16 at a time from the start.
-    trace = with_model(record_trace("fresh", PROMPT, FRESH), [True] * len(FRESH))
-    ledger = _replayed(trace, linear_costs(10.0, 1.0, 4.0))
+    # The draft model writes the whole answer, but a drafted token costs half a pass, and
+    # the target hesitates at every token (margin 0): what it writes predicts a draft model
+    # kept half the time, so auto expects it not to pay and decodes plainly but for a probe,
+    # while the ceiling drafts 16 at a time from the start.
+    trace = with_model(record_trace("fresh", PROMPT, FRESH), [True] * len(FRESH), margin=0.0)
+    ledger = _replayed(trace, linear_costs(10.0, 1.0, 5.0))
     assert ledger.dominant() == Cause.PLAIN
     share = ledger.share(Cause.PLAIN)
     assert share is not None and share > 0.5
@@ -90,23 +91,27 @@ def test_drafts_past_a_model_that_agrees_every_other_token_are_k_too_long() -> N
 
 def test_copies_that_go_wrong_where_the_draft_model_is_right_are_the_wrong_source() -> None:
     # The prompt holds every four tokens of the answer followed by two others: a copy has
-    # a 4-token match and misses at once, while the draft model keeps everything.
+    # a 4-token match and misses at once, while the draft model keeps everything; the target
+    # hesitates at every token, so auto weighs the draft model at what that predicts (half
+    # kept) until its own drafts show better.
     other = iter(range(5000, 9000))
     prompt = list(range(1000, 1010))
     for i in range(3, len(FRESH)):
         prompt += [*FRESH[i - 3 : i + 1], next(other), next(other)]
-    trace = with_model(record_trace("misleading", tuple(prompt), FRESH), [True] * len(FRESH))
-    ledger = _replayed(trace, linear_costs(10.0, 0.2, 1.0))
+    agrees = [True] * len(FRESH)
+    trace = with_model(record_trace("misleading", tuple(prompt), FRESH), agrees, margin=0.0)
+    ledger = _replayed(trace, linear_costs(10.0, 0.2, 4.0))
     assert ledger.dominant() == Cause.SOURCE
     share = ledger.share(Cause.SOURCE)
     assert share is not None and share > 0.5
 
 
 def test_a_probe_of_a_draft_model_that_never_agrees_is_charged_to_probing() -> None:
-    # Nothing to copy and a draft model that is always wrong: the ceiling decodes plainly,
-    # and all auto loses is the probes it makes now and then to see whether drafting pays.
-    trace = with_model(record_trace("hopeless", PROMPT, FRESH), [False] * len(FRESH))
-    ledger = _replayed(trace, linear_costs(10.0, 1.0, 4.0))
+    # Nothing to copy and a draft model that is always wrong where the target hesitates at
+    # every token: the ceiling decodes plainly, and all auto loses is the probes it makes
+    # now and then to see whether drafting pays.
+    trace = with_model(record_trace("hopeless", PROMPT, FRESH), [False] * len(FRESH), margin=0.0)
+    ledger = _replayed(trace, linear_costs(10.0, 1.0, 5.0))
     assert ledger.ms[Cause.PROBE] == pytest.approx(ledger.gap_ms)
 
 

@@ -57,14 +57,15 @@ def test_under_a_gpu_table_auto_drafts_with_the_model_and_nears_the_best_setting
     assert drafted > looked_up
     assert sum(r.main_drafter == "draft" for r in results) >= len(results) // 2
     # Auto must guess each round; the best single mode and K, picked knowing each answer,
-    # is what tuning by hand would reach at best. Auto comes within 10 % of it overall.
+    # is what tuning by hand would reach at best. Auto, learning the draft model's
+    # acceptance from every token and sizing its drafts by its confidence, beats it overall.
     total_auto = sum(r.auto_ms for r in results)
     total_fixed = sum(r.fixed_ms for r in results)
-    assert total_fixed / total_auto >= 0.9
+    assert total_fixed / total_auto >= 1.0
     # The ceiling knows how many tokens every round will keep; a policy that must guess
-    # reaches about two thirds of it here (as does no fixed setting: 0.74 at best).
+    # reaches about three quarters of its speed here (no fixed setting gets past 0.74).
     total_ceiling = sum(r.ceiling_ms for r in results)
-    assert total_ceiling / total_auto >= 0.65
+    assert total_ceiling / total_auto >= 0.7
 
 
 def test_under_this_cpus_table_auto_copies_or_decodes_plainly(traces: list[AnswerTrace]) -> None:

@@ -22,3 +22,18 @@ def test_each_set_has_a_whole_trace_per_single_turn_prompt(name: str) -> None:
     for trace in traces:
         assert trace.answer and trace.draft is not None and trace.margins is not None
         assert len(trace.answer) <= 128
+
+
+@pytest.mark.parametrize("name", ["shipped", "everyday", "held-out"])
+def test_where_nothing_pays_auto_keeps_within_two_percent_of_plain_on_every_answer(
+    name: str,
+) -> None:
+    """A pass of n rows at n one-token passes: no draft can beat plain, and auto's guesses
+    (probes, hopeful drafts) may cost it at most 2 % on any answer."""
+    from specchat.bench.replay import read_costs, replay
+
+    costs = read_costs("nothing-pays")
+    assert costs.target_ms(16) == pytest.approx(16 * costs.target_ms(1))
+    for result in replay(read_traces(TRACES / f"{name}.jsonl"), costs):
+        assert result.ceiling == pytest.approx(1.0)
+        assert result.speedup >= 0.98, result.prompt

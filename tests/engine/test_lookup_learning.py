@@ -144,7 +144,8 @@ class _ProbedOffering(_Offering):
 def test_a_scored_drafter_needs_a_clearer_gain_than_one_learnt_from_its_own_rounds() -> None:
     gain = 1.15
     # A copy is scored at every position, drafted or not: waiting costs it no knowledge. The
-    # draft model learns only when used, so a gain that clears HURDLE is enough for it.
+    # draft model calibrates its estimate only when used, so a gain that clears HURDLE is
+    # enough for it.
     assert 1.0 + HURDLE < gain < 1.0 + SCORED_HURDLE
     scored, probed = _Offering(gain), _ProbedOffering(gain)
     offers = [scored.offer([], 1, None), probed.offer([], 1, None)]

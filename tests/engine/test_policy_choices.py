@@ -18,7 +18,7 @@ def _rates(decision: Decision) -> dict[str, tuple[int, float, float]]:
     prices = decision.prices
     out = {}
     for offer in decision.offers:
-        k, rate = AutoPolicy.best_k(offer, prices)
+        k, rate = AutoPolicy.best_k(offer, prices, decision.budget)
         out[offer.source] = (k, rate * prices[1], 1.0 + offer.hurdle)
     return out
 
@@ -44,7 +44,11 @@ def test_auto_takes_the_best_offer_and_none_below_its_hurdle(
         else:
             drafted += 1
             k, speed, needs = rates[choice.mode]
-            assert choice.k == k and speed > needs, choice.reason
+            # A drafter that sizes its own draft is priced at its best K and asked for up
+            # to its longest.
+            [offer] = [o for o in decision.offers if o.source == choice.mode]
+            assert choice.k == (offer.k_max if offer.sizes_itself else k), choice.reason
+            assert speed > needs, choice.reason
             # The best of the offers, each discounted by its hurdle.
             assert speed / needs == max(s / n for _, s, n in rates.values())
             # The reason says the expected speed-up and the bar, and they agree.

@@ -198,6 +198,23 @@ def test_a_catch_up_is_spread_over_the_rounds_after_it() -> None:
     assert choice.mode == "draft" and choice.k > 1, choice.reason
 
 
+def test_a_catch_up_is_spread_over_no_more_rounds_than_the_answer_has_left() -> None:
+    # As above, but the answer may write 6 more tokens: one or two rounds, which cannot win
+    # back four plain tokens' catch-up.
+    cheap = {n: 10.0 + 0.5 * (n - 1) for n in range(1, 18)}
+    policy, drafter = _policy(cheap, draft_token_ms=1.0)
+    drafter.catchup_token_ms = 40.0 / 60
+    drafter.acceptance.first_kept, drafter.acceptance.first_trials = 18.0, 20.0
+    drafter.acceptance.cont_kept, drafter.acceptance.cont_trials = 18.0, 20.0
+    policy.budget = 6
+    for lag, chosen in ((60, "plain"), (2, "draft")):  # in step, nothing to win back
+        drafter.lag = lag
+        # The decoder drafts no further than the budget either.
+        offer = drafter.offer([0] * (lag + 1), policy.budget - 1, policy.prices())
+        assert offer is not None
+        assert policy.choose([offer]).mode == chosen
+
+
 def test_a_draft_model_sat_out_a_whole_prompt_comes_back_where_catching_up_is_cheap() -> None:
     """A GPU evaluates unseen text in one pass for a fraction of a drafted token: priced at
     the measured batched rate, catching up on a 500-token prompt is worth it; priced at the

@@ -89,11 +89,13 @@ class Decision:
         offers: the offer of every drafter that offered.
         prices: the target's price list the round was priced with.
         choice: what the policy chose.
+        budget: the tokens the answer could still write (what a one-off is spread over).
     """
 
     offers: tuple[Offer, ...]
     prices: tuple[float, ...]
     choice: PolicyChoice
+    budget: int | None = None
 
 
 def decisions(target: Path, draft: Path, costs: PinnedCosts) -> list[Decision]:
@@ -109,7 +111,7 @@ def decisions(target: Path, draft: Path, costs: PinnedCosts) -> list[Decision]:
             offers: Sequence[Offer], prices: Sequence[float] | None = None
         ) -> PolicyChoice:
             choice = choose(offers, prices)
-            made.append(Decision(tuple(offers), tuple(prices or ()), choice))
+            made.append(Decision(tuple(offers), tuple(prices or ()), choice, auto.budget))
             return choice
 
         auto.choose = recording  # type: ignore[method-assign]

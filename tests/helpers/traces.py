@@ -27,9 +27,12 @@ def linear_costs(
     return MachineCosts(target, draft, catchup_token_ms=catchup_ms if draft else None)
 
 
-def with_model(trace: AnswerTrace, agrees: Sequence[bool]) -> AnswerTrace:
+def with_model(
+    trace: AnswerTrace, agrees: Sequence[bool], *, margin: float | None = None
+) -> AnswerTrace:
     """`trace` with a draft model whose greedy choice at position i is the answer's token
-    where agrees[i] (and a token no answer holds elsewhere), always fully confident."""
+    where agrees[i] (and a token no answer holds elsewhere), always fully confident; and the
+    target's margin at every token `margin` (None: as recorded, or read as sure)."""
     n = len(trace.answer)
     drafts = []
     for i in range(n):
@@ -39,4 +42,5 @@ def with_model(trace: AnswerTrace, agrees: Sequence[bool]) -> AnswerTrace:
             if not agrees[j]:
                 break  # as verification reads it: up to the first miss
         drafts.append(tuple(proposal))
-    return replace(trace, draft=tuple(drafts), draft_confidence=(1.0,) * n)
+    margins = trace.margins if margin is None else (margin,) * n
+    return replace(trace, draft=tuple(drafts), draft_confidence=(1.0,) * n, margins=margins)

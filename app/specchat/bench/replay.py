@@ -27,6 +27,8 @@ SHIPPED = {
     "cpu": "cpu-2core-qwen1.5b-q4_k_m.json",
     "gpu": "gpu-rtx3090-8b-q4_0.json",
 }
+#: The table where no drafting can pay, by the name `--costs` accepts (see nothing_pays).
+NOTHING_PAYS = "nothing-pays"
 
 
 class ReplayError(ValueError):
@@ -40,10 +42,25 @@ def shipped_costs(name: str) -> Path:
     return paths.resource("costs", SHIPPED[name])
 
 
+def nothing_pays(base: str = "cpu") -> MachineCosts:
+    """The shipped `base` table with every pass of n rows at n one-token passes: checking a
+    draft costs what writing its tokens plainly would, so no draft can beat plain, and what
+    `auto` loses there is the price of its guesses (probes, hopeful drafts)."""
+    costs = read_costs(base)
+    one = costs.target.pass_ms[1]
+    costs.target.pass_ms = {n: one * n for n in costs.target.sizes}
+    costs.target.seen = {}
+    costs.name = f"nothing pays: a pass of n rows costs n one-token passes ({base} table's token)"
+    costs.sources = (*costs.sources, "Every pass of n rows set to n one-token passes.")
+    return costs
+
+
 def read_costs(spec: str) -> MachineCosts:
-    """A cost file by path, or a shipped one by short name."""
+    """A cost file by path, a shipped one by short name, or the table where nothing pays."""
     from specchat.engine.costs.table import CostTableError
 
+    if spec == NOTHING_PAYS:
+        return nothing_pays()
     path = shipped_costs(spec) if spec in SHIPPED else Path(spec)
     try:
         costs = MachineCosts.read(path)

@@ -135,7 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--costs",
         metavar="TABLE",
         help="with --replay: a cost file (`specchat models profile --out`), or a shipped "
-        "one: 'cpu' (2-core laptop) or 'gpu' (memory-bound GPU, published llama.cpp figures)",
+        "one: 'cpu' (2-core laptop) or 'gpu' (memory-bound GPU, published llama.cpp figures), "
+        "or 'nothing-pays' (the cpu table with a pass of n rows at n one-token passes)",
     )
 
 
@@ -202,7 +203,9 @@ def _replay(args: argparse.Namespace) -> int:
     from specchat.bench.replay import ReplayError, read_costs, read_traces, replay, summary_lines
 
     if not args.costs:
-        raise UserError("--replay needs --costs TABLE (a cost file, or 'cpu' or 'gpu')")
+        raise UserError(
+            "--replay needs --costs TABLE (a cost file, or 'cpu', 'gpu' or 'nothing-pays')"
+        )
     try:
         costs = read_costs(args.costs)
         results = replay(read_traces(args.replay), costs)

@@ -184,6 +184,7 @@ class SpeculativeDecoder:
             )
             # Passes are priced, and learnt from, at the cache's depth (attention grows with it).
             self.auto.costs.context = target.n_past
+            self.auto.budget = request.max_tokens - stats.emitted - stops.held
             made, choice = self._draft(context, mode, controls, k_cap, rng)
             # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
             draft = self._fill(context, made, k_cap) if mode == AUTO else made
@@ -202,7 +203,8 @@ class SpeculativeDecoder:
             margin = events[-1].margin if events else None
             emitted_p = tuple(e.p_target for e in events)
             kept = min(j, len(made.tokens))
-            outcome = Outcome(context, made, kept, margin, emitted_p, sampling)
+            margins = tuple(e.margin for e in events)
+            outcome = Outcome(context, made, kept, margin, emitted_p, sampling, margins)
             for drafter in self.drafters:
                 drafter.observe(outcome)
             accepted = sum(1 for e in events if e.kind == TokenKind.ACCEPTED)

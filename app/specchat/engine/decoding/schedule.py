@@ -34,7 +34,8 @@ PROBE_BUDGET = 0.03
 #: Rounds over which auto spreads a one-off cost (a draft model's catch-up over text written
 #: while it sat out) when pricing a drafter: the catch-up is paid once, and the rounds after
 #: it draft with a cache in step. Charging it all to one round would keep a drafter that
-#: pays out for good, since its catch-up only grows while it is not used.
+#: pays out for good, since its catch-up only grows while it is not used. Near the end of an
+#: answer's budget fewer rounds can follow, and the cost is spread over those only.
 CATCHUP_ROUNDS = 8
 
 #: Rounds after which `auto` makes a plain round to time one token again, whatever the
@@ -95,6 +96,8 @@ class AutoPolicy:
         costs: the machine's cost table (measured outside answers, refreshed by rounds).
         longest: the longest draft it may ask for.
         base_probe_interval: rounds between probes after one that succeeded.
+        budget: tokens the answer under way may still write (set each round by whoever
+            runs the rounds; None: no limit known).
     """
 
     longest = MAX_LOOKUP_K
@@ -112,6 +115,7 @@ class AutoPolicy:
         self._answer_rounds = 0  # rounds of the answer under way
         self._since_plain = 0  # rounds since one token was timed
         self._rounds = 0  # rounds seen: a probed drafter first offered now was never used
+        self.budget: int | None = None
 
     def begin_answer(self) -> None:
         """A new answer starts: the probing budget of its own begins at nothing."""
@@ -136,14 +140,21 @@ class AutoPolicy:
         return tokens / (prices[k + 1] + per_draft_ms * k + extra_ms)
 
     @staticmethod
-    def best_k(offer: Offer, prices: Sequence[float]) -> tuple[int, float]:
+    def best_k(
+        offer: Offer, prices: Sequence[float], budget: int | None = None
+    ) -> tuple[int, float]:
         """The K (the first of equals) at which `offer` drafts fastest, and its rate: a plain
-        loop, since it runs for every K of every offer each round."""
-        extra = offer.extra_ms / CATCHUP_ROUNDS
+        loop, since it runs for every K of every offer each round. Its one-off cost is
+        spread over CATCHUP_ROUNDS, or over the rounds of that K the answer's `budget`
+        (tokens it may still write) leaves room for, if fewer."""
         per_token = offer.token_ms
         best_k, best = 1, -1.0
         for kk in range(1, offer.k_max + 1):
-            rate = AutoPolicy._rate(offer.curve[kk], kk, per_token, prices, extra)
+            tokens = offer.curve[kk]
+            rounds = float(CATCHUP_ROUNDS)
+            if budget is not None and offer.extra_ms:
+                rounds = min(rounds, max(1.0, budget / tokens))
+            rate = AutoPolicy._rate(tokens, kk, per_token, prices, offer.extra_ms / rounds)
             if rate > best:
                 best_k, best = kk, rate
         return best_k, best
@@ -224,7 +235,7 @@ class AutoPolicy:
         best_score = plain_rate
         notes: list[str] = []
         for offer in offers:
-            k, rate = self.best_k(offer, prices)
+            k, rate = self.best_k(offer, prices, self.budget)
             needs = 1.0 + offer.hurdle
             speed = rate / plain_rate
             name = _short(offer.source)
@@ -233,10 +244,14 @@ class AutoPolicy:
             notes.append(f"{name} {below:.2f}×, below the {needs:.2f}× it needs")
             if rate / needs > best_score:
                 best_score = rate / needs
+                # A drafter that sizes its own draft is priced at its best fixed K and
+                # asked for as many as it finds worth drafting.
+                asked = offer.k_max if offer.sizes_itself else k
+                length = f"K ≤ {asked} (≈ {k} priced)" if asked != k else f"K = {k}"
                 best = PolicyChoice(
                     offer.source,
-                    k,
-                    f"{name}, K = {k}: {offer.detail}, "
+                    asked,
+                    f"{name}, {length}: {offer.detail}, "
                     f"≈ {math.ceil(speed * 100) / 100:.2f}× plain (it needs {needs:.2f}×)",
                 )
         if best.mode != PLAIN:

@@ -167,10 +167,12 @@ class Draft:
     branches: tuple[tuple[int, ...], ...] = ()
 
 
-#: Expected gain over plain a drafter learnt only from its own rounds must promise before it
-#: is used: estimated acceptance and costs both carry noise, and choosing a drafter on a
-#: marginal estimate loses more often than it wins.
-HURDLE = 0.1
+#: Expected gain over plain the draft model must promise before it is used: none. Its
+#: estimate follows every written token (model_acceptance.py), so it is not one that came
+#: out high on the few rounds that chose it; being used is how it calibrates that estimate;
+#: and leaving it costs a catch-up on return, which its offer prices over the rounds the
+#: answer has left.
+HURDLE = 0.0
 #: The hurdle of a drafter whose acceptance is learnt at every position, drafted or not (a
 #: copy is scored against the text that follows it): waiting for a clear case costs it no
 #: knowledge, and its marginal cases are the ones its estimate overrates, since they are
@@ -197,6 +199,9 @@ class Offer:
         fills_pass: whether it is asked for the whole pass `auto` pays for (the cheapest size
             at or above the K chosen) and fills those rows itself (a tree's branches, a long
             copy); otherwise the decoder fills spare rows generically.
+        sizes_itself: whether it ends its draft where going on stops paying, token by token
+            (the draft model, by how sure it is of each): `auto` chooses it by its curve and
+            asks it for up to k_max.
         detail: one phrase for people ("12-token match, α ≈ 0.83").
     """
 
@@ -208,6 +213,7 @@ class Offer:
     hurdle: float = SCORED_HURDLE
     probed: bool = False
     fills_pass: bool = False
+    sizes_itself: bool = False
     detail: str = ""
 
 
@@ -225,6 +231,8 @@ class Outcome:
             round wrote; empty where not known.
         sampling: the round's sampling (it may change in the middle of an answer); None:
             as before.
+        margins: the target's margin at each token the round wrote (how predictable the
+            text was there); empty where not known.
     """
 
     context: Sequence[int]
@@ -233,6 +241,7 @@ class Outcome:
     margin: float | None = None
     p_emitted: tuple[float, ...] = ()
     sampling: SamplingParams | None = None
+    margins: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

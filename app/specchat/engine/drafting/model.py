@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specchat.engine.costs.table import CostTable, estimate_catchup_ms
+from specchat.engine.costs.table import CostTable, MachineCosts, estimate_catchup_ms
 from specchat.engine.drafting.base import (
     HURDLE,
     MAX_K,
@@ -22,8 +22,10 @@ from specchat.engine.drafting.base import (
     Outcome,
     expected_tokens,
 )
+from specchat.engine.drafting.draft_length import DraftLength
+from specchat.engine.drafting.model_acceptance import ConfidenceCalibration, TextAcceptance
 from specchat.engine.drafting.registry import register
-from specchat.engine.sampling import probabilities, sample
+from specchat.engine.sampling import probabilities, sample, token_probability
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
 #: the draft model pays, that is below the rate of the round it would lengthen.
 MIN_CONFIDENCE = 0.4
 
+#: Before any measurement, a draft model is typically a third of the target's cost a token.
+UNMEASURED_DRAFT_SHARE = 3.0
+
 
 @dataclass(frozen=True)
 class ModelDraft(Draft):
@@ -47,13 +52,15 @@ class ModelDraft(Draft):
         catchup: context tokens it had to evaluate before drafting (1–2 normally; the whole
             prompt the first time).
         catchup_ms: the part of `ms` spent on that catch-up.
-        decodes: the model's passes, the catch-up's included (one more than the tokens
-            where its confidence stop refused the last one it evaluated).
+        decodes: the model's passes, the catch-up's included (more than the tokens where a
+            stop refused the last one it evaluated, or the draft was cut back).
+        confidences: its top probability at each drafted token (how sure it was).
     """
 
     catchup: int = 0
     catchup_ms: float = 0.0
     decodes: int = 0
+    confidences: tuple[float, ...] = ()
 
 
 @register
@@ -67,10 +74,16 @@ class DraftModelDrafter(Drafter):
     returned for rejection sampling. It times itself: per drafted token, and per token of a
     catch-up (text written while it was not used, evaluated in one batch).
 
+    On a machine whose costs it knows, a draft of up to K ends where going on stops paying
+    (DraftLength: by how sure it is of each token, at the target's prices), under `auto` and a
+    fixed K alike; K is the longest it may draft.
+
     Attributes:
         model: the draft model.
-        min_confidence: stop drafting once the draft's top probability falls below this
-            (0 disables); low confidence predicts rejection, and each extra token costs.
+        min_confidence: without the machine's costs, stop drafting once the draft's top
+            probability falls below this (0 disables); low confidence predicts rejection,
+            and each extra token costs.
+        confidence: how often a drafted token is kept by how sure it was (greedy, sampled).
         table: its cost table (one size: a drafted token), measured outside answers.
         draft_token_ms: milliseconds per drafted token (None before any measurement).
         catchup_token_ms: smoothed milliseconds per token of a catch-up.
@@ -91,8 +104,14 @@ class DraftModelDrafter(Drafter):
         self.model = model
         self.min_confidence = min_confidence
         self._clock = clock
-        # A same-family draft model usually agrees more often than not.
-        self._acceptance = Acceptance.prior(0.6, 0.6)
+        # A same-family draft model usually agrees more often than not; every written token
+        # teaches it from there (see model_acceptance.py).
+        self._acceptance: Acceptance = TextAcceptance(0.6, 0.6)
+        # How often a drafted token is kept by how sure it was, greedy or sampled.
+        self.confidence = {True: ConfidenceCalibration(), False: ConfidenceCalibration()}
+        # The machine's costs, which size each draft (see DraftLength); None: not known,
+        # and the confidence stop alone ends a draft.
+        self._costs: MachineCosts | None = None
         # Its time per token, refreshed by every round it drafts (see create).
         self.table = CostTable(sizes=(1,))
         self.catchup_token_ms: float | None = None
@@ -109,6 +128,7 @@ class DraftModelDrafter(Drafter):
                 # The stored table the background measurement fills is the one it prices with.
                 drafter.table = pair.costs.draft
             drafter.catchup_token_ms = pair.costs.catchup_token_ms
+            drafter._costs = pair.costs
         return drafter
 
     # --- the protocol --------------------------------------------------------------------
@@ -144,26 +164,43 @@ class DraftModelDrafter(Drafter):
         catchup_ms = (clock() - began) * 1000.0
         tokens: list[int] = []
         qs: list[np.ndarray] = []
+        sure: list[float] = []
+        length = self._length(k)
+        calibration = self.confidence[sampling.greedy]
         decodes = 1
         for i in range(k):
             if sampling.greedy:
                 token = int(np.argmax(logits))
-                if self.min_confidence > 0 and i > 0:
-                    q = probabilities(logits, SamplingParams(temperature=1.0))
-                    if q[token] < self.min_confidence:
-                        break
+                confidence = token_probability(logits, token)
             else:
                 q = probabilities(logits, sampling)
                 token = sample(q, rng)
-                if self.min_confidence > 0 and i > 0 and q.max() < self.min_confidence:
-                    break
+                confidence = float(q.max())
+            unsure = i > 0 and confidence < self.min_confidence
+            if length is None and unsure:
+                break  # without prices, the fixed confidence stop
+            if not sampling.greedy:
                 qs.append(q)
             tokens.append(token)
+            sure.append(confidence)
             if self._ends_answer(token):
                 break  # nothing after the answer's end can be kept
+            if length is not None:
+                length.add(calibration.kept_rate(confidence), calibration.next_rate(confidence))
+                if not length.goes_on(k):
+                    break
             if i + 1 < k:
                 logits = model.decode([token], logits="last")[0]
                 decodes += 1
+        if length is not None and sampling.greedy:
+            # Drafting is paid; rows are not: check only the prefix worth its rows. Only at
+            # T = 0: the best prefix weighs later tokens' confidence, which depends on the
+            # tokens sampled before them, and whether a sampled token is checked must not
+            # depend on which token was sampled, or the output would no longer follow the
+            # target's distribution. (Where to stop drafting depends on the confidences
+            # before the next token only, and holds at any temperature.)
+            keep = length.best_length()
+            tokens, sure, qs = tokens[:keep], sure[:keep], qs[:keep]
         ms = (clock() - began) * 1000.0
         probs = None if sampling.greedy else tuple(qs)
         return ModelDraft(
@@ -174,14 +211,34 @@ class DraftModelDrafter(Drafter):
             catchup=catchup,
             catchup_ms=catchup_ms,
             decodes=decodes,
+            confidences=tuple(sure),
         )
+
+    def _length(self, k: int) -> DraftLength | None:
+        """What ends a draft of up to k tokens where going on stops paying, on the machine's
+        prices at the cache's depth now (None before any: the confidence stop ends it)."""
+        prices = None if self._costs is None else self._costs.price_list(k + 1)
+        if prices is None:
+            return None
+        token_ms = self.draft_token_ms
+        if token_ms is None:
+            token_ms = prices[1] / UNMEASURED_DRAFT_SHARE
+        return DraftLength(prices, token_ms, self._acceptance.continued)
 
     def observe(self, outcome: Outcome) -> None:
         draft = outcome.draft
-        drafted = len(draft.tokens)
-        if draft.source != self.name or not drafted or not isinstance(draft, ModelDraft):
+        mine = draft.source == self.name and isinstance(draft, ModelDraft)
+        drafted = len(draft.tokens) if mine else 0
+        acceptance = self._acceptance
+        greedy = outcome.sampling is None or outcome.sampling.greedy
+        if isinstance(acceptance, TextAcceptance):
+            acceptance.learn(outcome.margins, drafted, outcome.accepted, greedy=greedy)
+        elif drafted:  # an estimate set by hand learns from its own rounds only
+            acceptance.update(drafted, outcome.accepted)
+        if not drafted or not isinstance(draft, ModelDraft):
             return
-        self._acceptance.update(drafted, outcome.accepted)
+        if draft.confidences:
+            self.confidence[greedy].learn(draft.confidences, outcome.accepted)
         # A drafted token's price is one pass of the model: a draft its confidence stop ended
         # made one pass more than it kept tokens, and charging that pass to the tokens would
         # price every later draft dearer by what only a stopped one pays. The first pass of
@@ -200,8 +257,9 @@ class DraftModelDrafter(Drafter):
         self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
     ) -> Offer | None:
         """Drafts of up to MAX_K, paying first for the text it has not seen: a long-idle
-        draft model must earn its catch-up back. Its acceptance is learnt only from the
-        rounds it drafts, so `auto` probes it (and asks a smaller gain of it)."""
+        draft model must earn its catch-up back. Its acceptance is learnt from every token
+        written (see TextAcceptance), its calibration only from the rounds it drafts, so
+        `auto` probes it. Priced by `auto`, it sizes its own draft (see DraftLength)."""
         k_max = min(MAX_K, k_cap)
         if k_max <= 0:
             return None
@@ -209,8 +267,7 @@ class DraftModelDrafter(Drafter):
         alpha, continued = self._acceptance.alpha, self._acceptance.continued
         token_ms = self.draft_token_ms
         if token_ms is None:
-            # Before any measurement, a draft model is typically a third of the target's cost.
-            token_ms = prices[1] / 3.0 if prices is not None else 0.0
+            token_ms = prices[1] / UNMEASURED_DRAFT_SHARE if prices is not None else 0.0
         return Offer(
             source=self.name,
             k_max=k_max,
@@ -219,6 +276,7 @@ class DraftModelDrafter(Drafter):
             extra_ms=self.catchup_ms(lag),
             hurdle=HURDLE,
             probed=True,
+            sizes_itself=self._costs is not None and prices is not None,
             detail=f"α ≈ {alpha:.2f}",
         )
 

@@ -1,0 +1,69 @@
+"""How long a draft model's draft should be, decided token by token on the whole curve."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class DraftLength:
+    """Ends a draft where no longer draft promises a better rate than stopping.
+
+    A K chosen before drafting prices every draft alike; the draft model knows, after each
+    token, how sure it was of it, and so how likely the round is to keep it (its calibrated
+    confidence). After each token the expected tokens of stopping there are known; going on
+    adds the tokens not drafted yet, each kept after the one before as often as tokens after
+    one as sure as the last are (a run of sure tokens tends to go on), at each longer pass's
+    price and a drafted token's time apiece. The draft goes on while some longer draft
+    promises a better rate than stopping now: a run of sure tokens goes far past the K its
+    average acceptance suggests, and a draft ends at a token it doubts. Once it ends, a
+    greedy draft's rows are cut to the best prefix: drafting is paid by then, a row unlikely
+    to be kept is not (a sampled draft's are not cut: see DraftModelDrafter.propose).
+
+    Attributes:
+        prices: the target's time to check n tokens, by n (index 1: one token).
+        token_ms: the draft model's time per drafted token.
+        continued: the chance a token not drafted yet is kept after a kept one: before the
+            first token, the text's rate; after one, the rate after a token as sure.
+        expected: expected tokens of the round at each length drafted so far (index 0:
+            no draft, the target's own token).
+    """
+
+    def __init__(self, prices: Sequence[float], token_ms: float, continued: float) -> None:
+        self.prices = prices
+        self.token_ms = token_ms
+        self.continued = continued
+        self.expected = [1.0]
+        self._survival = 1.0  # the chance every token drafted so far is kept
+
+    @property
+    def drafted(self) -> int:
+        return len(self.expected) - 1
+
+    def add(self, kept_rate: float, next_rate: float) -> None:
+        """One more drafted token, kept with `kept_rate` if the ones before it were, and
+        followed by one kept with `next_rate` if it is."""
+        self._survival *= kept_rate
+        self.expected.append(self.expected[-1] + self._survival)
+        self.continued = next_rate
+
+    def _rate(self, tokens: float, rows: int, drafted: int) -> float:
+        return tokens / (self.prices[rows] + self.token_ms * drafted)
+
+    def goes_on(self, k_max: int) -> bool:
+        """Whether to draft another token, up to `k_max` in all."""
+        n = self.drafted
+        k_max = min(k_max, len(self.prices) - 2)
+        now = self._rate(self.expected[n], n + 1, n)
+        tokens, reach = self.expected[n], self._survival
+        for m in range(n + 1, k_max + 1):
+            reach *= self.continued
+            tokens += reach
+            if self._rate(tokens, m + 1, m) > now:
+                return True
+        return False
+
+    def best_length(self) -> int:
+        """How many of the drafted tokens to check: the prefix with the best rate, the
+        drafting already paid."""
+        n = self.drafted
+        return max(range(n + 1), key=lambda i: (self._rate(self.expected[i], i + 1, n), i))
