@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from specchat.bench.physical import cpp_floor
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.mtp import load_assistant
+from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.engine.llamacpp.recurrent_state import Rollback
 from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
 from tests.helpers.engine import CHAT_PROMPTS, Run, run
@@ -129,3 +132,44 @@ def test_the_gemma4_assistant_drafts_and_answers_as_plain(files: dict[str, Path]
         spec = run(decoder, prompt, mode="assistant", k=3, max_tokens=200)
         _assert_plain_or_near_tie(plain, spec)
         assert _kept(spec.rounds)[0] > 0
+
+
+def _next_logits(model: LlamaModel, token: int) -> np.ndarray:
+    return model.decode([token], logits="last")[0]
+
+
+def test_the_bench_floor_loop_leaves_a_hybrid_cache_as_it_found_it(
+    hybrid: LlamaModel, files: dict[str, Path]
+) -> None:
+    prompt = hybrid.tokenize(CHAT_PROMPTS[0])
+    hybrid.reset()
+    cpp_floor(hybrid, prompt, max_tokens=24)  # llama.cpp's own loop, past the wrapper
+    assert hybrid.tokens == prompt[:-1]
+    after = _next_logits(hybrid, prompt[-1])
+    with LlamaModel(files["qwen35"], n_ctx=1024, n_threads=1) as fresh:
+        fresh.decode(prompt[:-1], logits="none")
+        reference = _next_logits(fresh, prompt[-1])
+    np.testing.assert_allclose(after, reference, atol=1e-4)
+
+
+def test_a_kept_state_loaded_into_a_hybrid_is_never_rolled_back_by_stale_snapshots(
+    hybrid: LlamaModel, files: dict[str, Path]
+) -> None:
+    first = hybrid.tokenize(CHAT_PROMPTS[0] * 3)
+    other = hybrid.tokenize(CHAT_PROMPTS[1] * 3)
+    cache = PrefixCache(min_tokens=8)
+    hybrid.reset()
+    hybrid.decode(first, logits="none")
+    cache.prepare(hybrid, other)  # keeps `first`'s state
+    hybrid.reset()
+    hybrid.decode(other, logits="none")
+    # A prompt sharing all but `first`'s last few tokens: the kept state loads, then drops
+    # them — which llama.cpp's snapshots, written by the last decode of `other`, cannot do.
+    wanted = [*first[:-4], 7]
+    assert cache.prepare(hybrid, wanted) == len(first) - 4
+    assert hybrid.tokens == first[:-4]
+    after = _next_logits(hybrid, 7)
+    with LlamaModel(files["qwen35"], n_ctx=1024, n_threads=1) as fresh:
+        fresh.decode(first[:-4], logits="none")
+        reference = _next_logits(fresh, 7)
+    np.testing.assert_allclose(after, reference, atol=1e-4)

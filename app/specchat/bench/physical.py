@@ -201,6 +201,7 @@ def cpp_floor(model: LlamaModel, prompt: Sequence[int], *, max_tokens: int) -> F
     prompt = list(prompt)
     _prime(model, prompt[:-1])
     base = model.n_past
+    model.mark()  # a recurrent state comes back from here (see put_back_after_raw_decodes)
     # The wrapper has no raw-loop API; this reaches into its context on purpose and puts the
     # cache back to `base` afterwards so its token bookkeeping stays true.
     ctx = model._ctx
@@ -221,5 +222,5 @@ def cpp_floor(model: LlamaModel, prompt: Sequence[int], *, max_tokens: int) -> F
         elapsed = time.perf_counter() - began
     finally:
         llama_cpp.llama_sampler_free(sampler)
-        llama_cpp.llama_memory_seq_rm(model._memory, 0, base, -1)
+        model.put_back_after_raw_decodes()
     return FloorRun(tuple(out), elapsed)

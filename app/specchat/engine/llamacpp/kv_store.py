@@ -110,7 +110,7 @@ class KVStore:
             model.reset()
             self.forget_files(state, token_file)
             return 0
-        model.tokens[:] = kept
+        model.adopt_state(kept)
         model.truncate(common)  # what follows the common prefix belongs to another text
         os.utime(state)  # recently used: evicted last
         return common

@@ -158,7 +158,6 @@ class LlamaModel:
             self.rollback = Rollback.CHECKPOINT
         self._checkpoint = StateCheckpoint(ctx)
         self.can_rollback = not recurrent or self._checkpoint.save(0)
-        self._checkpoint.forget_from(0)
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._memory = llama_cpp.llama_get_memory(ctx)
         self.info = load_info(
@@ -378,6 +377,33 @@ class LlamaModel:
             self.reset()
         if len(kept) > len(self.tokens):
             self.decode(kept[len(self.tokens) :], logits="none")
+
+    def adopt_state(self, tokens: Sequence[int]) -> None:
+        """The cache now holds `tokens`, loaded into the context from outside (a kept
+        state): nothing of it can be dropped natively, no checkpoint describes it, and a
+        follower starts again from it."""
+        self._cut(0)
+        self.tokens[:] = list(tokens)
+        self._last_call_start = len(self.tokens)
+        self._snapshot_used = True
+
+    def put_back_after_raw_decodes(self) -> None:
+        """Bring the cache back to `tokens` after llama.cpp decoded past them directly (the
+        bench's C++ loop): an attention cache drops the rest; a recurrent one comes back
+        from the checkpoint `mark` took at this length, else reads its text again."""
+        n = len(self.tokens)
+        if self.rollback is Rollback.CACHE:
+            llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1)
+            return
+        if self._checkpoint.position == n and self._checkpoint.restore():
+            llama_cpp.llama_memory_seq_rm(self._memory, 0, n, -1)
+        else:
+            kept = list(self.tokens)
+            self.reset()
+            if kept:
+                self.decode(kept, logits="none")
+        self._last_call_start = n
+        self._snapshot_used = True
 
     def _snapshots_cover(self, n_keep: int) -> bool:
         """Whether llama.cpp's snapshots hold the state after token n_keep − 1: it must be

@@ -111,7 +111,7 @@ class PrefixCache:
             model.reset()
             self._snapshots.remove(snapshot)
             return False
-        model.tokens[:] = snapshot.tokens
+        model.adopt_state(snapshot.tokens)
         return True
 
     def forget(self, model: LlamaModel) -> None:
