@@ -200,10 +200,9 @@ def cpp_floor(model: LlamaModel, prompt: Sequence[int], *, max_tokens: int) -> F
     """
     prompt = list(prompt)
     _prime(model, prompt[:-1])
-    base = model.n_past
     model.mark()  # a recurrent state comes back from here (see put_back_after_raw_decodes)
     # The wrapper has no raw-loop API; this reaches into its context on purpose and puts the
-    # cache back to `base` afterwards so its token bookkeeping stays true.
+    # cache back where it was afterwards so its token bookkeeping stays true.
     ctx = model._ctx
     sampler = llama_cpp.llama_sampler_init_greedy()
     out: list[int] = []
