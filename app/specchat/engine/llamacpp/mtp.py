@@ -30,6 +30,8 @@ import numpy as np
 
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.backend import last_error_line
+from specchat.engine.llamacpp.beside_target import logits_row
+from specchat.engine.llamacpp.ext_batch import ExtBatch, positions_per_entry
 from specchat.engine.llamacpp.load import ModelLoadError, ProgressCallback, load_weights
 
 if TYPE_CHECKING:
@@ -96,7 +98,7 @@ class DraftHead:
             raise ModelLoadError(f"could not start the {name}: {reason}")
         self._ctx = ctx
         self._memory = llama_cpp.llama_get_memory(ctx)
-        self._batch = llama_cpp.llama_batch_ext_init(ctx)
+        self._batch = ExtBatch(ctx, n_pos=positions_per_entry(model), name=name)
         self.n_embd = int(llama_cpp.llama_model_n_embd_out(model))
         target_embd = int(llama_cpp.llama_model_n_embd_out(target.model_handle))
         if self.n_embd != target_embd:
@@ -111,9 +113,6 @@ class DraftHead:
         self._rows: dict[int, np.ndarray] = {}
         self._pending: np.ndarray | None = None
         self._fed = 0  # positions of the head's own cache that mirror the target's
-        # The embeddings handed to llama.cpp must live until its pass returns.
-        self._held: list[Any] = []
-        self._pos = (llama_cpp.llama_pos * 4)()
         if target.n_past:
             # What the target cached before the head existed has no hidden states here: it
             # is read again, so the head's cache mirrors the target's from the start.
@@ -124,7 +123,7 @@ class DraftHead:
     def close(self) -> None:
         self.target.unfollow(self)
         if self._batch is not None:
-            llama_cpp.llama_batch_ext_free(self._batch)
+            self._batch.close()
             self._batch = None
         if self._ctx is not None:
             llama_cpp.llama_free(self._ctx)
@@ -160,10 +159,9 @@ class DraftHead:
         before this call) and run the head's cache over them."""
         assert self._pending is not None
         paired = np.vstack([self._pending[None, :], rows[:-1]]).astype(np.float32)
-        self._clear()
         for offset, token in enumerate(tokens):
-            self._add(token, start + offset, paired[offset], output=False)
-        self._process()
+            self._batch.add_token(token, start + offset, embd=paired[offset])
+        self._batch.process()
         self._fed = start + len(tokens)
 
     def _forget_rows_before(self, position: int) -> None:
@@ -188,12 +186,11 @@ class DraftHead:
         pos0 = self.target.n_past
         assert self._pending is not None
         tokens: list[int] = []
-        self._clear()
-        self._add(last, pos0, self._pending, output=True)
+        self._batch.add_token(last, pos0, embd=self._pending, output=True)
         try:
             for step in range(k):
-                self._process()
-                logits = self._logits(0)
+                self._batch.process()
+                logits = logits_row(self._ctx, 0, self.n_vocab)
                 token = int(np.argmax(logits))
                 if min_confidence > 0 and step > 0 and _top_probability(logits) < min_confidence:
                     break
@@ -201,46 +198,13 @@ class DraftHead:
                 if step + 1 == k:
                     break
                 h = staging_api.nextn_row(self._ctx, 0, self.n_embd)
-                self._clear()
-                self._add(token, pos0 if self.shared else pos0 + step + 1, h, output=True)
+                position = pos0 if self.shared else pos0 + step + 1
+                self._batch.add_token(token, position, embd=h, output=True)
         finally:
             if not self.shared:
                 # The verify pass brings the target's own rows for these positions.
                 llama_cpp.llama_memory_seq_rm(self._memory, 0, pos0, -1)
         return tokens
-
-    # --- llama_batch_ext ---------------------------------------------------------------------
-    def _clear(self) -> None:
-        llama_cpp.llama_batch_ext_clear(self._batch)
-        self._held.clear()
-
-    def _add(self, token: int, position: int, embedding: np.ndarray, *, output: bool) -> None:
-        batch = self._batch
-        index = llama_cpp.llama_batch_ext_add_token(batch, 0, token)
-        if index < 0:
-            raise RuntimeError(f"the {self.name}'s batch refused a token ({index})")
-        self._pos[0] = position
-        llama_cpp.llama_batch_ext_set_pos(batch, index, self._pos)
-        row = np.ascontiguousarray(embedding, dtype=np.float32)
-        self._held.append(row)
-        embd = llama_cpp.llama_embd(
-            row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, self.n_embd
-        )
-        llama_cpp.llama_batch_ext_set_embd_token(batch, index, embd)
-        if output:
-            llama_cpp.llama_batch_ext_set_output_logits(batch, index, True)
-
-    def _process(self) -> None:
-        status = llama_cpp.llama_process(
-            self._ctx, llama_cpp.LLAMA_PROCESS_TYPE_DECODE, self._batch
-        )
-        if status != 0:
-            raise RuntimeError(f"the {self.name}'s pass failed with status {status}")
-
-    def _logits(self, index: int) -> np.ndarray:
-        pointer = llama_cpp.llama_get_logits_ith(self._ctx, index)
-        row: np.ndarray = np.ctypeslib.as_array(pointer, shape=(self.n_vocab,)).copy()
-        return row
 
 
 def _address(ctx: Any) -> int:
