@@ -15,6 +15,7 @@ from specchat.engine.llamacpp.backend import last_error_line
 from specchat.engine.llamacpp.load import ModelLoadError
 
 if TYPE_CHECKING:
+    from specchat.engine.llamacpp.ext_batch import ExtBatch
     from specchat.engine.llamacpp.model import LlamaModel
 
 #: common/speculative.cpp samples its draft tokens through a top-k of 10.
@@ -112,3 +113,14 @@ def logits_row(ctx: Any, index: int, n_vocab: int) -> np.ndarray:
         raise RuntimeError(f"no logits for row {index}")
     row: np.ndarray = np.ctypeslib.as_array(pointer, shape=(n_vocab,)).copy()
     return row
+
+
+def free_draft(batch: ExtBatch | None, ctx: Any, weights: Any) -> None:
+    """Free a draft's batch, then its context, then the weights it ran over (None where it
+    runs over the target's own, as an MTP head does)."""
+    if batch is not None:
+        batch.close()
+    if ctx is not None:
+        llama_cpp.llama_free(ctx)
+    if weights is not None:
+        llama_cpp.llama_model_free(weights)

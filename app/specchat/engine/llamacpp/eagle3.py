@@ -39,6 +39,7 @@ from specchat.engine.llamacpp.beside_target import (
     check_exports,
     check_feature_width,
     draft_context,
+    free_draft,
     keep_target_features,
     logits_row,
     read_target_layers,
@@ -122,15 +123,8 @@ class Eagle3Draft:
                 if layer < self._n_layer_target:
                     staging_api.set_embeddings_layer_inp(self.target.context, layer, False)
             self._layers = []
-        if self._batch is not None:
-            self._batch.close()
-            self._batch = None
-        if self._ctx is not None:
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if self._weights is not None:
-            llama_cpp.llama_model_free(self._weights)
-            self._weights = None
+        free_draft(self._batch, self._ctx, self._weights)
+        self._batch = self._ctx = self._weights = None
 
     # --- following the target's cache (llama.cpp's process and accept) ------------------------
     def decoded(self, tokens: Sequence[int], start: int) -> None:

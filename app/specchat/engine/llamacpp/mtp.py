@@ -30,7 +30,7 @@ import numpy as np
 
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.backend import last_error_line
-from specchat.engine.llamacpp.beside_target import logits_row
+from specchat.engine.llamacpp.beside_target import free_draft, logits_row
 from specchat.engine.llamacpp.ext_batch import ExtBatch, positions_per_entry
 from specchat.engine.llamacpp.load import ModelLoadError, ProgressCallback, load_weights
 
@@ -122,15 +122,8 @@ class DraftHead:
     # --- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
         self.target.unfollow(self)
-        if self._batch is not None:
-            self._batch.close()
-            self._batch = None
-        if self._ctx is not None:
-            llama_cpp.llama_free(self._ctx)
-            self._ctx = None
-        if self._weights is not None:
-            llama_cpp.llama_model_free(self._weights)
-            self._weights = None
+        free_draft(self._batch, self._ctx, self._weights)
+        self._batch = self._ctx = self._weights = None
 
     # --- following the target's cache ----------------------------------------------------------
     def decoded(self, tokens: Sequence[int], start: int) -> None:
