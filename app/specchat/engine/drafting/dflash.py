@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from specchat.engine.drafting.base import Drafter, Head, Listing, LoadedPair
+from specchat.engine.drafting.base import Listing
 from specchat.engine.drafting.head import HeadDrafter
-from specchat.engine.drafting.mtp import head_path
 from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
@@ -23,27 +20,8 @@ class DFlashDrafter(HeadDrafter):
     name = "dflash"
     listing = Listing(label="DFlash draft", priority=18, reads_target=True)
     origin = "the DFlash draft"
-
-    #: The same head as `head`, by its own type.
-    block: DFlashDraft
+    beside_target = "DFlashDraft"
 
     @property
     def k_limit(self) -> int:
-        return self.block.n_max
-
-    @classmethod
-    def own_head(cls, pair: LoadedPair) -> Head | None:
-        from specchat.engine.llamacpp.dflash import DFlashDraft
-
-        return pair.head if isinstance(pair.head, DFlashDraft) else None
-
-    @classmethod
-    def weights_file(cls, pair: LoadedPair) -> Path | None:
-        return head_path(pair, "DFlashDraft")
-
-    @classmethod
-    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
-        drafter = super().create(pair, built)
-        if isinstance(drafter, DFlashDrafter):
-            drafter.block = drafter.head  # type: ignore[assignment]  # a DFlashDraft here
-        return drafter
+        return cast("DFlashDraft", self.head).n_max

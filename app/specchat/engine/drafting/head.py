@@ -50,6 +50,10 @@ class HeadDrafter(Drafter):
     #: Where its kept tokens came from, for people: the tooltip's "drafted from …", the
     #: kept-drafts line, the API's `specchat` object.
     origin: str = ""
+    #: The type of the head it drafts with when that is a draft file loaded beside the
+    #: target (LoadedPair.head), by name so that pricing a pair loads no llama.cpp; "" for
+    #: a head it makes itself.
+    beside_target: str = ""
 
     def __init__(
         self,
@@ -83,14 +87,20 @@ class HeadDrafter(Drafter):
 
     @classmethod
     def own_head(cls, pair: LoadedPair) -> Head | None:
-        """The head `pair` offers this drafter, made now (None: it offers none)."""
-        return None
+        """The head `pair` offers this drafter, made now (None: it offers none); by
+        default the draft file loaded beside the target, where it is of `beside_target`."""
+        head = pair.head
+        if not cls.beside_target or type(head).__name__ != cls.beside_target:
+            return None
+        return head
 
     @classmethod
     def weights_file(cls, pair: LoadedPair) -> Path | None:
         """The file whose weights its head runs, where `pair` offers one (None: it offers
         none), without making the head: the costs are loaded before the drafters are built."""
-        return None
+        head = cls.own_head(pair) if cls.beside_target else None
+        path = getattr(head, "path", None)
+        return path if isinstance(path, Path) else None
 
     @property
     def k_limit(self) -> int:

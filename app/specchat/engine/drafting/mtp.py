@@ -43,23 +43,4 @@ class AssistantDrafter(HeadDrafter):
     name = "assistant"
     listing = Listing(label="Gemma 4 assistant", priority=16, reads_target=True)
     origin = "the Gemma 4 assistant"
-
-    @classmethod
-    def own_head(cls, pair: LoadedPair) -> Head | None:
-        from specchat.engine.llamacpp.mtp import DraftHead
-
-        return pair.head if isinstance(pair.head, DraftHead) else None
-
-    @classmethod
-    def weights_file(cls, pair: LoadedPair) -> Path | None:
-        return head_path(pair, "DraftHead")
-
-
-def head_path(pair: LoadedPair, kind: str) -> Path | None:
-    """The file of the head `pair` loaded beside its target, where it is of type `kind`
-    (named, so that pricing a pair loads no llama.cpp)."""
-    head = pair.head
-    if head is None or type(head).__name__ != kind:
-        return None
-    path = getattr(head, "path", None)
-    return path if isinstance(path, Path) else None
+    beside_target = "DraftHead"
