@@ -429,3 +429,17 @@ def test_price_list_is_target_ms_for_every_length(
     for n in range(1, 71):
         assert prices[n] == table.target_ms(n, context), n
     assert CostTable().price_list(8) is None
+
+
+def test_an_offline_sample_of_no_time_is_dropped() -> None:
+    # A deep pass whose time a stalled slope priced whole leaves nothing for the size.
+    table = CostTable(sizes=(1, 2))
+    table.record(2, 0.0)
+    table.record(2, -3.0)
+    assert table.pass_ms == {} and table.to_measure()[0] == 1
+
+
+def test_a_round_whose_price_is_all_slope_sets_its_size_instead_of_failing() -> None:
+    table = CostTable(sizes=(1, 2), pass_ms={1: 10.0, 2: 0.0}, slope_ms=5.0)
+    table.observe(2, 14.0, context=table.context_tokens + 1000)
+    assert table.pass_ms[2] == 14.0

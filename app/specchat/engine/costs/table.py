@@ -237,11 +237,14 @@ class CostTable:
         if n == 1:
             self._fit_slope(x, ms)
         price = self.cost_ms(n, context)
-        if price is None or price <= 0:
-            self.pass_ms[n] = ms
-            return
         growth = (self.slope_ms or 0.0) * x
-        own = price - growth
+        own = 0.0 if price is None else price - growth
+        if own <= 0:
+            # Nothing of its price is the size's own yet: the round sets it.
+            self.pass_ms[n] = ms
+            if n == 1:
+                self.scale = None
+            return
         if n == 1 and growth and ms - growth < own / CLIP:
             # The slope alone priced more than the whole round: it was measured stalled. It
             # takes the round's excess over the scale, until plain rounds spread to fit it.
@@ -297,7 +300,10 @@ class CostTable:
     def record(self, n: int, ms: float) -> None:
         """An offline sample. The first, or one clearly quicker than those before (which were
         then slowed), sets the size; one that agrees with it confirms it; a slower one was
-        stalled and is dropped."""
+        stalled and is dropped. A sample of no time at all (a deep pass the slope priced
+        whole: a slope measured stalled) says nothing of the size and is dropped too."""
+        if ms <= 0:
+            return
         self.tries[n] = self.tries.get(n, 0) + 1
         old = self.pass_ms.get(n) if self.samples.get(n) else None
         if old is None or ms * (1.0 + AGREE) < old:
