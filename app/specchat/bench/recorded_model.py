@@ -19,8 +19,10 @@ class RecordedModel(RecordedCache):
     after the prompt and any part of the answer, its logits rank first the token the draft
     model chose there, with the probability it gave it (both recorded at temperature 0).
     After text the answer never wrote (a draft past its first miss) the live choice is not
-    known: it proposes a token no answer holds, with full confidence, so such a draft goes on
-    and is never kept (the costlier guess). Its time is the cost table's, on a clock of its
+    known: it proposes a token no answer holds, so such a draft is never kept, with the
+    confidence the draft model had there live where the trace recorded it (after its own
+    choice at a miss: `AnswerTrace.draft_past_miss`), and with full confidence where it did
+    not (the costlier guess: the draft goes on). Its time is the cost table's, on a clock of its
     own that the drafters time themselves by (a replay's, shared with its target): a decode of
     one or two tokens costs a drafted token, a longer one (a catch-up) the table's catch-up
     rate and then one drafted token.
@@ -54,6 +56,7 @@ class RecordedModel(RecordedCache):
         self._start = len(trace.prompt_tokens)
         self._choice = [proposal[0] if proposal else -1 for proposal in trace.draft]
         self._confidence = trace.draft_confidence
+        self._past_miss = trace.draft_past_miss
         self._n_vocab = n_vocab or max([*self._text, *self._choice, 0]) + 2
         self._unseen = self._n_vocab - 1  # a token no answer holds
         self._costs = costs
@@ -93,7 +96,25 @@ class RecordedModel(RecordedCache):
             token = self._choice[i]
             if self._confidence is not None:
                 confidence = self._confidence[i]
+        else:
+            confidence = self._confidence_past_miss(end)
         rest = max(1.0 - confidence, 1e-12) / (self._n_vocab - 1)
         row = np.full(self._n_vocab, math.log(rest))
         row[token] = math.log(max(confidence, 1e-12))
         return row
+
+    def _confidence_past_miss(self, end: int) -> float:
+        """The recorded confidence after the cache's first `end` tokens where they leave the
+        answer at one of the draft model's own misses (1.0 where nothing was recorded)."""
+        if self._past_miss is None:
+            return 1.0
+        apart = self._start
+        limit = min(end, len(self._text))
+        while apart < limit and self.tokens[apart] == self._text[apart]:
+            apart += 1
+        i = apart - self._start
+        if apart >= limit or i >= len(self._choice) or self.tokens[apart] != self._choice[i]:
+            return 1.0
+        chain = self._past_miss[i]
+        after = end - apart - 1
+        return 1.0 if chain is None or after >= len(chain) else chain[after]

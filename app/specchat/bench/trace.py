@@ -55,6 +55,11 @@ class AnswerTrace:
             while its draft agrees with the answer (None if not recorded).
         margins: per position, the target's top-1 − top-2 logit where it chose that token
             (how sure it was; None if not recorded).
+        draft_past_miss: per position where the draft model's choice is not the answer's
+            token, the confidence it drafts each further token with after its own choice
+            (greedy, up to DRAFT_DEPTH − 1 of them); None at positions where it agrees, and
+            None for the whole answer if not recorded. Such tokens are never kept, but their
+            confidence decides how far a draft goes on past its miss.
         heads: per drafter that drafts with a head over the target's hidden state ("mtp"),
             per position, the head's greedy draft as far as verification reads it (empty
             where the pair had no head, or the trace was recorded before heads were).
@@ -69,6 +74,7 @@ class AnswerTrace:
     draft: tuple[tuple[int, ...], ...] | None = None
     draft_confidence: tuple[float, ...] | None = None
     margins: tuple[float, ...] | None = None
+    draft_past_miss: tuple[tuple[float, ...] | None, ...] | None = None
     heads: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
 
     def margin_before(self, i: int) -> float | None:
@@ -103,6 +109,10 @@ class AnswerTrace:
             else list(self.draft_confidence),
             "margins": None if self.margins is None else list(self.margins),
         }
+        if self.draft_past_miss is not None:
+            data["draft_past_miss"] = [
+                None if c is None else list(c) for c in self.draft_past_miss
+            ]
         if self.heads:
             # Written only where there are heads: a trace without them reads as before.
             data["heads"] = {name: [list(p) for p in d] for name, d in sorted(self.heads.items())}
@@ -121,6 +131,12 @@ class AnswerTrace:
         confidences = None if confidence is None else tuple(float(p) for p in confidence)
         margin = data.get("margins")
         margins = None if margin is None else tuple(float(m) for m in margin)
+        past = data.get("draft_past_miss")
+        past_miss = (
+            None
+            if past is None
+            else tuple(None if c is None else tuple(float(p) for p in c) for c in past)
+        )
         heads = {
             str(name): tuple(tuple(int(t) for t in p) for p in drafts)
             for name, drafts in (data.get("heads") or {}).items()
@@ -133,6 +149,8 @@ class AnswerTrace:
             lengths.add(len(confidences))
         if margins is not None:
             lengths.add(len(margins))
+        if past_miss is not None:
+            lengths.add(len(past_miss))
         if len(lengths) != 1:
             raise ValueError("per-position lists of different lengths")
         return cls(
@@ -145,6 +163,7 @@ class AnswerTrace:
             draft=drafts,
             draft_confidence=confidences,
             margins=margins,
+            draft_past_miss=past_miss,
             heads=heads,
         )
 
@@ -189,13 +208,14 @@ def record_trace(
         proposals.append(_read_as_verified(proposal, answer[i:]))
         lengths.append(len(proposal))
         matches.append(match)
-    drafts = confidences = None
+    drafts = confidences = past_miss = None
     if draft_model is not None and answer:
         guesses, top = _draft_argmax(draft_model, prompt, answer)
         drafts = tuple(
             _read_as_verified(guesses[i : i + DRAFT_DEPTH], answer[i:]) for i in range(len(answer))
         )
         confidences = tuple(round(p, 6) for p in top)  # what a rounds file keeps of them
+        past_miss = draft_past_misses(draft_model, prompt, answer, guesses)
     head_drafts = {}
     if heads and answer:
         if target is None:
@@ -213,8 +233,41 @@ def record_trace(
         drafts,
         confidences,
         None if margins is None else tuple(round(float(m), 4) for m in margins[: len(answer)]),
+        past_miss,
         head_drafts,
     )
+
+
+def draft_past_misses(
+    model: LlamaModel, prompt: Sequence[int], answer: Sequence[int], choices: Sequence[int]
+) -> tuple[tuple[float, ...] | None, ...]:
+    """`AnswerTrace.draft_past_miss`: at each position whose draft-model choice (`choices`,
+    its argmax there) is not the answer's token, the draft model's confidence at each token it
+    drafts after that choice, one token a decode as a draft goes."""
+    text = [*prompt, *answer]
+    out: list[tuple[float, ...] | None] = []
+    for i, (choice, written) in enumerate(zip(choices, answer, strict=True)):
+        if choice == written:
+            out.append(None)
+            continue
+        end = len(prompt) + i
+        cached = model.sync(text[:end])
+        if cached < end:
+            model.decode(text[cached:end], logits="none")
+        token, chain = int(choice), []
+        try:
+            for _ in range(DRAFT_DEPTH - 1):
+                row = np.asarray(model.decode([token], logits="last"))[-1]
+                chain.append(round(_top_probability(row), 6))
+                token = int(np.argmax(row))
+        finally:
+            model.truncate(end)
+        out.append(tuple(chain))
+    return tuple(out)
+
+
+def _top_probability(row: np.ndarray) -> float:
+    return float(1.0 / np.exp(row - row.max()).sum())
 
 
 def _head_drafts(

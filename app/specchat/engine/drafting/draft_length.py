@@ -13,8 +13,11 @@ class DraftLength:
     confidence). After each token the expected tokens of stopping there are known; going on
     adds the tokens not drafted yet, each kept after the one before as often as tokens after
     one as sure as the last are (a run of sure tokens tends to go on), at each longer pass's
-    price and a drafted token's time apiece. The draft goes on while some longer draft
-    promises a better rate than stopping now: a run of sure tokens goes far past the K its
+    price and a drafted token's time apiece. The draft goes on while some longer draft's
+    extra tokens outnumber what its extra time would make at the rate rounds go at (the
+    curve's best rate at the text's acceptance, `reference`): the renewal-reward rule for a
+    throughput, where a round's own rate so far would stop a long sure run too soon and let a
+    round that began badly go on too long. So a run of sure tokens goes far past the K its
     average acceptance suggests, and a draft ends at a token it doubts. Once it ends, a
     greedy draft's rows are cut to the best prefix: drafting is paid by then, a row unlikely
     to be kept is not (a sampled draft's are not cut: see DraftModelDrafter.propose).
@@ -26,6 +29,8 @@ class DraftLength:
             first token, the text's rate; after one, the rate after a token as sure.
         expected: expected tokens of the round at each length drafted so far (index 0:
             no draft, the target's own token).
+        reference: tokens per ms that rounds go at: the best rate over draft lengths at the
+            text's rate (`continued` as given).
     """
 
     def __init__(self, prices: Sequence[float], token_ms: float, continued: float) -> None:
@@ -34,10 +39,21 @@ class DraftLength:
         self.continued = continued
         self.expected = [1.0]
         self._survival = 1.0  # the chance every token drafted so far is kept
+        self.reference = self._best_rate(continued)
 
     @property
     def drafted(self) -> int:
         return len(self.expected) - 1
+
+    def _best_rate(self, rate: float) -> float:
+        """The best expected rate over draft lengths, each token kept after the one before
+        with `rate`."""
+        best, tokens, reach = 1.0 / self.prices[1], 1.0, 1.0
+        for k in range(1, len(self.prices) - 1):
+            reach *= rate
+            tokens += reach
+            best = max(best, self._rate(tokens, k + 1, k))
+        return best
 
     def add(self, kept_rate: float, next_rate: float) -> None:
         """One more drafted token, kept with `kept_rate` if the ones before it were, and
@@ -53,12 +69,12 @@ class DraftLength:
         """Whether to draft another token, up to `k_max` in all."""
         n = self.drafted
         k_max = min(k_max, len(self.prices) - 2)
-        now = self._rate(self.expected[n], n + 1, n)
         tokens, reach = self.expected[n], self._survival
         for m in range(n + 1, k_max + 1):
             reach *= self.continued
             tokens += reach
-            if self._rate(tokens, m + 1, m) > now:
+            extra_ms = self.prices[m + 1] - self.prices[n + 1] + self.token_ms * (m - n)
+            if tokens - self.expected[n] > self.reference * extra_ms:
                 return True
         return False
 
