@@ -1,0 +1,135 @@
+"""Replays a trace set with `auto`'s acceptance estimates fitted in hindsight on the very
+answers it replays: how much of the gap to the ceiling a better estimate could win.
+
+    PYTHONPATH=app python tools/replay_with_hindsight.py app/specchat/bench/traces/shipped.jsonl \
+        --costs gpu --fit draft
+
+`--fit draft`: the draft model's confidence calibration (kept and next-kept rates per
+confidence band, counted over every position of the set). `--fit copies`: copy acceptance
+(refusal rate per match bucket, regime and position band, counted over every lookup proposal
+of the set). Each fitted rate stands in for its prior at a weight of FITTED_WEIGHT, so what
+one answer learns online barely moves it. Prints auto, best fixed and the ceiling (geometric
+means), and auto's share of the ceiling's gain, beside the same replay with online estimates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+FITTED_WEIGHT = 1000.0
+#: Fewer observations than this leave a cell at its prior.
+MIN_SEEN = 5
+
+
+def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
+    from specchat.engine.drafting import model_acceptance as ma
+
+    bands = len(ma.CONFIDENCE_BANDS)
+    kept, seen = [0.0] * bands, [0.0] * bands
+    next_kept, next_seen = [0.0] * bands, [0.0] * bands
+    for trace in traces:
+        agrees = [d[0] == a for d, a in zip(trace.draft, trace.answer, strict=True)]
+        for j, confidence in enumerate(trace.draft_confidence):
+            b = ma.ConfidenceCalibration.band(confidence)
+            seen[b] += 1
+            kept[b] += agrees[j]
+            if agrees[j] and j + 1 < len(agrees):
+                next_seen[b] += 1
+                next_kept[b] += agrees[j + 1]
+
+    def fitted(calibration: object) -> None:
+        for b in range(bands):
+            if seen[b] >= MIN_SEEN:
+                calibration.kept[b] = FITTED_WEIGHT * kept[b] / seen[b]
+                calibration.seen[b] = FITTED_WEIGHT
+            if next_seen[b] >= MIN_SEEN:
+                calibration.next_kept[b] = FITTED_WEIGHT * next_kept[b] / next_seen[b]
+                calibration.next_seen[b] = FITTED_WEIGHT
+
+    return fitted
+
+
+def fit_copies(traces: Sequence) -> Callable[[object], None]:
+    from specchat.engine.drafting import copy_acceptance as ca
+
+    n_bands = len(ca.LOOKUP_BANDS)
+    counts = {
+        regime: [[[0.0, 0.0] for _ in range(n_bands)] for _ in ca.LOOKUP_EXTENTS]
+        for regime in (None, True, False)
+    }
+    for trace in traces:
+        for i in range(len(trace.answer)):
+            if not trace.lookup_len[i]:
+                continue
+            margin = trace.margin_before(i)
+            regime = None if margin is None else margin >= ca.SURE_MARGIN
+            cells = counts[regime][ca.match_bucket(trace.match_len[i])]
+            kept = trace.lookup_kept(i)
+            offered = min(trace.lookup_len[i], len(trace.answer) - i)
+            for position in range(1, min(kept, offered) + 2 if kept < offered else kept + 1):
+                cell = cells[bisect.bisect_right(ca.LOOKUP_BANDS, position) - 1]
+                cell[1] += 1
+                cell[0] += position > kept
+
+    def fitted(acceptance: object) -> None:
+        for regime, estimates in acceptance._survival.items():
+            for bucket, estimate in enumerate(estimates):
+                for band, (refused, reached) in enumerate(counts[regime][bucket]):
+                    if reached >= MIN_SEEN:
+                        estimate._prior_refused[band] = FITTED_WEIGHT * refused / reached
+                        estimate._prior_reached[band] = FITTED_WEIGHT
+
+    return fitted
+
+
+def summary(results: Sequence) -> str:
+    from specchat.bench.runner import geomean
+
+    auto = geomean([r.speedup for r in results])
+    fixed = geomean([r.best_fixed for r in results])
+    ceiling = geomean([r.ceiling for r in results])
+    share = (auto - 1) / (ceiling - 1) if ceiling > 1 else float("nan")
+    worst = min(r.speedup for r in results)
+    return (
+        f"auto {auto:.3f}×  best fixed {fixed:.3f}×  ceiling {ceiling:.3f}×  "
+        f"{share:.1%} of the ceiling's gain  worst {worst:.3f}×"
+    )
+
+
+def main(argv: list[str]) -> int:
+    from specchat.bench.replay import read_costs, read_traces, replay
+    from specchat.engine.drafting import copy_acceptance as ca
+    from specchat.engine.drafting import model_acceptance as ma
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("traces", type=Path)
+    parser.add_argument("--costs", default="gpu")
+    parser.add_argument("--fit", choices=("draft", "copies"), required=True)
+    args = parser.parse_args(argv)
+    traces = read_traces(args.traces)
+    costs = read_costs(args.costs)
+    print(f"online estimates:  {summary(replay(traces, costs))}")
+    if args.fit == "draft":
+        owner, fit = ma.ConfidenceCalibration, fit_draft_confidence(traces)
+    else:
+        owner, fit = ca.CopyAcceptance, fit_copies(traces)
+    built = owner.__init__
+
+    def init(self: object) -> None:
+        built(self)
+        fit(self)
+
+    owner.__init__ = init  # type: ignore[method-assign]
+    try:
+        print(f"fitted in hindsight: {summary(replay(traces, costs))}")
+    finally:
+        owner.__init__ = built  # type: ignore[method-assign]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
