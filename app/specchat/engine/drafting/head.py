@@ -22,6 +22,7 @@ from specchat.engine.drafting.base import (
     Offer,
     Outcome,
     expected_tokens,
+    through_end,
 )
 from specchat.engine.drafting.registry import drafter_classes
 from specchat.engine.types import SamplingParams
@@ -137,9 +138,8 @@ class HeadDrafter(Drafter):
     ) -> Draft:
         began = self._clock()
         tokens = self.head.draft(context[-1], k, min_confidence=self.min_confidence)
-        cut = next((i + 1 for i, t in enumerate(tokens) if self._ends_answer(t)), len(tokens))
         ms = (self._clock() - began) * 1000.0
-        return Draft(tuple(tokens[:cut]), None, ms, self.name, self.origin)
+        return Draft(through_end(tokens, self._ends_answer), None, ms, self.name, self.origin)
 
     def observe(self, outcome: Outcome) -> None:
         super().observe(outcome)
