@@ -28,10 +28,10 @@ from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.mtp import DraftHead
-from specchat.engine.types import Controls, GenerationRequest, RoundResult, StopReason
+from specchat.engine.types import Controls, GenerationRequest, StopReason
 from specchat.tinyarch import write_tiny_qwen35
 from tests.helpers.priced import PricedHead, PricedModel
-from tests.helpers.traces import MISS, linear_costs
+from tests.helpers.traces import COPIED_CODE_PROMPT, MISS, linear_costs, round_choices
 
 PROMPT = (100, 101, 102, 103)
 ANSWER = tuple(range(1, 11))
@@ -141,14 +141,6 @@ def test_bench_replay_shows_the_head_among_the_sources(
 
 
 # --- live against replay -----------------------------------------------------------------------
-#: A prompt the tiny hybrid target's answer copies from, so lookup competes with the head.
-LIVE_PROMPT = "def area(w, h):\n    return w * h\n\n" * 6 + "def area(w, h):\n"
-
-
-def _choices(rounds: list[RoundResult]) -> list[tuple[str, int, int, int, int]]:
-    return [(r.choice.mode, r.choice.k, r.rows, r.drafted, r.accepted) for r in rounds]
-
-
 def test_a_replayed_answer_gives_the_live_head_rounds_back_choice_for_choice(
     tmp_path: Path,
 ) -> None:
@@ -169,7 +161,7 @@ def test_a_replayed_answer_gives_the_live_head_rounds_back_choice_for_choice(
             clock=clock,
             heads={"mtp": PricedHead(DraftHead(model), "mtp", priced, clock)},
         )
-        prompt = tuple(model.tokenize(LIVE_PROMPT))
+        prompt = tuple(model.tokenize(COPIED_CODE_PROMPT))
         request = GenerationRequest(prompt, max_tokens=120, controls=Controls(mode=AUTO))
         live = [r for r in decoder.generate(request) if r.rows]
         answer = [e.token for r in live for e in r.events]
@@ -187,4 +179,4 @@ def test_a_replayed_answer_gives_the_live_head_rounds_back_choice_for_choice(
     replayed = replay_rounds(trace, costs)
 
     assert any(r.choice.mode == "mtp" and r.drafted for r in live)  # auto drafted with it
-    assert _choices(replayed) == _choices(live)
+    assert round_choices(replayed) == round_choices(live)

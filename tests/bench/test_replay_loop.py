@@ -4,7 +4,6 @@ the same prices gives the live run's rounds back, choice for choice."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 
 from specchat.bench.recorded_target import VirtualClock
 from specchat.bench.replay import read_costs, replay_rounds
@@ -13,16 +12,10 @@ from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.types import Controls, GenerationRequest, RoundResult, StopReason
+from specchat.engine.types import Controls, GenerationRequest, StopReason
 from specchat.tinymodels import TinyModels
 from tests.helpers.priced import PricedModel
-
-#: A prompt the tiny target's answer copies from: lookup and the suffix index find runs.
-PROMPT = "def area(w, h):\n    return w * h\n\n" * 6 + "def area(w, h):\n"
-
-
-def _choices(rounds: Sequence[RoundResult]) -> list[tuple[str, int, int, int, int]]:
-    return [(r.choice.mode, r.choice.k, r.rows, r.drafted, r.accepted) for r in rounds]
+from tests.helpers.traces import COPIED_CODE_PROMPT, round_choices
 
 
 def test_a_replayed_answer_gives_the_live_rounds_back_choice_for_choice(
@@ -39,7 +32,7 @@ def test_a_replayed_answer_gives_the_live_rounds_back_choice_for_choice(
             auto=AutoPolicy(gpu=priced.target.gpu, costs=priced),
             clock=clock,
         )
-        prompt = tuple(model.tokenize(PROMPT))
+        prompt = tuple(model.tokenize(COPIED_CODE_PROMPT))
         request = GenerationRequest(prompt, max_tokens=120, controls=Controls(mode=AUTO))
         live = [r for r in decoder.generate(request) if r.rows]
     assert live[-1].stop == StopReason.MAX_TOKENS  # the recorded answer ends where live did
@@ -51,4 +44,4 @@ def test_a_replayed_answer_gives_the_live_rounds_back_choice_for_choice(
 
     assert sum(r.accepted for r in live) > 10  # auto did draft, and not only one way
     assert len({r.choice.mode for r in live}) > 1
-    assert _choices(replayed) == _choices(live)
+    assert round_choices(replayed) == round_choices(live)

@@ -7,9 +7,17 @@ from dataclasses import replace
 
 from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace
 from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.types import RoundResult
 
 #: A token no answer holds: where the draft model's choice misses.
 MISS = 10**6
+#: A prompt the tiny targets' answers copy from: lookup and the suffix index find runs.
+COPIED_CODE_PROMPT = "def area(w, h):\n    return w * h\n\n" * 6 + "def area(w, h):\n"
+
+
+def round_choices(rounds: Sequence[RoundResult]) -> list[tuple[str, int, int, int, int]]:
+    """What a replay must give back of each live round: the choice, its pass and its outcome."""
+    return [(r.choice.mode, r.choice.k, r.rows, r.drafted, r.accepted) for r in rounds]
 
 
 def linear_costs(

@@ -110,9 +110,7 @@ class AnswerTrace:
             "margins": None if self.margins is None else list(self.margins),
         }
         if self.draft_past_miss is not None:
-            data["draft_past_miss"] = [
-                None if c is None else list(c) for c in self.draft_past_miss
-            ]
+            data["draft_past_miss"] = [None if c is None else list(c) for c in self.draft_past_miss]
         if self.heads:
             # Written only where there are heads: a trace without them reads as before.
             data["heads"] = {name: [list(p) for p in d] for name, d in sorted(self.heads.items())}
