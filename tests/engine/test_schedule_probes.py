@@ -185,15 +185,21 @@ def test_a_drafter_used_only_at_k1_learns_that_runs_go_on() -> None:
     assert acceptance.continued > 0.95
 
 
-def test_a_catch_up_is_spread_over_the_rounds_after_it() -> None:
-    # GPU-like: the draft pays well in step, and catching up 60 tokens costs four plain
-    # tokens: paid once, it is won back within two rounds; charged to one round, never.
+def _paying_draft_behind() -> tuple[AutoPolicy, _Timed]:
+    """GPU-like: the draft pays well in step, and catching up 60 tokens costs four plain
+    tokens."""
     cheap = {n: 10.0 + 0.5 * (n - 1) for n in range(1, 18)}
     policy, drafter = _policy(cheap, draft_token_ms=1.0)
     drafter.catchup_token_ms = 40.0 / 60
     drafter.acceptance.first_kept, drafter.acceptance.first_trials = 18.0, 20.0
     drafter.acceptance.cont_kept, drafter.acceptance.cont_trials = 18.0, 20.0
     drafter.lag = 60
+    return policy, drafter
+
+
+def test_a_catch_up_is_spread_over_the_rounds_after_it() -> None:
+    # Paid once, the catch-up is won back within two rounds; charged to one round, never.
+    policy, drafter = _paying_draft_behind()
     choice = _choose(policy, drafter)
     assert choice.mode == "draft" and choice.k > 1, choice.reason
 
@@ -201,11 +207,7 @@ def test_a_catch_up_is_spread_over_the_rounds_after_it() -> None:
 def test_a_catch_up_is_spread_over_no_more_rounds_than_the_answer_has_left() -> None:
     # As above, but the answer may write 6 more tokens: one or two rounds, which cannot win
     # back four plain tokens' catch-up.
-    cheap = {n: 10.0 + 0.5 * (n - 1) for n in range(1, 18)}
-    policy, drafter = _policy(cheap, draft_token_ms=1.0)
-    drafter.catchup_token_ms = 40.0 / 60
-    drafter.acceptance.first_kept, drafter.acceptance.first_trials = 18.0, 20.0
-    drafter.acceptance.cont_kept, drafter.acceptance.cont_trials = 18.0, 20.0
+    policy, drafter = _paying_draft_behind()
     policy.budget = 6
     for lag, chosen in ((60, "plain"), (2, "draft")):  # in step, nothing to win back
         drafter.lag = lag
