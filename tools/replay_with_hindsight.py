@@ -57,16 +57,24 @@ def fit_copies(traces: Sequence) -> Callable[[object], None]:
     from specchat.engine.drafting import copy_acceptance as ca
 
     n_bands = len(ca.LOOKUP_BANDS)
+    from specchat.engine.drafting.matching import locate
+
     counts = {
-        regime: [[[0.0, 0.0] for _ in range(n_bands)] for _ in ca.LOOKUP_EXTENTS]
-        for regime in (None, True, False)
+        (sure, own): [[[0.0, 0.0] for _ in range(n_bands)] for _ in ca.LOOKUP_EXTENTS]
+        for sure in (None, True, False)
+        for own in (False, True)
     }
     for trace in traces:
+        text = list(trace.prompt_tokens)
         for i in range(len(trace.answer)):
+            context, text = text, [*text, trace.answer[i]]
             if not trace.lookup_len[i]:
                 continue
             margin = trace.margin_before(i)
-            regime = None if margin is None else margin >= ca.SURE_MARGIN
+            # Where the match lies, as the live drafters tell (CopyAcceptance.own).
+            start, longest = locate(context)
+            own = start - longest >= len(trace.prompt_tokens)
+            regime = (None if margin is None else margin >= ca.SURE_MARGIN, own)
             cells = counts[regime][ca.match_bucket(trace.match_len[i])]
             kept = trace.lookup_kept(i)
             offered = min(trace.lookup_len[i], len(trace.answer) - i)

@@ -20,7 +20,7 @@ NO_DRAFT = Draft((), None, 0.0, "plain")
 
 def test_ledger_scores_each_token_once_as_the_text_reaches_it() -> None:
     ledger = LookupLedger()
-    ledger.note(10, (1, 2, 3, 4), match_len=7)
+    ledger.note(10, (1, 2, 3, 4), match_len=7, regime=None)
     text = list(range(10))
     assert ledger.settle(text) == []  # nothing written after position 10 yet
     assert ledger.settle([*text, 1, 2]) == [(7, None, 0, 2, False)]  # two kept, still open
@@ -31,7 +31,7 @@ def test_ledger_scores_each_token_once_as_the_text_reaches_it() -> None:
 
 def test_ledger_closes_a_proposal_kept_to_its_end() -> None:
     ledger = LookupLedger()
-    ledger.note(0, (5, 6), match_len=2, sure=True)
+    ledger.note(0, (5, 6), match_len=2, regime=True)
     assert ledger.settle([5, 6, 8]) == [(2, True, 0, 2, False)]
     assert len(ledger) == 0
 

@@ -45,6 +45,8 @@ class Search(Generic[Found]):
         tokens: the main proposal (never past a token that ends the answer).
         match_len: the match it was found by.
         counted: the part of the match that counts as evidence (what it is priced by).
+        own: whether the match lies inside the answer being written (a copy of the answer
+            itself, priced apart: see CopyAcceptance.own).
         found: what else the drafter's search found.
         substitutions: this answer's substitutions, followed up to `position`: the drafter's
             own once the round is observed.
@@ -56,6 +58,7 @@ class Search(Generic[Found]):
     tokens: tuple[int, ...]
     match_len: int
     counted: int
+    own: bool
     found: Found
     substitutions: Substitutions
     ms: float
@@ -92,9 +95,10 @@ class CopyDrafter(Drafter, Generic[Found]):
     @abc.abstractmethod
     def _find(
         self, context: Sequence[int], k: int, substitutions: Substitutions
-    ) -> tuple[tuple[int, ...], int, int, Found]:
-        """(proposal of up to k tokens, match length, the part of it counted, what else was
-        found) after `context`; `substitutions` is a copy of the drafter's to follow to here."""
+    ) -> tuple[tuple[int, ...], int, int, bool, Found]:
+        """(proposal of up to k tokens, match length, the part of it counted, whether it
+        copies the answer itself, what else was found) after `context`; `substitutions` is a
+        copy of the drafter's to follow to here."""
 
     def _searched(self, context: Sequence[int], k: int) -> Search[Found]:
         """The search at this position for up to k tokens: the round's, if made already."""
@@ -103,9 +107,9 @@ class CopyDrafter(Drafter, Generic[Found]):
             return search
         began = time.perf_counter()
         substitutions = self.substitutions.fork()
-        tokens, match_len, counted, found = self._find(context, k, substitutions)
+        tokens, match_len, counted, own, found = self._find(context, k, substitutions)
         ms = (time.perf_counter() - began) * 1000.0
-        search = Search(len(context), k, tokens, match_len, counted, found, substitutions, ms)
+        search = Search(len(context), k, tokens, match_len, counted, own, found, substitutions, ms)
         self._search = search
         return search
 
@@ -119,10 +123,11 @@ class CopyDrafter(Drafter, Generic[Found]):
         search = self._searched(context, min(k_cap, MAX_LOOKUP_K))
         if not search.tokens:
             return None
-        return self._offer(search, self.copies.curve(search.counted, len(search.tokens)))
+        curve = self.copies.curve(search.counted, len(search.tokens), search.own)
+        return self._offer(search, curve)
 
     def _offer(self, search: Search[Found], curve: Sequence[float]) -> Offer:
-        alpha = self.copies.alpha(search.counted)
+        alpha = self.copies.alpha(search.counted, search.own)
         return Offer(
             source=self.name,
             k_max=len(curve) - 1,
@@ -153,7 +158,7 @@ class CopyDrafter(Drafter, Generic[Found]):
         search, self._search = self._search, None
         if search is not None and search.position <= len(outcome.context):
             self.substitutions = search.substitutions
-            self.copies.note(search.position, search.tokens, search.counted)
+            self.copies.note(search.position, search.tokens, search.counted, search.own)
         if outcome.sampling is not None:
             self.copies.sampled = not outcome.sampling.greedy
         self.copies.learn(outcome.context, outcome.margin, outcome.p_emitted)

@@ -76,19 +76,21 @@ class PromptLookupDrafter(CopyDrafter[None]):
 
     def _find(
         self, context: Sequence[int], k: int, substitutions: Substitutions
-    ) -> tuple[tuple[int, ...], int, int, None]:
+    ) -> tuple[tuple[int, ...], int, int, bool, None]:
         """Lookup's copy, or the live copy carried through this answer's substitutions where
         that one has run longer (see Substitutions); never past a token that ends the answer."""
         if k <= 0:
-            return (), 0, 0, None
+            return (), 0, 0, False, None
         start, longest = locate(context, self.max_extent)
         substitutions.track(context, longest, (start, longest))
+        own = self.copies.own(start - longest)
         tokens, longest = self._continuation(context, start, longest, k)
         carried = substitutions.copy(context, k)
         if carried is not None and carried[0] and carried[1] >= longest:
-            tokens, longest = carried
+            # A copy carried through a rename follows the text the answer rewrites.
+            tokens, longest, own = (*carried, False)
         tokens = through_end(tokens, self._ends_answer)
-        return tokens, longest, self.copies.evidence(len(context), longest), None
+        return tokens, longest, self.copies.evidence(len(context), longest), own, None
 
     def offer_match(self, length: int, match_len: int) -> Offer:
         """The offer of a proposal of `length` tokens found by a `match_len`-token match."""

@@ -102,12 +102,13 @@ class PredictionDrafter(CopyDrafter[bool]):
 
     def _find(
         self, context: Sequence[int], k: int, substitutions: Substitutions
-    ) -> tuple[tuple[int, ...], int, int, bool]:
+    ) -> tuple[tuple[int, ...], int, int, bool, bool]:
+        """The prediction is given text: its copies are never the answer's own."""
         tokens, match_len, anchored = self._copy(context, k, substitutions)
         if anchored:
             # Counted ANCHORED long, sampling or not: the prediction is no earlier sample.
-            return tokens, match_len, max(match_len, ANCHORED), True
-        return tokens, match_len, self.copies.evidence(len(context), match_len), False
+            return tokens, match_len, max(match_len, ANCHORED), False, True
+        return tokens, match_len, self.copies.evidence(len(context), match_len), False, False
 
     def _copy(
         self, context: Sequence[int], k: int, substitutions: Substitutions

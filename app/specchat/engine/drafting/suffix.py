@@ -79,7 +79,7 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
 
     def _find(
         self, context: Sequence[int], k: int, substitutions: Substitutions
-    ) -> tuple[tuple[int, ...], int, int, list[Continuation]]:
+    ) -> tuple[tuple[int, ...], int, int, bool, list[Continuation]]:
         """The index's continuations (main path first), or a copy of this chat carried
         through this answer's substitutions where it has run longer than the index's match
         (see Substitutions): one path, every token certain."""
@@ -87,16 +87,22 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
         found = self.index.propose(k, branches=TREE_BRANCHES, min_share=MIN_SHARE)
         substitutions.track(context, found[0].match_len if found else 0)
         carried = substitutions.copy(context, k)
+        own = False
         if carried is not None and carried[0] and (not found or carried[1] >= found[0].match_len):
             tokens, run = carried
             ones = (1,) * len(tokens)
             found = [Continuation(tokens, run, ones, (1.0,) * len(tokens), Source.CHAT)]
+        elif found and found[0].source is Source.CHAT:
+            # The index holds where in this chat the match ended only as a count; the
+            # latest longest occurrence is lookup's.
+            start, longest = locate(context)
+            own = longest > 0 and self.copies.own(start - longest)
         found = [self._through_end(c) for c in found]
         if not found:
-            return (), 0, 0, found
+            return (), 0, 0, False, found
         main = found[0]
         counted = self.copies.evidence(len(context), main.match_len)
-        return main.tokens, main.match_len, counted, found
+        return main.tokens, main.match_len, counted, own, found
 
     def _through_end(self, found: Continuation) -> Continuation:
         """`found` cut after a token that ends the answer (see end_cut)."""
@@ -113,7 +119,7 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
         search = self._searched(context, min(k_cap, MAX_LOOKUP_K))
         if not search.tokens:
             return None
-        base = self.copies.curve(search.counted, len(search.tokens))
+        base = self.copies.curve(search.counted, len(search.tokens), search.own)
         # Each proposed token also had to be the one that follows here: its share of what
         # followed before (1.0 where the text went on one way only).
         curve = [1.0]
