@@ -17,6 +17,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from specchat.engine.drafting.matching import locate
+
 #: Lower bounds of the match-length buckets for prompt lookup's acceptance estimate: how far
 #: back the text agrees with the copied source predicts how far forward it will go on.
 LOOKUP_EXTENTS = (1, 2, 3, 4, 8, 16, 32)
@@ -197,6 +199,9 @@ class _Pending(Generic[Regime]):
     scored: int = 0
 
 
+#: Longest match `own_match` measures: past it every match is as good as another.
+MAX_OWN_EXTENT = 64
+
 #: The target was sure of a token when its top logit led the runner-up by at least this
 #: (about a 99 % top probability on a 150k-token vocabulary).
 SURE_MARGIN = 5.0
@@ -323,6 +328,16 @@ class CopyAcceptance:
         time token to token (85–90 %).
         """
         return self._answer_known and match_start >= self._answer_start
+
+    def own_match(self, context: Sequence[int], match_len: int) -> bool:
+        """Whether the last `match_len` tokens of `context` occur earlier inside the answer
+        being written: then the latest of the longest matches is there (see `own`). Searched
+        in the answer only, so it costs what the answer's length does, not the chat's."""
+        if not self._answer_known or match_len <= 0:
+            return False
+        answer = context[self._answer_start :]
+        _, longest = locate(answer, MAX_OWN_EXTENT)
+        return longest >= min(match_len, MAX_OWN_EXTENT)
 
     def curve(self, match_len: int, k_max: int, own: bool = False) -> list[float]:
         """Expected tokens per round for K = 0 … k_max after a `match_len`-token match (of

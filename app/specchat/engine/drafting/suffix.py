@@ -93,10 +93,8 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
             ones = (1,) * len(tokens)
             found = [Continuation(tokens, run, ones, (1.0,) * len(tokens), Source.CHAT)]
         elif found and found[0].source is Source.CHAT:
-            # The index holds where in this chat the match ended only as a count; the
-            # latest longest occurrence is lookup's.
-            start, longest = locate(context)
-            own = longest > 0 and self.copies.own(start - longest)
+            # The index keeps where in this chat a match ended only as a count.
+            own = self.copies.own_match(context, found[0].match_len)
         found = [self._through_end(c) for c in found]
         if not found:
             return (), 0, 0, False, found
