@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.sampling import token_probability
 
 if TYPE_CHECKING:
     from specchat.engine.drafting.base import Head
@@ -256,16 +257,12 @@ def draft_past_misses(
         try:
             for _ in range(DRAFT_DEPTH - 1):
                 row = np.asarray(model.decode([token], logits="last"))[-1]
-                chain.append(round(_top_probability(row), 6))
                 token = int(np.argmax(row))
+                chain.append(round(token_probability(row, token), 6))  # as a live draft reads it
         finally:
             model.truncate(end)
         out.append(tuple(chain))
     return tuple(out)
-
-
-def _top_probability(row: np.ndarray) -> float:
-    return float(1.0 / np.exp(row - row.max()).sum())
 
 
 def _head_drafts(
