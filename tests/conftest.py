@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,6 +85,45 @@ def tools_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     spec = TinySpec(seed=1, name="tiny-tools-target", chat_template=QWEN25_TEMPLATE)
     return write_tiny_model(tmp_path_factory.mktemp("tools") / "tiny-tools-target.gguf", spec)
+
+
+@dataclass(frozen=True)
+class RealChatModels:
+    """Tiny models that carry a 2026 family's real tokenizer and publisher's template.
+
+    Attributes:
+        qwen35: a qwen35 hybrid with its MTP head, Qwen3.5's vocabulary and template.
+        gemma4: a gemma4 target with Gemma 4's vocabulary and template.
+    """
+
+    qwen35: Path
+    gemma4: Path
+
+
+@pytest.fixture(scope="session")
+def real_chat_models(tmp_path_factory: pytest.TempPathFactory) -> RealChatModels:
+    """The 2026 families' tiny models, written once per session from the vendored
+    llama.cpp's vocabularies and templates (fetched once per machine)."""
+    from specchat.tinyarch import write_tiny_gemma4, write_tiny_qwen35
+    from specchat.tinyarch.qwen35 import Qwen35Shape
+    from specchat.tinyarch.real_vocab import GEMMA4_CHAT, QWEN35_CHAT, RealChat
+    from tests.helpers.vendored_llama import llama_source
+
+    folder = tmp_path_factory.mktemp("real-chat")
+    source = llama_source()
+    # tied: a second 150k-row output matrix would double the file for nothing
+    qwen35 = write_tiny_qwen35(
+        folder / "qwen35-real-chat.gguf",
+        shape=Qwen35Shape(tied_output=True),
+        chat=RealChat.load(source, QWEN35_CHAT),
+        name="tiny-qwen35-chat",
+    )
+    gemma4 = write_tiny_gemma4(
+        folder / "gemma4-real-chat.gguf",
+        chat=RealChat.load(source, GEMMA4_CHAT),
+        name="tiny-gemma4-chat",
+    )
+    return RealChatModels(qwen35=qwen35, gemma4=gemma4)
 
 
 @pytest.fixture(scope="session")

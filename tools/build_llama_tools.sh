@@ -39,25 +39,7 @@ fi
 
 # everything below talks on stderr: stdout carries only the binary's path
 {
-  sdist_dir=$cache/sdist
-  sdist=$sdist_dir/llama_cpp_python-$LLAMA_VERSION.tar.gz
-  if [[ ! -f $sdist ]]; then
-    echo "Fetching the llama-cpp-python $LLAMA_VERSION sdist (one time)"
-    mkdir -p "$sdist_dir"
-    # into a folder of its own first: an interrupted download never passes for the sdist
-    download=$(mktemp -d "$sdist_dir/.download.XXXXXX")
-    "$PYTHON" -m pip download -q --no-binary :all: --no-deps -d "$download" \
-      "llama-cpp-python==$LLAMA_VERSION"
-    mv "$download/llama_cpp_python-$LLAMA_VERSION.tar.gz" "$sdist"
-    rm -rf "$download"
-  fi
-
-  llama_src=$sdist_dir/llama_cpp_python-$LLAMA_VERSION/vendor/llama.cpp
-  if [[ ! -f $sdist_dir/llama_cpp_python-$LLAMA_VERSION/.extracted ]]; then
-    rm -rf "$sdist_dir/llama_cpp_python-$LLAMA_VERSION"
-    tar -xzf "$sdist" -C "$sdist_dir"
-    touch "$sdist_dir/llama_cpp_python-$LLAMA_VERSION/.extracted"
-  fi
+  llama_src=$(LLAMA_VERSION=$LLAMA_VERSION PYTHON=$PYTHON bash "$(dirname "$0")/fetch_llama_source.sh")
 
   # The harness is copied to a fixed place so that every checkout shares one build tree.
   staged=$tools_root/src-$LLAMA_VERSION

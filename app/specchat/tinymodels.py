@@ -12,6 +12,8 @@ import numpy as np
 if TYPE_CHECKING:
     import gguf
 
+    from specchat.tinyarch.real_vocab import RealTokenizer
+
 #: Chat template of the tiny models: ChatML, like the Qwen models of the default pair.
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -153,23 +155,27 @@ def _weights(spec: TinySpec, n_vocab: int) -> dict[str, np.ndarray]:
 
 def finish_gguf(
     writer: gguf.GGUFWriter,
-    vocab: tuple[list[str], list[int], list[str]],
+    vocab: tuple[list[str], list[int], list[str]] | RealTokenizer,
     *,
     eos_id: int,
     chat_template: str | None,
     tensors: dict[str, np.ndarray],
 ) -> None:
-    """Add the tiny vocabulary's tokenizer (from `vocabulary()`), the chat template and the
-    tensors to `writer`, and write the file: the part every tiny architecture shares."""
-    tokens, types, merges = vocab
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    writer.add_token_merges(merges)
-    writer.add_bos_token_id(0)
-    writer.add_eos_token_id(eos_id)
-    writer.add_add_bos_token(False)
+    """Add the tokenizer (the tiny vocabulary from `vocabulary()`, or a real one), the chat
+    template and the tensors to `writer`, and write the file: the part every tiny
+    architecture shares."""
+    if isinstance(vocab, tuple):
+        tokens, types, merges = vocab
+        writer.add_tokenizer_model("gpt2")
+        writer.add_tokenizer_pre("qwen2")
+        writer.add_token_list(tokens)
+        writer.add_token_types(types)
+        writer.add_token_merges(merges)
+        writer.add_bos_token_id(0)
+        writer.add_eos_token_id(eos_id)
+        writer.add_add_bos_token(False)
+    else:
+        vocab.write(writer, eos_id=eos_id)
     if chat_template is not None:
         writer.add_chat_template(chat_template)
     for name, value in tensors.items():

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specchat.tinyarch.qwen35 import Vocabulary
+from specchat.tinyarch.real_vocab import RealChat, RealTokenizer
 from specchat.tinyarch.weights import WeightMaker, perturbed
 from specchat.tinymodels import CHATML_TEMPLATE, finish_gguf, vocabulary
 
@@ -131,13 +132,14 @@ def write_tiny_gemma4(
     shape: Gemma4Shape = Gemma4Shape(),
     name: str = "tiny-gemma4",
     vocab: Vocabulary | None = None,
+    chat: RealChat | None = None,
     maker: Callable[[int], WeightMaker] = WeightMaker,
 ) -> Path:
     """Write a tiny gemma4 target over the tiny vocabulary and return `path`; `perturb`
     adds relative noise to the matrices of the `seed` model, as for write_tiny_qwen35, and
-    `vocab` and `maker` are write_tiny_qwen35's too."""
-    vocab = vocab if vocab is not None else vocabulary()
-    n_vocab = len(vocab[0])
+    `vocab`, `chat` (real_vocab.GEMMA4_CHAT) and `maker` are write_tiny_qwen35's too."""
+    tokens, eos_id, template = _tokens(vocab, chat)
+    n_vocab = len(tokens[0]) if isinstance(tokens, tuple) else tokens.n_vocab
     make = maker(seed)
     e = shape.n_embd
     tensors: dict[str, np.ndarray] = {
@@ -155,7 +157,7 @@ def write_tiny_gemma4(
     writer.add_shared_kv_layers(shape.shared_kv_layers)
     writer.add_embedding_length_per_layer_input(shape.n_embd_per_layer)
     writer.add_final_logit_softcapping(shape.softcap)
-    finish_gguf(writer, vocab, eos_id=2, chat_template=CHATML_TEMPLATE, tensors=tensors)
+    finish_gguf(writer, tokens, eos_id=eos_id, chat_template=template, tensors=tensors)
     return path
 
 
@@ -167,12 +169,13 @@ def write_tiny_gemma4_assistant(
     shape: Gemma4Shape = ASSISTANT_SHAPE,
     name: str = "tiny-gemma4-assistant",
     vocab: Vocabulary | None = None,
+    chat: RealChat | None = None,
     maker: Callable[[int], WeightMaker] = WeightMaker,
 ) -> Path:
     """Write the gemma4-assistant drafter of a tiny gemma4 target of shape `target` and
     return `path`. Head sizes, KV heads and the sliding window come from `target` (the
     assistant reads its cache); `shape` gives the assistant's own width, layers and FFN;
-    `vocab` (the target's) and `maker` are write_tiny_qwen35's."""
+    `vocab` and `chat` (the target's) and `maker` are write_tiny_qwen35's."""
     if not target.sliding[-2] or target.sliding[-1]:
         raise ValueError("the target's last two layers must be sliding, then full")
     shape = Gemma4Shape(
@@ -189,8 +192,8 @@ def write_tiny_gemma4_assistant(
     )
     if shape.n_embd == target.n_embd:
         raise ValueError("llama.cpp needs the assistant narrower or wider than its target")
-    vocab = vocab if vocab is not None else vocabulary()
-    n_vocab = len(vocab[0])
+    tokens, eos_id, template = _tokens(vocab, chat)
+    n_vocab = len(tokens[0]) if isinstance(tokens, tuple) else tokens.n_vocab
     make = maker(seed)
     e, backbone = shape.n_embd, target.n_embd
     tensors: dict[str, np.ndarray] = {
@@ -210,8 +213,17 @@ def write_tiny_gemma4_assistant(
     writer.add_embedding_length_per_layer_input(0)
     writer.add_embedding_length_out(backbone)
     writer.add_nextn_predict_layers(shape.n_layer)
-    finish_gguf(writer, vocab, eos_id=2, chat_template=CHATML_TEMPLATE, tensors=tensors)
+    finish_gguf(writer, tokens, eos_id=eos_id, chat_template=template, tensors=tensors)
     return path
+
+
+def _tokens(
+    vocab: Vocabulary | None, chat: RealChat | None
+) -> tuple[Vocabulary | RealTokenizer, int, str]:
+    """The tokenizer, end-of-turn id and template a tiny Gemma 4 file carries."""
+    if chat is not None:
+        return chat.tokenizer, chat.eos_id, chat.template
+    return (vocab if vocab is not None else vocabulary()), 2, CHATML_TEMPLATE
 
 
 def _start_writer(path: Path, arch: str, shape: Gemma4Shape, name: str) -> gguf.GGUFWriter:

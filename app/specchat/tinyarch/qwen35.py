@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specchat.tinyarch.real_vocab import RealChat, RealTokenizer
 from specchat.tinyarch.weights import WeightMaker, perturbed
 from specchat.tinymodels import CHATML_TEMPLATE, finish_gguf, vocabulary
 
@@ -106,6 +107,7 @@ def write_tiny_qwen35(
     shape: Qwen35Shape = Qwen35Shape(),
     name: str = "tiny-qwen35",
     vocab: Vocabulary | None = None,
+    chat: RealChat | None = None,
     maker: Callable[[int], WeightMaker] = WeightMaker,
 ) -> Path:
     """Write a tiny qwen35 hybrid over the tiny vocabulary and return `path`.
@@ -118,11 +120,16 @@ def write_tiny_qwen35(
     `vocab` replaces the tiny vocabulary (tinymodels.padded_vocabulary gives a real model's
     size) and `maker` makes the weight source from a seed (weights.LayoutMaker defers the
     large matrices): with both, the same layout is written at a real model's size.
+    `chat` replaces the vocabulary and ChatML with a real family's tokenizer and template
+    (real_vocab.QWEN35_CHAT).
     """
     import gguf  # imported here: only tests and the self-test need the writer
 
-    tokens, types, merges = vocab if vocab is not None else vocabulary()
-    n_vocab = len(tokens)
+    tokens: Vocabulary | RealTokenizer = vocab if vocab is not None else vocabulary()
+    eos_id, template = 2, CHATML_TEMPLATE
+    if chat is not None:
+        tokens, eos_id, template = chat.tokenizer, chat.eos_id, chat.template
+    n_vocab = len(tokens[0]) if isinstance(tokens, tuple) else tokens.n_vocab
     make = maker(seed)
     tensors = _trunk_tensors(make, shape, n_vocab)
     if mtp:
@@ -159,9 +166,7 @@ def write_tiny_qwen35(
     if mtp:
         writer.add_nextn_predict_layers(1)
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    finish_gguf(
-        writer, (tokens, types, merges), eos_id=2, chat_template=CHATML_TEMPLATE, tensors=tensors
-    )
+    finish_gguf(writer, tokens, eos_id=eos_id, chat_template=template, tensors=tensors)
     return path
 
 
