@@ -16,7 +16,7 @@ from specchat.engine.context import OverflowPolicy
 from specchat.engine.decoding.kept_sources import KeptSource, KeptSources
 from specchat.engine.drafting.registry import AUTO
 from specchat.engine.templates.chat_template import ChatMessage
-from specchat.engine.types import Controls, RoundResult, Stats, StopReason
+from specchat.engine.types import Controls, RoundResult, Stats, StopReason, TokenKind
 from specchat.store.conversations import ConversationStore, StoredMessage, StoreError
 from specchat.ui.figures import SpeedFigures
 from specchat.workers.generation import (
@@ -316,8 +316,13 @@ class AnswerController(QObject):
 
     @Slot(PromptPrepared)
     def _on_prepared(self, prepared: PromptPrepared) -> None:
-        if self._current(prepared.request_id) is not None:
-            self.prepared.emit(prepared)
+        answer = self._current(prepared.request_id)
+        if answer is None:
+            return
+        if prepared.opening:  # stored as the model continues it, its thinking marked
+            answer.spans.insert(0, (prepared.opening, TokenKind.PLAIN.name))
+            answer.text.insert(0, prepared.opening)
+        self.prepared.emit(prepared)
 
     @Slot(PromptProgress)
     def _on_prompt_progress(self, progress: PromptProgress) -> None:

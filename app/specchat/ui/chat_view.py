@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
@@ -21,41 +20,30 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
+from specchat.engine.templates.thinking import Part, Piece
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
 from specchat.store.attachments import Attachment
 from specchat.store.conversations import StoredMessage
 from specchat.ui import palette as palettes
 from specchat.ui.attachment_blocks import Fold, fold_of, insert_attachments
+from specchat.ui.line_writer import LineWriter
 from specchat.ui.rich_text import (
     COPY_SCHEME,
     GHOST_PROPERTY,
-    code_block_format,
     code_text,
     monospace,
     paint_note,
     paint_wrap_marks,
     plain_text_of_markdown,
-    style_fence_line,
-    style_inline,
+    token_runs,
 )
 from specchat.ui.spans import Message, Span, span_tooltip, spans_from_store
+from specchat.ui.thinking_fold import header_text, insert_header, thinking_format, thought_of
 
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1
 #: How long rounds wait to be painted together: a fast stream becomes ~25 paints a second.
 FLUSH_INTERVAL_MS = 40
-_SPECIFIED_ONLY = QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly
-
-
-@dataclass
-class _LineState:
-    """Where the answer being streamed is, for code-fence detection."""
-
-    line: str = ""
-    line_start: int = 0
-    fence_line: bool = False
-    in_code: bool = False
-    opening: bool = False  #: the fence line opens a block (rather than closing one)
 
 
 class ChatView(QTextBrowser):
@@ -96,9 +84,14 @@ class ChatView(QTextBrowser):
         self._starts: list[int] = []  # document position where each message begins
         self._tokens: list[Span] = []  # the table TOKEN_PROPERTY indexes
         self._pending: list[RoundResult] = []
-        self._line = _LineState()
         self._mono = monospace()
+        self._lines = LineWriter(self.document(), self.palette_, self._mono)
         self._open: set[Fold] = set()  # attachments shown whole
+        self._open_thoughts: set[int] = set()  # answers whose thinking is shown
+        # the last painted thinking header: its message and where its text lies
+        self._thought_header: tuple[int, int, int] | None = None
+        self._trim = False  # the next painted text starts a part: no leading newlines
+        self._last_payload: int | None = None  # the span the last painted piece was of
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
@@ -111,6 +104,7 @@ class ChatView(QTextBrowser):
         self._pending.clear()
         self._messages.clear()
         self._open.clear()
+        self._open_thoughts.clear()
         self._rerender()
 
     def show_messages(self, messages: Sequence[StoredMessage]) -> None:
@@ -137,6 +131,7 @@ class ChatView(QTextBrowser):
         """A complete (stored) answer."""
         self.flush()
         message = Message("assistant", list(spans), note=note, finished=finished)
+        message.settle()
         self._messages.append(message)
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
@@ -147,6 +142,15 @@ class ChatView(QTextBrowser):
         self._messages.append(Message("assistant", finished=False))
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
+
+    def continue_answer(self, text: str) -> None:
+        """The streaming answer continues `text` the prompt ended with (a thinking block's
+        opening marker), shown as the answer's own start."""
+        self.flush()
+        if self._messages and self._messages[-1].role == "assistant":
+            message = self._messages[-1]
+            for piece in message.add(Span(text, TokenKind.PLAIN)):
+                self._paint_piece(self._end_cursor(), len(self._messages) - 1, message, piece)
 
     def append_round(self, result: RoundResult) -> None:
         """Queue a round of the streaming answer; painted with the next batch."""
@@ -162,7 +166,11 @@ class ChatView(QTextBrowser):
         message = self._messages[-1]
         message.finished = True
         cursor = self._end_cursor()
-        self._finish_line(cursor)
+        index = len(self._messages) - 1
+        for piece in message.settle():
+            self._paint_piece(cursor, index, message, piece)
+        self._update_thought_header(index, message)
+        self._lines.finish(cursor)
         if note:
             message.note = note
             self._insert_note(cursor, note)
@@ -173,6 +181,7 @@ class ChatView(QTextBrowser):
         self.flush()
         if self._messages and self._messages[-1].role == "assistant":
             self._messages.pop()
+            self._open_thoughts.discard(len(self._messages))
             self._rerender()
 
     def remove_last_exchange(self) -> None:
@@ -185,6 +194,7 @@ class ChatView(QTextBrowser):
 
     def set_palette(self, palette: palettes.Palette) -> None:
         self.palette_ = palette
+        self._lines.palette = palette
         self._rerender()
 
     def set_colouring(self, on: bool) -> None:
@@ -226,29 +236,7 @@ class ChatView(QTextBrowser):
             return []
         start = self._starts[found]
         end = self._starts[found + 1] if found + 1 < len(self._starts) else None
-        spans: list[tuple[int, str]] = []
-
-        def add(token: object, text: str) -> None:
-            if token is None:
-                return
-            if spans and spans[-1][0] == token:
-                spans[-1] = (spans[-1][0], spans[-1][1] + text)
-            else:
-                spans.append((int(token), text))  # type: ignore[call-overload]
-
-        block = self.document().findBlock(start)
-        while block.isValid() and (end is None or block.position() < end):
-            # A newline inside a token became a block break carrying the token's format.
-            if block.position() > start:
-                add(block.charFormat().property(TOKEN_PROPERTY), "\n")
-            it = block.begin()
-            while not it.atEnd():
-                fragment = it.fragment()
-                fmt = fragment.charFormat()
-                if not fmt.property(GHOST_PROPERTY):
-                    add(fmt.property(TOKEN_PROPERTY), fragment.text())
-                it += 1
-            block = block.next()
+        spans = token_runs(self.document(), start, end, TOKEN_PROPERTY)
         return [(text, self._tokens[t].kind, self._tokens[t].event) for t, text in spans]
 
     def tooltip_at(self, pos: QPoint) -> str:
@@ -305,6 +293,12 @@ class ChatView(QTextBrowser):
             at = self.verticalScrollBar().value()
             self._rerender()
             self.verticalScrollBar().setValue(at)
+        elif (thought := thought_of(url)) is not None:  # open or shut a thinking block
+            self.flush()
+            self._open_thoughts ^= {thought}
+            at = self.verticalScrollBar().value()
+            self._rerender()
+            self.verticalScrollBar().setValue(at)
 
     def viewportEvent(self, event: QEvent) -> bool:
         if event.type() == QEvent.Type.ToolTip:
@@ -336,15 +330,14 @@ class ChatView(QTextBrowser):
         at_end = bar.value() >= bar.maximum() - 4
         cursor = self._end_cursor()
         cursor.beginEditBlock()
+        index = len(self._messages) - 1
         for result in rounds:
             for event in result.events:
-                span = Span(event.text, event.kind, event)
                 if event.kind == TokenKind.CORRECTED and result.rejected_text:
                     message.ghosts[len(message.spans)] = result.rejected_text
-                    if self.show_rejected:
-                        self._insert_ghost(cursor, result.rejected_text)
-                message.spans.append(span)
-                self._insert_span(cursor, span)
+                for piece in message.add(Span(event.text, event.kind, event)):
+                    self._paint_piece(cursor, index, message, piece)
+        self._update_thought_header(index, message)
         cursor.endEditBlock()
         if at_end:
             self._scroll_to_end()
@@ -356,6 +349,7 @@ class ChatView(QTextBrowser):
         doc.clear()
         self._starts.clear()
         self._tokens.clear()
+        self._thought_header = None
         cursor = QTextCursor(doc)
         cursor.beginEditBlock()
         for index in range(len(self._messages)):
@@ -373,7 +367,7 @@ class ChatView(QTextBrowser):
             for event in result.events:
                 if event.kind == TokenKind.CORRECTED and result.rejected_text:
                     message.ghosts[len(message.spans)] = result.rejected_text
-                message.spans.append(Span(event.text, event.kind, event))
+                message.add(Span(event.text, event.kind, event))
         self._pending.clear()
 
     def _render_message(self, index: int, cursor: QTextCursor) -> None:
@@ -395,23 +389,23 @@ class ChatView(QTextBrowser):
         body = QTextBlockFormat()
         body.setLeftMargin(2)
         cursor.insertBlock(body, QTextCharFormat())
-        self._line = _LineState(line_start=cursor.position())
+        self._lines.start(cursor.position())
         if message.role == "user":  # Markdown as in answers, without token formats
             insert_attachments(cursor, message.attachments, index, self._open, pal, self._mono)
-            self._line = _LineState(line_start=cursor.position())
-            for n, piece in enumerate(message.text.split("\n")):
+            self._lines.start(cursor.position())
+            for n, line in enumerate(message.text.split("\n")):
                 if n:
-                    self._end_line(cursor, QTextCharFormat())
-                if piece:
-                    self._insert_piece(cursor, piece, QTextCharFormat())
-            self._finish_line(cursor)
+                    self._lines.end(cursor, QTextCharFormat())
+                if line:
+                    self._lines.insert(cursor, line, QTextCharFormat())
+            self._lines.finish(cursor)
             return
-        for i, span in enumerate(message.spans):
-            if self.show_rejected and i in message.ghosts:
-                self._insert_ghost(cursor, message.ghosts[i])
-            self._insert_span(cursor, span)
+        self._last_payload, self._trim = None, False
+        for piece in message.pieces:
+            self._paint_piece(cursor, index, message, piece)
+        self._update_thought_header(index, message)
         if message.finished:
-            self._finish_line(cursor)
+            self._lines.finish(cursor)
         if message.note:
             self._insert_note(cursor, message.note)
 
@@ -433,70 +427,78 @@ class ChatView(QTextBrowser):
         # slow painting a fast stream; viewportEvent builds it on hover from the token table.
         return fmt
 
-    def _insert_span(self, cursor: QTextCursor, span: Span) -> None:
+    def _paint_piece(
+        self, cursor: QTextCursor, index: int, message: Message, piece: Piece[int]
+    ) -> None:
+        """Paint one piece of the `index`-th message: its thinking under a header that
+        folds it open, the reply after it, the markup around the thinking never."""
+        is_open = index in self._open_thoughts
+        if piece.part is Part.OPENING:
+            header = self._thought_header
+            if header is None or header[0] != index:
+                text = header_text(0, thinking_now=True, is_open=is_open)
+                self._thought_header = (index, *insert_header(cursor, text, index, self.palette_))
+                if is_open:
+                    self._new_body_block(cursor)
+                self._trim = True
+            return
+        if piece.part is Part.CLOSING:
+            if is_open:
+                self._lines.finish(cursor)
+            if not (is_open and self._lines.blank(cursor)):  # thinking that ended its line
+                self._new_body_block(cursor)
+            self._trim = True
+            return
+        if piece.part is Part.THINKING and not is_open:
+            return
+        text = piece.text.lstrip("\n") if self._trim else piece.text
+        if not text:
+            return
+        self._trim = False
+        span = message.spans[piece.payload]
+        ghost = message.ghosts.get(piece.payload)
+        if ghost is not None and self.show_rejected and piece.payload != self._last_payload:
+            self._insert_ghost(cursor, ghost)
+        self._last_payload = piece.payload
+        thinking = piece.part is Part.THINKING
+        self._insert_span(cursor, Span(text, span.kind, span.event), thinking=thinking)
+
+    def _update_thought_header(self, index: int, message: Message) -> None:
+        """Rewrite the `index`-th message's thinking header with its count and state."""
+        header = self._thought_header
+        if header is None or header[0] != index:
+            return
+        _, start, end = header
+        text = header_text(
+            message.thinking_tokens,
+            thinking_now=message.thinking_now and not message.finished,
+            is_open=index in self._open_thoughts,
+        )
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+        fmt = cursor.charFormat()
+        cursor.insertText(text, fmt)
+        self._thought_header = (index, start, cursor.position())
+        self._lines.moved(after=end, by=cursor.position() - end)
+
+    def _new_body_block(self, cursor: QTextCursor) -> None:
+        body = QTextBlockFormat()
+        body.setLeftMargin(2)
+        cursor.insertBlock(body, QTextCharFormat())
+        self._lines.start(cursor.position())
+
+    def _insert_span(self, cursor: QTextCursor, span: Span, *, thinking: bool = False) -> None:
         index = len(self._tokens)
         self._tokens.append(span)
         fmt = self._token_format(index, span)
+        if thinking:
+            fmt = thinking_format(fmt, self.palette_)
         for n, piece in enumerate(span.text.split("\n")):
             if n:
-                self._end_line(cursor, fmt)
+                self._lines.end(cursor, fmt)
             if piece:
-                self._insert_piece(cursor, piece, fmt)
-
-    def _insert_piece(self, cursor: QTextCursor, piece: str, fmt: QTextCharFormat) -> None:
-        state = self._line
-        if state.in_code or state.fence_line:
-            fmt = QTextCharFormat(fmt)
-            fmt.setFont(self._mono, _SPECIFIED_ONLY)
-        cursor.insertText(piece, fmt)
-        state.line += piece
-        if not state.fence_line and state.line.lstrip().startswith("```"):
-            # The fence may arrive split over tokens: restyle the whole line once it is known.
-            state.fence_line = True
-            state.opening = not state.in_code
-            self._style_code_line(cursor, state.line_start, fence=True)
-
-    def _finish_line(self, cursor: QTextCursor) -> None:
-        """The line is complete: a fence becomes a header (or footer), prose gets its
-        Markdown styles; both merged over the token formats, the text unchanged."""
-        state = self._line
-        start, end = state.line_start, cursor.position()
-        pal, mono = self.palette_, self._mono
-        if state.fence_line:
-            style_fence_line(
-                self.document(), start, end, opening=state.opening, palette=pal, mono=mono
-            )
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-        elif not state.in_code and end > start:
-            style_inline(self.document(), start, end, palette=pal, mono=mono)
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-
-    def _end_line(self, cursor: QTextCursor, fmt: QTextCharFormat) -> None:
-        state = self._line
-        self._finish_line(cursor)
-        if state.fence_line:
-            state.in_code = not state.in_code
-        block = QTextBlockFormat()
-        block.setLeftMargin(2)
-        if state.in_code:
-            block = self._code_block_format()
-        cursor.insertBlock(block, fmt)
-        self._line = _LineState(line_start=cursor.position(), in_code=state.in_code)
-
-    def _code_block_format(self) -> QTextBlockFormat:
-        # Code lines wrap (a long line never widens the transcript), marked in paintEvent.
-        return code_block_format(self.palette_)
-
-    def _style_code_line(self, cursor: QTextCursor, start: int, *, fence: bool) -> None:
-        line = QTextCursor(self.document())
-        line.setPosition(start)
-        line.setPosition(cursor.position(), QTextCursor.MoveMode.KeepAnchor)
-        mono = QTextCharFormat()
-        mono.setFont(self._mono, _SPECIFIED_ONLY)
-        if fence:
-            mono.setForeground(self.palette_.muted_text)
-        line.mergeCharFormat(mono)
-        cursor.setBlockFormat(self._code_block_format())
+                self._lines.insert(cursor, piece, fmt)
 
     def _insert_ghost(self, cursor: QTextCursor, text: str) -> None:
         fmt = QTextCharFormat()
@@ -515,7 +517,7 @@ class ChatView(QTextBrowser):
         fmt.setForeground(self.palette_.muted_text)
         cursor.insertBlock(block, fmt)
         cursor.insertText(f"({note})", fmt)
-        self._line = _LineState(line_start=cursor.position())
+        self._lines.start(cursor.position())
 
     def _end_cursor(self) -> QTextCursor:
         cursor = QTextCursor(self.document())

@@ -50,6 +50,7 @@ from specchat.workers.generation import (
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
+    PromptPrepared,
 )
 from specchat.workers.generation_service import GenerationService
 
@@ -189,6 +190,7 @@ class MainWindow(QMainWindow):
         self.loader.failed.connect(self._on_load_failed)
         self.answers.started.connect(self._on_answer_started)
         self.answers.round_shown.connect(self._on_round_shown)
+        self.answers.prepared.connect(self._on_answer_prepared)
         self.answers.ended.connect(self._on_answer_ended)
         self.composer.submitted.connect(self._on_send_clicked)
         self.chat_pane.send_button.clicked.connect(self._on_send_clicked)
@@ -429,6 +431,11 @@ class MainWindow(QMainWindow):
         self.latency.start()
         self.status_line.say("Answering…")
         self._refresh_actions()
+
+    @Slot(PromptPrepared)
+    def _on_answer_prepared(self, prepared: PromptPrepared) -> None:
+        if prepared.opening:
+            self.chat_view.continue_answer(prepared.opening)
 
     @Slot(AnswerRound)
     def _on_round_shown(self, shown: AnswerRound) -> None:

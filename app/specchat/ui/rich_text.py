@@ -237,3 +237,35 @@ def paint_note(
     painter.setPen(colour)
     baseline = rect.bottom() + painter.fontMetrics().ascent() + 2
     painter.drawText(QPointF(rect.left() + doc.documentMargin() + 2, baseline), note)
+
+
+def token_runs(
+    document: QTextDocument, start: int, end: int | None, token_property: int
+) -> list[tuple[int, str]]:
+    """The text of each run of characters from `start` to `end` (None: the document's end)
+    whose format carries the same token index under `token_property`, in order; ghost text
+    and untokened text (headers, notes) skipped. A newline inside a token became a block
+    break carrying the token's format, so it is read back from the block's format."""
+    runs: list[tuple[int, str]] = []
+
+    def add(token: object, text: str) -> None:
+        if token is None:
+            return
+        if runs and runs[-1][0] == token:
+            runs[-1] = (runs[-1][0], runs[-1][1] + text)
+        else:
+            runs.append((int(token), text))  # type: ignore[call-overload]
+
+    block = document.findBlock(start)
+    while block.isValid() and (end is None or block.position() < end):
+        if block.position() > start:
+            add(block.charFormat().property(token_property), "\n")
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            fmt = fragment.charFormat()
+            if not fmt.property(GHOST_PROPERTY):
+                add(fmt.property(token_property), fragment.text())
+            it += 1
+        block = block.next()
+    return runs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from specchat.engine.templates.thinking import Part, Piece, ThinkingStream
 from specchat.engine.types import TokenEvent, TokenKind
 from specchat.store.attachments import Attachment
 
@@ -35,6 +36,8 @@ class Message:
         note: what is said after it ("unfinished", "stopped").
         finished: whether it is complete.
         attachments: the files attached to a question.
+        pieces: an answer's text as settled so far, each piece thinking, reply or markup
+            and naming the span it is part of (by index).
     """
 
     role: str
@@ -43,10 +46,57 @@ class Message:
     note: str = ""
     finished: bool = True
     attachments: tuple[Attachment, ...] = ()
+    pieces: list[Piece[int]] = field(default_factory=list)
+    _thinking: ThinkingStream[int] = field(default_factory=ThinkingStream, repr=False)
+
+    def __post_init__(self) -> None:
+        spans, self.spans = self.spans, []
+        for span in spans:
+            self.add(span)
+        if self.finished:
+            self.settle()
+
+    def add(self, span: Span) -> list[Piece[int]]:
+        """Append a span; the pieces it settles (a user's message is all reply)."""
+        self.spans.append(span)
+        index = len(self.spans) - 1
+        if self.role != "assistant":
+            new = [Piece(Part.ANSWER, span.text, index)]
+        else:
+            new = self._thinking.feed(span.text, index)
+        self.pieces.extend(new)
+        return new
+
+    def settle(self) -> list[Piece[int]]:
+        """The pieces held back at the answer's end."""
+        new = self._thinking.finish()
+        self.pieces.extend(new)
+        return new
+
+    @property
+    def thought(self) -> bool:
+        """Whether the answer opened a thinking block."""
+        return self._thinking.thought
+
+    @property
+    def thinking_now(self) -> bool:
+        """Whether the answer is inside its thinking block."""
+        return self._thinking.inside is not None
+
+    @property
+    def thinking_tokens(self) -> int:
+        return len({p.payload for p in self.pieces if p.part is Part.THINKING})
 
     @property
     def text(self) -> str:
-        return "".join(s.text for s in self.spans)
+        """The reply: the answer less its thinking (a question's whole text)."""
+        if not self.thought:
+            return "".join(s.text for s in self.spans)
+        return "".join(p.text for p in self.pieces if p.part is Part.ANSWER).lstrip("\n")
+
+    @property
+    def thinking_text(self) -> str:
+        return "".join(p.text for p in self.pieces if p.part is Part.THINKING).strip("\n")
 
 
 def span_tooltip(span: Span) -> str:

@@ -253,8 +253,11 @@ class GenerationWorker(QObject):
             prepared = self.engine.prepare(
                 request.messages, max_tokens=request.max_tokens, policy=request.policy
             )
+            opening = self.engine.thinking_opening(prepared.tokens)
             self.prepared.emit(
-                PromptPrepared(request.request_id, prepared.plan.dropped, len(prepared.tokens))
+                PromptPrepared(
+                    request.request_id, prepared.plan.dropped, len(prepared.tokens), opening
+                )
             )
             # Made now (it runs nothing yet) so controls moved while the prompt is read apply
             # from the answer's first round.

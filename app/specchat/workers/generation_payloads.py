@@ -141,11 +141,14 @@ class PromptPrepared:
         request_id: the GenerateRequest's id.
         dropped: indices of the request's messages left out of the prompt.
         prompt_tokens: prompt length in tokens.
+        opening: the marker with which the prompt opened a thinking block the answer
+            continues inside ("" for none): the answer is stored and shown after it.
     """
 
     request_id: int
     dropped: tuple[int, ...]
     prompt_tokens: int
+    opening: str = ""
 
 
 @dataclass(frozen=True)
