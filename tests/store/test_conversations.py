@@ -373,3 +373,16 @@ def test_sigkill_mid_answer_keeps_every_finished_message(
 def test_store_does_not_import_qt() -> None:
     code = "import sys, specchat.store.conversations; assert 'PySide6' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_exports_keep_an_answers_thinking_apart(store: ConversationStore) -> None:
+    chat = store.create("Thinking")
+    store.add_message(chat.id, "user", "Is 91 prime?")
+    store.add_message(chat.id, "assistant", "<think>\n91 = 7 × 13\n</think>\n\nNo.")
+    markdown = store.export_markdown(chat.id)
+    assert "<details><summary>Thinking</summary>\n\n91 = 7 × 13\n\n</details>" in markdown
+    assert "<think>" not in markdown and "\nNo.\n" in markdown
+    answer = json.loads(store.export_json(chat.id))["messages"][1]
+    assert (answer["reasoning_content"], answer["content"]) == ("91 = 7 × 13", "No.")
+    question = json.loads(store.export_json(chat.id))["messages"][0]
+    assert (question["reasoning_content"], question["content"]) == ("", "Is 91 prime?")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
+from specchat.engine.templates.thinking import split_thinking
 from specchat.store import attachments as attached
 from specchat.store.attachments import Attachment
 from specchat.store.changes import ChangeKind, Listener, StoreChange
@@ -479,7 +480,13 @@ class ConversationStore:
             heading = f"**{message.role.capitalize()}**"
             if not message.finished:
                 heading += " _(unfinished)_"
-            lines += [heading, "", message.content, "", *attached.markdown(message.attachments)]
+            thinking, content = _parts(message)
+            if thinking:  # folded, as the window shows it
+                lines += [heading, "", "<details><summary>Thinking</summary>", "", thinking]
+                lines += ["", "</details>", ""]
+            else:
+                lines += [heading, ""]
+            lines += [content, "", *attached.markdown(message.attachments)]
         return "\n".join(lines).rstrip("\n") + "\n"
 
     def export_json(self, conversation_id: int) -> str:
@@ -494,7 +501,8 @@ class ConversationStore:
             "messages": [
                 {
                     "role": m.role,
-                    "content": m.content,
+                    "content": _parts(m)[1],
+                    "reasoning_content": _parts(m)[0],
                     "finished": m.finished,
                     "created": _iso(m.created),
                     "stats": dict(m.stats) if m.stats is not None else None,
@@ -559,3 +567,12 @@ class PartialWriter:
         return self._store.finish_message(
             self.message_id, content, stats=stats, token_kinds=token_kinds
         )
+
+
+def _parts(message: StoredMessage) -> tuple[str, str]:
+    """(thinking, reply) of an answer as stored (its thinking marked as the model wrote it);
+    a question is all reply."""
+    if message.role != "assistant":
+        return "", message.content
+    thinking, reply = split_thinking(message.content)
+    return thinking.strip("\n"), reply.lstrip("\n") if thinking else reply
