@@ -197,6 +197,12 @@ REMEMBER_API_CHATS = declare(
 # --- window ---------------------------------------------------------------------------------
 COLOUR_TOKENS = declare("view.colour_tokens", bool, True, "Colour tokens by how they were made")
 SHOW_REJECTED = declare("view.show_rejected", bool, False, "Show rejected drafts as ghost text")
+THINK = declare(
+    "chat.think",
+    bool,
+    True,
+    "Let a model whose chat template has a thinking switch think before it answers",
+)
 WINDOW_GEOMETRY = declare(
     "window.geometry", str, "", "Saved main-window geometry (base64)", internal=True
 )

@@ -20,6 +20,7 @@ from specchat.engine.types import (
     TokenEvent,
     TokenKind,
 )
+from specchat.tinymodels import TinyModels
 from specchat.ui.chat_view import ChatView
 from specchat.ui.main_window import MainWindow
 from specchat.ui.spans import Span
@@ -138,3 +139,36 @@ def test_the_window_folds_a_qwen35_answers_thinking_and_stores_it_marked(
     window.chat_view.anchorClicked.emit(QUrl(f"{THOUGHT_SCHEME}:1"))
     thinking = stored.content.removeprefix("<think>").strip("\n")
     assert thinking[:20] in window.chat_view.document().toPlainText()
+
+
+def test_the_think_switch_reaches_the_template_and_is_kept(
+    qtbot: QtBot, make_window: Callable[..., Any], real_chat_models: RealChatModels
+) -> None:
+    window: MainWindow = make_window()
+    window.settings.set(cfg.MAX_TOKENS, 4)
+    window.show()
+    assert not window.chat_pane.think_check.isVisible()  # no model: no switch
+    with qtbot.waitSignal(window.model_loaded, timeout=60_000):
+        window.load_files(real_chat_models.qwen35, None, label="tiny qwen3.5")
+    assert window.chat_pane.think_check.isVisible() and window.chat_pane.think_check.isChecked()
+    window.menus.think_action.trigger()  # Ctrl+T
+    assert not window.chat_pane.think_check.isChecked()
+    assert window.settings.get(cfg.THINK) is False
+    with qtbot.waitSignal(window.answer_done, timeout=60_000):
+        assert window.send("Hi")
+    stored = window.store.messages(window.store.conversations()[0].id)[-1]
+    # thinking off: Qwen3.5's template closes an empty block itself; nothing is marked
+    assert not stored.content.startswith("<think>")
+    assert "Thought" not in window.chat_view.document().toPlainText()
+
+
+def test_a_template_without_a_thinking_switch_offers_none(
+    qtbot: QtBot, make_window: Callable[..., Any], tiny_models: TinyModels
+) -> None:
+    window: MainWindow = make_window()
+    window.show()
+    with qtbot.waitSignal(window.model_loaded, timeout=60_000):
+        window.load_files(tiny_models.target, None, label="tiny")
+    assert not window.chat_pane.think_check.isVisible()
+    assert not window.menus.think_action.isEnabled()
+    assert window.view.thinking() is None

@@ -27,6 +27,9 @@ from specchat.engine.types import KV_CACHES, GenerationRequest
 #: How much of a prompt's end is read for a thinking block its generation prompt opened:
 #: the generation prompt's few tokens, with room.
 THINKING_TAIL_TOKENS = 32
+#: The template variable that turns a model's thinking on or off (Qwen3, Qwen3.5, Gemma 4,
+#: and what llama.cpp's server and transformers pass for `enable_thinking`).
+THINKING_SWITCH = "enable_thinking"
 
 
 class IncompatibleDraftError(ModelLoadError):
@@ -62,6 +65,8 @@ class EngineInfo:
         drafters: the drafters the pair offers, by name ("lookup", "draft", "mtp"...).
         head_labels: those that draft from the target's hidden state, as people read them
             ("MTP head", "Gemma 4 assistant").
+        thinking_switch: the chat template reads `enable_thinking` (Qwen3.5, Gemma 4): a
+            request may turn the model's thinking on or off.
     """
 
     target: LoadInfo
@@ -72,6 +77,7 @@ class EngineInfo:
     template_guessed: bool = False
     drafters: tuple[str, ...] = ()
     head_labels: tuple[str, ...] = ()
+    thinking_switch: bool = False
 
 
 @dataclass(frozen=True)
@@ -221,6 +227,7 @@ class ChatEngine:
             head_labels=tuple(
                 d.listing.label for d in self.decoder.drafters if isinstance(d, HeadDrafter)
             ),
+            thinking_switch=THINKING_SWITCH in self.template.source,
         )
 
     @classmethod
@@ -353,11 +360,13 @@ class ChatEngine:
         policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
         tools: Sequence[Mapping[str, Any]] | None = None,
         answer_prefix: str = "",
+        extra: Mapping[str, Any] | None = None,
     ) -> PreparedPrompt:
         """Render the chat, dropping the oldest turns if it would not fit with the answer.
 
         `tools`: the functions the model may call (OpenAI's shape), written by the template;
-        `answer_prefix`: what the answer is made to start with (PromptTokenizer.tokens).
+        `answer_prefix`: what the answer is made to start with (PromptTokenizer.tokens);
+        `extra`: more variables for the template (`enable_thinking`).
         Each candidate chat is rendered and tokenized once: the one that fits is the one
         whose tokens were counted."""
         budget = max(1, self.target.n_ctx - min(max_tokens, self.target.n_ctx // 2))
@@ -367,7 +376,7 @@ class ChatEngine:
             key = tuple(map(id, chat))
             if key not in counted:
                 counted[key] = self.prompt_tokens.tokens(
-                    chat, tools=tools, answer_prefix=answer_prefix
+                    chat, tools=tools, answer_prefix=answer_prefix, extra=extra
                 )
             return counted[key]
 

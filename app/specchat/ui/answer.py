@@ -245,8 +245,10 @@ class AnswerController(QObject):
         max_tokens: int,
         policy: OverflowPolicy,
         give_back: bool = False,
+        thinking: bool | None = None,
     ) -> None:
-        """Answer the stored conversation's last user message.
+        """Answer the stored conversation's last user message (`thinking`: the template's
+        thinking switch, None where it has none).
 
         With `give_back`, a message refused before any answer (it does not fit the context,
         no model) is taken back out of the conversation, for the composer.
@@ -270,6 +272,7 @@ class AnswerController(QObject):
             controls=controls,
             policy=policy,
             conversation_id=conversation_id,
+            thinking=thinking,
         )
         self.started.emit(AnswerStarted(answer.request_id, conversation_id, stored.id))
         self.service.generate(request)

@@ -151,6 +151,8 @@ class ChatPane(QWidget):
         chat_view: the transcript.
         legend: what the token tints mean.
         colour_check, ghost_check: token colours and rejected drafts on or off.
+        think_check: the model thinks before it answers (shown where its template has the
+            switch).
         attachments: the files attached to the message being written.
         chips: those files shown above the composer, each removable.
         attach_button: the paperclip beside the composer.
@@ -188,7 +190,14 @@ class ChatPane(QWidget):
         self.ghost_check = QCheckBox("Rejected drafts")
         self.ghost_check.setToolTip("Show rejected draft tokens as struck-through ghost text")
         self.ghost_check.setChecked(show_rejected)
+        self.think_check = QCheckBox("Think")
+        self.think_check.setToolTip(
+            "Let the model think before it answers (Ctrl+T); its thinking is shown folded "
+            "above the answer"
+        )
+        self.think_check.setVisible(False)
         legend_row.addWidget(self.legend, 1)
+        legend_row.addWidget(self.think_check)
         legend_row.addWidget(self.colour_check)
         legend_row.addWidget(self.ghost_check)
         layout.addLayout(legend_row)

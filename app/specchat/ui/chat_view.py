@@ -92,6 +92,7 @@ class ChatView(QTextBrowser):
         self._thought_header: tuple[int, int, int] | None = None
         self._trim = False  # the next painted text starts a part: no leading newlines
         self._last_payload: int | None = None  # the span the last painted piece was of
+        self._ghosts = 0  # ghosts painted (each ghost's format carries its number)
         self._flush_timer = QTimer(self)
         self._flush_timer.setSingleShot(True)
         self._flush_timer.setInterval(FLUSH_INTERVAL_MS)
@@ -451,15 +452,15 @@ class ChatView(QTextBrowser):
             return
         if piece.part is Part.THINKING and not is_open:
             return
+        ghost = message.ghosts.get(piece.payload)
+        if ghost is not None and self.show_rejected and piece.payload != self._last_payload:
+            self._insert_ghost(cursor, ghost)
+        self._last_payload = piece.payload
         text = piece.text.lstrip("\n") if self._trim else piece.text
         if not text:
             return
         self._trim = False
         span = message.spans[piece.payload]
-        ghost = message.ghosts.get(piece.payload)
-        if ghost is not None and self.show_rejected and piece.payload != self._last_payload:
-            self._insert_ghost(cursor, ghost)
-        self._last_payload = piece.payload
         thinking = piece.part is Part.THINKING
         self._insert_span(cursor, Span(text, span.kind, span.event), thinking=thinking)
 
@@ -504,7 +505,10 @@ class ChatView(QTextBrowser):
         fmt = QTextCharFormat()
         fmt.setFontStrikeOut(True)
         fmt.setForeground(self.palette_.ghost)
-        fmt.setProperty(GHOST_PROPERTY, True)
+        # numbered, so that two ghosts side by side stay two fragments (Qt merges fragments
+        # of equal formats), each with its own tooltip
+        self._ghosts += 1
+        fmt.setProperty(GHOST_PROPERTY, self._ghosts)
         fmt.setToolTip(f"rejected draft: {text!r}")
         # A newline in ghost text would break the layout of the real text around it.
         cursor.insertText(text.replace("\n", "⏎"), fmt)

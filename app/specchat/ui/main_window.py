@@ -263,6 +263,7 @@ class MainWindow(QMainWindow):
         kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
         keys = info.target.key_type
         self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv, key_type=keys)
+        self.view.offer_thinking(info.thinking_switch)
         self.status_line.say(f"{loaded.label} ready.")
         if self.banner.kind == "error":
             self.banner.hide()
@@ -418,6 +419,7 @@ class MainWindow(QMainWindow):
                 max_tokens=max(1, self.settings.get(cfg.MAX_TOKENS)),
                 policy=overflow_policy(self.settings),
                 give_back=give_back,
+                thinking=self.view.thinking(),
             )
         except StoreError as failure:  # the question is kept in the transcript: Ctrl+R retries
             self._show_error(f"No answer was started, it could not be saved: {failure}.")

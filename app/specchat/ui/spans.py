@@ -62,6 +62,10 @@ class Message:
         index = len(self.spans) - 1
         if self.role != "assistant":
             new = [Piece(Part.ANSWER, span.text, index)]
+        elif not span.text and not self._thinking.holding:
+            # half a character: no text, but a token (and maybe a ghost) in its place
+            part = Part.THINKING if self.thinking_now else Part.ANSWER
+            new = [Piece(part, "", index)]
         else:
             new = self._thinking.feed(span.text, index)
         self.pieces.extend(new)

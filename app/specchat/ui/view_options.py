@@ -1,4 +1,5 @@
-"""What the window shows, kept in the settings: token colours, rejected drafts, panels, theme."""
+"""The window's switches, kept in the settings: token colours, rejected drafts, panels, theme,
+and whether a model thinks before it answers."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from specchat.ui.window_menus import WindowMenus
 class ViewOptions(QObject):
     """The window's view switches, each saved as it changes and its controls kept in step.
 
-    Token colours and rejected drafts each have a View menu action and a check box under the
-    transcript; the conversation list and the side panel a menu action each; the theme is
-    the View menu's choice and, for "system", follows the desktop's light or dark.
+    Token colours, rejected drafts and thinking each have a menu action and a check box under
+    the transcript (Think only where the loaded template has a thinking switch); the
+    conversation list and the side panel a menu action each; the theme is the View menu's
+    choice and, for "system", follows the desktop's light or dark.
 
     Attributes:
         palette: the colours in use.
@@ -49,6 +51,11 @@ class ViewOptions(QObject):
         chat_pane.colour_check.toggled.connect(self._on_colouring_toggled)
         menus.ghost_action.toggled.connect(self._on_ghosts_toggled)
         chat_pane.ghost_check.toggled.connect(self._on_ghosts_toggled)
+        think = settings.get(cfg.THINK)
+        menus.think_action.setChecked(think)
+        chat_pane.think_check.setChecked(think)
+        menus.think_action.toggled.connect(self._on_think_toggled)
+        chat_pane.think_check.toggled.connect(self._on_think_toggled)
         menus.list_action.toggled.connect(self._on_list_toggled)
         menus.side_action.toggled.connect(self._on_side_toggled)
         menus.theme_chosen.connect(self._on_theme_chosen)
@@ -80,6 +87,23 @@ class ViewOptions(QObject):
         set_checked_quietly(self._menus.ghost_action, on)
         self._chat_pane.set_show_rejected(on)
         self.settings.set(cfg.SHOW_REJECTED, on)
+
+    def offer_thinking(self, offered: bool) -> None:
+        """Show the Think switch where the loaded model's template has one."""
+        self._chat_pane.think_check.setVisible(offered)
+        self._menus.think_action.setEnabled(offered)
+
+    def thinking(self) -> bool | None:
+        """The Think switch, or None where the loaded template has none."""
+        if not self._menus.think_action.isEnabled():
+            return None
+        return self._menus.think_action.isChecked()
+
+    @Slot(bool)
+    def _on_think_toggled(self, on: bool) -> None:
+        set_checked_quietly(self._menus.think_action, on)
+        set_checked_quietly(self._chat_pane.think_check, on)
+        self.settings.set(cfg.THINK, on)
 
     @Slot(bool)
     def _on_list_toggled(self, on: bool) -> None:

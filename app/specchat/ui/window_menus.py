@@ -67,6 +67,11 @@ class WindowMenus(QObject):
             "&Regenerate", lambda: self.regenerate_requested.emit()
         )
         self.regenerate_action.setShortcut(QKeySequence("Ctrl+R"))
+        chat.addSeparator()
+        self.think_action = chat.addAction("&Think before answering")
+        self.think_action.setCheckable(True)
+        self.think_action.setShortcut(QKeySequence("Ctrl+T"))
+        self.think_action.setEnabled(False)  # until a model whose template has the switch
 
         view = menu.addMenu("&View")
         self.colour_action = view.addAction("&Colour tokens")

@@ -251,7 +251,10 @@ class GenerationWorker(QObject):
         self._cancel.clear()
         try:
             prepared = self.engine.prepare(
-                request.messages, max_tokens=request.max_tokens, policy=request.policy
+                request.messages,
+                max_tokens=request.max_tokens,
+                policy=request.policy,
+                extra=request.template_variables(),
             )
             opening = self.engine.thinking_opening(prepared.tokens)
             self.prepared.emit(

@@ -69,6 +69,8 @@ class GenerateRequest:
         policy: what to do when the conversation outgrows the context.
         conversation_id: the stored conversation, whose KV state is kept on disk between
             answers (and restarts); None keeps nothing.
+        thinking: the template's thinking switch (`enable_thinking`); None leaves it to the
+            template.
     """
 
     request_id: int
@@ -77,6 +79,11 @@ class GenerateRequest:
     controls: Controls = Controls()
     policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST
     conversation_id: int | None = None
+    thinking: bool | None = None
+
+    def template_variables(self) -> dict[str, bool] | None:
+        """What the template is given beside the chat, or None."""
+        return None if self.thinking is None else {"enable_thinking": self.thinking}
 
     def for_engine(self, prompt_tokens: tuple[int, ...]) -> GenerationRequest:
         """The engine's request for this answer, once the conversation is `prompt_tokens`."""

@@ -102,6 +102,11 @@ class ThinkingStream(Generic[Payload]):
         self._opening = inside is None and bool(self.markers)  # still at the answer's start
         self._held: list[tuple[str, Payload]] = []
 
+    @property
+    def holding(self) -> bool:
+        """Whether text is held back, undecided."""
+        return bool(self._held)
+
     def feed(self, text: str, payload: Payload) -> list[Piece[Payload]]:
         """The pieces `text` (with what was held) settles."""
         self._held.append((text, payload))
