@@ -4,6 +4,7 @@ the markers the publishers' templates write."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,3 +80,23 @@ def test_streamed_pieces_add_up_to_the_whole_split(
 
 def test_every_known_family_has_distinct_markers() -> None:
     assert len({m.open for m in KNOWN_MARKERS}) == len(KNOWN_MARKERS)
+
+
+def test_later_turns_get_earlier_thinking_apart_and_qwen35_drops_it(tmp_path: Path) -> None:
+    from specchat.engine.templates.chat_template import ChatTemplate
+    from specchat.store.conversations import ConversationStore
+    from specchat.ui.answer import chat_history
+
+    with ConversationStore(tmp_path / "chats.db") as store:
+        chat = store.create("Thinking")
+        store.add_message(chat.id, "user", "Is 91 prime?")
+        store.add_message(chat.id, "assistant", "<think>\n91 = 7 × 13\n</think>\n\nNo.")
+        store.add_message(chat.id, "user", "And 97?")
+        history = chat_history(store.messages(chat.id))
+    answer = history[1]
+    assert (answer.content, answer.reasoning_content) == ("No.", "91 = 7 × 13")
+    qwen = (llama_source() / "models" / "templates" / "Qwen3.5-4B.jinja").read_text("utf-8")
+    prompt = ChatTemplate(qwen).render(history)
+    assert "7 × 13" not in prompt  # the publisher's template drops an earlier turn's thinking
+    assert "<|im_start|>assistant\nNo.<|im_end|>" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n<think>\n")

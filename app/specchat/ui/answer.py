@@ -16,6 +16,7 @@ from specchat.engine.context import OverflowPolicy
 from specchat.engine.decoding.kept_sources import KeptSource, KeptSources
 from specchat.engine.drafting.registry import AUTO
 from specchat.engine.templates.chat_template import ChatMessage
+from specchat.engine.templates.thinking import split_thinking
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason, TokenKind
 from specchat.store.conversations import ConversationStore, StoredMessage, StoreError
 from specchat.ui.figures import SpeedFigures
@@ -168,6 +169,9 @@ def chat_history(stored: Iterable[StoredMessage]) -> list[ChatMessage]:
     it would put two user messages in a row, which templates that insist on alternating
     roles (Mistral, Llama 2, Gemma) refuse for every later turn: an empty assistant turn
     stands in its place.
+
+    An answer's thinking goes to the template apart (`reasoning_content`), as llama.cpp's
+    server hands it over: the template writes it where its model expects it, or drops it.
     """
     history: list[ChatMessage] = []
     for message in stored:
@@ -175,6 +179,15 @@ def chat_history(stored: Iterable[StoredMessage]) -> list[ChatMessage]:
             continue
         if message.role == "user" and history and history[-1].role == "user":
             history.append(ChatMessage("assistant", ""))
+        if message.role == "assistant":
+            thinking, reply = split_thinking(message.content)
+            if thinking:
+                history.append(
+                    ChatMessage(
+                        "assistant", reply.lstrip("\n"), reasoning_content=thinking.strip("\n")
+                    )
+                )
+                continue
         history.append(attached_message(message.role, message.content, message.attachments))
     return history
 
