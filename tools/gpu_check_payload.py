@@ -64,8 +64,10 @@ def sdist_dir() -> Path:
         tarball.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=tarball.parent) as download:
             subprocess.run(
-                [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:"]
-                + ["--no-deps", "-d", download, f"llama-cpp-python=={LLAMA_VERSION}"],
+                [
+                    *(sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:"),
+                    *("--no-deps", "-d", download, f"llama-cpp-python=={LLAMA_VERSION}"),
+                ],
                 check=True,
             )
             os.replace(Path(download) / tarball.name, tarball)
@@ -123,9 +125,11 @@ def wheel_pins() -> list[str]:
 def download_wheels(folder: Path, pins: list[str], python_version: str) -> None:
     platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:"]
-        + ["--implementation", "cp", "--python-version", python_version, *platforms]
-        + ["-d", str(folder), *pins],
+        [
+            *(sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:"),
+            *("--implementation", "cp", "--python-version", python_version, *platforms),
+            *("-d", str(folder), *pins),
+        ],
         check=True,
     )
 
