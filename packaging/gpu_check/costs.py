@@ -45,21 +45,26 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
             draft=None if draft is None else new_table(draft, rows=1),
             heads={name: new_head_table(target, name, file) for name, file in files.items()},
         )
-        profiler = PairProfiler(
-            costs,
-            target,
-            draft,
-            heads=heads,
-            store=CostStore(args.work / "cost-store"),
-            # On a shared CPU (--small) other programs' load would postpone the passes: the
-            # small run checks the path, not the figures.
-            load=(lambda: 0.0) if args.small else None,
-        )
-        complete = profiler.run(should_stop=lambda: deadline.passed(margin=10.0))
+        store = CostStore(args.work / "cost-store")
+        # On a shared CPU (--small) other programs' load would postpone the passes: the
+        # small run checks the path, not the figures.
+        load = (lambda: 0.0) if args.small else None
+        stop = lambda: deadline.passed(margin=10.0)  # noqa: E731
+        profiler = PairProfiler(costs, target, draft, store=store, load=load)
+        complete = profiler.run(should_stop=stop)
+        postponed = profiler.postponed
+        if heads:
+            # A head follows the target's cache from where it is emptied: after the
+            # target's slope passes it has no hidden state to draft from until the cache
+            # is read again (HeadMeasurer caches filler first).
+            target.truncate(0)
+            profiler = PairProfiler(costs, target, heads=heads, store=store, load=load)
+            complete = profiler.run(should_stop=stop) and complete
+            postponed = postponed or profiler.postponed
         info = target.info
         costs.name = (
             f"{os.environ.get('GPU_CHECK_DEVICE', info.backend)}: synthetic {pair.name} "
-            f"(random weights, real shapes), {info.backend}, {info.gpu_layers} layers offloaded"
+            f"(random weights, {'tiny' if args.small else 'real'} shapes), {info.backend}, {info.gpu_layers} layers offloaded"
         )
         costs.sources = (
             "Measured by packaging/gpu_check (SpecChat's PairProfiler, the tables the app "
@@ -72,7 +77,7 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
     return _summary(
         costs,
         complete=complete,
-        postponed=profiler.postponed,
+        postponed=postponed,
         file=path.name,
         backend=info.backend,
         gpu_layers=info.gpu_layers,
