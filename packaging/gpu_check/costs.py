@@ -64,7 +64,8 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
         info = target.info
         costs.name = (
             f"{os.environ.get('GPU_CHECK_DEVICE', info.backend)}: synthetic {pair.name} "
-            f"(random weights, {'tiny' if args.small else 'real'} shapes), {info.backend}, {info.gpu_layers} layers offloaded"
+            f"(random weights, {'tiny' if args.small else 'real'} shapes), {info.backend}, "
+            f"{info.gpu_layers} layers offloaded"
         )
         costs.sources = (
             "Measured by packaging/gpu_check (SpecChat's PairProfiler, the tables the app "

@@ -69,8 +69,10 @@ def test_the_payload_fits_beside_the_tree_under_the_carry_limit(payload: Path) -
 def test_the_check_runs_on_the_cpu_and_reports_every_step(payload: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "packaging" / "gpu_check" / "run.py"), "--small"]
-        + ["--out", str(out), "--payload", str(payload), "--jobs", "2", "--budget", "3000"],
+        [
+            *(sys.executable, str(ROOT / "packaging" / "gpu_check" / "run.py"), "--small"),
+            *("--out", str(out), "--payload", str(payload), "--jobs", "2", "--budget", "3000"),
+        ],
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "OUT"},
