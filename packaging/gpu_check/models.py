@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -15,13 +16,15 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
     tool = proportional()
     chosen = specs(small=args.small)
     folder = models_dir(args.work, small=args.small)
+    # The quantiser takes every core: it is most of this step's time on real shapes.
+    threads = args.threads if args.small else os.cpu_count() or args.threads
     written: dict[str, Any] = {}
     for name in pair.files:
         spec = chosen[name]
         path = folder / spec.file_name
         began = time.perf_counter()
         if not path.exists():
-            tool.write_file(spec, folder, threads=args.threads, quiet=True)
+            tool.write_file(spec, folder, threads=threads, quiet=True)
         written[name] = {
             "file": path.name,
             "mib": round(path.stat().st_size / 2**20, 1),

@@ -34,6 +34,9 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specch
 #: Seconds kept back at the end for the report; a step is not started with less than
 #: MIN_STEP left.
 RESERVE, MIN_STEP = 10.0, 15.0
+#: Seconds the pairs leave for the replay at the end (re-pricing the three recorded sets
+#: under four tables takes about a minute on a 2-core CPU).
+REPLAY_SECONDS, SMALL_REPLAY_SECONDS = 60.0, 15.0
 
 
 def options() -> argparse.Namespace:
@@ -89,7 +92,8 @@ def main() -> int:
         print(f"{step.name:<24} {step.status:<8} {step.seconds:7.1f} s  {step.error[:100]}")
         return step
 
-    site = args.cache / "site"
+    # Wheels installed for this interpreter only (a cp312 wheel is no use to another).
+    site = args.cache / f"site-py{sys.version_info[0]}{sys.version_info[1]}"
     found: dict[str, Any] = {}
 
     def prepare() -> dict[str, Any]:
@@ -114,10 +118,11 @@ def main() -> int:
     common = ["--work", str(args.work), "--out", str(args.out), "--threads", str(threads)]
     common += ["--small"] if args.small else []
 
-    def child(name: str, module: str, *extra: str) -> StepResult:
-        if left() < MIN_STEP:
+    def child(name: str, module: str, *extra: str, keep: float = 0.0) -> StepResult:
+        """Run a step with the time left, less `keep` seconds for the steps after it."""
+        seconds = left() - keep
+        if seconds < MIN_STEP:
             return record(skipped(name, "time budget spent"))
-        seconds = left()
         return record(
             in_child(
                 name,
@@ -130,13 +135,15 @@ def main() -> int:
             )
         )
 
-    child("exactness", "exactness")
+    replay = SMALL_REPLAY_SECONDS if args.small else REPLAY_SECONDS
+    child("exactness", "exactness", keep=replay)
     wanted = set(args.pairs.split(","))
     for pair in (p for p in PAIRS if p.name in wanted):
-        if child(f"models:{pair.name}", "models", "--pair", pair.name).status != "ok":
+        named = ("--pair", pair.name)
+        if child(f"models:{pair.name}", "models", *named, keep=replay).status != "ok":
             continue
-        child(f"costs:{pair.name}", "costs", "--pair", pair.name)
-        child(f"noise:{pair.name}", "noise", "--pair", pair.name)
+        child(f"costs:{pair.name}", "costs", *named, keep=replay)
+        child(f"noise:{pair.name}", "noise", *named, keep=replay)
     child("replay", "replay")
     return 0 if all(step.status == "ok" for step in steps) else 1
 
