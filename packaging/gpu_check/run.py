@@ -99,7 +99,12 @@ def main() -> int:
     def prepare() -> dict[str, Any]:
         found["source"] = toolchain.unpack(args.payload, args.cache)
         installed = toolchain.install_wheels(args.payload, site)
-        return {"source": found["source"].name, "wheels_installed": installed}
+        payload = sum(p.stat().st_size for p in args.payload.rglob("*") if p.is_file())
+        return {
+            "source": found["source"].name,
+            "payload_mib": round(payload / 2**20, 2),
+            "wheels_installed": installed,
+        }
 
     def build() -> dict[str, Any]:
         lib, info = toolchain.build(found["source"], args.cache, gpu=gpu, jobs=args.jobs, log=log)
