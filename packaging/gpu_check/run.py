@@ -17,6 +17,7 @@ sizes, the same code path, for a CPU (`make test-package` runs it so).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import sys
@@ -51,6 +52,8 @@ def options() -> argparse.Namespace:
     parser.add_argument("--pairs", default=",".join(p.name for p in PAIRS))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
     parser.add_argument("--threads", type=int, default=0, help="decode threads (0: auto)")
+    parser.add_argument("--cuda-arch", default="", help="CMAKE_CUDA_ARCHITECTURES (e.g. 90a)")
+    parser.add_argument("--cpu", action="store_true", help="build for the CPU even with a GPU")
     return parser.parse_args()
 
 
@@ -65,6 +68,7 @@ def machine(gpu: toolchain.Gpu | None, args: argparse.Namespace) -> dict[str, An
         pass
     return {
         "gpu": f"{gpu.name} (sm_{gpu.arch}, {gpu.memory})" if gpu else "none (CPU build)",
+        "n_gpu_layers": "-1 (every layer offloaded)" if gpu else "-1 (a CPU build offloads none)",
         "cpu": f"{cpu}, {os.cpu_count()} cores",
         "python": platform.python_version(),
         "shapes": "tiny (--small)" if args.small else "real",
@@ -79,7 +83,9 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.out / "check.log"
     log.write_text("", encoding="utf-8")
-    gpu = toolchain.find_gpu()
+    gpu = None if args.cpu else toolchain.find_gpu()
+    if gpu is not None and args.cuda_arch:
+        gpu = dataclasses.replace(gpu, arch=args.cuda_arch)
     facts = machine(gpu, args)
     steps: list[StepResult] = []
 
