@@ -138,7 +138,7 @@ gpu-check-payload: $(STAMP_APP)
 
 GPU_CHECK_ARGS ?=
 gpu-check: gpu-check-payload
-	python3 packaging/gpu_check/run.py $(GPU_CHECK_ARGS)
+	$(PY) packaging/gpu_check/run.py $(GPU_CHECK_ARGS)
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check app tests

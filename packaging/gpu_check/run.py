@@ -113,7 +113,9 @@ def main() -> int:
         }
 
     def build() -> dict[str, Any]:
-        lib, info = toolchain.build(found["source"], args.cache, gpu=gpu, jobs=args.jobs, log=log)
+        lib, info = toolchain.build(
+            found["source"], args.cache, gpu=gpu, jobs=args.jobs, log=log, timeout=left()
+        )
         found["lib"] = lib
         return info
 

@@ -40,6 +40,10 @@ CMAKE_FLAGS = (
 )
 
 
+#: Where CUDA's installer puts nvcc when the PATH does not name it.
+CUDA_NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+
 @dataclass(frozen=True)
 class Gpu:
     """The NVIDIA GPU found.
@@ -48,16 +52,19 @@ class Gpu:
         name: as nvidia-smi names it.
         arch: CMAKE_CUDA_ARCHITECTURES for it ("90" for compute capability 9.0).
         memory: its memory, as nvidia-smi says it.
+        nvcc: the CUDA compiler to build with.
     """
 
     name: str
     arch: str
     memory: str
+    nvcc: str = "nvcc"
 
 
 def find_gpu() -> Gpu | None:
     """The first NVIDIA GPU, where nvidia-smi and nvcc are both there; None otherwise."""
-    if shutil.which("nvidia-smi") is None or shutil.which("nvcc") is None:
+    nvcc = shutil.which("nvcc") or (str(CUDA_NVCC) if CUDA_NVCC.exists() else None)
+    if shutil.which("nvidia-smi") is None or nvcc is None:
         return None
     try:
         out = subprocess.run(
@@ -73,7 +80,7 @@ def find_gpu() -> Gpu | None:
     if not lines:
         return None
     name, cap, memory = (part.strip() for part in lines[0].split(",", 2))
-    return Gpu(name=name, arch=cap.replace(".", ""), memory=memory)
+    return Gpu(name=name, arch=cap.replace(".", ""), memory=memory, nvcc=nvcc)
 
 
 def unpack(payload: Path, work: Path) -> Path:
@@ -121,11 +128,12 @@ def _dist_name(wheel: Path) -> str:
 
 
 def build(
-    source: Path, cache: Path, *, gpu: Gpu | None, jobs: int, log: Path
+    source: Path, cache: Path, *, gpu: Gpu | None, jobs: int, log: Path, timeout: float
 ) -> tuple[Path, dict[str, Any]]:
     """libllama and its ggml libraries from `source`, with CUDA for `gpu` (the CPU alone
     without one), in a build folder named by the source's hash and the backend, so a
-    second run builds nothing. Returns the folder holding libllama.so, and what was built."""
+    second run builds nothing (and one stopped after `timeout` seconds goes on where it
+    stopped). Returns the folder holding libllama.so, and what was built."""
     backend = f"cuda-sm{gpu.arch}" if gpu else "cpu"
     key = hashlib.sha256(f"{source.name}/{backend}/{' '.join(CMAKE_FLAGS)}".encode()).hexdigest()
     tree = cache / f"build-{key[:16]}"
@@ -137,6 +145,7 @@ def build(
     flags = list(CMAKE_FLAGS)
     if gpu is not None:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={gpu.arch}"]
+        flags += [f"-DCMAKE_CUDA_COMPILER={gpu.nvcc}"]
     if shutil.which("ninja"):
         flags += ["-G", "Ninja"]
     with log.open("a", encoding="utf-8") as out:
@@ -153,6 +162,7 @@ def build(
             stdout=out,
             stderr=subprocess.STDOUT,
             check=True,
+            timeout=max(1.0, timeout),
         )
     (tree / ".built").touch()
     info["libraries"] = sorted(p.name for p in lib.glob("*.so"))
