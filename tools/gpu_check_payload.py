@@ -1,6 +1,8 @@
-"""Prepare what the GPU check (packaging/gpu_check) needs on a machine that fetches nothing:
-a trimmed copy of the llama.cpp that llama-cpp-python vendors, its Python package, and the
-wheels the run needs that the device image lacks.
+"""The GPU check's payload: a trimmed llama.cpp source, the llama_cpp package, wheels.
+
+What packaging/gpu_check needs on a machine that fetches nothing: a trimmed copy of the
+llama.cpp that llama-cpp-python vendors, its Python package, and the wheels the run needs
+that the device image lacks.
 
 Usage:
     python tools/gpu_check_payload.py [--dest build/gpu-check/payload] [--python-version 3.12]

@@ -1,5 +1,4 @@
-"""Step: measure a pair's cost tables fully offloaded (the target's passes of 1-64 rows, the
-draft model's token and catch-up, each head's drafted token) and write them as a cost file."""
+"""Step: a pair's cost tables measured fully offloaded, written as a SpecChat cost file."""
 
 from __future__ import annotations
 

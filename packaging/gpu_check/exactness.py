@@ -1,5 +1,4 @@
-"""Step: speculative decoding against plain at T = 0 on the tiny pair and the tiny hybrid,
-fully offloaded: the same tokens, or the place and margin where they part."""
+"""Step: speculative against plain decoding at T = 0 on the tiny pair and tiny hybrid."""
 
 from __future__ import annotations
 

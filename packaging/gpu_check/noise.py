@@ -1,5 +1,4 @@
-"""Step: the batch-noise check on a pair's target (and draft model), fully offloaded: the
-largest logit gap between a pass of n rows and the same positions decoded one at a time."""
+"""Step: batch noise (n rows against one at a time) of a pair's target and draft model."""
 
 from __future__ import annotations
 

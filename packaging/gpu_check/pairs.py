@@ -1,5 +1,4 @@
-"""The pairs the check measures: which synthetic files, which draft model, which draft heads,
-at the real models' shapes or (with --small, on a CPU) at tiny ones of the same layouts."""
+"""The pairs the check measures, and their synthetic files at real or (--small) tiny sizes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Step: the recorded traces of the shipped, everyday and held-out sets re-priced (`specchat
-bench --replay`'s functions) under each measured table with a draft model, and the shipped
-GPU table beside them."""
+"""Step: the recorded traces re-priced under each measured table and the shipped GPU one."""
 
 from __future__ import annotations
 

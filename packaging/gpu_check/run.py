@@ -1,5 +1,7 @@
-"""The GPU check, one script: build libllama for the GPU found, write real-shape synthetic
-models, measure their cost tables, re-price the recorded traces, check exactness, report.
+"""The GPU check in one script: SpecChat's costs, replays and exactness on the GPU found.
+
+Builds libllama for that GPU, writes real-shape synthetic models, measures their cost
+tables, re-prices the recorded traces, checks exactness and reports.
 
 Usage (on a machine with an NVIDIA GPU and nvcc; with neither it runs on the CPU):
     python3 packaging/gpu_check/run.py [--out DIR] [--payload DIR] [--budget SECONDS]

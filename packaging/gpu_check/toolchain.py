@@ -1,5 +1,4 @@
-"""The payload unpacked, its wheels installed where missing, libllama built for the GPU found
-(or the CPU), cached by source hash: the environment every later step runs in."""
+"""The payload unpacked, missing wheels installed, libllama built (cached by source hash)."""
 
 from __future__ import annotations
 

@@ -72,6 +72,8 @@ def test_the_check_runs_on_the_cpu_and_reports_every_step(payload: Path, tmp_pat
         [
             *(sys.executable, str(ROOT / "packaging" / "gpu_check" / "run.py"), "--small"),
             *("--out", str(out), "--payload", str(payload), "--jobs", "2", "--budget", "3000"),
+            # Models written afresh; the build stays cached in the user cache.
+            *("--work", str(tmp_path / "work")),
         ],
         capture_output=True,
         text=True,
