@@ -52,9 +52,9 @@ def _costs(steps: Sequence[StepResult], replay: StepResult | None) -> list[str]:
     lines.append(
         "| pair | backend | 1 row ms | "
         + " | ".join(f"×{n}" for n in SHOWN)
-        + " | draft token | heads |"
+        + " | draft token | heads | depth slope | checkpoint |"
     )
-    lines.append("|---|---|---:|" + "---:|" * len(SHOWN) + "---:|---|")
+    lines.append("|---|---|---:|" + "---:|" * len(SHOWN) + "---:|---|---:|---:|")
     for step in measured:
         d = step.data
         one = d["target_ms"]
@@ -63,10 +63,18 @@ def _costs(steps: Sequence[StepResult], replay: StepResult | None) -> list[str]:
         )
         draft = f"{d['draft_ms'] / one:.2f}×" if d.get("draft_ms") else "—"
         heads = ", ".join(f"{name} {ms / one:.2f}×" for name, ms in d.get("heads_ms", {}).items())
+        slope = f"{d['slope_ms']:.3f}" if d.get("slope_ms") is not None else "—"
+        checkpoint = f"{d['checkpoint_ms']:.3f}" if d.get("checkpoint_ms") is not None else "—"
         lines.append(
             f"| {step.name.split(':', 1)[1]} | {d.get('backend')} | {one:.2f} | {shape} | "
-            f"{draft} | {heads or '—'} |"
+            f"{draft} | {heads or '—'} | {slope} | {checkpoint} |"
         )
+    lines += [
+        "",
+        "Each size × a one-row pass; draft and head tokens × a target token; depth slope: ms "
+        "more per row per 1,000 cached tokens; checkpoint: a hybrid's state saved and restored "
+        "(ms).",
+    ]
     shipped = _shipped_shape(replay)
     if shipped:
         lines += ["", f"Shipped GPU table (resources/costs, RTX 3090 figures): {shipped}"]
@@ -78,7 +86,10 @@ def _shipped_shape(replay: StepResult | None) -> str:
         return ""
     table = replay.data.get("tables", {}).get("shipped-gpu", {})
     shape = table.get("shape", {})
-    return ", ".join(f"×{n} {shape[str(n)]:.2f}" for n in SHOWN if str(n) in shape)
+    text = ", ".join(f"×{n} {shape[str(n)]:.2f}" for n in SHOWN if str(n) in shape)
+    if text and table.get("draft_ratio"):
+        text += f"; draft token {table['draft_ratio']:.2f}×"
+    return text
 
 
 def _noise(steps: Sequence[StepResult]) -> list[str]:
