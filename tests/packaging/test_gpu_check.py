@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -65,21 +66,45 @@ def test_the_payload_fits_beside_the_tree_under_the_carry_limit(payload: Path) -
     assert all("-py3-none-" in w or "-cp312-" in w for w in manifest["wheels"])
 
 
-@pytest.mark.timeout(3600)  # the first run builds libllama (cached by source hash after)
-def test_the_check_runs_on_the_cpu_and_reports_every_step(payload: Path, tmp_path: Path) -> None:
+def test_the_source_keeps_libllama_and_the_cuda_backend_and_drops_the_rest(payload: Path) -> None:
+    with tarfile.open(payload / "llama-src.tar.xz") as archive:
+        names = archive.getnames()
+    assert "llama.cpp/CMakeLists.txt" in names and "llama_cpp/llama_cpp.py" in names
+    assert any(n.startswith("llama.cpp/ggml/src/ggml-cuda/template-instances/") for n in names)
+    assert any(n.startswith("llama.cpp/src/models/") for n in names)  # the graphs, kept
+    dropped = (
+        "models/",
+        "docs/",
+        "tests/",
+        "examples/",
+        "tools/",
+        "common/",
+        "ggml/src/ggml-vulkan/",
+    )
+    assert not [n for n in names if n.startswith(tuple(f"llama.cpp/{d}" for d in dropped))]
+
+
+def _check(payload: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run the check with tiny shapes on the CPU; its process and its report."""
     out = tmp_path / "out"
     run = subprocess.run(
         [
             *(sys.executable, str(ROOT / "packaging" / "gpu_check" / "run.py"), "--small"),
             *("--out", str(out), "--payload", str(payload), "--jobs", "2", "--budget", "3000"),
             # Models written afresh; the build stays cached in the user cache.
-            *("--work", str(tmp_path / "work")),
+            *("--work", str(tmp_path / "work"), *extra),
         ],
         capture_output=True,
         text=True,
         env={k: v for k, v in os.environ.items() if k != "OUT"},
     )
-    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    return run, json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.timeout(3600)  # the first run builds libllama (cached by source hash after)
+def test_the_check_runs_on_the_cpu_and_reports_every_step(payload: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run, report = _check(payload, tmp_path)
     steps = {step["name"]: step for step in report["steps"]}
     failed = {
         name: s["error"] + s["log_tail"][-800:] for name, s in steps.items() if s["status"] != "ok"
@@ -110,3 +135,22 @@ def test_the_check_runs_on_the_cpu_and_reports_every_step(payload: Path, tmp_pat
         for name in ("shipped", "everyday", "held-out"):
             assert rows[name]["answers"] == 2
             assert rows[name]["auto_speedup"] > 0
+
+
+@pytest.mark.timeout(3600)
+def test_a_failing_step_is_reported_and_the_rest_go_on(payload: Path, tmp_path: Path) -> None:
+    # A draft model file that is not a GGUF: the llama-8b pair's steps that load it fail.
+    broken = tmp_path / "work" / "models-small" / "llama-1b-Q4_0.gguf"
+    broken.parent.mkdir(parents=True)
+    broken.write_bytes(b"not a model")
+    run, report = _check(payload, tmp_path, "--pairs", "llama-8b,gemma4-e2b")
+    steps = {step["name"]: step for step in report["steps"]}
+    assert run.returncode == 1
+    assert steps["costs:llama-8b"]["status"] == "failed"
+    assert "llama-1b-Q4_0.gguf" in steps["costs:llama-8b"]["log_tail"]
+    assert steps["costs:llama-8b"]["error"]
+    after = ["noise:llama-8b", "models:gemma4-e2b", "costs:gemma4-e2b", "replay"]
+    assert [steps[name]["status"] for name in after] == ["failed", "ok", "ok", "ok"]
+    # The replay went on with the tables there were.
+    assert set(steps["replay"]["data"]["tables"]) == {"shipped-gpu"}
+    assert "## Failures" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
