@@ -121,8 +121,8 @@ def main() -> int:
         found["lib"] = lib
         return info
 
-    if record(in_process("payload", prepare)).status == "ok":
-        record(in_process("build", build))
+    if record(in_process("payload", prepare, log=log)).status == "ok":
+        record(in_process("build", build, log=log))
     if "lib" not in found:
         record(skipped("everything else", "no libllama was built"))
         return 1

@@ -46,16 +46,18 @@ def skipped(name: str, why: str) -> StepResult:
     return StepResult(name, status="skipped", error=why)
 
 
-def in_process(name: str, work: Callable[[], dict[str, Any]]) -> StepResult:
+def in_process(name: str, work: Callable[[], dict[str, Any]], *, log: Path) -> StepResult:
     """Run `work` here (steps that need only the standard library), timed; an exception
-    becomes the step's error."""
+    becomes the step's error, with the end of what it wrote to `log` (a build's output)."""
     began = time.perf_counter()
+    start = log.stat().st_size if log.exists() else 0
     try:
         data = work()
     except Exception as error:
-        return StepResult(
-            name, "failed", time.perf_counter() - began, f"{type(error).__name__}: {error}"
-        )
+        seconds = time.perf_counter() - began
+        why = f"{type(error).__name__}: {error}"
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+        return StepResult(name, "failed", seconds, why, log_tail=_tail(text, start))
     return StepResult(name, "ok", time.perf_counter() - began, data=data)
 
 

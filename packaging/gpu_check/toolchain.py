@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -140,7 +141,21 @@ def build(
     info = {"backend": backend, "build_dir": str(tree), "cached": True}
     if (tree / ".built").exists():
         return lib, info
-    info["cached"] = False
+    cache.mkdir(parents=True, exist_ok=True)
+    # One build at a time (two test processes may ask at once); the second finds it built.
+    with (cache / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (tree / ".built").exists():
+            info["cached"] = False
+            _cmake(source, tree, gpu=gpu, jobs=jobs, log=log, timeout=timeout)
+    info["libraries"] = sorted(p.name for p in lib.glob("*.so"))
+    return lib, info
+
+
+def _cmake(
+    source: Path, tree: Path, *, gpu: Gpu | None, jobs: int, log: Path, timeout: float
+) -> None:
+    """Configure and build the `llama` target in `tree`, and mark it built."""
     flags = list(CMAKE_FLAGS)
     if gpu is not None:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={gpu.arch}"]
@@ -148,7 +163,7 @@ def build(
     if shutil.which("ninja"):
         flags += ["-G", "Ninja"]
     with log.open("a", encoding="utf-8") as out:
-        out.write(f"\n=== build ({backend}) in {tree}\n")
+        out.write(f"\n=== build in {tree}: {' '.join(flags)}\n")
         out.flush()
         subprocess.run(
             ["cmake", "-S", str(source / "llama.cpp"), "-B", str(tree), *flags],
@@ -164,8 +179,6 @@ def build(
             timeout=max(1.0, timeout),
         )
     (tree / ".built").touch()
-    info["libraries"] = sorted(p.name for p in lib.glob("*.so"))
-    return lib, info
 
 
 def step_env(*, repo: Path, source: Path, site: Path, lib: Path) -> dict[str, str]:
