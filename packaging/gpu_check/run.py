@@ -56,7 +56,13 @@ def options() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0, help="decode threads (0: auto)")
     parser.add_argument("--cuda-arch", default="", help="CMAKE_CUDA_ARCHITECTURES (e.g. 90a)")
     parser.add_argument("--cpu", action="store_true", help="build for the CPU even with a GPU")
-    return parser.parse_args()
+    args = parser.parse_args()
+    unknown = set(args.pairs.split(",")) - {p.name for p in PAIRS}
+    if unknown:
+        parser.error(
+            f"no pair {', '.join(sorted(unknown))} (there are {parser.get_default('pairs')})"
+        )
+    return args
 
 
 def machine(gpu: toolchain.Gpu | None, args: argparse.Namespace) -> dict[str, Any]:
@@ -85,6 +91,8 @@ def main() -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.out / "check.log"
     log.write_text("", encoding="utf-8")
+    for old in args.out.glob("costs-*.json"):
+        old.unlink()  # an earlier run's table would be replayed as this machine's
     gpu = None if args.cpu else toolchain.find_gpu()
     if gpu is not None and args.cuda_arch:
         gpu = dataclasses.replace(gpu, arch=args.cuda_arch)
