@@ -25,17 +25,19 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
 
     pair = next(p for p in PAIRS if p.name == args.pair)
     n_ctx = SMALL_N_CTX if args.small else N_CTX
-    load = dict(n_ctx=n_ctx, n_gpu_layers=args.n_gpu_layers, n_threads=args.threads)
+    opened = dict(n_ctx=n_ctx, n_gpu_layers=args.n_gpu_layers, n_threads=args.threads)
     with contextlib.ExitStack() as stack:
         target = stack.enter_context(
             LlamaModel(
-                model_file(args.work, pair.target, small=args.small), load_mtp=pair.load_mtp, **load
+                model_file(args.work, pair.target, small=args.small),
+                load_mtp=pair.load_mtp,
+                **opened,
             )
         )
         draft = None
         if pair.draft:
             path = model_file(args.work, pair.draft, small=args.small)
-            draft = stack.enter_context(LlamaModel(path, **load))
+            draft = stack.enter_context(LlamaModel(path, **opened))
         heads, files = _heads(pair, target, args)
         for head in heads.values():
             stack.callback(head.close)
@@ -48,7 +50,10 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
         # On a shared CPU (--small) other programs' load would postpone the passes: the
         # small run checks the path, not the figures.
         load = (lambda: 0.0) if args.small else None
-        stop = lambda: deadline.passed(margin=10.0)  # noqa: E731
+
+        def stop() -> bool:
+            return deadline.passed(margin=10.0)
+
         profiler = PairProfiler(costs, target, draft, store=store, load=load)
         complete = profiler.run(should_stop=stop)
         postponed = profiler.postponed
