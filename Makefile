@@ -47,7 +47,7 @@ STAMP_TEST := $(VENV)/.test-installed
 STAMP_SYS := $(VENV)/.system-deps
 STAMP_PACKAGE := $(PACKAGE_VENV)/.package-installed
 
-.PHONY: run test test-slow test-package llama-tools lint bench soak fetch package package-env \
+.PHONY: run test test-slow test-package llama-tools gpu-check-payload gpu-check lint bench soak fetch package package-env \
   install-desktop uninstall-desktop clean help
 
 help:
@@ -56,6 +56,8 @@ help:
 	@echo "make test-slow         the long checks: soak, stress, real-pair sessions"
 	@echo "make test-package      build the portable llama.cpp and the bundle, check them"
 	@echo "make llama-tools       build spec-oracle (llama.cpp's own speculative loop, for test-package)"
+	@echo "make gpu-check-payload the GPU check's trimmed llama.cpp and wheels (build/gpu-check/payload)"
+	@echo "make gpu-check         the GPU check (docs/gpu.md): CUDA build, costs, replays, exactness"
 	@echo "make lint     ruff + mypy"
 	@echo "make bench    benchmark every drafting mode on the default pair"
 	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
@@ -118,7 +120,7 @@ test-slow: $(STAMP_TEST)
 	$(VENV)/bin/specchat models fetch default
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m "slow and not package" $(PYTEST_ARGS)
 
-test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools
+test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools gpu-check-payload
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -m package $(PYTEST_ARGS)
 
 # spec-oracle: llama.cpp's own speculative decoding, round by round, built against the
@@ -127,6 +129,16 @@ test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools
 # ~/.cache/specchat/llama-tools/, like the wheel: later runs only print its path.
 llama-tools: | $(PY)
 	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh
+
+# The GPU check (packaging/gpu_check, docs/gpu.md): its payload is made here, where pip
+# reaches the package index, cached by hash in ~/.cache/specchat/gpu-check and copied into
+# build/gpu-check/payload, the ignored folder a machine without network is given with the tree.
+gpu-check-payload: $(STAMP_APP)
+	@$(PY) tools/gpu_check_payload.py
+
+GPU_CHECK_ARGS ?=
+gpu-check: gpu-check-payload
+	$(PY) packaging/gpu_check/run.py $(GPU_CHECK_ARGS)
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check app tests

@@ -12,6 +12,11 @@ Files (into ~/.cache/specchat/synthetic/ by default):
     gemma4-e2b-assistant-Q4_K_M.gguf   65 MiB  its assistant (gemma-4-E2B-it-assistant)
     qwen35-4b-mtp-Q4_K_M.gguf                  Qwen3.5-4B with its MTP layer: only with
                                                --only, as with the others it passes 6 GB
+    qwen2.5-1.5b-Q4_K_M.gguf, qwen2.5-0.5b-Q4_K_M.gguf   the default pair's shapes (--only)
+    llama-8b-Q4_0.gguf, llama-1b-Q4_0.gguf     an 8B-class target and a 1B-class draft, in
+                                               the format of the shipped GPU cost table
+                                               (resources/costs/gpu-rtx3090-8b-q4_0.json;
+                                               --only: 4.6 GB together)
 
 Shapes (text model only; vision/audio towers are separate mmproj files in llama.cpp):
 
@@ -24,6 +29,14 @@ Shapes (text model only; vision/audio towers are separate mmproj files in llama.
 - Qwen3.5-4B (Qwen/Qwen3.5-4B config.json): hidden 2560, 32 layers, 16 query heads, 4 KV
   heads, head_dim 256, FFN 9216, 16 key heads and 32 value heads of 128, vocabulary 248320,
   tied embeddings, one MTP layer.
+- Qwen2.5-Coder-1.5B / 0.5B (the default pair; Qwen/Qwen2.5-Coder-1.5B-Instruct and -0.5B
+  config.json): hidden 1536 / 896, 28 / 24 layers, 12 / 14 query heads, 2 KV heads, FFN
+  8960 / 4864, q/k/v biases, vocabulary 151936, tied embeddings, rope base 1e6.
+- Llama 3.1 8B (meta-llama/Llama-3.1-8B config.json): hidden 4096, 32 layers, 32 query
+  heads, 8 KV heads, FFN 14336, vocabulary 128256, untied output, rope base 500000.
+  Llama 3.2 1B (meta-llama/Llama-3.2-1B): hidden 2048, 16 layers, 32 query heads, 8 KV
+  heads, FFN 8192, the same vocabulary, tied embeddings. Written as Q4_0, as the shipped
+  GPU cost table's pair.
 - Gemma 4 E2B (google/gemma-4-E2B-it config.json text_config): hidden 1536, 35 layers
   (four sliding, then one full, seven times), 8 query heads, 1 KV head, head_dim 256
   (sliding) / global_head_dim 512 (full), sliding_window 512, intermediate_size 6144 with
@@ -71,8 +84,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "app"), str(ROOT)]
 
 from specchat.tinyarch import (  # noqa: E402
+    DenseShape,
     Gemma4Shape,
     Qwen35Shape,
+    write_tiny_dense,
     write_tiny_gemma4,
     write_tiny_gemma4_assistant,
     write_tiny_qwen35,
@@ -84,6 +99,8 @@ DEFAULT_OUT = Path.home() / ".cache" / "specchat" / "synthetic"
 
 QWEN35_VOCAB = 248_320
 GEMMA4_VOCAB = 262_144
+QWEN25_VOCAB = 151_936
+LLAMA3_VOCAB = 128_256
 
 QWEN35_0_8B = Qwen35Shape(
     n_embd=1024,
@@ -135,6 +152,36 @@ GEMMA4_E2B = Gemma4Shape(
     wide_shared_ffn=True,
 )
 
+QWEN25_1_5B = DenseShape(
+    arch="qwen2",
+    n_embd=1536,
+    n_layer=28,
+    n_head=12,
+    n_head_kv=2,
+    n_ff=8960,
+    n_ctx=32_768,
+    rope_base=1_000_000.0,
+    tied_output=True,
+)
+
+QWEN25_0_5B = DenseShape(
+    arch="qwen2",
+    n_embd=896,
+    n_layer=24,
+    n_head=14,
+    n_head_kv=2,
+    n_ff=4864,
+    n_ctx=32_768,
+    rope_base=1_000_000.0,
+    tied_output=True,
+)
+
+LLAMA_8B = DenseShape(n_embd=4096, n_layer=32, n_head=32, n_head_kv=8, n_ff=14_336, n_ctx=131_072)
+
+LLAMA_1B = DenseShape(
+    n_embd=2048, n_layer=16, n_head=32, n_head_kv=8, n_ff=8192, n_ctx=131_072, tied_output=True
+)
+
 #: The assistant's own sizes; head sizes, KV heads and window come from the target.
 GEMMA4_E2B_ASSISTANT = Gemma4Shape(
     n_embd=256, sliding=(True, True, True, False), n_head=4, n_ff=2048
@@ -144,11 +191,32 @@ GEMMA4_E2B_ASSISTANT = Gemma4Shape(
 @dataclass(frozen=True)
 class Spec:
     """One file: its name, how it is laid out (a tinyarch writer call taking the path and
-    the weight maker), and whether it is written by default."""
+    the weight maker), whether it is written by default, and its format (Q4_K_M, Q4_0)."""
 
     name: str
     layout: Callable[[Path, Callable[[int], LayoutMaker]], object]
     default: bool = True
+    ftype: str = "Q4_K_M"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}-{self.ftype}.gguf"
+
+
+def dense_spec(name: str, shape: DenseShape, vocab: int, *, ftype: str = "Q4_K_M") -> Spec:
+    """A dense model's file (written only with --only)."""
+    return Spec(
+        name,
+        lambda path, maker: write_tiny_dense(
+            path,
+            shape=shape,
+            name=f"synthetic-{name}",
+            vocab=padded_vocabulary(vocab),
+            maker=maker,
+        ),
+        default=False,
+        ftype=ftype,
+    )
 
 
 SPECS = [
@@ -196,6 +264,10 @@ SPECS = [
         ),
         default=False,
     ),
+    dense_spec("qwen2.5-1.5b", QWEN25_1_5B, QWEN25_VOCAB),
+    dense_spec("qwen2.5-0.5b", QWEN25_0_5B, QWEN25_VOCAB),
+    dense_spec("llama-8b", LLAMA_8B, LLAMA3_VOCAB, ftype="Q4_0"),
+    dense_spec("llama-1b", LLAMA_1B, LLAMA3_VOCAB, ftype="Q4_0"),
 ]
 
 
@@ -210,15 +282,15 @@ def write_layout(spec: Spec, path: Path) -> set[str]:
     return names
 
 
-def quantize(source: Path, target: Path, threads: int) -> None:
-    """llama.cpp's quantiser, as `llama-quantize source target Q4_K_M threads` runs it."""
+def quantize(source: Path, target: Path, threads: int, ftype: str = "Q4_K_M") -> None:
+    """llama.cpp's quantiser, as `llama-quantize source target FTYPE threads` runs it."""
     import llama_cpp
 
     from specchat.engine.llamacpp.backend import ensure_backend, last_error_line
 
     ensure_backend()
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
     params.nthread = threads
     status = llama_cpp.llama_model_quantize(str(source).encode(), str(target).encode(), params)
     if status != 0:
@@ -315,6 +387,29 @@ def check(files: dict[str, Path]) -> None:
             )
 
 
+def write_file(spec: Spec, out: Path, *, threads: int, quiet: bool = False) -> Path:
+    """Write `spec`'s file into `out` (layout, quantise, fill) and return its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / spec.file_name
+    layout = out / f"{spec.name}.layout.partial.gguf"
+    started = time.perf_counter()
+    try:
+        deferred = write_layout(spec, layout)
+        partial = target.with_suffix(".partial")
+        quantize(layout, partial, threads, spec.ftype)
+    finally:
+        layout.unlink(missing_ok=True)
+    sizes = fill(partial, deferred)
+    os.replace(partial, target)
+    if not quiet:
+        mix = ", ".join(f"{kind} {size / 2**20:.0f} MiB" for kind, size in sizes.most_common())
+        print(
+            f"{target} {target.stat().st_size / 2**20:.0f} MiB in "
+            f"{time.perf_counter() - started:.0f} s ({mix})"
+        )
+    return target
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -323,27 +418,8 @@ def main() -> None:
     parser.add_argument("--no-check", action="store_true")
     args = parser.parse_args()
 
-    args.out.mkdir(parents=True, exist_ok=True)
     chosen = [s for s in SPECS if (s.name in args.only if args.only else s.default)]
-    files: dict[str, Path] = {}
-    for spec in chosen:
-        target = args.out / f"{spec.name}-Q4_K_M.gguf"
-        layout = args.out / f"{spec.name}.layout.partial.gguf"
-        started = time.perf_counter()
-        try:
-            deferred = write_layout(spec, layout)
-            partial = target.with_suffix(".partial")
-            quantize(layout, partial, args.threads)
-        finally:
-            layout.unlink(missing_ok=True)
-        sizes = fill(partial, deferred)
-        os.replace(partial, target)
-        files[spec.name] = target
-        mix = ", ".join(f"{kind} {size / 2**20:.0f} MiB" for kind, size in sizes.most_common())
-        print(
-            f"{target} {target.stat().st_size / 2**20:.0f} MiB in "
-            f"{time.perf_counter() - started:.0f} s ({mix})"
-        )
+    files = {spec.name: write_file(spec, args.out, threads=args.threads) for spec in chosen}
     if not args.no_check:
         check(files)
 

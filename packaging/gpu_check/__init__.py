@@ -1,0 +1,1 @@
+"""The GPU check: libllama built for the GPU found, real-shape costs, replays and exactness."""
