@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,14 +14,15 @@ from typing import Any
 
 import agents
 import openai
-import pydantic_ai
 import pytest
-from pydantic_ai.models.openai import OpenAIChatModel
-from pydantic_ai.providers.openai import OpenAIProvider
 
 from tests.helpers.api_server import running_server
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
+#: pydantic-ai is imported where used: it needs Python 3.11, SpecChat 3.10.
+needs_pydantic_ai = pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="pydantic-ai needs Python 3.11"
+)
 
 #: An agent's usual instructions: without "once you have its result", the 1.5B model calls
 #: the tool again after its result instead of answering.
@@ -171,6 +173,10 @@ def run_openai_agents(base_url: str, question: str, *, stream: bool, **settings:
 
 
 def run_pydantic_ai(base_url: str, question: str, *, stream: bool, **settings: Any) -> Run:
+    import pydantic_ai
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
     toolbox, wire = Toolbox(), Wire()
 
     async def run() -> str:
@@ -236,6 +242,7 @@ def test_openai_agents_runs_a_tool_streamed(base_url: str) -> None:
     assert all("tool_choice" not in body for body in later)
 
 
+@needs_pydantic_ai
 def test_pydantic_ai_runs_a_tool_whole(base_url: str) -> None:
     """pydantic-ai's defaults: each tool `strict` where its schema allows (its OpenAI
     profile), tool_choice auto, no parallel_tool_calls, max_completion_tokens."""
@@ -247,8 +254,11 @@ def test_pydantic_ai_runs_a_tool_whole(base_url: str) -> None:
         assert body["max_completion_tokens"] == MAX_TOKENS
 
 
+@needs_pydantic_ai
 def test_pydantic_ai_runs_a_tool_streamed(base_url: str) -> None:
     """A tool_choice naming one tool (sent as OpenAI's allowed_tools) and one call a turn."""
+    import pydantic_ai
+
     only = pydantic_ai.ToolOrOutput(function_tools=["convert_temperature"])
     run = run_pydantic_ai(
         base_url, CONVERSION[0], stream=True, tool_choice=only, parallel_tool_calls=False

@@ -51,6 +51,7 @@ def allowed(mode: str, *names: str) -> dict[str, Any]:
     tools = [{"type": "function", "function": {"name": name}} for name in names]
     return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
 
+
 #: An assistant turn that called the tool, and the tool's result.
 CALLED: list[Any] = [
     {

@@ -83,8 +83,9 @@ def _tool(value: object, param: str) -> Mapping[str, Any]:
 
 def _function_named(value: object, param: str, names: list[str]) -> str:
     """The name in `{"type": "function", "function": {"name": ...}}`, one of `names`."""
-    shaped = isinstance(value, Mapping) and value.get("type") == "function"
-    function = value.get("function") if shaped else None
+    function = None
+    if isinstance(value, Mapping) and value.get("type") == "function":
+        function = value.get("function")
     if not isinstance(function, Mapping):
         raise invalid(
             f"""'{param}' must be {{"type": "function", "function": {{"name": ...}}}}""",
