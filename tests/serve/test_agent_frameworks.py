@@ -16,7 +16,7 @@ import agents
 import openai
 import pytest
 
-from tests.helpers.api_server import running_server
+from tests.helpers.api_server import running_server, server_log, tracebacks
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 #: pydantic-ai is imported where used: it needs Python 3.11, SpecChat 3.10.
@@ -136,6 +136,14 @@ def base_url(real_pair: tuple[Path, Path]) -> Iterator[str]:
     with running_server(*real_pair, n_ctx=2048) as server:
         assert server.address is not None
         yield server.address.base_url
+
+
+@pytest.fixture(autouse=True)
+def no_server_errors(base_url: str) -> Iterator[None]:
+    """Whatever the frameworks send, the server logs no error (entered once it started)."""
+    with server_log() as records:
+        yield
+    assert not tracebacks(records)
 
 
 def run_openai_agents(base_url: str, question: str, *, stream: bool, **settings: Any) -> Run:
