@@ -32,6 +32,26 @@ GET_TIME: dict[str, Any] = {
     },
 }
 NAMED: dict[str, Any] = {"type": "function", "function": {"name": "get_time"}}
+GET_DATE: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_date",
+        "description": "Today's date in a time zone.",
+        "parameters": {
+            "type": "object",
+            "properties": {"timezone": {"type": "string"}},
+            "required": ["timezone"],
+        },
+    },
+}
+
+
+def allowed(mode: str, *names: str) -> dict[str, Any]:
+    """OpenAI's `allowed_tools` choice, as pydantic-ai sends it."""
+    tools = [{"type": "function", "function": {"name": name}} for name in names]
+    return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": tools}}
+
+
 #: An assistant turn that called the tool, and the tool's result.
 CALLED: list[Any] = [
     {
@@ -192,6 +212,49 @@ def test_a_tool_round_trip_with_the_openai_client(tools_server: ApiServer) -> No
     assert reply["usage"]["prompt_tokens"] > shorter["usage"]["prompt_tokens"] + 10
 
 
+def test_allowed_tools_writes_only_the_functions_it_names(tools_server: ApiServer) -> None:
+    both = [GET_TIME, GET_DATE]
+
+    def prompt(**asked: Any) -> int:
+        reply = post(tools_server, messages=ASK, max_tokens=1, **asked)
+        assert reply.status == 200, reply.body
+        return int(reply.json()["usage"]["prompt_tokens"])
+
+    assert prompt(tools=both, tool_choice=allowed("auto", "get_time")) == prompt(tools=[GET_TIME])
+    assert prompt(tools=both, tool_choice=allowed("auto", "get_date", "get_time")) == prompt(
+        tools=both
+    )
+    # Required with one function is a call of it, as a named tool_choice makes one.
+    assert prompt(tools=both, tool_choice=allowed("required", "get_time")) == prompt(
+        tools=[GET_TIME], tool_choice=NAMED
+    )
+    assert prompt(tools=both, tool_choice=allowed("required", "get_time", "get_date")) == prompt(
+        tools=both, tool_choice="required"
+    )
+
+
+def test_what_agent_frameworks_send_with_tools_is_accepted(tools_server: ApiServer) -> None:
+    """openai-agents marks every tool `strict` (its schema closed with additionalProperties);
+    pydantic-ai sends tool_choice auto and max_completion_tokens, and its streams ask for
+    usage; Continue sends parallel_tool_calls false. tests/serve/test_agent_frameworks.py
+    runs the frameworks themselves on the real pair."""
+    strict = json.loads(json.dumps(GET_TIME))
+    strict["function"]["strict"] = True
+    strict["function"]["parameters"]["additionalProperties"] = False
+    for stream in (False, True):
+        reply = post(
+            tools_server,
+            messages=[*ASK, *CALLED],
+            tools=[strict],
+            tool_choice="auto",
+            parallel_tool_calls=False,
+            max_completion_tokens=4,
+            stream=stream,
+            stream_options={"include_usage": True} if stream else None,
+        )
+        assert reply.status == 200, reply.body
+
+
 @pytest.mark.parametrize(
     ("extra", "param"),
     [
@@ -215,6 +278,22 @@ def test_a_tool_round_trip_with_the_openai_client(tools_server: ApiServer) -> No
             "tool_choice.function.name",
         ),
         ({"tools": [GET_TIME], "parallel_tool_calls": "yes"}, "parallel_tool_calls"),
+        (
+            {"tools": [GET_TIME], "tool_choice": allowed("sometimes", "get_time")},
+            "tool_choice.allowed_tools.mode",
+        ),
+        (
+            {"tools": [GET_TIME], "tool_choice": allowed("auto", "get_date")},
+            "tool_choice.allowed_tools.tools[0].function.name",
+        ),
+        (
+            {"tools": [GET_TIME], "tool_choice": allowed("auto")},
+            "tool_choice.allowed_tools.tools",
+        ),
+        (
+            {"tools": [GET_TIME], "tool_choice": {"type": "allowed_tools"}},
+            "tool_choice.allowed_tools",
+        ),
         (
             {"messages": [*ASK, {"role": "assistant", "tool_calls": "get_time"}]},
             "messages[1].tool_calls",

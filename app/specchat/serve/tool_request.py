@@ -23,7 +23,8 @@ class ToolRequest:
     """The functions a request offers and how the answer may call them.
 
     Attributes:
-        tools: the function definitions, in OpenAI's shape, as the client sent them.
+        tools: the function definitions, in OpenAI's shape, as the client sent them (those
+            `tool_choice`'s `allowed_tools` names, where it names some).
         choice: "auto" (the model decides), "required" (at least one call) or "function"
             (a call of `function`).
         function: the function `tool_choice` names, or "".
@@ -80,9 +81,53 @@ def _tool(value: object, param: str) -> Mapping[str, Any]:
     return value
 
 
-def _choice(value: object, names: list[str]) -> tuple[str, str]:
+def _function_named(value: object, param: str, names: list[str]) -> str:
+    """The name in `{"type": "function", "function": {"name": ...}}`, one of `names`."""
+    function = None
+    if isinstance(value, Mapping) and value.get("type") == "function":
+        function = value.get("function")
+    if not isinstance(function, Mapping):
+        raise invalid(
+            f"""'{param}' must be {{"type": "function", "function": {{"name": ...}}}}""",
+            param=param,
+        )
+    name = _name(function.get("name"), f"{param}.function.name")
+    if name not in names:
+        raise invalid(
+            f"'{param}' names {name!r}, which 'tools' does not offer",
+            param=f"{param}.function.name",
+        )
+    return name
+
+
+def _allowed(value: Mapping[str, Any], names: list[str]) -> tuple[str, str, tuple[str, ...]]:
+    """OpenAI's `allowed_tools` choice: the functions the answer may call, out of all those
+    sent (pydantic-ai sends it for an agent whose `tool_choice` names some of its tools)."""
+    allowed = value.get("allowed_tools")
+    if not isinstance(allowed, Mapping):
+        raise _type_error("tool_choice.allowed_tools", "an object")
+    mode = allowed.get("mode")
+    if mode not in ("auto", "required"):
+        raise invalid(
+            f"'tool_choice.allowed_tools.mode' must be auto or required (got {mode!r})",
+            param="tool_choice.allowed_tools.mode",
+        )
+    tools = allowed.get("tools")
+    if not isinstance(tools, list) or not tools:
+        raise _type_error("tool_choice.allowed_tools.tools", "a list of functions")
+    chosen = tuple(
+        _function_named(item, f"tool_choice.allowed_tools.tools[{index}]", names)
+        for index, item in enumerate(tools)
+    )
+    if mode == "required" and len(set(chosen)) == 1:  # a call of that one function
+        return "function", chosen[0], chosen
+    return mode, "", chosen
+
+
+def _choice(value: object, names: list[str]) -> tuple[str, str, tuple[str, ...] | None]:
+    """`tool_choice` as (choice, function, the functions allowed or None for all)."""
     if value is None:
-        return ("auto" if names else "none"), ""
+        return ("auto" if names else "none"), "", None
     if isinstance(value, str):
         if value not in ("none", "auto", "required"):
             raise invalid(
@@ -91,22 +136,12 @@ def _choice(value: object, names: list[str]) -> tuple[str, str]:
             )
         if value == "required" and not names:
             raise invalid("'tool_choice' required needs 'tools'", param="tool_choice")
-        return value, ""
+        return value, "", None
     if not isinstance(value, Mapping):
-        raise _type_error("tool_choice", "a string or an object naming a function")
-    function = value.get("function")
-    if value.get("type") != "function" or not isinstance(function, Mapping):
-        raise invalid(
-            '\'tool_choice\' must be {"type": "function", "function": {"name": ...}}',
-            param="tool_choice",
-        )
-    name = _name(function.get("name"), "tool_choice.function.name")
-    if name not in names:
-        raise invalid(
-            f"'tool_choice' names {name!r}, which 'tools' does not offer",
-            param="tool_choice.function.name",
-        )
-    return "function", name
+        raise _type_error("tool_choice", "a string, an object naming a function or allowed_tools")
+    if value.get("type") == "allowed_tools":
+        return _allowed(value, names)
+    return "function", _function_named(value, "tool_choice", names), None
 
 
 def parse_tools(body: Mapping[str, Any]) -> ToolRequest | None:
@@ -124,9 +159,11 @@ def parse_tools(body: Mapping[str, Any]) -> ToolRequest | None:
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):
         raise _type_error("parallel_tool_calls", "a boolean")
-    choice, function = _choice(body.get("tool_choice"), names)
+    choice, function, allowed = _choice(body.get("tool_choice"), names)
     if choice == "none" or not tools:
         return None
+    if allowed is not None:  # the others are not written: the model cannot call them
+        tools = [tool for tool in tools if tool["function"]["name"] in allowed]
     return ToolRequest(tuple(tools), choice, function, parallel is not False)
 
 
