@@ -141,6 +141,11 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
                 tool_calls=calls,
                 tool_call_id=optional_string(item, "tool_call_id", where) if role == "tool" else "",
                 name=optional_string(item, "name", where) if role == "tool" else "",
+                # earlier thinking, sent back as llama-server returned it: templates that
+                # keep it (or drop all but the last turn's) read it
+                reasoning_content=(
+                    optional_string(item, "reasoning_content", where) if role == "assistant" else ""
+                ),
             )
         )
     return tuple(messages)

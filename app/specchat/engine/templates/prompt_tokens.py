@@ -177,6 +177,7 @@ class PromptTokenizer:
         return replace(
             message,
             content=escaped(message.content),
+            reasoning_content=escaped(message.reasoning_content),
             tool_calls=calls,
             tool_call_id=escaped(message.tool_call_id),
             name=escaped(message.name),
