@@ -30,6 +30,17 @@ class ToolCall:
     name: str
     arguments: str
 
+    @property
+    def has_object_arguments(self) -> bool:
+        """Whether the arguments are a JSON object (or nothing): a cut or malformed call's
+        are not, and a template that walks them as a mapping cannot write them."""
+        if not self.arguments.strip():
+            return True
+        try:
+            return isinstance(json.loads(self.arguments), dict)
+        except ValueError:
+            return False
+
     def for_template(self, *, as_object: bool = True) -> dict[str, Any]:
         """The call in OpenAI's shape, its arguments an object where they parse as one:
         templates write them with `tojson` (transformers' convention), which would quote a

@@ -9,7 +9,13 @@ from typing import Any
 
 from specchat.engine.templates.chat_message import ChatMessage, ToolCall, as_mapping
 from specchat.engine.templates.gemma4_turns import fold_tool_responses, needs_folding
-from specchat.engine.templates.guards import ChatTemplateError, ChatTemplateProblem, RenderLimits
+from specchat.engine.templates.guards import (
+    PREFIX,
+    ChatTemplateError,
+    ChatTemplateProblem,
+    RenderLimits,
+    shorten,
+)
 from specchat.engine.templates.host import TemplateHost, TemplateSpec, shared_host
 from specchat.engine.templates.ministral_blocks import as_blocks, needs_blocks
 from specchat.engine.templates.sandbox import FALLBACK_TEMPLATE, SandboxTemplate, template_source
@@ -119,13 +125,16 @@ class ChatTemplate:
             mappings = fold_tool_responses(mappings)
         if self._thinking_blocks:
             mappings = as_blocks(mappings)
-        return self._render(
-            mappings,
-            tools=None if tools is None else [dict(t) for t in tools],
-            add_generation_prompt=add_generation_prompt,
-            extra=extra,
-            now=now,
-        )
+        try:
+            return self._render(
+                mappings,
+                tools=None if tools is None else [dict(t) for t in tools],
+                add_generation_prompt=add_generation_prompt,
+                extra=extra,
+                now=now,
+            )
+        except ChatTemplateError as error:
+            raise _named_bad_call(error, chat) from None
 
     def _render(
         self,
@@ -186,6 +195,30 @@ class ChatTemplate:
             return self.render(messages, tools=tools)
         except ChatTemplateError:  # a template that refuses the probe cannot take tools
             return ""
+
+
+def _named_bad_call(
+    error: ChatTemplateError, chat: Sequence[ChatMessage | Mapping[str, Any]]
+) -> ChatTemplateError:
+    """`error`, or where the chat holds a call whose arguments are no JSON object and the
+    template failed, what to do about that call: Qwen3.5 and Qwen3-Coder walk arguments as
+    a mapping and fail with "Can only get item pairs from a mapping" on a call an earlier
+    answer cut short (llama.cpp refuses such a chat as well)."""
+    if error.problem is not ChatTemplateProblem.FAILED:
+        return error
+    for message in chat:
+        if not isinstance(message, ChatMessage):
+            continue
+        for call in message.tool_calls:
+            if not call.has_object_arguments:
+                return ChatTemplateError(
+                    ChatTemplateProblem.FAILED,
+                    f"{PREFIX} takes a tool call's arguments as a JSON object, but the "
+                    f"arguments of the call to {call.name!r} are not one "
+                    f"({shorten(call.arguments)!r}: an answer cut short, or a malformed "
+                    "call); send them as a JSON object",
+                )
+    return error
 
 
 def render_chat(
