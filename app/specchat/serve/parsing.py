@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class ChatCall:
         include_usage: a streamed answer ends with a chunk carrying the usage.
         prediction: the text the answer is expected to mostly repeat, or None.
         tools: the functions the answer may call and how, or None (a plain text answer).
+        template_kwargs: variables for the chat template (`chat_template_kwargs`, as
+            llama-server takes them: enable_thinking and the like), or None.
     """
 
     model: str
@@ -56,6 +59,7 @@ class ChatCall:
     include_usage: bool = False
     prediction: str | None = None
     tools: ToolRequest | None = None
+    template_kwargs: Mapping[str, Any] | None = None
 
     @property
     def has_tool_history(self) -> bool:
@@ -141,9 +145,30 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
                 tool_calls=calls,
                 tool_call_id=optional_string(item, "tool_call_id", where) if role == "tool" else "",
                 name=optional_string(item, "name", where) if role == "tool" else "",
+                # earlier thinking, sent back as llama-server returned it: templates that
+                # keep it (or drop all but the last turn's) read it
+                reasoning_content=(
+                    optional_string(item, "reasoning_content", where) if role == "assistant" else ""
+                ),
             )
         )
     return tuple(messages)
+
+
+def _template_kwargs(value: object) -> Mapping[str, Any] | None:
+    """`chat_template_kwargs`: an object of JSON values the template reads as variables."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _type_error("chat_template_kwargs", "an object")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError):  # an unpaired \ud800
+        raise invalid(
+            "'chat_template_kwargs' holds text that is not valid (an unpaired surrogate)",
+            param="chat_template_kwargs",
+        ) from None
+    return dict(value) or None
 
 
 def _optional_int(body: Mapping[str, Any], key: str, low: int, high: int) -> int | None:
@@ -262,6 +287,7 @@ def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> Chat
         include_usage=include_usage,
         prediction=_prediction(body.get("prediction")),
         tools=parse_tools(body),
+        template_kwargs=_template_kwargs(body.get("chat_template_kwargs")),
     )
 
 

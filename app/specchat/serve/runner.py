@@ -107,6 +107,7 @@ class JobRunner:
                 policy=OverflowPolicy.REFUSE,
                 tools=tooling.tools,
                 answer_prefix=tooling.answer_prefix,
+                template_kwargs=call.template_kwargs,
             )
         except ContextOverflowError as error:
             raise invalid(

@@ -254,7 +254,7 @@ class GenerationWorker(QObject):
                 request.messages,
                 max_tokens=request.max_tokens,
                 policy=request.policy,
-                extra=request.template_variables(),
+                template_kwargs=request.template_variables(),
             )
             opening = self.engine.thinking_opening(prepared.tokens)
             self.prepared.emit(
