@@ -19,13 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from specchat.host.answer_format.splitter import CallSplitter, Piece
 from specchat.serve import shaping
 from specchat.serve.errors import ApiError
 from specchat.serve.executor import Executor
 from specchat.serve.guard import KeyGuard, ServeOptions, error_response, read_json
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
 from specchat.serve.parsing import ChatCall, parse_chat_call
-from specchat.serve.tool_stream import CallSplitter, Piece
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.decoding.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
+from specchat.host.answer_format.splitter import ToolReply
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
 from specchat.serve.tool_prompt import ToolPrompt
-from specchat.serve.tool_stream import ToolReply
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import uuid
 from typing import Any
 
 from specchat.engine.types import Stats, StopReason
+from specchat.host.answer_format.splitter import CallOpened, Content, Piece
 from specchat.serve.jobs import Summary
-from specchat.serve.tool_stream import CallOpened, Content, Piece
 
 #: OpenAI's finish_reason for each way an answer ends.
 FINISH_REASONS = {

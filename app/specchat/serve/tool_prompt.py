@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specchat.host.answer_format.json_calls import ToolSyntax, syntax_of
+from specchat.host.answer_format.splitter import CallSplitter
 from specchat.serve.errors import invalid
-from specchat.serve.tool_stream import CallSplitter
-from specchat.serve.tool_syntax import ToolSyntax, syntax_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from specchat.serve.tool_syntax import (
+from specchat.host.answer_format.json_calls import (
     Opening,
     ToolSyntax,
     arguments_of,
