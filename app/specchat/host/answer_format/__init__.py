@@ -1,1 +1,1 @@
-"""Reading an answer back as the model's chat format writes it: its thinking, its text, its tool calls."""
+"""Reading an answer back as its chat format writes it: thinking, text, tool calls."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from specchat.host.answer_format.json_calls import (
     Opening,
+    Schemas,
     ToolSyntax,
     arguments_of,
     has_arguments,
@@ -114,6 +115,8 @@ class CallSplitter:
         names: the functions the request offers (a loose opening's object is a call where
             it names one, or has its arguments), or None for any.
         single: the answer's first call is its last: what follows it is left out.
+        schemas: the offered functions' parameters by name (they type a markup format's
+            values).
     """
 
     def __init__(
@@ -122,9 +125,11 @@ class CallSplitter:
         *,
         names: Collection[str] | None = None,
         single: bool = False,
+        schemas: Schemas | None = None,
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.syntax = syntax
+        self.schemas = schemas or {}
         self.names = None if names is None else frozenset(names)
         self.single = single
         self._new_id = new_id
@@ -304,7 +309,7 @@ class CallSplitter:
             return
         if read and not region.strip().strip("}").strip():
             return  # the end of a block whose calls were read
-        parsed = self.syntax.parse(region)
+        parsed = self.syntax.parse(region, self.schemas)
         if parsed and opening is not None and opening.loose and not has_arguments(region):
             # An object with a name alone is a call only where the name is a function offered.
             parsed = parsed if all(self._offered(c.name) for c in parsed) else None

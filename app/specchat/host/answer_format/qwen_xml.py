@@ -1,0 +1,110 @@
+"""Qwen3-Coder's and Qwen3.5's XML tool calls read as llama.cpp reads them (its
+common/parsers/qwen3-coder.cpp): `<function=name>` and one `<parameter=key>` block a value."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from specchat.host.answer_format.json_calls import ParsedCall
+
+#: JSON schema's value types.
+JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "null", "array", "object"})
+
+_FUNCTION = re.compile(r"\s*<function=([^>\n]+)>\n?")
+_PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>\n?")
+_FUNCTION_END = re.compile(r"\s*</function>\s*")
+#: The value's end as the format writes it: its own line break, then the closing tag.
+_VALUE_END = "</parameter>"
+
+
+def read_calls(body: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[ParsedCall] | None:
+    """The call in one `<tool_call>` block's text; None where it is no call (its text is
+    then the answer's, as written)."""
+    function = _FUNCTION.match(body)
+    if function is None:
+        return None
+    name = function.group(1).strip()
+    properties = _properties(schemas.get(name))
+    members: list[str] = []
+    at = function.end()
+    while True:
+        parameter = _PARAMETER.match(body, at)
+        if parameter is None:
+            break
+        end = body.find(_VALUE_END, parameter.end())
+        if end < 0:  # cut short: the value as far as it was written
+            end = len(body)
+        value = body[parameter.end() : end]
+        key = parameter.group(1).strip()
+        members.append(
+            json.dumps(key, ensure_ascii=False) + ":" + value_json(value, properties.get(key))
+        )
+        at = min(len(body), end + len(_VALUE_END))
+    rest = body[at:]
+    closing = _FUNCTION_END.match(rest)
+    if (closing is None or closing.end() != len(rest)) and rest.strip():
+        return None  # text after the parameters that is no closing: no call llama.cpp reads
+    return [ParsedCall(name, "{" + ",".join(members) + "}")]
+
+
+def value_json(written: str, schema: Mapping[str, Any] | None) -> str:
+    """A parameter's value as JSON text. Its line breaks around it belong to the format (the
+    value `#include\\n` is written `#include\\n\\n</parameter>`); a value the schema types as
+    a string is a string, one it types otherwise is its JSON where it reads as such, and a
+    value of a parameter the schema does not know is JSON where it parses, else a string."""
+    value = written.removesuffix("\n")
+    types = value_types(schema)
+    if types != {"string"}:
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = _NOT_JSON
+        kind = _type_of(parsed)
+        if parsed is not _NOT_JSON and (kind in types or (kind == "integer" and "number" in types)):
+            return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+_NOT_JSON = object()
+
+
+def value_types(schema: Mapping[str, Any] | None) -> frozenset[str]:
+    """The JSON types a parameter's schema allows (its `type`, or its `anyOf`/`oneOf`
+    alternatives'; an enum of strings is a string); every type where it says none."""
+    if not isinstance(schema, Mapping):
+        return JSON_TYPES
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return frozenset({kind}) & JSON_TYPES or JSON_TYPES
+    if isinstance(kind, list):
+        return frozenset(k for k in kind if isinstance(k, str)) & JSON_TYPES or JSON_TYPES
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            return frozenset().union(*(value_types(o) for o in options))
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        return frozenset({"string"})
+    return JSON_TYPES
+
+
+def _type_of(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _properties(parameters: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    properties = (parameters or {}).get("properties")
+    return properties if isinstance(properties, Mapping) else {}

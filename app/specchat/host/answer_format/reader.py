@@ -1,0 +1,151 @@
+"""An answer read back as it streams, in its family's format: its thinking, its text and
+its tool calls, the pieces out the same however the text arrives."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specchat.host.answer_format.formats import AnswerFormat
+from specchat.host.answer_format.splitter import (
+    Arguments,
+    CallOpened,
+    CallSplitter,
+    Content,
+    SplitCall,
+    call_id,
+)
+from specchat.host.answer_format.thinking import ThinkingSplitter
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """More of the answer's thinking.
+
+    Attributes:
+        text: the text.
+    """
+
+    text: str
+
+
+Piece = Reasoning | Content | CallOpened | Arguments
+
+
+@dataclass(frozen=True)
+class AnswerReply:
+    """An answer read back.
+
+    Attributes:
+        content: its text outside thinking and calls, or None when it is only calls.
+        reasoning: its thinking ("" for none).
+        calls: its calls, in order.
+    """
+
+    content: str | None
+    reasoning: str
+    calls: tuple[SplitCall, ...]
+
+
+class AnswerReader:
+    """Reads one answer, fed in pieces, as its format writes it.
+
+    Attributes:
+        format: the family's format.
+        tools: the functions offered (OpenAI's shape), or None: nothing is read as a call.
+    """
+
+    def __init__(
+        self,
+        answer_format: AnswerFormat,
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        single: bool = False,
+        thinking_open: bool = False,
+        new_id: Callable[[], str] = call_id,
+    ) -> None:
+        self.format = answer_format
+        self.tools = tools
+        thinking = answer_format.thinking
+        self._thinking = (
+            None if thinking is None else ThinkingSplitter(thinking, opened=thinking_open)
+        )
+        self._calls: CallSplitter | None = None
+        if tools is not None:
+            functions = [tool["function"] for tool in tools]
+            self._calls = CallSplitter(
+                answer_format.tools,
+                names=[str(f["name"]) for f in functions],
+                schemas={str(f["name"]): f.get("parameters") or {} for f in functions},
+                single=single,
+                new_id=new_id,
+            )
+        self._reasoning: list[str] = []
+        self._content: list[str] = []
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the text fed so far ends inside thinking."""
+        return self._thinking is not None and self._thinking.thinking
+
+    @property
+    def ended(self) -> bool:
+        """A single call was read: nothing more is taken (the answer may stop)."""
+        return self._calls is not None and self._calls.ended
+
+    def feed(self, text: str) -> list[Piece]:
+        if self._thinking is None:
+            return self._answer(text, final=False)
+        return self._parts(self._thinking.feed(text), final=False)
+
+    def finish(self) -> list[Piece]:
+        """The pieces held back; call once, after the last text."""
+        if self._thinking is None:
+            return self._answer("", final=True)
+        return self._parts(self._thinking.finish(), final=True)
+
+    def reply(self) -> AnswerReply:
+        """What was read so far (after `finish`: the whole answer)."""
+        reasoning = "".join(self._reasoning)
+        if self._calls is None:
+            return AnswerReply("".join(self._content), reasoning, ())
+        calls = self._calls.reply()
+        return AnswerReply(calls.content, reasoning, calls.calls)
+
+    def _parts(self, parts: Iterable[Any], *, final: bool) -> list[Piece]:
+        out: list[Piece] = []
+        for part in parts:
+            if part.reasoning:
+                self._reasoning.append(part.text)
+                out.append(Reasoning(part.text))
+            else:
+                out += self._answer(part.text, final=False)
+        if final:
+            out += self._answer("", final=True)
+        return out
+
+    def _answer(self, text: str, *, final: bool) -> list[Piece]:
+        if self._calls is None:
+            if text:
+                self._content.append(text)
+                return [Content(text)]
+            return []
+        pieces: list[Piece] = list(self._calls.feed(text)) if text else []
+        if final:
+            pieces += self._calls.finish()
+        return pieces
+
+
+def read_answer(
+    answer_format: AnswerFormat,
+    texts: Iterable[str],
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    thinking_open: bool = False,
+) -> tuple[list[Piece], AnswerReply]:
+    """A whole answer read at once: its pieces and what they make."""
+    reader = AnswerReader(answer_format, tools=tools, thinking_open=thinking_open)
+    pieces = [piece for text in texts for piece in reader.feed(text)]
+    pieces += reader.finish()
+    return pieces, reader.reply()

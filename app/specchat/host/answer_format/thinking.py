@@ -1,0 +1,155 @@
+"""An answer's thinking told apart from the rest as it streams: a block the model opens at
+its start (or the template opened in the prompt), what is inside it the reasoning."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ThinkingSyntax:
+    """How a family writes its thinking.
+
+    Attributes:
+        start: the text that opens it (`<think>`).
+        ends: texts that close it (`</think>`), left out of both parts.
+        stops: texts that end it and begin the answer's own text, kept there (Qwen3.5 may
+            call a tool straight from its thinking: `<tool_call>`).
+    """
+
+    start: str
+    ends: tuple[str, ...]
+    stops: tuple[str, ...] = ()
+
+    def opened_by(self, prompt_tail: str) -> bool:
+        """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
+        template that opens `<think>` itself in its generation prompt)."""
+        at = prompt_tail.rfind(self.start)
+        return at >= 0 and not prompt_tail[at + len(self.start) :].strip()
+
+
+class _State(enum.Enum):
+    BEFORE = enum.auto()  #: at the answer's start: a block may still open
+    INSIDE = enum.auto()
+    AFTER = enum.auto()  #: the answer's own text
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of the text fed, told apart.
+
+    Attributes:
+        reasoning: it is thinking (otherwise the answer's own text).
+        text: the text.
+    """
+
+    reasoning: bool
+    text: str
+
+
+class ThinkingSplitter:
+    """Splits one answer's text, fed in pieces, into its thinking and the rest; the parts
+    out add up alike whatever the division in. White space around the thinking is dropped
+    (as llama.cpp's parsers drop it), so space at the end of what was fed is held until
+    text follows it.
+
+    Attributes:
+        syntax: the family's thinking markers.
+    """
+
+    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False) -> None:
+        self.syntax = syntax
+        self._state = _State.INSIDE if opened else _State.BEFORE
+        self._held = ""
+        self._said_reasoning = False
+        self._trim_answer = opened  # space after a block's end is no part of the answer
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the text fed so far ends inside thinking."""
+        return self._state is _State.INSIDE
+
+    def feed(self, text: str) -> list[Part]:
+        self._held += text
+        return self._advance(final=False)
+
+    def finish(self) -> list[Part]:
+        """What was held back; call once after the last text. Thinking never closed (the
+        answer cut short) is reasoning all the same."""
+        return self._advance(final=True)
+
+    def _advance(self, *, final: bool) -> list[Part]:
+        out: list[Part] = []
+        while True:
+            if self._state is _State.BEFORE:
+                stripped = self._held.lstrip()
+                if stripped.startswith(self.syntax.start):
+                    self._held = stripped[len(self.syntax.start) :]
+                    self._state, self._trim_answer = _State.INSIDE, True
+                    continue
+                if not final and (not stripped or self.syntax.start.startswith(stripped)):
+                    return out
+                self._state = _State.AFTER
+                continue
+            if self._state is _State.INSIDE:
+                if not self._inside(out, final=final):
+                    return out
+                continue
+            self._answer(self._held, out)
+            self._held = ""
+            return out
+
+    def _inside(self, out: list[Part], *, final: bool) -> bool:
+        """Go on inside the block; True where it ended (the rest is then the answer's)."""
+        held = self._held
+        found: tuple[int, int] | None = None
+        for marker in self.syntax.ends:
+            at = held.find(marker)
+            if at >= 0 and (found is None or at < found[0]):
+                found = (at, at + len(marker))
+        for marker in self.syntax.stops:
+            at = held.find(marker)
+            if at >= 0 and (found is None or at < found[0]):
+                found = (at, at)
+        if found is not None:
+            self._reason(held[: found[0]].rstrip(), out)
+            self._held = held[found[1] :]
+            self._state = _State.AFTER
+            return True
+        if final:
+            self._reason(held.rstrip(), out)
+            self._held = ""
+            return False
+        keep = self._partial_marker(held)
+        sendable = held[: len(held) - keep]
+        core = sendable.rstrip()
+        self._reason(core, out)
+        self._held = held[len(core) :]
+        return False
+
+    def _partial_marker(self, text: str) -> int:
+        """How much of the text's end may be the start of a marker."""
+        longest = 0
+        for marker in (*self.syntax.ends, *self.syntax.stops):
+            for size in range(min(len(marker) - 1, len(text)), longest, -1):
+                if text.endswith(marker[:size]):
+                    longest = size
+                    break
+        return longest
+
+    def _reason(self, text: str, out: list[Part]) -> None:
+        if not self._said_reasoning:
+            text = text.lstrip()
+        if text:
+            self._said_reasoning = True
+            out.append(Part(True, text))
+
+    def _answer(self, text: str, out: list[Part]) -> None:
+        if self._trim_answer:
+            text = text.lstrip()
+            if not text:
+                return
+            self._trim_answer = False
+        if text:
+            out.append(Part(False, text))
