@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specchat.engine.drafting.base import MAX_K
@@ -45,6 +45,8 @@ class ChatCall:
         include_usage: a streamed answer ends with a chunk carrying the usage.
         prediction: the text the answer is expected to mostly repeat, or None.
         tools: the functions the answer may call and how, or None (a plain text answer).
+        template_kwargs: more variables for the chat template (`chat_template_kwargs`, and
+            `reasoning_effort`), as llama.cpp's server passes them.
     """
 
     model: str
@@ -56,6 +58,7 @@ class ChatCall:
     include_usage: bool = False
     prediction: str | None = None
     tools: ToolRequest | None = None
+    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def has_tool_history(self) -> bool:
@@ -134,6 +137,7 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
         if content is None and role in ("assistant", "tool"):
             content = ""  # an assistant turn that only called tools
         calls = parse_tool_calls(item.get("tool_calls"), where) if role == "assistant" else ()
+        reasoning = optional_string(item, "reasoning_content", where) if role == "assistant" else ""
         messages.append(
             ChatMessage(
                 ROLES[role],
@@ -141,6 +145,7 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
                 tool_calls=calls,
                 tool_call_id=optional_string(item, "tool_call_id", where) if role == "tool" else "",
                 name=optional_string(item, "name", where) if role == "tool" else "",
+                reasoning_content=_valid(reasoning, f"{where}.reasoning_content"),
             )
         )
     return tuple(messages)
@@ -212,6 +217,38 @@ def _speculative(value: object, modes: Collection[str]) -> tuple[str, int]:
     return mode, int(k)
 
 
+#: `reasoning_effort`'s values; "none" turns thinking off, as llama.cpp's server reads it.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The template's extra variables: `chat_template_kwargs` as sent, and
+    `reasoning_effort` (llama.cpp's server: "none" sets `enable_thinking` false, another
+    value is passed on as `reasoning_effort`)."""
+    value = body.get("chat_template_kwargs")
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise _type_error("chat_template_kwargs", "an object")
+    kwargs = dict(value)
+    thinking = kwargs.get("enable_thinking")
+    if thinking is not None and not isinstance(thinking, bool):
+        raise _type_error("chat_template_kwargs.enable_thinking", "a boolean")
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        if effort not in REASONING_EFFORTS:
+            raise invalid(
+                "'reasoning_effort' must be one of " + ", ".join(REASONING_EFFORTS),
+                param="reasoning_effort",
+            )
+        if effort == "none":
+            kwargs["enable_thinking"] = False
+            kwargs.pop("reasoning_effort", None)
+        else:
+            kwargs["reasoning_effort"] = effort
+    return kwargs
+
+
 def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> ChatCall:
     """Check a decoded JSON body; raises ApiError (400) naming the first field at fault.
 
@@ -262,6 +299,7 @@ def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> Chat
         include_usage=include_usage,
         prediction=_prediction(body.get("prediction")),
         tools=parse_tools(body),
+        template_kwargs=_template_kwargs(body),
     )
 
 

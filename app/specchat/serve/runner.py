@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import PlainRounds
@@ -21,7 +22,7 @@ from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
 from specchat.serve.tool_copies import file_tool_results
-from specchat.serve.tool_prompt import tool_prompt
+from specchat.serve.tool_prompt import ToolPrompt, tool_prompt
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
@@ -107,6 +108,7 @@ class JobRunner:
                 policy=OverflowPolicy.REFUSE,
                 tools=tooling.tools,
                 answer_prefix=tooling.answer_prefix,
+                extra=call.template_kwargs,
             )
         except ContextOverflowError as error:
             raise invalid(
@@ -120,6 +122,7 @@ class JobRunner:
         except MessageTextError as error:
             raise invalid(str(error), param="messages") from None
         prompt = prepared.tokens
+        tooling = _opened(engine, tooling, prompt)
         room = n_ctx - len(prompt)
         max_tokens = min(call.max_tokens or room, room)
         prediction: tuple[int, ...] = ()
@@ -145,9 +148,10 @@ class JobRunner:
         text: list[str] = []
         result: RoundResult | None = None
         plain = begin()
-        splitter = tooling.splitter()
-        if splitter is not None:
-            splitter.feed(tooling.answer_prefix)
+        reader = tooling.reader()
+        if reader is not None:
+            reader.feed(tooling.answer_prefix)
+        reasoning_tokens = 0
         # Ended by the client going away, or once a single call was read (checked between
         # rounds, as the decoder checks it).
         ending = threading.Event()
@@ -158,9 +162,13 @@ class JobRunner:
                 accepted += result.accepted
                 rejected += result.drafted - result.accepted
             text.append(result.text)
-            if splitter is not None:
-                splitter.feed(result.text)
-            if job.cancel.is_set() or (splitter is not None and splitter.ended):
+            if reader is not None:
+                for token in result.events:
+                    # A token is thinking where the text read was inside it before or after.
+                    thinking = reader.thinking
+                    reader.feed(token.text)
+                    reasoning_tokens += thinking or reader.thinking
+            if job.cancel.is_set() or (reader is not None and reader.ended):
                 ending.set()
             if self.on_round is not None:
                 self.on_round(job, result)
@@ -171,10 +179,10 @@ class JobRunner:
         answer = tooling.answer_prefix + "".join(text)
         reply = None
         stop = result.stop or StopReason.EOS
-        if splitter is not None:
-            splitter.finish()
-            reply = splitter.reply()
-            if splitter.ended and not job.cancel.is_set():
+        if reader is not None:
+            reader.finish()
+            reply = reader.reply()
+            if reader.ended and not job.cancel.is_set():
                 stop = StopReason.EOS  # its one call is the whole answer
         if self.keeper is not None:
             if reply is None:
@@ -193,6 +201,24 @@ class JobRunner:
                 prediction_rejected=rejected,
                 baseline=plain.meter.current(),
                 mode=call.controls.mode,
-                tool_reply=reply,
+                reply=reply,
+                tools=tooling.tools is not None,
+                reasoning_tokens=reasoning_tokens,
             )
         )
+
+
+def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> ToolPrompt:
+    """`tooling` with `thinking_open` set where the prompt leaves the answer inside thinking
+    (Qwen3.5's template opens `<think>` in its generation prompt): its last tokens' text, a
+    control token by its spelling, before any forced start."""
+    answer_format = tooling.answer_format
+    if answer_format is None or answer_format.thinking is None:
+        return tooling
+    target = engine.target
+    tail = "".join(
+        target.piece(token).decode("utf-8", errors="replace") or target.token_text(token)
+        for token in prompt[-16:]
+    )
+    tail = tail.removesuffix(tooling.answer_prefix)
+    return replace(tooling, thinking_open=answer_format.thinking.opened_by(tail))

@@ -58,6 +58,8 @@ class ChatMessage:
         tool_calls: the functions an assistant message called.
         tool_call_id: for a tool's result, the call it answers ("" for none).
         name: for a tool's result, the function that gave it ("" for none).
+        reasoning_content: an assistant message's thinking, for templates that write it
+            ("" for none; Qwen3.5's drops it from turns before the last question itself).
     """
 
     role: str
@@ -65,6 +67,7 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
     name: str = ""
+    reasoning_content: str = ""
 
     def texts(self) -> Iterator[str]:
         """Every text the message holds, its content first."""
@@ -74,6 +77,7 @@ class ChatMessage:
             yield call.arguments
         yield self.tool_call_id
         yield self.name
+        yield self.reasoning_content
 
 
 def as_mapping(message: ChatMessage | Mapping[str, Any]) -> dict[str, Any]:
@@ -88,4 +92,6 @@ def as_mapping(message: ChatMessage | Mapping[str, Any]) -> dict[str, Any]:
         mapping["tool_call_id"] = message.tool_call_id
     if message.name:
         mapping["name"] = message.name
+    if message.reasoning_content:
+        mapping["reasoning_content"] = message.reasoning_content
     return mapping

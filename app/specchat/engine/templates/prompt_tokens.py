@@ -46,6 +46,7 @@ class Renderer(Protocol):
         *,
         add_generation_prompt: bool = True,
         tools: Sequence[Mapping[str, Any]] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> str: ...
 
 
@@ -126,13 +127,16 @@ class PromptTokenizer:
         add_generation_prompt: bool = True,
         tools: Sequence[Mapping[str, Any]] | None = None,
         answer_prefix: str = "",
+        extra: Mapping[str, Any] | None = None,
     ) -> list[int]:
         """The prompt tokens of `messages` (and the functions `tools` offers, where given);
         raises ChatTemplateError when the template's output is far larger than the messages
         (before anything is tokenized).
 
         `answer_prefix`: text the answer is made to start with, written after the template's
-        (its special tokens read as such): a tool call's opening, where one is required."""
+        (its special tokens read as such): a tool call's opening, where one is required.
+        `extra`: more variables for the template (a request's `chat_template_kwargs`, such
+        as `enable_thinking`)."""
         specials = self.load()
         for message in messages:
             check_text(message)
@@ -141,13 +145,12 @@ class PromptTokenizer:
         pasted: list[str] = []
         mark = _placeholder_char([*messages, *_as_messages(tools)])
         chat = [self._escape(m, pasted, mark) for m in messages]
-        if tools is None:
-            text = self._template.render(chat, add_generation_prompt=add_generation_prompt)
-        else:
-            escaped = [self._escape_value(tool, pasted, mark) for tool in tools]
-            text = self._template.render(
-                chat, add_generation_prompt=add_generation_prompt, tools=escaped
-            )
+        options: dict[str, Any] = {"add_generation_prompt": add_generation_prompt}
+        if tools is not None:
+            options["tools"] = [self._escape_value(tool, pasted, mark) for tool in tools]
+        if extra:
+            options["extra"] = self._escape_value(extra, pasted, mark)
+        text = self._template.render(chat, **options)
         check_template_size(text, [*messages, *_as_messages(tools)])
         text += answer_prefix
         if not pasted:
@@ -180,6 +183,7 @@ class PromptTokenizer:
             tool_calls=calls,
             tool_call_id=escaped(message.tool_call_id),
             name=escaped(message.name),
+            reasoning_content=escaped(message.reasoning_content),
         )
 
     def _escape_value(self, value: Any, pasted: list[str], mark: str) -> Any:
