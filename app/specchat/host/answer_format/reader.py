@@ -143,9 +143,10 @@ def read_answer(
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     thinking_open: bool = False,
+    new_id: Callable[[], str] = call_id,
 ) -> tuple[list[Piece], AnswerReply]:
     """A whole answer read at once: its pieces and what they make."""
-    reader = AnswerReader(answer_format, tools=tools, thinking_open=thinking_open)
+    reader = AnswerReader(answer_format, tools=tools, thinking_open=thinking_open, new_id=new_id)
     pieces = [piece for text in texts for piece in reader.feed(text)]
     pieces += reader.finish()
     return pieces, reader.reply()
