@@ -26,39 +26,14 @@ from specchat.host.answer_format.json_calls import HERMES
 from specchat.host.answer_format.reader import (
     AnswerReader,
     AnswerReply,
-    Piece,
-    Reasoning,
     read_answer,
 )
-from specchat.host.answer_format.splitter import Arguments, CallOpened, Content
+from tests.helpers.answer_pieces import TOOLS, gathered, in_pieces
 
 QWEN35 = AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
 QWEN_CODER = AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, None)
 GEMMA = AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT)
 QWEN3 = AnswerFormat("hermes", "Hermes", HERMES, THINK)
-
-
-def _tool(name: str, properties: dict[str, Any]) -> dict[str, Any]:
-    parameters = {"type": "object", "properties": properties}
-    return {"type": "function", "function": {"name": name, "parameters": parameters}}
-
-
-#: test-chat.cpp's tools.
-TOOLS = [
-    _tool("special_function", {"arg1": {"type": "integer"}}),
-    _tool("special_function_with_opt", {"arg1": {"type": "integer"}, "arg2": {"type": "integer"}}),
-    _tool("python", {"code": {"type": "string"}}),
-    _tool(
-        "edit",
-        {
-            "filename": {"type": "string"},
-            "oldString": {"type": "string"},
-            "newString": {"type": "string"},
-        },
-    ),
-    _tool("mixed", {"value": {"type": ["string", "integer"]}, "items": {"type": "array"}}),
-    _tool("get_weather", {"location": {"type": "string"}}),
-]
 
 
 def _ids() -> Iterator[str]:
@@ -299,25 +274,6 @@ ANSWERS = [
 ]
 
 
-def _gathered(pieces: list[Piece]) -> tuple[str, str, list[tuple[str, str, str]]]:
-    reasoning = "".join(p.text for p in pieces if isinstance(p, Reasoning))
-    content = "".join(p.text for p in pieces if isinstance(p, Content))
-    calls: dict[int, tuple[str, str, str]] = {}
-    for piece in pieces:
-        if isinstance(piece, CallOpened):
-            assert piece.index not in calls, "a call opens once"
-            calls[piece.index] = (piece.id, piece.name, "")
-        elif isinstance(piece, Arguments):
-            ident, name, arguments = calls[piece.index]  # its name came first
-            calls[piece.index] = (ident, name, arguments + piece.text)
-    return reasoning, content, [calls[i] for i in sorted(calls)]
-
-
-def _in_pieces(text: str, cuts: list[int]) -> list[str]:
-    edges = [0, *sorted(c % (len(text) + 1) for c in cuts), len(text)]
-    return [text[a:b] for a, b in itertools.pairwise(edges)]
-
-
 @given(
     case=st.sampled_from(ANSWERS),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
@@ -329,9 +285,9 @@ def test_a_streamed_reading_adds_up_to_the_whole_answers(
     whole = _read(fmt, [answer], opened=opened)
     ids = _ids()
     reader = AnswerReader(fmt, tools=TOOLS, thinking_open=opened, new_id=lambda: next(ids))
-    pieces = [p for part in _in_pieces(answer, cuts) for p in reader.feed(part)]
+    pieces = [p for part in in_pieces(answer, cuts) for p in reader.feed(part)]
     pieces += reader.finish()
-    reasoning, content, calls = _gathered(pieces)
+    reasoning, content, calls = gathered(pieces)
     assert reader.reply() == whole
     assert reasoning == whole.reasoning
     assert content == (whole.content or "")
@@ -378,8 +334,8 @@ def test_any_answer_reads_alike_streamed(
     whole = _read(fmt, [answer], opened=opened)
     ids = _ids()
     reader = AnswerReader(fmt, tools=TOOLS, thinking_open=opened, new_id=lambda: next(ids))
-    pieces = [p for part in _in_pieces(answer, cuts) for p in reader.feed(part)]
+    pieces = [p for part in in_pieces(answer, cuts) for p in reader.feed(part)]
     pieces += reader.finish()
-    reasoning, content, calls = _gathered(pieces)
+    reasoning, content, calls = gathered(pieces)
     assert (reasoning, content) == (whole.reasoning, whole.content or "")
     assert calls == [(c.id, c.name, c.arguments) for c in whole.calls]

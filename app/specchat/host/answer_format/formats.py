@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specchat.host.answer_format import gemma4, qwen_xml
+from specchat.host.answer_format import gemma4, qwen_xml, tagged_calls
 from specchat.host.answer_format.json_calls import Markup, Opening, ToolSyntax, syntax_of
 from specchat.host.answer_format.thinking import ThinkingSyntax
 
@@ -46,6 +46,67 @@ GEMMA4 = ToolSyntax(
     markup=Markup(gemma4.read_calls, before_name="<|tool_call>call:", after_name="{"),
 )
 
+#: DeepSeek V3.1 and R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}
+#: <｜tool▁call▁end｜><｜tool▁calls▁end｜>`.
+DEEPSEEK = ToolSyntax(
+    "deepseek",
+    "DeepSeek <｜tool▁calls▁begin｜>",
+    (Opening("<｜tool▁calls▁begin｜>", closing="<｜tool▁calls▁end｜>"),),
+    name_first=False,
+    markup=Markup(
+        tagged_calls.read_deepseek,
+        before_name="<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>",
+        after_name="<｜tool▁sep｜>",
+    ),
+)
+#: GLM 4.5 to 4.7: `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value></tool_call>`.
+GLM = ToolSyntax(
+    "glm",
+    "GLM <arg_key>",
+    (Opening("<tool_call>", closing="</tool_call>"),),
+    name_first=False,
+    markup=Markup(tagged_calls.read_glm, before_name="<tool_call>", after_name="\n"),
+)
+#: Kimi K2: `<|tool_calls_section_begin|><|tool_call_begin|>functions.name:0
+#: <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>`.
+KIMI = ToolSyntax(
+    "kimi",
+    "Kimi K2 <|tool_calls_section_begin|>",
+    (Opening("<|tool_calls_section_begin|>", closing="<|tool_calls_section_end|>"),),
+    name_first=False,
+    markup=Markup(
+        tagged_calls.read_kimi,
+        before_name="<|tool_calls_section_begin|><|tool_call_begin|>functions.",
+        after_name=":0<|tool_call_argument_begin|>",
+    ),
+)
+#: MiniMax M2: `<minimax:tool_call><invoke name="f"><parameter name="k">v</parameter>
+#: </invoke></minimax:tool_call>`.
+MINIMAX = ToolSyntax(
+    "minimax",
+    "MiniMax <minimax:tool_call>",
+    (Opening("<minimax:tool_call>", closing="</minimax:tool_call>"),),
+    name_first=False,
+    markup=Markup(
+        tagged_calls.read_minimax,
+        before_name='<minimax:tool_call>\n<invoke name="',
+        after_name='">\n',
+    ),
+)
+
+#: Nemotron Nano 2: `<TOOLCALL>[{"name": ..., "arguments": {...}}]</TOOLCALL>`.
+NEMOTRON = ToolSyntax(
+    "nemotron",
+    "Nemotron <TOOLCALL>",
+    (Opening("<TOOLCALL>", closing="</TOOLCALL>"),),
+    name_first=False,
+    markup=Markup(
+        tagged_calls.read_json_list,
+        before_name='<TOOLCALL>[{"name": "',
+        after_name='", "arguments": ',
+    ),
+)
+
 #: `<think>…</think>`: Qwen3, Qwen3.5, QwQ, DeepSeek R1 and their distills, most others.
 THINK = ThinkingSyntax("<think>", ("</think>",))
 #: Qwen3.5 and Nemotron 3 may call a tool straight from their thinking (llama.cpp's
@@ -56,6 +117,8 @@ GEMMA4_THOUGHT = ThinkingSyntax("<|channel>thought", ("<channel|>",))
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 
+#: Ling 3's template, which writes GLM's argument tags in sections of its own.
+_LING = "<role>ASSISTANT</role>"
 #: The Qwen template that writes `<tool_call><function=` on one line, which llama.cpp's
 #: XML reader leaves to its general one.
 _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
@@ -63,18 +126,25 @@ _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
 
 def format_of(template: str) -> AnswerFormat:
     """The format a chat template's model answers in, from the template's text."""
+    thinking = THINK if "<think>" in template else None
+    if "<|tool_calls_section_begin|>" in template and "<|tool_call_begin|>" in template:
+        return AnswerFormat("kimi", "Kimi K2", KIMI, thinking)
+    if "<minimax:tool_call>" in template and "<invoke name=" in template:
+        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, thinking)
     if "'<|tool_call>call:'" in template:
         return AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT)
     if (
         all(marker in template for marker in ("<tool_call>", "<function=", "<parameter="))
         and _QWEN_XML_ONE_LINE not in template
     ):
-        thinking = THINK_TO_CALL if "<think>" in template else None
-        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, thinking)
+        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, thinking and THINK_TO_CALL)
+    if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
+        return AnswerFormat("glm", "GLM", GLM, thinking)
+    if "<TOOLCALL>" in template:
+        return AnswerFormat("nemotron", "Nemotron", NEMOTRON, thinking)
+    if "<｜tool▁calls▁begin｜>" in template:
+        return AnswerFormat("deepseek", "DeepSeek", DEEPSEEK, thinking)
     tools = syntax_of(template)
-    thinking = None
-    if "<think>" in template:
-        thinking = THINK
-    elif "[THINK]" in template:
+    if thinking is None and "[THINK]" in template:
         thinking = MISTRAL_THINK
     return AnswerFormat(tools.key, tools.label, tools, thinking)

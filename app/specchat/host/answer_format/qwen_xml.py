@@ -50,12 +50,14 @@ def read_calls(body: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[Pars
     return [ParsedCall(name, "{" + ",".join(members) + "}")]
 
 
-def value_json(written: str, schema: Mapping[str, Any] | None) -> str:
+def value_json(written: str, schema: Mapping[str, Any] | None, *, own_line: bool = True) -> str:
     """A parameter's value as JSON text. Its line breaks around it belong to the format (the
     value `#include\\n` is written `#include\\n\\n</parameter>`); a value the schema types as
     a string is a string, one it types otherwise is its JSON where it reads as such, and a
-    value of a parameter the schema does not know is JSON where it parses, else a string."""
-    value = written.removesuffix("\n")
+    value of a parameter the schema does not know is JSON where it parses, else a string.
+    `own_line`: the format writes the value on lines of its own (Qwen's; GLM's and
+    MiniMax's are between tags on one line)."""
+    value = written.removesuffix("\n") if own_line else written
     types = value_types(schema)
     if types != {"string"}:
         try:

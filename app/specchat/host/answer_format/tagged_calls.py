@@ -1,0 +1,175 @@
+"""Tool calls written between a family's own tags, read as llama.cpp reads them: DeepSeek
+V3.1 and R1, GLM 4.5 to 4.7, Kimi K2, MiniMax M2 (each a call block's text, opening and
+closing left out, read as calls; None where it is no call)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from specchat.host.answer_format.json_calls import ParsedCall, Schemas, value_end
+from specchat.host.answer_format.qwen_xml import value_json
+
+#: DeepSeek's markers (full-width bars and the lower-block character, as its tokens spell them).
+DEEPSEEK_CALL = "<｜tool▁call▁begin｜>"
+DEEPSEEK_CALL_END = "<｜tool▁call▁end｜>"
+DEEPSEEK_SEP = "<｜tool▁sep｜>"
+KIMI_CALL = "<|tool_call_begin|>"
+KIMI_ARGUMENTS = "<|tool_call_argument_begin|>"
+KIMI_CALL_END = "<|tool_call_end|>"
+
+_FENCED_JSON = re.compile(r"\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
+_GLM_ARGUMENT = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
+_MINIMAX_INVOKE = re.compile(r'\s*<invoke name="([^"]+)">(.*?)</invoke>', re.DOTALL)
+_MINIMAX_PARAMETER = re.compile(r'\s*<parameter name="([^"]+)">(.*?)</parameter>', re.DOTALL)
+_KIMI_ID = re.compile(r"\s*(?:functions\.)?([^:<\s]+)(?::\d+)?\s*$")
+
+
+def _json_arguments(text: str) -> str | None:
+    """A JSON object's text as written, where the text is one (white space around it left)."""
+    start = len(text) - len(text.lstrip())
+    end = value_end(text, start)
+    if end is None or text[end:].strip() or not text[start:].startswith("{"):
+        return None
+    return text[start:end]
+
+
+def _split_calls(body: str, begin: str, end: str) -> list[str] | None:
+    """The calls' texts between `begin` and `end` markers, only white space between them."""
+    parts: list[str] = []
+    rest = body.strip()
+    while rest:
+        if not rest.startswith(begin):
+            return None
+        close = rest.find(end)
+        if close < 0:  # cut short: as far as it was written
+            parts.append(rest[len(begin) :])
+            break
+        parts.append(rest[len(begin) : close])
+        rest = rest[close + len(end) :].strip()
+    return parts or None
+
+
+def read_deepseek(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`<｜tool▁call▁begin｜>name<｜tool▁sep｜>{json}<｜tool▁call▁end｜>` repeated (V3.1), or
+    R1's `function<｜tool▁sep｜>name` with its arguments in a fenced JSON block."""
+    del schemas
+    parts = _split_calls(body, DEEPSEEK_CALL, DEEPSEEK_CALL_END)
+    if parts is None:
+        return None
+    calls = []
+    for part in parts:
+        kind, sep, rest = part.partition(DEEPSEEK_SEP)
+        if not sep:
+            return None
+        if kind.strip() == "function":  # R1: the name on its own line, then the fence
+            name, _, fenced = rest.partition("\n")
+            block = _FENCED_JSON.match(fenced)
+            arguments = None if block is None else _json_arguments(block.group(1))
+        else:
+            name, arguments = kind, _json_arguments(rest)
+        if arguments is None or not name.strip():
+            return None
+        calls.append(ParsedCall(name.strip(), arguments))
+    return calls
+
+
+def read_kimi(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`<|tool_call_begin|>functions.name:0<|tool_call_argument_begin|>{json}<|tool_call_end|>`
+    repeated inside the section's markers."""
+    del schemas
+    parts = _split_calls(body, KIMI_CALL, KIMI_CALL_END)
+    if parts is None:
+        return None
+    calls = []
+    for part in parts:
+        ident, marker, rest = part.partition(KIMI_ARGUMENTS)
+        name = _KIMI_ID.match(ident)
+        arguments = _json_arguments(rest)
+        if not marker or name is None or arguments is None:
+            return None
+        calls.append(ParsedCall(name.group(1), arguments))
+    return calls
+
+
+def _members(pairs: list[tuple[str, str]], properties: Mapping[str, Any]) -> str:
+    members = []
+    for key, written in pairs:
+        value = value_json(written, properties.get(key.strip()), own_line=False)
+        members.append(json.dumps(key.strip(), ensure_ascii=False) + ":" + value)
+    return "{" + ",".join(members) + "}"
+
+
+def _properties(schemas: Schemas, name: str) -> Mapping[str, Any]:
+    properties = (schemas.get(name) or {}).get("properties")
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def read_glm(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`name` then `<arg_key>k</arg_key><arg_value>v</arg_value>` pairs, values typed by the
+    function's schema as Qwen's XML values are."""
+    head, marker, _ = body.partition("<arg_key>")
+    name = head.strip()
+    if not name or "<" in name or "\n" in name:
+        return None
+    pairs: list[tuple[str, str]] = []
+    at = len(head)
+    while marker:
+        found = _GLM_ARGUMENT.match(body, at)
+        if found is None:
+            return None
+        pairs.append((found.group(1), found.group(2)))
+        at = found.end()
+        marker = "<arg_key>" if body.startswith("<arg_key>", at + _space(body[at:])) else ""
+    if body[at:].strip():
+        return None
+    return [ParsedCall(name, _members(pairs, _properties(schemas, name)))]
+
+
+def read_minimax(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`<invoke name="f"><parameter name="k">v</parameter>...</invoke>` repeated."""
+    calls = []
+    at = 0
+    while at < len(body) and body[at:].strip():
+        invoke = _MINIMAX_INVOKE.match(body, at)
+        if invoke is None:
+            return None
+        name, inner = invoke.group(1), invoke.group(2)
+        pairs = []
+        inside = 0
+        while inner[inside:].strip():
+            parameter = _MINIMAX_PARAMETER.match(inner, inside)
+            if parameter is None:
+                return None
+            pairs.append((parameter.group(1), parameter.group(2)))
+            inside = parameter.end()
+        calls.append(ParsedCall(name, _members(pairs, _properties(schemas, name))))
+        at = invoke.end()
+    return calls or None
+
+
+def read_json_list(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`[{"name": ..., "arguments": {...}}, ...]` (Nemotron Nano 2's `<TOOLCALL>`)."""
+    del schemas
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or not value:
+        return None
+    calls = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            return None
+        arguments = item.get("arguments", {})
+        text = (
+            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+        )
+        calls.append(ParsedCall(item["name"], text))
+    return calls
+
+
+def _space(text: str) -> int:
+    return len(text) - len(text.lstrip())
