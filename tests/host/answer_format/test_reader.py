@@ -22,6 +22,9 @@ from specchat.host.answer_format.formats import (
     AnswerFormat,
     format_of,
 )
+from specchat.host.answer_format.formats import (
+    QWEN_CODER as CODER_XML,
+)
 from specchat.host.answer_format.json_calls import HERMES
 from specchat.host.answer_format.reader import (
     AnswerReader,
@@ -31,7 +34,7 @@ from specchat.host.answer_format.reader import (
 from tests.helpers.answer_pieces import TOOLS, gathered, in_pieces
 
 QWEN35 = AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
-QWEN_CODER = AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, None)
+QWEN_CODER = AnswerFormat("qwen-xml", "Qwen3-Coder XML", CODER_XML, None)
 GEMMA = AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT)
 QWEN3 = AnswerFormat("hermes", "Hermes", HERMES, THINK)
 
@@ -140,6 +143,14 @@ def test_a_malformed_xml_call_is_kept_as_text(text: str) -> None:
     assert reply.content == text
 
 
+def test_qwen3_coder_calls_that_leave_out_tool_call_are_read_for_functions_offered() -> None:
+    text = "<function=python>\n<parameter=code>\nx = 1\n</parameter>\n</function>\n</tool_call>"
+    assert _calls(_read(QWEN_CODER, [text])) == [("python", {"code": "x = 1"})]
+    unknown = text.replace("python", "unknown")
+    assert _read(QWEN_CODER, [unknown]).content == unknown
+    assert _read(QWEN35, [text]).content == text  # Qwen3.5 always writes <tool_call>
+
+
 def test_a_qwen_call_cut_short_is_sent_as_far_as_it_was_written() -> None:
     reply = _read(QWEN_CODER, ["<tool_call>\n<function=python>\n<parameter=code>\nprint("])
     assert [(c.name, c.arguments) for c in reply.calls] == [("python", '{"code":"print("}')]
@@ -227,7 +238,7 @@ def test_the_format_is_chosen_from_the_template() -> None:
 
     qwen35 = "<tool_call>\n<function=x>\n<parameter=y>\n<think>\n"
     assert read_as(qwen35) == (QWEN_XML, THINK_TO_CALL)
-    assert read_as("<tool_call>\n<function=x>\n<parameter=y>\n") == (QWEN_XML, None)
+    assert read_as("<tool_call>\n<function=x>\n<parameter=y>\n") == (CODER_XML, None)
     assert read_as("{{- '<|tool_call>call:' + name }}<|channel>thought") == (GEMMA4, GEMMA4_THOUGHT)
     assert read_as("<tool_call>{{ tool_call | tojson }}</tool_call><think>") == (HERMES, THINK)
     assert read_as("<|im_start|>") == (HERMES, None)
@@ -257,6 +268,11 @@ ANSWERS = [
     (QWEN35, False, "<think>\n\n</think>\n\nplain </think> text <tool_call"),
     (QWEN_CODER, False, "Text first.\n" + _xml("python", ("code", "<parameter=x>"))),
     (QWEN_CODER, False, "<tool_call>\n<function=python>\n<parameter=code>\nprint("),
+    (
+        QWEN_CODER,
+        False,
+        "Sure.\n<function=python>\n<parameter=code>\n1\n</parameter>\n</tool_call>",
+    ),
     (
         GEMMA,
         False,

@@ -4,7 +4,7 @@ syntax and its thinking's markers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specchat.host.answer_format import gemma4, qwen_xml, tagged_calls
 from specchat.host.answer_format.json_calls import Markup, Opening, ToolSyntax, syntax_of
@@ -36,6 +36,11 @@ QWEN_XML = ToolSyntax(
     (Opening("<tool_call>", closing="</tool_call>"),),
     name_first=False,
     markup=Markup(qwen_xml.read_calls, before_name="<tool_call>\n<function=", after_name=">\n"),
+)
+#: Qwen3-Coder: the same, and a call that leaves out `<tool_call>`, opened by
+#: `<function=name>` for a function offered (llama.cpp's `tool_call_starts` for it).
+QWEN_CODER = replace(
+    QWEN_XML, named_opening=Opening("<function={name}>", closing="</tool_call>", kept=True)
 )
 #: Gemma 4: `<|tool_call>call:name{key:<|"|>text<|"|>,n:3}<tool_call|>`.
 GEMMA4 = ToolSyntax(
@@ -137,7 +142,9 @@ def format_of(template: str) -> AnswerFormat:
         all(marker in template for marker in ("<tool_call>", "<function=", "<parameter="))
         and _QWEN_XML_ONE_LINE not in template
     ):
-        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, thinking and THINK_TO_CALL)
+        if thinking is None:
+            return AnswerFormat("qwen-xml", "Qwen3-Coder XML", QWEN_CODER)
+        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
     if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
         return AnswerFormat("glm", "GLM", GLM, thinking)
     if "<TOOLCALL>" in template:

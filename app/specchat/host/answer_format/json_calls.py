@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: A call's name and the start of its arguments, as a model writes them first (streamed
@@ -89,6 +89,9 @@ class ToolSyntax:
             call's arguments are streamed as they come; otherwise it is sent once read).
         args_marker: Mistral's `[ARGS]` form (`[TOOL_CALLS]name[ARGS]{...}`), or "".
         markup: the reader of a format whose calls are no JSON object, or None.
+        named_opening: an opening written with an offered function's name in its marker
+            (`{name}`), kept in the call's text: Qwen3-Coder's `<function=name>` when it
+            leaves out `<tool_call>`; None for none.
     """
 
     key: str
@@ -99,6 +102,15 @@ class ToolSyntax:
     name_first: bool = True
     args_marker: str = ""
     markup: Markup | None = None
+    named_opening: Opening | None = None
+
+    def openings_for(self, names: Iterable[str]) -> tuple[Opening, ...]:
+        """The openings of an answer offered the functions `names`."""
+        named = self.named_opening
+        if named is None:
+            return self.openings
+        own = (replace(named, marker=named.marker.format(name=name)) for name in names)
+        return (*self.openings, *own)
 
     # --- what a required call forces ----------------------------------------------------
     def prefix(self, function: str | None) -> str:

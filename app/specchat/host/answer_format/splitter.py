@@ -130,6 +130,7 @@ class CallSplitter:
     ) -> None:
         self.syntax = syntax
         self.schemas = schemas or {}
+        self._openings = syntax.openings_for(names or ())
         self.names = None if names is None else frozenset(names)
         self.single = single
         self._new_id = new_id
@@ -206,7 +207,7 @@ class CallSplitter:
 
     def _find_opening(self) -> tuple[int, int, Opening] | None:
         best: tuple[int, int, Opening] | None = None
-        for opening in self.syntax.openings:
+        for opening in self._openings:
             if opening.at_start:
                 if not self._at_start():
                     continue
@@ -226,7 +227,7 @@ class CallSplitter:
         """Where the text that may still open a call starts."""
         pending = self._pending
         held = len(pending)
-        for opening in self.syntax.openings:
+        for opening in self._openings:
             if opening.at_start:  # one character: found whole or not at all
                 continue
             for size in range(min(len(opening.marker) - 1, len(pending)), 0, -1):
