@@ -162,6 +162,15 @@ def test_gemma4_thought_and_content() -> None:
     assert (reply.reasoning, reply.content) == ("Let me see.", "Hello!")
 
 
+def test_gemma4_thought_blocks_anywhere_are_reasoning_and_a_lone_end_is_dropped() -> None:
+    text = (
+        "<|channel>thought\nFirst.<channel|>Hello <|channel>thought\n then.<channel|>"
+        "there.<channel|>"
+    )
+    reply = _read(GEMMA, [text])
+    assert (reply.reasoning, reply.content) == ("First.then.", "Hello there.")
+
+
 def test_gemma4_calls_with_strings_numbers_and_nested_values() -> None:
     text = (
         'Sure.<|tool_call>call:edit{filename:<|"|>a, {b}: c<|"|>,n:3,'
@@ -280,6 +289,7 @@ ANSWERS = [
         '<|tool_call>call:edit{filename:<|"|>a}<|"|>,n:[1,{k:2}]}<tool_call|>',
     ),
     (GEMMA, False, "<|channel>thought\nno end in sight"),
+    (GEMMA, False, "<|channel>thought\nA.<channel|>B <|channel>thought C<channel|> D<channel|>"),
     (GEMMA, False, "<|tool_call>call:get_weather{location:Paris}<tool_call|> after"),
     (
         QWEN3,

@@ -118,7 +118,7 @@ THINK = ThinkingSyntax("<think>", ("</think>",))
 #: `thinking_end_tags` for them name `<tool_call>`).
 THINK_TO_CALL = ThinkingSyntax("<think>", ("</think>",), stops=("<tool_call>",))
 #: Gemma 4's thought channel.
-GEMMA4_THOUGHT = ThinkingSyntax("<|channel>thought", ("<channel|>",))
+GEMMA4_THOUGHT = ThinkingSyntax("<|channel>thought", ("<channel|>",), anywhere=True)
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 

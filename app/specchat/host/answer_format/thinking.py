@@ -16,11 +16,15 @@ class ThinkingSyntax:
         ends: texts that close it (`</think>`), left out of both parts.
         stops: texts that end it and begin the answer's own text, kept there (Qwen3.5 may
             call a tool straight from its thinking: `<tool_call>`).
+        anywhere: a block may open after text too, and an end with no block open is
+            dropped (Gemma 4 writes a thought block between its texts, or a lone
+            `<channel|>` at its end).
     """
 
     start: str
     ends: tuple[str, ...]
     stops: tuple[str, ...] = ()
+    anywhere: bool = False
 
     def opened_by(self, prompt_tail: str) -> bool:
         """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
@@ -62,7 +66,7 @@ class ThinkingSplitter:
         self.syntax = syntax
         self._state = _State.INSIDE if opened else _State.BEFORE
         self._held = ""
-        self._said_reasoning = False
+        self._fresh = True  # at a block's start: its leading white space is dropped
         self._trim_answer = opened  # space after a block's end is no part of the answer
 
     @property
@@ -85,8 +89,7 @@ class ThinkingSplitter:
             if self._state is _State.BEFORE:
                 stripped = self._held.lstrip()
                 if stripped.startswith(self.syntax.start):
-                    self._held = stripped[len(self.syntax.start) :]
-                    self._state, self._trim_answer = _State.INSIDE, True
+                    self._open(stripped[len(self.syntax.start) :])
                     continue
                 if not final and (not stripped or self.syntax.start.startswith(stripped)):
                     return out
@@ -96,9 +99,34 @@ class ThinkingSplitter:
                 if not self._inside(out, final=final):
                     return out
                 continue
-            self._answer(self._held, out)
-            self._held = ""
-            return out
+            if not self.syntax.anywhere:
+                self._answer(self._held, out)
+                self._held = ""
+                return out
+            if not self._after(out, final=final):
+                return out
+
+    def _open(self, rest: str) -> None:
+        self._held = rest
+        self._state, self._trim_answer, self._fresh = _State.INSIDE, True, True
+
+    def _after(self, out: list[Part], *, final: bool) -> bool:
+        """The answer's text, where a block may open again; True where one did."""
+        held = self._held
+        markers = [(held.find(m), m) for m in (self.syntax.start, *self.syntax.ends)]
+        found = min(((at, m) for at, m in markers if at >= 0), default=None)
+        if found is not None:
+            at, marker = found
+            self._answer(held[:at], out)
+            if marker == self.syntax.start:
+                self._open(held[at + len(marker) :])
+                return True
+            self._held = held[at + len(marker) :]  # an end with no block: dropped
+            return True
+        keep = 0 if final else _partial(held, (self.syntax.start, *self.syntax.ends))
+        self._answer(held[: len(held) - keep], out)
+        self._held = held[len(held) - keep :]
+        return False
 
     def _inside(self, out: list[Part], *, final: bool) -> bool:
         """Go on inside the block; True where it ended (the rest is then the answer's)."""
@@ -121,28 +149,18 @@ class ThinkingSplitter:
             self._reason(held.rstrip(), out)
             self._held = ""
             return False
-        keep = self._partial_marker(held)
+        keep = _partial(held, (*self.syntax.ends, *self.syntax.stops))
         sendable = held[: len(held) - keep]
         core = sendable.rstrip()
         self._reason(core, out)
         self._held = held[len(core) :]
         return False
 
-    def _partial_marker(self, text: str) -> int:
-        """How much of the text's end may be the start of a marker."""
-        longest = 0
-        for marker in (*self.syntax.ends, *self.syntax.stops):
-            for size in range(min(len(marker) - 1, len(text)), longest, -1):
-                if text.endswith(marker[:size]):
-                    longest = size
-                    break
-        return longest
-
     def _reason(self, text: str, out: list[Part]) -> None:
-        if not self._said_reasoning:
+        if self._fresh:
             text = text.lstrip()
         if text:
-            self._said_reasoning = True
+            self._fresh = False
             out.append(Part(True, text))
 
     def _answer(self, text: str, out: list[Part]) -> None:
@@ -153,3 +171,14 @@ class ThinkingSplitter:
             self._trim_answer = False
         if text:
             out.append(Part(False, text))
+
+
+def _partial(text: str, markers: tuple[str, ...]) -> int:
+    """How much of the text's end may be the start of one of `markers`."""
+    longest = 0
+    for marker in markers:
+        for size in range(min(len(marker) - 1, len(text)), longest, -1):
+            if text.endswith(marker[:size]):
+                longest = size
+                break
+    return longest
