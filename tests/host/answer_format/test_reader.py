@@ -31,6 +31,7 @@ from specchat.host.answer_format.reader import (
     AnswerReply,
     read_answer,
 )
+from specchat.host.answer_format.splitter import Arguments, CallOpened
 from tests.helpers.answer_pieces import TOOLS, gathered, in_pieces
 
 QWEN35 = AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
@@ -134,7 +135,7 @@ def test_qwen_edit_call() -> None:
     "text",
     [
         "<tool_call>\nno function here\n</tool_call>",
-        "<tool_call>\n<function=python>\n<parameter=code>\nx\n</parameter>\nstray</tool_call>",
+        "<tool_call>\n<function=unknown>\n<parameter=code>\nx\n</parameter>\nstray</tool_call>",
     ],
 )
 def test_a_malformed_xml_call_is_kept_as_text(text: str) -> None:
@@ -149,6 +150,37 @@ def test_qwen3_coder_calls_that_leave_out_tool_call_are_read_for_functions_offer
     unknown = text.replace("python", "unknown")
     assert _read(QWEN_CODER, [unknown]).content == unknown
     assert _read(QWEN35, [text]).content == text  # Qwen3.5 always writes <tool_call>
+
+
+def test_a_call_of_a_function_offered_is_a_call_from_its_name_on() -> None:
+    """Its name and its arguments stream as they come (as llama.cpp's do), so what follows
+    its parameters cannot make it text again: it is left out."""
+    text = "<tool_call>\n<function=python>\n<parameter=code>\nx\n</parameter>\nstray</tool_call>"
+    reply = _read(QWEN_CODER, [text])
+    assert ([(c.name, c.arguments) for c in reply.calls], reply.content) == (
+        [("python", '{"code":"x"}')],
+        None,
+    )
+
+
+def test_qwen_arguments_stream_as_they_come() -> None:
+    ids = _ids()
+    reader = AnswerReader(QWEN_CODER, tools=TOOLS, new_id=lambda: next(ids))
+    said = [
+        reader.feed(text)
+        for text in (
+            "<tool_call>\n<function=edit>\n<parameter=filename>\nfoo",
+            ".c\n</param",
+            "eter>\n<parameter=newString>\n#inc",
+            "lude\n</parameter>\n</function>\n</tool_call>",
+        )
+    ]
+    assert said == [
+        [CallOpened(0, "call_0", "edit"), Arguments(0, '{"filename":"foo')],
+        [Arguments(0, ".c")],
+        [Arguments(0, '","newString":"#inc')],
+        [Arguments(0, 'lude"}')],
+    ]
 
 
 def test_a_qwen_call_cut_short_is_sent_as_far_as_it_was_written() -> None:

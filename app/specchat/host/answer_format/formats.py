@@ -35,7 +35,13 @@ QWEN_XML = ToolSyntax(
     "Qwen XML <function=...>",
     (Opening("<tool_call>", closing="</tool_call>"),),
     name_first=False,
-    markup=Markup(qwen_xml.read_calls, before_name="<tool_call>\n<function=", after_name=">\n"),
+    markup=Markup(
+        qwen_xml.read_calls,
+        before_name="<tool_call>\n<function=",
+        after_name=">\n",
+        head=qwen_xml.head,
+        so_far=qwen_xml.arguments_so_far,
+    ),
 )
 #: Qwen3-Coder: the same, and a call that leaves out `<tool_call>`, opened by
 #: `<function=name>` for a function offered (llama.cpp's `tool_call_starts` for it).

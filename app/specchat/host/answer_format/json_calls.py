@@ -68,11 +68,18 @@ class Markup:
             offered functions' parameter schemas; None where it is no call.
         before_name: a required call's forced start, up to the function's name.
         after_name: what follows the name when a function is named.
+        head: a call's name and where its arguments start, once its text says both, for a
+            format whose arguments stream as they come; None: a call is read once closed.
+        so_far: its arguments as JSON text as far as the call's text says them, each later
+            one continuing it (the text, where its arguments start, the schemas, the name,
+            and whether the call's text ended).
     """
 
     read: Callable[[str, Schemas], list[ParsedCall] | None]
     before_name: str
     after_name: str
+    head: Callable[[str], tuple[str, int] | None] | None = None
+    so_far: Callable[..., str] | None = None
 
 
 @dataclass(frozen=True)

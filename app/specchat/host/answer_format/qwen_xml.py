@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from specchat.host.answer_format.json_calls import ParsedCall
+from specchat.host.answer_format.json_calls import ParsedCall, Schemas
 
 #: JSON schema's value types.
 JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "null", "array", "object"})
@@ -110,3 +110,63 @@ def _type_of(value: object) -> str:
 def _properties(parameters: Mapping[str, Any] | None) -> Mapping[str, Any]:
     properties = (parameters or {}).get("properties")
     return properties if isinstance(properties, Mapping) else {}
+
+
+def head(body: str) -> tuple[str, int] | None:
+    """A call's function name and where its parameters start, once `<function=name>` is
+    written whole."""
+    function = _FUNCTION.match(body)
+    if function is None or not function.group(0).endswith((">", ">\n")):
+        return None
+    return function.group(1).strip(), function.end()
+
+
+def arguments_so_far(
+    body: str, start: int, schemas: Schemas, name: str, *, final: bool, closing: str = ""
+) -> str:
+    """A call's arguments as JSON text, as far as its text says them: each later text's is
+    this one continued (a string value streamed as it comes, another value once whole;
+    nothing of what may be the format's own line break or closing tag). `final`: the call's
+    text ended (its closing, or the answer's end): what is open is closed, and text that
+    is no parameter is left out. `closing`: the text that closes the call, held back too
+    while its start may be what the text ends with."""
+    properties = _properties(schemas.get(name))
+    members: list[str] = []
+    at = start
+    while True:
+        parameter = _PARAMETER.match(body, at)
+        if parameter is None or (not final and parameter.end() == len(body)):
+            # No (whole) parameter here; where it is only the start of one, wait for it.
+            break
+        key = parameter.group(1).strip()
+        named = json.dumps(key, ensure_ascii=False) + ":"
+        schema = properties.get(key)
+        end = body.find(_VALUE_END, parameter.end())
+        if end >= 0 or final:
+            value = body[parameter.end() : end if end >= 0 else len(body)]
+            members.append(named + value_json(value, schema))
+            if end < 0:
+                break
+            at = end + len(_VALUE_END)
+            continue
+        value = body[parameter.end() :]
+        if value_types(schema) == {"string"}:
+            # What may yet be the format's line break and closing tag is held back.
+            shown = value[: len(value) - _closing_start(value, closing)]
+            members.append(named + json.dumps(shown, ensure_ascii=False)[:-1])
+        else:
+            members.append(named)
+        return "{" + ",".join(members)
+    return "{" + ",".join(members) + ("}" if final else "")
+
+
+def _closing_start(value: str, call_closing: str) -> int:
+    """How much of the value's end may be the start of its closing tag (and the line break
+    before it, which is the format's), or of the call's closing."""
+    longest = 0
+    for closing in ("\n" + _VALUE_END, _VALUE_END, "\n" + call_closing, call_closing):
+        for size in range(min(len(closing), len(value)), longest, -1):
+            if closing and value.endswith(closing[:size]):
+                longest = size
+                break
+    return longest

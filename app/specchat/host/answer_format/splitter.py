@@ -104,6 +104,7 @@ class _OpenCall:
     name: str
     start: int  # where its arguments start in the call's text
     sent: int  # how far they were sent
+    said: str = ""  # a markup call's arguments sent so far (they are no slice of its text)
 
 
 class CallSplitter:
@@ -266,12 +267,14 @@ class CallSplitter:
         if self._call is None:
             # A name and then arguments: a call, whether or not its function is offered (the
             # client's agent tells the model there is no such tool, as it would any server's).
-            head = self.syntax.head(opening, body)
+            head = self._head(opening, body)
             if head is not None:
                 name, start = head
                 self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
                 out.append(CallOpened(self._call.index, self._call.id, name))
         call = self._call
+        if call is not None and self.syntax.markup is not None:
+            return self._markup(call, body, opening, out)
         if call is not None and (end := value_end(body, call.start)) is not None:
             # Its arguments are whole: the call ends there, whatever follows (the brace
             # closing it, the closing, or a next call the model wrote without one).
@@ -290,6 +293,43 @@ class CallSplitter:
             self._send(call, body, held_from(body, call.start, opening.closing), out)
         return False
 
+    def _head(self, opening: Opening, body: str) -> tuple[str, int] | None:
+        markup = self.syntax.markup
+        if markup is None:
+            return self.syntax.head(opening, body)
+        if markup.head is None:
+            return None
+        # Only a function offered: another name is read once its call closes.
+        head = markup.head(body)
+        return head if head is not None and self._offered(head[0]) else None
+
+    def _markup(self, call: _OpenCall, body: str, opening: Opening, out: list[Piece]) -> bool:
+        """Go on with a markup call whose name was sent; True when it closed."""
+        at = body.find(opening.closing) if opening.closing else -1
+        region = body if at < 0 else body[:at]
+        self._say_arguments(call, region, final=at >= 0, out=out, closing=opening.closing)
+        if at < 0:
+            return False
+        self._read_call(call, call.said)
+        self._body, self._marker = None, ""
+        self._opening, self._read = None, False
+        self._pending = body[at + len(opening.closing) :]
+        return True
+
+    def _say_arguments(
+        self, call: _OpenCall, region: str, *, final: bool, out: list[Piece], closing: str = ""
+    ) -> None:
+        markup = self.syntax.markup
+        assert markup is not None and markup.so_far is not None
+        text = markup.so_far(
+            region, call.start, self.schemas, call.name, final=final, closing=closing
+        )
+        if not text.startswith(call.said):  # pragma: no cover - so_far continues itself
+            raise AssertionError(f"{text!r} does not continue {call.said!r}")
+        if len(text) > len(call.said):
+            out.append(Arguments(call.index, text[len(call.said) :]))
+            call.said = text
+
     def _send(self, call: _OpenCall, body: str, end: int, out: list[Piece]) -> None:
         if end > call.sent:
             out.append(Arguments(call.index, body[call.sent : end]))
@@ -302,6 +342,11 @@ class CallSplitter:
     def _close(self, region: str, closing: str, out: list[Piece]) -> None:
         call, opening, read = self._call, self._opening, self._read
         self._body, self._opening, self._read = None, None, False
+        if call is not None and self.syntax.markup is not None:  # cut short
+            self._say_arguments(call, region, final=True, out=out)
+            self._read_call(call, call.said)
+            self._read = False
+            return
         if call is not None:  # its arguments never came whole: as written
             arguments = arguments_of(region, call.start)
             self._send(call, region[: call.start] + arguments, call.start + len(arguments), out)
