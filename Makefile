@@ -55,7 +55,8 @@ help:
 	@echo "make test     set up with test extras, run the suite (a few minutes)"
 	@echo "make test-slow         the long checks: soak, stress, real-pair sessions"
 	@echo "make test-package      build the portable llama.cpp and the bundle, check them"
-	@echo "make llama-tools       build spec-oracle (llama.cpp's own speculative loop, for test-package)"
+	@echo "make llama-tools       build spec-oracle and chat-oracle (llama.cpp's own speculative loop"
+	@echo "                       and chat templates and parsers, for test-package)"
 	@echo "make lint     ruff + mypy"
 	@echo "make bench    benchmark every drafting mode on the default pair"
 	@echo "make soak     generate for SOAK_MINUTES and report memory over time"
@@ -125,8 +126,11 @@ test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools
 # llama.cpp of llama-cpp-python $(LLAMA_VERSION); the oracle tests (tests/oracle, marked package)
 # check SpecChat's drafters against it. Cached per harness source hash in
 # ~/.cache/specchat/llama-tools/, like the wheel: later runs only print its path.
+# chat-oracle: llama.cpp's chat templates and output parsers (common/chat.h), which record
+# tests/fixtures/chat_oracle (tools/record_chat_oracle.py) and check it is current.
 llama-tools: | $(PY)
-	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh
+	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh spec-oracle
+	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh chat-oracle
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check app tests

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds spec-oracle (tools/llama_oracle) against the llama.cpp that llama-cpp-python
+# Builds one of the llama.cpp harnesses in tools/llama_oracle (the first argument:
+# spec-oracle, the default, or chat-oracle) against the llama.cpp that llama-cpp-python
 # $LLAMA_VERSION vendors, the one SpecChat's libllama is built from, and prints its path.
 #
 # Cached in the user cache like the wheelhouse: the binary sits under a directory named
@@ -14,6 +15,14 @@ set -euo pipefail
 LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
 PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-$(nproc)}
+target=${1:-spec-oracle}
+case $target in
+  spec-oracle | chat-oracle) ;;
+  *)
+    echo "usage: $0 [spec-oracle|chat-oracle]" >&2
+    exit 2
+    ;;
+esac
 
 harness_dir=$(cd "$(dirname "$0")/llama_oracle" && pwd)
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/specchat
@@ -21,7 +30,7 @@ tools_root=$cache/llama-tools
 
 harness_hash=$(cd "$harness_dir" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
 dest=$tools_root/$LLAMA_VERSION-$harness_hash
-binary=$dest/spec-oracle
+binary=$dest/$target
 
 if [[ -x $binary ]]; then
   echo "$binary"
@@ -66,14 +75,14 @@ fi
   rm -rf "$staged"
   cp -r "$harness_dir" "$staged"
 
-  echo "Building spec-oracle against llama.cpp from llama-cpp-python $LLAMA_VERSION" \
+  echo "Building $target against llama.cpp from llama-cpp-python $LLAMA_VERSION" \
     "(the first time about 8 minutes on 2 cores; after a harness change seconds)"
   cmake -S "$staged" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
     -DLLAMA_SOURCE_DIR="$llama_src" >/dev/null
-  cmake --build "$build" --target spec-oracle -j "$JOBS"
+  cmake --build "$build" --target "$target" -j "$JOBS"
 
   mkdir -p "$dest"
-  install -m 755 "$build/bin/spec-oracle" "$binary.tmp"
+  install -m 755 "$build/bin/$target" "$binary.tmp"
   mv "$binary.tmp" "$binary"
 } >&2
 

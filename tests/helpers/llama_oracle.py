@@ -59,11 +59,12 @@ class OracleRun:
 
 
 @functools.cache
-def oracle_binary() -> Path:
-    """spec-oracle's path, built on first use (cached across runs in the user cache)."""
+def oracle_binary(target: str = "spec-oracle") -> Path:
+    """The path of a harness of tools/llama_oracle (spec-oracle, chat-oracle), built on
+    first use (cached across runs in the user cache)."""
     env = {**os.environ, "PYTHON": sys.executable}
     done = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)],
+        ["bash", str(BUILD_SCRIPT), target],
         capture_output=True,
         text=True,
         env=env,
