@@ -116,9 +116,14 @@ def read(case: ParseCase, *, pieces: list[str] | None = None) -> tuple[Message, 
     answer_format = format_of(case.source)
     thinking = answer_format.thinking
     opened = thinking is not None and thinking.opened_by(case.generation_prompt)
+    lead = "" if thinking is None else thinking.lead_in(case.generation_prompt)
     ids = (f"call_{n}" for n in itertools.count())
     reader = AnswerReader(
-        answer_format, tools=case.tools, thinking_open=opened, new_id=lambda: next(ids)
+        answer_format,
+        tools=case.tools,
+        thinking_open=opened,
+        thinking_lead=lead,
+        new_id=lambda: next(ids),
     )
     if pieces is None:
         ends = [0, *sorted(set(case.stream_ends)), len(case.output)]

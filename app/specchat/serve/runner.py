@@ -134,8 +134,11 @@ class JobRunner:
         key = conversation_key(call.messages)
         self._file_previous(engine, key)
         file_tool_results(engine, key, call.messages)
+        stops = call.stop
+        if tooling.tools is not None and tooling.answer_format is not None:
+            stops = (*stops, *tooling.answer_format.stops)  # the model hands over to the tool
         request = GenerationRequest(
-            prompt, max_tokens, call.controls, call.stop, conversation=key, prediction=prediction
+            prompt, max_tokens, call.controls, stops, conversation=key, prediction=prediction
         )
         if self.prefixes is not None:
             # The target's cache holds the prompt but its last token (see the decoder).
@@ -221,4 +224,7 @@ def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> T
         for token in prompt[-16:]
     )
     tail = tail.removesuffix(tooling.answer_prefix)
-    return replace(tooling, thinking_open=answer_format.thinking.opened_by(tail))
+    thinking = answer_format.thinking
+    return replace(
+        tooling, thinking_open=thinking.opened_by(tail), thinking_lead=thinking.lead_in(tail)
+    )

@@ -30,6 +30,7 @@ class ToolPrompt:
         single: the answer ends after its first call (`parallel_tool_calls` false).
         thinking_open: the prompt leaves the answer inside thinking (the template opened
             it in its generation prompt).
+        thinking_lead: the white space the prompt wrote after that opening.
     """
 
     tools: tuple[Mapping[str, Any], ...] | None = None
@@ -37,6 +38,7 @@ class ToolPrompt:
     answer_prefix: str = ""
     single: bool = False
     thinking_open: bool = False
+    thinking_lead: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -50,7 +52,11 @@ class ToolPrompt:
         if answer_format is None or (self.tools is None and answer_format.thinking is None):
             return None
         return AnswerReader(
-            answer_format, tools=self.tools, single=self.single, thinking_open=self.thinking_open
+            answer_format,
+            tools=self.tools,
+            single=self.single,
+            thinking_open=self.thinking_open,
+            thinking_lead=self.thinking_lead,
         )
 
 

@@ -95,7 +95,7 @@ def test_minimax_calls_after_reasoning() -> None:
         '<parameter name="arg1">1</parameter>\n</invoke>\n</minimax:tool_call>'
     )
     reply = _read("minimax", text, opened=True)
-    assert reply.reasoning == "Let's call a tool:"
+    assert reply.reasoning == "Let's call a tool:\n"
     assert _calls(reply) == [("empty_args", {}), ("special_function", {"arg1": 1})]
 
 
@@ -105,7 +105,7 @@ def test_nemotron_calls_are_a_json_list() -> None:
         '[{"name": "special_function", "arguments": {"arg1": 1}}]</TOOLCALL>\n'
     )
     reply = _read("nemotron", text, opened=True)
-    assert reply.reasoning == "I'm\nthinking"
+    assert reply.reasoning == "I'm\nthinking\n"
     assert _calls(reply) == [("special_function", {"arg1": 1})]
 
 

@@ -20,12 +20,16 @@ class AnswerFormat:
         label: for people.
         tools: its tool calls' syntax.
         thinking: its thinking's markers, or None where it writes none.
+        stops: texts at which an answer with tools ends: the model hands over to the tool
+            (Gemma 4 writes `<|tool_response>` after its calls, and would go on to write
+            the result itself).
     """
 
     key: str
     label: str
     tools: ToolSyntax
     thinking: ThinkingSyntax | None = None
+    stops: tuple[str, ...] = ()
 
 
 #: Qwen3-Coder, Qwen3.5, Nemotron Nano 3: `<tool_call>\n<function=name>\n<parameter=key>\n
@@ -118,13 +122,22 @@ NEMOTRON = ToolSyntax(
     ),
 )
 
-#: `<think>…</think>`: Qwen3, Qwen3.5, QwQ, DeepSeek R1 and their distills, most others.
+#: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
+#: space around it kept, as llama.cpp's template-analysing reader keeps it).
 THINK = ThinkingSyntax("<think>", ("</think>",))
 #: Qwen3.5 and Nemotron 3 may call a tool straight from their thinking (llama.cpp's
 #: `thinking_end_tags` for them name `<tool_call>`).
-THINK_TO_CALL = ThinkingSyntax("<think>", ("</think>",), stops=("<tool_call>",))
+THINK_TO_CALL = ThinkingSyntax(
+    "<think>", ("</think>",), stops=("<tool_call>",), trim_reasoning=True, trim_answer=True
+)
+#: GLM's and MiniMax M2's thinking: white space at its start and after it dropped.
+THINK_TRIMMED = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=True, trim_answer=True)
+#: Nemotron Nano 2's: white space at its start dropped.
+THINK_TRIMMED_START = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=True)
 #: Gemma 4's thought channel.
-GEMMA4_THOUGHT = ThinkingSyntax("<|channel>thought", ("<channel|>",), anywhere=True)
+GEMMA4_THOUGHT = ThinkingSyntax(
+    "<|channel>thought", ("<channel|>",), anywhere=True, trim_reasoning=True
+)
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 
@@ -141,9 +154,9 @@ def format_of(template: str) -> AnswerFormat:
     if "<|tool_calls_section_begin|>" in template and "<|tool_call_begin|>" in template:
         return AnswerFormat("kimi", "Kimi K2", KIMI, thinking)
     if "<minimax:tool_call>" in template and "<invoke name=" in template:
-        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, thinking)
+        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, thinking and THINK_TRIMMED)
     if "'<|tool_call>call:'" in template:
-        return AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT)
+        return AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT, ("<|tool_response>",))
     if (
         all(marker in template for marker in ("<tool_call>", "<function=", "<parameter="))
         and _QWEN_XML_ONE_LINE not in template
@@ -152,9 +165,9 @@ def format_of(template: str) -> AnswerFormat:
             return AnswerFormat("qwen-xml", "Qwen3-Coder XML", QWEN_CODER)
         return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
     if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
-        return AnswerFormat("glm", "GLM", GLM, thinking)
+        return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
     if "<TOOLCALL>" in template:
-        return AnswerFormat("nemotron", "Nemotron", NEMOTRON, thinking)
+        return AnswerFormat("nemotron", "Nemotron", NEMOTRON, thinking and THINK_TRIMMED_START)
     if "<｜tool▁calls▁begin｜>" in template:
         return AnswerFormat("deepseek", "DeepSeek", DEEPSEEK, thinking)
     tools = syntax_of(template)

@@ -54,6 +54,9 @@ class AnswerReader:
     Attributes:
         format: the family's format.
         tools: the functions offered (OpenAI's shape), or None: nothing is read as a call.
+
+    `thinking_open`: the prompt opened the thinking; `thinking_lead`: the white space it
+    wrote after the opening (ThinkingSyntax.lead_in).
     """
 
     def __init__(
@@ -63,13 +66,16 @@ class AnswerReader:
         tools: Sequence[Mapping[str, Any]] | None = None,
         single: bool = False,
         thinking_open: bool = False,
+        thinking_lead: str = "",
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.format = answer_format
         self.tools = tools
         thinking = answer_format.thinking
         self._thinking = (
-            None if thinking is None else ThinkingSplitter(thinking, opened=thinking_open)
+            None
+            if thinking is None
+            else ThinkingSplitter(thinking, opened=thinking_open, lead=thinking_lead)
         )
         self._calls: CallSplitter | None = None
         if tools is not None:
@@ -83,6 +89,10 @@ class AnswerReader:
             )
         self._reasoning: list[str] = []
         self._content: list[str] = []
+        # An answer with tools ends at the format's stops (the decoder stops there too).
+        self._stops = answer_format.stops if tools is not None else ()
+        self._stop_held = ""
+        self._stopped = False
 
     @property
     def thinking(self) -> bool:
@@ -95,15 +105,32 @@ class AnswerReader:
         return self._calls is not None and self._calls.ended
 
     def feed(self, text: str) -> list[Piece]:
+        text = self._cut(text, final=False)
         if self._thinking is None:
             return self._answer(text, final=False)
         return self._parts(self._thinking.feed(text), final=False)
 
     def finish(self) -> list[Piece]:
         """The pieces held back; call once, after the last text."""
+        text = self._cut("", final=True)
         if self._thinking is None:
-            return self._answer("", final=True)
-        return self._parts(self._thinking.finish(), final=True)
+            return self._answer(text, final=True)
+        return self._parts([*self._thinking.feed(text), *self._thinking.finish()], final=True)
+
+    def _cut(self, text: str, *, final: bool) -> str:
+        """The text before the first stop; the end that may begin one held back."""
+        if not self._stops:
+            return text
+        if self._stopped:
+            return ""
+        held = self._stop_held + text
+        found = [at for at in (held.find(stop) for stop in self._stops) if at >= 0]
+        if found:
+            self._stopped, self._stop_held = True, ""
+            return held[: min(found)]
+        keep = 0 if final else max(_partial(held, stop) for stop in self._stops)
+        self._stop_held = held[len(held) - keep :]
+        return held[: len(held) - keep]
 
     def reply(self) -> AnswerReply:
         """What was read so far (after `finish`: the whole answer)."""
@@ -143,10 +170,25 @@ def read_answer(
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     thinking_open: bool = False,
+    thinking_lead: str = "",
     new_id: Callable[[], str] = call_id,
 ) -> tuple[list[Piece], AnswerReply]:
     """A whole answer read at once: its pieces and what they make."""
-    reader = AnswerReader(answer_format, tools=tools, thinking_open=thinking_open, new_id=new_id)
+    reader = AnswerReader(
+        answer_format,
+        tools=tools,
+        thinking_open=thinking_open,
+        thinking_lead=thinking_lead,
+        new_id=new_id,
+    )
     pieces = [piece for text in texts for piece in reader.feed(text)]
     pieces += reader.finish()
     return pieces, reader.reply()
+
+
+def _partial(text: str, marker: str) -> int:
+    """How much of the text's end may be the start of `marker`."""
+    for size in range(min(len(marker) - 1, len(text)), 0, -1):
+        if text.endswith(marker[:size]):
+            return size
+    return 0

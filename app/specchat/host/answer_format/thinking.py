@@ -19,18 +19,29 @@ class ThinkingSyntax:
         anywhere: a block may open after text too, and an end with no block open is
             dropped (Gemma 4 writes a thought block between its texts, or a lone
             `<channel|>` at its end).
+        trim_reasoning: white space at a block's start is no part of the reasoning.
+        trim_answer: white space after a block's end is no part of the answer.
     """
 
     start: str
     ends: tuple[str, ...]
     stops: tuple[str, ...] = ()
     anywhere: bool = False
+    trim_reasoning: bool = False
+    trim_answer: bool = False
 
     def opened_by(self, prompt_tail: str) -> bool:
         """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
         template that opens `<think>` itself in its generation prompt)."""
         at = prompt_tail.rfind(self.start)
         return at >= 0 and not prompt_tail[at + len(self.start) :].strip()
+
+    def lead_in(self, prompt_tail: str) -> str:
+        """The white space a prompt that opened the thinking wrote after its opening: the
+        reasoning's start, as llama.cpp reads the generation prompt and the answer as one
+        text (`<think>\n` leaves the reasoning starting with a line break)."""
+        at = prompt_tail.rfind(self.start)
+        return prompt_tail[at + len(self.start) :] if self.opened_by(prompt_tail) else ""
 
 
 class _State(enum.Enum):
@@ -54,20 +65,21 @@ class Part:
 
 class ThinkingSplitter:
     """Splits one answer's text, fed in pieces, into its thinking and the rest; the parts
-    out add up alike whatever the division in. White space around the thinking is dropped
-    (as llama.cpp's parsers drop it), so space at the end of what was fed is held until
-    text follows it.
+    out add up alike whatever the division in. White space around the thinking is kept or
+    dropped as the family's llama.cpp reader does; thinking that is only white space is
+    none (so a block's first space is held until text follows it).
 
     Attributes:
         syntax: the family's thinking markers.
     """
 
-    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False) -> None:
+    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False, lead: str = "") -> None:
         self.syntax = syntax
         self._state = _State.INSIDE if opened else _State.BEFORE
         self._held = ""
-        self._fresh = True  # at a block's start: its leading white space is dropped
-        self._trim_answer = opened  # space after a block's end is no part of the answer
+        self._fresh = True  # at a block's start: nothing but white space said yet
+        self._lead = lead if opened else ""  # that white space, held
+        self._trim_answer = opened and syntax.trim_answer
 
     @property
     def thinking(self) -> bool:
@@ -108,7 +120,8 @@ class ThinkingSplitter:
 
     def _open(self, rest: str) -> None:
         self._held = rest
-        self._state, self._trim_answer, self._fresh = _State.INSIDE, True, True
+        self._state, self._trim_answer = _State.INSIDE, self.syntax.trim_answer
+        self._fresh, self._lead = True, ""
 
     def _after(self, out: list[Part], *, final: bool) -> bool:
         """The answer's text, where a block may open again; True where one did."""
@@ -141,26 +154,29 @@ class ThinkingSplitter:
             if at >= 0 and (found is None or at < found[0]):
                 found = (at, at)
         if found is not None:
-            self._reason(held[: found[0]].rstrip(), out)
+            self._reason(held[: found[0]], out, ended=True)
             self._held = held[found[1] :]
             self._state = _State.AFTER
             return True
         if final:
-            self._reason(held.rstrip(), out)
+            self._reason(held, out, ended=True)
             self._held = ""
             return False
         keep = _partial(held, (*self.syntax.ends, *self.syntax.stops))
-        sendable = held[: len(held) - keep]
-        core = sendable.rstrip()
-        self._reason(core, out)
-        self._held = held[len(core) :]
+        self._reason(held[: len(held) - keep], out, ended=False)
+        self._held = held[len(held) - keep :]
         return False
 
-    def _reason(self, text: str, out: list[Part]) -> None:
+    def _reason(self, text: str, out: list[Part], *, ended: bool) -> None:
         if self._fresh:
-            text = text.lstrip()
+            text = self._lead + text
+            if not text.strip():  # only white space so far: none, if nothing follows
+                self._lead = "" if ended else text
+                return
+            self._fresh, self._lead = False, ""
+            if self.syntax.trim_reasoning:
+                text = text.lstrip()
         if text:
-            self._fresh = False
             out.append(Part(True, text))
 
     def _answer(self, text: str, out: list[Part]) -> None:
