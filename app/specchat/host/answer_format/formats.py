@@ -130,7 +130,8 @@ THINK = ThinkingSyntax("<think>", ("</think>",))
 THINK_TO_CALL = ThinkingSyntax(
     "<think>", ("</think>",), stops=("<tool_call>",), trim_reasoning=True, trim_answer=True
 )
-#: GLM's and MiniMax M2's thinking: white space at its start and after it dropped.
+#: The thinking of GLM, MiniMax M2, and of templates that write reasoning_content
+#: (Qwen3): white space at its start and after it dropped.
 THINK_TRIMMED = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=True, trim_answer=True)
 #: Nemotron Nano 2's: white space at its start dropped.
 THINK_TRIMMED_START = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=True)
@@ -150,7 +151,11 @@ _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
 
 def format_of(template: str) -> AnswerFormat:
     """The format a chat template's model answers in, from the template's text."""
-    thinking = THINK if "<think>" in template else None
+    thinking = None
+    if "<think>" in template:
+        # A template that writes a message's reasoning_content shows llama.cpp's analysis
+        # the space it puts around the thinking, which its reader then drops.
+        thinking = THINK_TRIMMED if "reasoning_content" in template else THINK
     if "<|tool_calls_section_begin|>" in template and "<|tool_call_begin|>" in template:
         return AnswerFormat("kimi", "Kimi K2", KIMI, thinking)
     if "<minimax:tool_call>" in template and "<invoke name=" in template:
