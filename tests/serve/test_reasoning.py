@@ -5,6 +5,7 @@ template opens comes back as `reasoning_content` (whole and streamed alike, coun
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -161,3 +162,29 @@ def test_gemma4_a_two_turn_tool_conversation_renders(gemma4: ApiServer) -> None:
     # Gemma 4's template closes an empty thought unless thinking is on: the answer is text.
     message = first.choices[0].message
     assert message.content and not _extra(message, "reasoning_content")
+
+
+def test_qwen35_a_named_call_is_read_in_its_xml_whole_and_streamed(qwen35: ApiServer) -> None:
+    """The call's opening up to its name is forced; whatever the tiny model writes after
+    it, the answer is a call of that function, its arguments a JSON object."""
+    api = client(qwen35)
+    choice: Any = {"type": "function", "function": {"name": "get_weather"}}
+    answer = api.chat.completions.create(messages=QUESTION, tools=TOOLS, tool_choice=choice, **ASK)
+    calls = answer.choices[0].message.tool_calls
+    assert calls and [c.function.name for c in calls] == ["get_weather"]
+    assert answer.choices[0].finish_reason in ("tool_calls", "length")
+    arguments = calls[0].function.arguments
+    assert isinstance(json.loads(arguments), dict)
+
+    streamed: dict[int, list[str]] = {}
+    names: dict[int, str] = {}
+    for chunk in api.chat.completions.create(
+        messages=QUESTION, tools=TOOLS, tool_choice=choice, stream=True, **ASK
+    ):
+        for delta_call in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            if delta_call.function and delta_call.function.name:
+                names[delta_call.index] = delta_call.function.name
+            if delta_call.function and delta_call.function.arguments:
+                streamed.setdefault(delta_call.index, []).append(delta_call.function.arguments)
+    assert names == {0: "get_weather"}
+    assert "".join(streamed.get(0, [])) == arguments
