@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from specchat.host.answer_format.formats import (
     DEEPSEEK,
+    DSML,
     GLM,
     KIMI,
     MINIMAX,
@@ -27,7 +28,7 @@ from tests.helpers.answer_pieces import TOOLS, gathered, in_pieces
 
 FORMATS = {
     syntax.key: AnswerFormat(syntax.key, syntax.label, syntax, THINK)
-    for syntax in (DEEPSEEK, GLM, KIMI, MINIMAX, NEMOTRON)
+    for syntax in (DEEPSEEK, DSML, GLM, KIMI, MINIMAX, NEMOTRON)
 }
 MORE_TOOLS = [
     *TOOLS,
@@ -68,6 +69,29 @@ def test_deepseek_r1_calls_with_fenced_arguments() -> None:
         f'{{"city": "XYZCITY"}}\n```{DS_CALL_END}{DS_END}'
     )
     assert _calls(_read("deepseek", text)) == [("get_time", {"city": "XYZCITY"})]
+
+
+def _dsml(name: str, *parameters: tuple[str, str, str]) -> str:
+    written = "".join(
+        f'<｜DSML｜parameter name="{key}" string="{kind}">{value}</｜DSML｜parameter>\n'
+        for key, kind, value in parameters
+    )
+    return f'<｜DSML｜invoke name="{name}">\n{written}</｜DSML｜invoke>\n'
+
+
+def test_deepseek_v4_dsml_calls_with_strings_and_json_values() -> None:
+    text = (
+        "</think>\n\n<｜DSML｜tool_calls>\n"
+        + _dsml("get_weather", ("location", "true", "Paris"))
+        + _dsml("mixed", ("value", "false", "12"), ("items", "false", '[1, "a"]'))
+        + "</｜DSML｜tool_calls>"
+    )
+    reply = _read("dsml", text, opened=True)
+    assert _calls(reply) == [
+        ("get_weather", {"location": "Paris"}),
+        ("mixed", {"value": 12, "items": [1, "a"]}),
+    ]
+    assert reply.calls[1].arguments == '{"value":12,"items":[1, "a"]}'
 
 
 def test_glm_calls_with_values_typed_by_the_schema() -> None:
@@ -119,6 +143,10 @@ def test_nemotron_calls_are_a_json_list() -> None:
         ("kimi", "<|tool_calls_section_begin|>nothing<|tool_calls_section_end|>"),
         ("minimax", '<minimax:tool_call><invoke name="f">stray</invoke></minimax:tool_call>'),
         ("nemotron", "<TOOLCALL>[not json]</TOOLCALL>"),
+        (
+            "dsml",
+            '<｜DSML｜tool_calls><｜DSML｜invoke name="f">x</｜DSML｜invoke></｜DSML｜tool_calls>',
+        ),
     ],
 )
 def test_a_malformed_call_is_kept_as_text(key: str, text: str) -> None:
@@ -133,6 +161,7 @@ def test_the_tagged_formats_are_chosen_from_their_templates() -> None:
     assert format_of("<|tool_calls_section_begin|><|tool_call_begin|>").tools == KIMI
     assert format_of('<minimax:tool_call><invoke name="').tools == MINIMAX
     assert format_of("<TOOLCALL>").tools == NEMOTRON
+    assert format_of("{% set dsml_token = '｜DSML｜' %}tool_calls").tools == DSML
 
 
 ANSWERS = [
@@ -153,6 +182,12 @@ ANSWERS = [
         "a</parameter></invoke></minimax:tool_call>",
     ),
     ("nemotron", '<TOOLCALL>[{"name": "get_time", "arguments": {}}]</TOOLCALL> after'),
+    (
+        "dsml",
+        "a</think><｜DSML｜tool_calls>"
+        + _dsml("edit", ("filename", "true", "x<y"))
+        + "</｜DSML｜tool_calls>",
+    ),
 ]
 
 

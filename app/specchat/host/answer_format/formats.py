@@ -122,6 +122,23 @@ NEMOTRON = ToolSyntax(
     ),
 )
 
+#: DeepSeek V3.2 (`function_calls`) and V4 (`tool_calls`): `<｜DSML｜invoke name="f">` and
+#: `<｜DSML｜parameter name="k" string="true|false">v</｜DSML｜parameter>`.
+DSML = ToolSyntax(
+    "dsml",
+    "DeepSeek DSML",
+    tuple(
+        Opening(f"<｜DSML｜{block}>", closing=f"</｜DSML｜{block}>")
+        for block in ("function_calls", "tool_calls")
+    ),
+    name_first=False,
+    markup=Markup(
+        tagged_calls.read_dsml,
+        before_name='<｜DSML｜tool_calls>\n<｜DSML｜invoke name="',
+        after_name='">\n',
+    ),
+)
+
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
 THINK = ThinkingSyntax("<think>", ("</think>",))
@@ -171,6 +188,12 @@ def format_of(template: str) -> AnswerFormat:
         return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
     if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
         return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+    if "dsml_token" in template and "DSML" in template:
+        block = "function_calls" if "function_calls" in template else "tool_calls"
+        assert DSML.markup is not None
+        start = f'<｜DSML｜{block}>\n<｜DSML｜invoke name="'
+        dsml = replace(DSML, markup=replace(DSML.markup, before_name=start))
+        return AnswerFormat("dsml", "DeepSeek DSML", dsml, thinking)
     if "<TOOLCALL>" in template:
         return AnswerFormat("nemotron", "Nemotron", NEMOTRON, thinking and THINK_TRIMMED_START)
     if "<｜tool▁calls▁begin｜>" in template:

@@ -24,6 +24,11 @@ _FENCED_JSON = re.compile(r"\s*```(?:json)?\s*\n(.*?)\n?```\s*$", re.DOTALL)
 _GLM_ARGUMENT = re.compile(r"\s*<arg_key>(.*?)</arg_key>\s*<arg_value>(.*?)</arg_value>", re.DOTALL)
 _MINIMAX_INVOKE = re.compile(r'\s*<invoke name="([^"]+)">(.*?)</invoke>', re.DOTALL)
 _MINIMAX_PARAMETER = re.compile(r'\s*<parameter name="([^"]+)">(.*?)</parameter>', re.DOTALL)
+_DSML_INVOKE = re.compile(r'\s*<｜DSML｜invoke name="([^"]+)">(.*?)</｜DSML｜invoke>', re.DOTALL)
+_DSML_PARAMETER = re.compile(
+    r'\s*<｜DSML｜parameter name="([^"]+)" string="(true|false)">(.*?)</｜DSML｜parameter>',
+    re.DOTALL,
+)
 _KIMI_ID = re.compile(r"\s*(?:functions\.)?([^:<\s]+)(?::\d+)?\s*$")
 
 
@@ -148,6 +153,40 @@ def read_minimax(body: str, schemas: Schemas) -> list[ParsedCall] | None:
         calls.append(ParsedCall(name, _members(pairs, _properties(schemas, name))))
         at = invoke.end()
     return calls or None
+
+
+def read_dsml(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """DeepSeek V3.2 and V4: `<｜DSML｜invoke name="f">` with `<｜DSML｜parameter name="k"
+    string="true|false">v</｜DSML｜parameter>`, a string as written, another value its JSON."""
+    del schemas
+    calls = []
+    at = 0
+    while body[at:].strip():
+        invoke = _DSML_INVOKE.match(body, at)
+        if invoke is None:
+            return None
+        members = []
+        inside, inner = 0, invoke.group(2)
+        while inner[inside:].strip():
+            parameter = _DSML_PARAMETER.match(inner, inside)
+            if parameter is None:
+                return None
+            key, is_string, value = parameter.groups()
+            text = value if is_string == "false" and _json_arguments_any(value) else None
+            written = json.dumps(value, ensure_ascii=False) if text is None else text
+            members.append(json.dumps(key, ensure_ascii=False) + ":" + written)
+            inside = parameter.end()
+        calls.append(ParsedCall(invoke.group(1), "{" + ",".join(members) + "}"))
+        at = invoke.end()
+    return calls or None
+
+
+def _json_arguments_any(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_json_list(body: str, schemas: Schemas) -> list[ParsedCall] | None:
