@@ -16,7 +16,7 @@ from specchat.host.answer_format.splitter import (
     SplitCall,
     call_id,
 )
-from specchat.host.answer_format.thinking import ThinkingSplitter
+from specchat.host.answer_format.thinking import Part, ThinkingSplitter, marker_start
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class AnswerReader:
         if found:
             self._stopped, self._stop_held = True, ""
             return held[: min(found)]
-        keep = 0 if final else max(_partial(held, stop) for stop in self._stops)
+        keep = 0 if final else marker_start(held, self._stops)
         self._stop_held = held[len(held) - keep :]
         return held[: len(held) - keep]
 
@@ -140,7 +140,7 @@ class AnswerReader:
         calls = self._calls.reply()
         return AnswerReply(calls.content, reasoning, calls.calls)
 
-    def _parts(self, parts: Iterable[Any], *, final: bool) -> list[Piece]:
+    def _parts(self, parts: Iterable[Part], *, final: bool) -> list[Piece]:
         out: list[Piece] = []
         for part in parts:
             if part.reasoning:
@@ -184,11 +184,3 @@ def read_answer(
     pieces = [piece for text in texts for piece in reader.feed(text)]
     pieces += reader.finish()
     return pieces, reader.reply()
-
-
-def _partial(text: str, marker: str) -> int:
-    """How much of the text's end may be the start of `marker`."""
-    for size in range(min(len(marker) - 1, len(text)), 0, -1):
-        if text.endswith(marker[:size]):
-            return size
-    return 0

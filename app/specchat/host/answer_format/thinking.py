@@ -136,7 +136,7 @@ class ThinkingSplitter:
                 return True
             self._held = held[at + len(marker) :]  # an end with no block: dropped
             return True
-        keep = 0 if final else _partial(held, (self.syntax.start, *self.syntax.ends))
+        keep = 0 if final else marker_start(held, (self.syntax.start, *self.syntax.ends))
         self._answer(held[: len(held) - keep], out)
         self._held = held[len(held) - keep :]
         return False
@@ -162,7 +162,7 @@ class ThinkingSplitter:
             self._reason(held, out, ended=True)
             self._held = ""
             return False
-        keep = _partial(held, (*self.syntax.ends, *self.syntax.stops))
+        keep = marker_start(held, (*self.syntax.ends, *self.syntax.stops))
         self._reason(held[: len(held) - keep], out, ended=False)
         self._held = held[len(held) - keep :]
         return False
@@ -189,7 +189,7 @@ class ThinkingSplitter:
             out.append(Part(False, text))
 
 
-def _partial(text: str, markers: tuple[str, ...]) -> int:
+def marker_start(text: str, markers: tuple[str, ...]) -> int:
     """How much of the text's end may be the start of one of `markers`."""
     longest = 0
     for marker in markers:
