@@ -16,7 +16,8 @@ JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "null", "array
 _FUNCTION = re.compile(r"\s*<function=([^>\n]+)>\n?")
 _PARAMETER = re.compile(r"\s*<parameter=([^>\n]+)>\n?")
 _FUNCTION_END = re.compile(r"\s*</function>\s*")
-#: The value's end as the format writes it: its own line break, then the closing tag.
+#: A value's closing tag (the format writes a line break before it, which is no part of
+#: the value).
 _VALUE_END = "</parameter>"
 
 
