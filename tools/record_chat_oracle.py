@@ -14,6 +14,33 @@ vendors (models/templates). From conversations.json, the inputs, it writes:
 
     PYTHONPATH=app python tools/record_chat_oracle.py [--out DIR] [--binary PATH] [STEM ...]
 
+The files (keys sorted; a top-level key a line, each list item on a line of its own):
+
+    render/<stem>.json {"template": "<stem>.jinja", "source": str,
+        "reads_enable_thinking": bool (cases for both values, else true alone),
+        "cases": [{"conversation": name, "enable_thinking": bool,
+                   "prompt": str, "format": str, "generation_prompt": str}
+                  or {"conversation", "enable_thinking", "error": llama.cpp's refusal}]}
+    parse/<stem>.json {"template": "<stem>.jinja",
+        "cases": [{"case": name (a parse case, or "malformed_call": tool_call's output
+                   with its last "}" dropped, or its last ">" where it has none),
+                   "enable_thinking": bool, "format": str, "generation_prompt": str
+                   (llama.cpp parses generation_prompt + output), "output": str,
+                   "is_partial": false,
+                   "message": {"content", "reasoning_content",
+                               "tool_calls": [{"id", "name", "arguments"}]}
+                   or "error": str,
+                   "stream": [{"end": int, "diffs": [diff]} or {"end": int, "error": str}]}
+                  or {"case", "enable_thinking", "render_error": str}]}
+
+A stream step parses output[:end] (`end` in characters, after each token-like piece) with
+is_partial true, the last (end = len(output)) with false; its diffs are
+common_chat_msg_diff::compute_diffs against the last message that parsed, each with only
+the keys it carries: "reasoning_content_delta", "content_delta", "tool_call_index" with
+"tool_call_delta" {"id", "name", "arguments"} (each only where not empty); steps with no
+diff are left out. Parse cases are rendered with enable_thinking true, "content" with
+false as well where the template reads it.
+
 tests/oracle/test_chat_oracle_fixtures.py records into a temporary folder and checks the
 committed fixtures are what this writes.
 """

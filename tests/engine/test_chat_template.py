@@ -144,12 +144,22 @@ def test_hf_environment_features() -> None:
 
 
 def test_template_raise_exception_is_reported() -> None:
-    source = "{% if messages[0].role != 'user' %}{{ raise_exception('Conversation must start "
-    source += "with a user message') }}{% endif %}"
+    source = "{% if messages[-1].role != 'assistant' %}{{ raise_exception('Conversation must "
+    source += "end with an answer') }}{% endif %}"
     with pytest.raises(ChatTemplateError) as caught:
         render_chat(source, CONVERSATION)
     assert caught.value.problem is ChatTemplateProblem.RAISED
-    assert "Conversation must start with a user message" in str(caught.value)
+    assert "Conversation must end with an answer" in str(caught.value)
+
+
+def test_system_message_a_template_refuses_joins_the_next() -> None:
+    # Gemma 2 refuses a system message; llama.cpp puts its text before the first user
+    # message's (common_chat_templates_apply), and so does SpecChat
+    source = "{% if messages[0].role == 'system' %}{{ raise_exception('System role not "
+    source += "supported') }}{% endif %}{% for m in messages %}[{{ m.role }}]{{ m.content }}"
+    source += "{% endfor %}"
+    prompt = render_chat(source, CONVERSATION)
+    assert prompt == "[user]Be brief.\nHi[assistant]Hello![user]2+2?"
 
 
 def test_invalid_template_is_a_syntax_error() -> None:

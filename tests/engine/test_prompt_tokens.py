@@ -132,3 +132,19 @@ def test_default_pair_reads_every_special_token_in_a_message_as_text(
         assert engine.prompt_tokens.tokens(CHAT) == engine.tokenize_prompt(text)
     finally:
         engine.close()
+
+
+def test_template_variables_reach_the_template_and_are_read_as_text(tmp_path: Path) -> None:
+    # chat_template_kwargs are the client's text like its messages: a marker spelled in
+    # one never becomes the special token, and the variable reaches the template
+    template = "{{ note }}|{{ enable_thinking }}|{% for m in messages %}{{ m.content }}{% endfor %}"
+    model = write_tiny_model(tmp_path / "kwargs.gguf", TinySpec(chat_template=template))
+    engine = ChatEngine.load(model, n_ctx=512)
+    try:
+        chat = [ChatMessage("user", "hi")]
+        kwargs = {"note": hostile(engine), "enable_thinking": False}
+        tokens = engine.prepare(chat, max_tokens=8, template_kwargs=kwargs).tokens
+        assert as_text(engine, tokens) == f"{kwargs['note']}|False|hi"
+        assert not set(tokens) & set(spelled(engine))
+    finally:
+        engine.close()

@@ -98,7 +98,7 @@ cycler-globals-os               UNSAFE static {{ cycler.__init__.__globals__.os.
 template-reference-context      UNSAFE static {{ self._TemplateReference__context.cycler.__init__.__globals__.os.system('touch SENTINEL') }}
 lipsum-globals                  UNSAFE static {{ lipsum.__globals__['os'].popen('touch SENTINEL').read() }}
 flask-request-application       UNSAFE static {{ request.application.__self__._get_data_for_json.__globals__['json'].JSONEncoder.default.__globals__['os'].popen('touch SENTINEL').read() }}
-flask-request-plain             FAILED {{ request.application }}
+flask-request-plain             FAILED {{ request.application() }}
 flask-config-class              UNSAFE static {{ config.__class__.__init__.__globals__['os'].popen('touch SENTINEL').read() }}
 format-method-walk              UNSAFE static {{ '{0.__class__.__init__.__globals__}'.format(cycler) }}
 format-method-built-at-runtime  UNSAFE {% set f = '{0._' ~ '_init__._' ~ '_globals__}' %}{{ f.format(cycler) }}

@@ -339,13 +339,13 @@ class ChatEngine:
         policy: OverflowPolicy = OverflowPolicy.DROP_OLDEST,
         tools: Sequence[Mapping[str, Any]] | None = None,
         answer_prefix: str = "",
-        extra: Mapping[str, Any] | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> PreparedPrompt:
         """Render the chat, dropping the oldest turns if it would not fit with the answer.
 
         `tools`: the functions the model may call (OpenAI's shape), written by the template;
         `answer_prefix`: what the answer is made to start with (PromptTokenizer.tokens);
-        `extra`: more variables for the template (`enable_thinking`).
+        `template_kwargs`: the request's own template variables (enable_thinking).
         Each candidate chat is rendered and tokenized once: the one that fits is the one
         whose tokens were counted."""
         budget = max(1, self.target.n_ctx - min(max_tokens, self.target.n_ctx // 2))
@@ -355,7 +355,7 @@ class ChatEngine:
             key = tuple(map(id, chat))
             if key not in counted:
                 counted[key] = self.prompt_tokens.tokens(
-                    chat, tools=tools, answer_prefix=answer_prefix, extra=extra
+                    chat, tools=tools, answer_prefix=answer_prefix, extra=template_kwargs
                 )
             return counted[key]
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from specchat.engine.drafting.base import MAX_K
@@ -45,8 +46,9 @@ class ChatCall:
         include_usage: a streamed answer ends with a chunk carrying the usage.
         prediction: the text the answer is expected to mostly repeat, or None.
         tools: the functions the answer may call and how, or None (a plain text answer).
-        template_kwargs: more variables for the chat template (`chat_template_kwargs`, and
-            `reasoning_effort`), as llama.cpp's server passes them.
+        template_kwargs: variables for the chat template (`chat_template_kwargs`, as
+            llama-server takes them: enable_thinking and the like, and `reasoning_effort`),
+            or None.
     """
 
     model: str
@@ -58,7 +60,7 @@ class ChatCall:
     include_usage: bool = False
     prediction: str | None = None
     tools: ToolRequest | None = None
-    template_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    template_kwargs: Mapping[str, Any] | None = None
 
     @property
     def has_tool_history(self) -> bool:
@@ -151,6 +153,22 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
     return tuple(messages)
 
 
+def _kwargs_object(value: object) -> Mapping[str, Any] | None:
+    """`chat_template_kwargs`: an object of JSON values the template reads as variables."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise _type_error("chat_template_kwargs", "an object")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError):  # an unpaired \ud800
+        raise invalid(
+            "'chat_template_kwargs' holds text that is not valid (an unpaired surrogate)",
+            param="chat_template_kwargs",
+        ) from None
+    return dict(value) or None
+
+
 def _optional_int(body: Mapping[str, Any], key: str, low: int, high: int) -> int | None:
     value = body.get(key)
     if value is None:
@@ -221,16 +239,11 @@ def _speculative(value: object, modes: Collection[str]) -> tuple[str, int]:
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 
 
-def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
+def _template_kwargs(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The template's extra variables: `chat_template_kwargs` as sent, and
     `reasoning_effort` (llama.cpp's server: "none" sets `enable_thinking` false, another
     value is passed on as `reasoning_effort`)."""
-    value = body.get("chat_template_kwargs")
-    if value is None:
-        value = {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise _type_error("chat_template_kwargs", "an object")
-    kwargs = dict(value)
+    kwargs = dict(_kwargs_object(body.get("chat_template_kwargs")) or {})
     thinking = kwargs.get("enable_thinking")
     if thinking is not None and not isinstance(thinking, bool):
         raise _type_error("chat_template_kwargs.enable_thinking", "a boolean")
@@ -246,7 +259,7 @@ def _template_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
             kwargs.pop("reasoning_effort", None)
         else:
             kwargs["reasoning_effort"] = effort
-    return kwargs
+    return kwargs or None
 
 
 def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> ChatCall:

@@ -108,7 +108,7 @@ class JobRunner:
                 policy=OverflowPolicy.REFUSE,
                 tools=tooling.tools,
                 answer_prefix=tooling.answer_prefix,
-                extra=call.template_kwargs,
+                template_kwargs=call.template_kwargs,
             )
         except ContextOverflowError as error:
             raise invalid(

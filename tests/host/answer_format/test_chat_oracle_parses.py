@@ -60,7 +60,14 @@ DIFFERENT_IN = {
         "google-gemma-4-31B-it",
         "google-gemma-4-31B-it-interleaved",
     },
-    "tool_call": {"Bielik-11B-v3.0-Instruct", "Qwen-QwQ-32B", "llama-cpp-deepseek-r1"},
+    "tool_call": {
+        "Bielik-11B-v3.0-Instruct",
+        "MiniMax-M2",
+        "Qwen-QwQ-32B",
+        "llama-cpp-deepseek-r1",
+        "poolside-Laguna-XS-2.1",
+        "poolside-Laguna-XS.2",
+    },
     "parallel_calls": {
         "Bielik-11B-v3.0-Instruct",
         "Qwen-QwQ-32B",

@@ -135,23 +135,26 @@ class PromptTokenizer:
 
         `answer_prefix`: text the answer is made to start with, written after the template's
         (its special tokens read as such): a tool call's opening, where one is required.
-        `extra`: more variables for the template (a request's `chat_template_kwargs`, such
-        as `enable_thinking`)."""
+        `extra`: the request's own template variables (chat_template_kwargs); their texts
+        are the client's, escaped like the messages'."""
         specials = self.load()
         for message in messages:
             check_text(message)
         for text in _strings(tools):
             _check(text, "a tool definition")
+        for text in _strings(extra):
+            _check(text, "a template variable")
+        given = [*messages, *_as_messages(tools, "tool definition"), *_as_messages(extra, "kwargs")]
         pasted: list[str] = []
-        mark = _placeholder_char([*messages, *_as_messages(tools)])
+        mark = _placeholder_char(given)
         chat = [self._escape(m, pasted, mark) for m in messages]
-        options: dict[str, Any] = {"add_generation_prompt": add_generation_prompt}
-        if tools is not None:
-            options["tools"] = [self._escape_value(tool, pasted, mark) for tool in tools]
-        if extra:
-            options["extra"] = self._escape_value(extra, pasted, mark)
-        text = self._template.render(chat, **options)
-        check_template_size(text, [*messages, *_as_messages(tools)])
+        text = self._template.render(
+            chat,
+            add_generation_prompt=add_generation_prompt,
+            tools=None if tools is None else [self._escape_value(t, pasted, mark) for t in tools],
+            extra=None if extra is None else self._escape_value(extra, pasted, mark),
+        )
+        check_template_size(text, given)
         text += answer_prefix
         if not pasted:
             tokens = self._model.tokenize(text, add_special=False, parse_special=True)
@@ -180,10 +183,10 @@ class PromptTokenizer:
         return replace(
             message,
             content=escaped(message.content),
+            reasoning_content=escaped(message.reasoning_content),
             tool_calls=calls,
             tool_call_id=escaped(message.tool_call_id),
             name=escaped(message.name),
-            reasoning_content=escaped(message.reasoning_content),
         )
 
     def _escape_value(self, value: Any, pasted: list[str], mark: str) -> Any:
@@ -263,12 +266,16 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def _as_messages(tools: Sequence[Mapping[str, Any]] | None) -> list[ChatMessage]:
-    """Tool definitions as messages of their JSON text: what the size check and the
-    placeholder's choice weigh them as."""
-    if not tools:
+def _as_messages(value: Any, role: str) -> list[ChatMessage]:
+    """Tool definitions or template variables as a message of their JSON text: what the
+    size check and the placeholder's choice weigh them as."""
+    if not value:
         return []
-    return [ChatMessage("tool definition", json.dumps(list(tools), ensure_ascii=False))]
+    if isinstance(value, Mapping):
+        value = dict(value)
+    elif not isinstance(value, str):
+        value = list(value)
+    return [ChatMessage(role, json.dumps(value, ensure_ascii=False))]
 
 
 def _placeholder_char(messages: Sequence[ChatMessage]) -> str:

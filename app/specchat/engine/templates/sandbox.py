@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +44,13 @@ from specchat.engine.templates.guards import (
     text_bound,
     unsafe_error,
     value_size,
+)
+from specchat.engine.templates.llama_compat import (
+    LenientUndefined,
+    StrftimeError,
+    implicit_context,
+    strftime,
+    tool_for_template,
 )
 
 #: Used when a model ships no chat template: ChatML, what most small instruct models speak.
@@ -97,19 +104,25 @@ def _raise_exception(message: object) -> None:
     raise TemplateRaised(str(message))
 
 
-#: Longest format strftime_now takes: real templates ask for a date ("%d %b %Y"); a long
-#: format is expanded by the C library before any hook could see its size.
-STRFTIME_CHARS = 256
+def _strftime_at(moment: datetime) -> Callable[[str], str]:
+    """strftime_now for a template: `moment` in the format asked (a closure: a template
+    reaches no attribute of it that leads elsewhere)."""
+
+    def strftime_now(fmt: str) -> str:
+        try:
+            return strftime(moment, fmt)
+        except StrftimeError as error:
+            raise limit_error(str(error)) from None
+
+    return strftime_now
 
 
 def _strftime_now(fmt: str) -> str:
-    if not isinstance(fmt, str):
-        raise limit_error("asked for a date in a format that is not text")
-    if len(fmt) > STRFTIME_CHARS:
-        raise limit_error(
-            f"asked for a date in a {len(fmt):,}-character format (at most {STRFTIME_CHARS})"
-        )
-    return datetime.now().strftime(fmt)
+    return _strftime_at(datetime.now())(fmt)
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 def _finalize(value: Any) -> Any:
@@ -131,6 +144,10 @@ def _tojson(
     # transformers' tojson: plain json.dumps, unlike Jinja's HTML-escaping built-in.
     if isinstance(value, RawJson):
         return str(value)
+    if isinstance(value, Iterator):
+        # map() and select() give generators, which llama.cpp's Jinja writes as lists
+        # (llama-cpp-deepseek-r1 writes `tools | map(attribute='function') | tojson`)
+        value = list(value)
     if (isinstance(indent, int) and indent > 16) or (isinstance(indent, str) and len(indent) > 16):
         raise limit_error("asked for a JSON indent wider than 16")
     return json.dumps(
@@ -154,6 +171,7 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
             autoescape=False,
             keep_trailing_newline=False,
             finalize=_finalize,
+            undefined=LenientUndefined,
         )
         self.limits = limits
         self.globals.pop("lipsum", None)  # lipsum(n=10**9) would loop inside Python
@@ -162,6 +180,10 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
         self.globals["raise_exception"] = _raise_exception
         self.globals["strftime_now"] = _strftime_now
         self.filters["tojson"] = _tojson
+        # With autoescape off, `safe` would only make Markup, which escapes what is added
+        # to it: functionary-v3.1's `"..."|safe + tool | tojson` wrote &#34; for quotes.
+        # llama.cpp's Jinja, like transformers' intent, leaves the text as it is.
+        self.filters["safe"] = _as_is
         self.filters = {name: guard_filter(name, f) for name, f in self.filters.items()}
         self.filters["_specchat_loop"] = loop_guard
         self.filters["_specchat_sized"] = sized_guard
@@ -339,9 +361,14 @@ class SandboxTemplate:
         add_generation_prompt: bool = True,
         tools: Sequence[Mapping[str, Any]] | None = None,
         extra: Mapping[str, Any] | None = None,
+        now: datetime | None = None,
     ) -> str:
-        """The prompt text for `messages`; raises ChatTemplateError with a readable message."""
-        context: dict[str, Any] = dict(extra or {})
+        """The prompt text for `messages`; raises ChatTemplateError with a readable message.
+
+        `extra`: the request's own template variables (chat_template_kwargs, enable_thinking);
+        `now`: the moment the template's dates read (the local time when not given)."""
+        context = implicit_context(now or datetime.now(), strftime_now=_strftime_at)
+        context.update(extra or {})
         context.update(
             messages=[as_mapping(m) for m in messages],
             add_generation_prompt=add_generation_prompt,
@@ -349,7 +376,7 @@ class SandboxTemplate:
             eos_token=self.eos_token,
         )
         if tools is not None:
-            context["tools"] = [dict(t) for t in tools]
+            context["tools"] = [tool_for_template(t) for t in tools]
         budget = Budget(self.limits)
         outer = swap_budget(budget)
         chunks: list[str] = []
