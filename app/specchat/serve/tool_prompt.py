@@ -49,7 +49,10 @@ class ToolPrompt:
         """What reads the answer back, or None where its text is all content (no tools, and
         a format that writes no thinking)."""
         answer_format = self.answer_format
-        if answer_format is None or (self.tools is None and answer_format.thinking is None):
+        plain = answer_format is None or (
+            self.tools is None and answer_format.thinking is None and not answer_format.harmony
+        )
+        if plain or answer_format is None:
             return None
         return AnswerReader(
             answer_format,

@@ -31,7 +31,6 @@ NOT_READ = {
     "inclusionai-ling-3.0-flash": "<role> sections",
     "meetkai-functionary-medium-v3.2": ">>>recipient sections",
     "muse-glimmer": "to=recipient messages",
-    "openai-gpt-oss-120b": "harmony channels (control tokens the engine does not spell)",
 }
 
 #: Cases of the formats SpecChat reads that differ, and why.

@@ -254,6 +254,12 @@ class LlamaModel:
         for token in tokens:
             self._pieces[token] = b""
 
+    def spell_tokens(self, texts: Sequence[str]) -> None:
+        """Render these one-token texts as themselves, control tokens too (gpt-oss's markers)."""
+        for text in texts:
+            if (token := self.single_token(text)) is not None:
+                self._pieces[token] = text.encode("utf-8")
+
     def special_tokens(self) -> dict[str, SpecialToken]:
         """Every token llama.cpp finds in a text by its spelling (control, unknown and
         user-defined tokens), by spelling; read from the vocabulary once."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specchat.host.answer_format import gemma4, qwen_xml, tagged_calls
-from specchat.host.answer_format.json_calls import Markup, Opening, ToolSyntax, syntax_of
+from specchat.host.answer_format import gemma4, harmony, qwen_xml, tagged_calls
+from specchat.host.answer_format.json_calls import HERMES, Markup, Opening, ToolSyntax, syntax_of
 from specchat.host.answer_format.thinking import ThinkingSyntax
 
 
@@ -23,6 +23,10 @@ class AnswerFormat:
         stops: texts at which an answer with tools ends: the model hands over to the tool
             (Gemma 4 writes `<|tool_response>` after its calls, and would go on to write
             the result itself).
+        harmony: gpt-oss's channels (host/answer_format/harmony.py reads it whole; `tools`
+            and `thinking` then only name it).
+        spelled: marker tokens the answer's text must spell for it to be read (the
+            engine renders control tokens as nothing otherwise).
     """
 
     key: str
@@ -30,6 +34,8 @@ class AnswerFormat:
     tools: ToolSyntax
     thinking: ThinkingSyntax | None = None
     stops: tuple[str, ...] = ()
+    harmony: bool = False
+    spelled: tuple[str, ...] = ()
 
 
 #: Qwen3-Coder, Qwen3.5, Nemotron Nano 3: `<tool_call>\n<function=name>\n<parameter=key>\n
@@ -168,6 +174,10 @@ _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
 
 def format_of(template: str) -> AnswerFormat:
     """The format a chat template's model answers in, from the template's text."""
+    if "<|channel|>" in template:
+        return AnswerFormat(
+            "harmony", "gpt-oss harmony", HERMES, harmony=True, spelled=harmony.MARKERS
+        )
     thinking = None
     if "<think>" in template:
         # A template that writes a message's reasoning_content shows llama.cpp's analysis

@@ -8,27 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from specchat.host.answer_format.formats import AnswerFormat
+from specchat.host.answer_format.harmony import HarmonyReader
 from specchat.host.answer_format.splitter import (
     Arguments,
     CallOpened,
     CallSplitter,
     Content,
+    Reasoning,
     SplitCall,
     call_id,
 )
 from specchat.host.answer_format.thinking import Part, ThinkingSplitter, marker_start
-
-
-@dataclass(frozen=True)
-class Reasoning:
-    """More of the answer's thinking.
-
-    Attributes:
-        text: the text.
-    """
-
-    text: str
-
 
 Piece = Reasoning | Content | CallOpened | Arguments
 
@@ -93,10 +83,13 @@ class AnswerReader:
         self._stops = answer_format.stops if tools is not None else ()
         self._stop_held = ""
         self._stopped = False
+        self._harmony = HarmonyReader(tools=tools, new_id=new_id) if answer_format.harmony else None
 
     @property
     def thinking(self) -> bool:
         """Whether the text fed so far ends inside thinking."""
+        if self._harmony is not None:
+            return self._harmony.thinking
         return self._thinking is not None and self._thinking.thinking
 
     @property
@@ -105,6 +98,8 @@ class AnswerReader:
         return self._calls is not None and self._calls.ended
 
     def feed(self, text: str) -> list[Piece]:
+        if self._harmony is not None:
+            return list(self._harmony.feed(text))
         text = self._cut(text, final=False)
         if self._thinking is None:
             return self._answer(text, final=False)
@@ -112,6 +107,8 @@ class AnswerReader:
 
     def finish(self) -> list[Piece]:
         """The pieces held back; call once, after the last text."""
+        if self._harmony is not None:
+            return list(self._harmony.finish())
         text = self._cut("", final=True)
         if self._thinking is None:
             return self._answer(text, final=True)
@@ -134,11 +131,14 @@ class AnswerReader:
 
     def reply(self) -> AnswerReply:
         """What was read so far (after `finish`: the whole answer)."""
+        if self._harmony is not None:
+            content, reasoning, calls = self._harmony.reply()
+            return AnswerReply(content, reasoning, calls)
         reasoning = "".join(self._reasoning)
         if self._calls is None:
             return AnswerReply("".join(self._content), reasoning, ())
-        calls = self._calls.reply()
-        return AnswerReply(calls.content, reasoning, calls.calls)
+        split = self._calls.reply()
+        return AnswerReply(split.content, reasoning, split.calls)
 
     def _parts(self, parts: Iterable[Part], *, final: bool) -> list[Piece]:
         out: list[Piece] = []

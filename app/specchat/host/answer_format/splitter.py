@@ -21,6 +21,17 @@ from specchat.host.answer_format.json_calls import (
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    """More of the answer's thinking.
+
+    Attributes:
+        text: the text.
+    """
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Content:
     """Answer text that is no call.
 
