@@ -15,19 +15,12 @@ CASES = list(parse_cases())
 #: Templates whose answers llama.cpp reads in a format SpecChat does not (their calls are
 #: read as Hermes', their thinking where it is `<think>`).
 NOT_READ = {
-    "Apertus-8B-Instruct": "<|tools_prefix|> calls",
     "Apriel-1.6-15b-Thinker-fixed": "'Here are my reasoning steps' and [BEGIN FINAL RESPONSE]",
-    "unsloth-Apriel-1.5": "<tool_calls> lists",
-    "ByteDance-Seed-OSS": "<seed:think>",
     "Cohere2MoE": "<|START_THINKING|> and <|START_ACTION|>",
     "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "<|START_RESPONSE|> and <|START_ACTION|>",
-    "GigaChat3-10B-A1.8B": "function call<|role_sep|>",
-    "GigaChat3.1-10B-A1.8B": "<|function_call|>",
     "Kimi-K3": "<|open|>…<|close|> sections",
     "LFM2.5-8B-A1B": "Pythonic call lists",
-    "MiniMax-M1": "<tool_calls> lines",
     "MiniMax-M3": "<mm:think> and namespaced invokes",
-    "fireworks-ai-llama-3-firefunction-v2": "functools[...]",
     "inclusionai-ling-3.0-flash": "<role> sections",
     "meetkai-functionary-medium-v3.2": ">>>recipient sections",
     "muse-glimmer": "to=recipient messages",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specchat.host.answer_format import gemma4, harmony, qwen_xml, tagged_calls
+from specchat.host.answer_format import gemma4, harmony, json_lists, qwen_xml, tagged_calls
 from specchat.host.answer_format.json_calls import HERMES, Markup, Opening, ToolSyntax, syntax_of
 from specchat.host.answer_format.thinking import ThinkingSyntax
 
@@ -122,7 +122,7 @@ NEMOTRON = ToolSyntax(
     (Opening("<TOOLCALL>", closing="</TOOLCALL>"),),
     name_first=False,
     markup=Markup(
-        tagged_calls.read_json_list,
+        json_lists.read_json_list,
         before_name='<TOOLCALL>[{"name": "',
         after_name='", "arguments": ',
     ),
@@ -144,6 +144,62 @@ DSML = ToolSyntax(
         after_name='">\n',
     ),
 )
+
+#: Apriel 1.5 (`<tool_calls>[...]</tool_calls>`) and MiniMax M1 (objects one a line).
+TOOL_CALLS_TAG = ToolSyntax(
+    "tool-calls",
+    "<tool_calls> JSON",
+    (Opening("<tool_calls>", closing="</tool_calls>"),),
+    name_first=False,
+    markup=Markup(
+        json_lists.read_list_or_objects,
+        before_name='<tool_calls>[{"name": "',
+        after_name='", "arguments": ',
+    ),
+)
+#: Firefunction v2: ` functools[{"name": ..., "arguments": ...}]` to the answer's end.
+FUNCTOOLS = ToolSyntax(
+    "functools",
+    "Firefunction functools[...]",
+    (Opening("functools[", kept=True),),
+    name_first=False,
+    markup=Markup(
+        json_lists.read_functools,
+        before_name=' functools[{"name": "',
+        after_name='", "arguments": ',
+    ),
+)
+#: GigaChat 3.1 (`<|function_call|>{...}`) and 3 (`function call<|role_sep|>\n{...}`).
+GIGACHAT = ToolSyntax(
+    "gigachat",
+    "GigaChat function call",
+    (Opening("<|function_call|>"), Opening("<|message_sep|>\n\nfunction call<|role_sep|>")),
+    name_first=False,
+    markup=Markup(
+        json_lists.read_list_or_objects,
+        before_name='<|function_call|>{"name": "',
+        after_name='", "arguments": ',
+    ),
+)
+#: Apertus: `<|tools_prefix|>[{"name": {...}}]<|tools_suffix|>`.
+APERTUS = ToolSyntax(
+    "apertus",
+    "Apertus <|tools_prefix|>",
+    (Opening("<|tools_prefix|>", closing="<|tools_suffix|>"),),
+    name_first=False,
+    markup=Markup(json_lists.read_keyed_list, before_name='<|tools_prefix|>[{"', after_name='": '),
+)
+#: Seed-OSS: Qwen's XML between `<seed:tool_call>` tags, thinking in `<seed:think>`.
+SEED = replace(
+    QWEN_XML,
+    key="seed",
+    label="Seed-OSS <seed:tool_call>",
+    openings=(Opening("<seed:tool_call>", closing="</seed:tool_call>"),),
+    markup=replace(QWEN_XML.markup, before_name="<seed:tool_call>\n<function=")
+    if QWEN_XML.markup
+    else None,
+)
+SEED_THINK = ThinkingSyntax("<seed:think>", ("</seed:think>",), trim_answer=True)
 
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
@@ -198,6 +254,16 @@ def format_of(template: str) -> AnswerFormat:
         return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
     if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
         return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+    if "<seed:tool_call>" in template:
+        return AnswerFormat("seed", "Seed-OSS", SEED, SEED_THINK)
+    if "<|tools_prefix|>" in template:
+        return AnswerFormat("apertus", "Apertus", APERTUS, thinking)
+    if "functools[" in template:
+        return AnswerFormat("functools", "Firefunction", FUNCTOOLS, thinking)
+    if "<|role_sep|>" in template and "<|message_sep|>" in template:
+        return AnswerFormat("gigachat", "GigaChat", GIGACHAT, thinking)
+    if "<tool_calls>" in template and "</tool_calls>" in template:
+        return AnswerFormat("tool-calls", "<tool_calls>", TOOL_CALLS_TAG, thinking)
     if "dsml_token" in template and "DSML" in template:
         block = "function_calls" if "function_calls" in template else "tool_calls"
         assert DSML.markup is not None

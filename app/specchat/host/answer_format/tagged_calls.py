@@ -189,26 +189,5 @@ def _json_arguments_any(text: str) -> bool:
     return True
 
 
-def read_json_list(body: str, schemas: Schemas) -> list[ParsedCall] | None:
-    """`[{"name": ..., "arguments": {...}}, ...]` (Nemotron Nano 2's `<TOOLCALL>`)."""
-    del schemas
-    try:
-        value = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(value, list) or not value:
-        return None
-    calls = []
-    for item in value:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
-            return None
-        arguments = item.get("arguments", {})
-        text = (
-            arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-        )
-        calls.append(ParsedCall(item["name"], text))
-    return calls
-
-
 def _space(text: str) -> int:
     return len(text) - len(text.lstrip())
