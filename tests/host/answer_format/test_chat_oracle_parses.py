@@ -16,8 +16,6 @@ CASES = list(parse_cases())
 #: read as Hermes', their thinking where it is `<think>`).
 NOT_READ = {
     "Apriel-1.6-15b-Thinker-fixed": "'Here are my reasoning steps' and [BEGIN FINAL RESPONSE]",
-    "Cohere2MoE": "<|START_THINKING|> and <|START_ACTION|>",
-    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": "<|START_RESPONSE|> and <|START_ACTION|>",
     "Kimi-K3": "<|open|>…<|close|> sections",
     "LFM2.5-8B-A1B": "Pythonic call lists",
     "MiniMax-M3": "<mm:think> and namespaced invokes",

@@ -23,6 +23,7 @@ FAMILIES = {
     "gigachat": format_of("<|role_sep|>{{ x }}<|message_sep|><|function_call|>"),
     "apertus": format_of("<|tools_prefix|>{{ calls }}<|tools_suffix|>"),
     "seed": format_of("<seed:tool_call>{{ calls }}</seed:tool_call><seed:think>"),
+    "cohere": format_of("<|START_ACTION|>{{ calls }}<|START_RESPONSE|>"),
 }
 WEATHER = '{"name": "get_weather", "arguments": {"location": "Paris"}}'
 EDIT = '{"name": "edit", "arguments": {"filename": "a.c"}}'
@@ -63,6 +64,18 @@ def test_json_calls_are_read(family: str, text: str) -> None:
         ][: len(reply.calls)]
     )
     assert len(reply.calls) >= 1
+
+
+def test_cohere_thinking_text_and_actions() -> None:
+    text = (
+        "<|START_THINKING|>Look it up.<|END_THINKING|><|START_ACTION|>[\n"
+        '    {"tool_call_id": "0", "tool_name": "get_weather", "parameters": {"location": "Paris"}}'
+        "\n]<|END_ACTION|>"
+    )
+    reply = _read("cohere", text)
+    assert reply.reasoning == "Look it up."
+    assert _calls(reply) == [("get_weather", {"location": "Paris"})]
+    assert _read("cohere", "<|START_RESPONSE|>Sunny.<|END_RESPONSE|>").content == "Sunny."
 
 
 def test_seed_oss_thinking_and_xml_calls() -> None:

@@ -27,6 +27,8 @@ class AnswerFormat:
             and `thinking` then only name it).
         spelled: marker tokens the answer's text must spell for it to be read (the
             engine renders control tokens as nothing otherwise).
+        dropped: markers around the answer's text that are no part of it (Cohere's
+            `<|START_RESPONSE|>`).
     """
 
     key: str
@@ -36,6 +38,7 @@ class AnswerFormat:
     stops: tuple[str, ...] = ()
     harmony: bool = False
     spelled: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
 
 
 #: Qwen3-Coder, Qwen3.5, Nemotron Nano 3: `<tool_call>\n<function=name>\n<parameter=key>\n
@@ -201,6 +204,23 @@ SEED = replace(
 )
 SEED_THINK = ThinkingSyntax("<seed:think>", ("</seed:think>",), trim_answer=True)
 
+#: Cohere Command R7B and North (Cohere2 MoE): `<|START_ACTION|>[{"tool_call_id",
+#: "tool_name", "parameters"}]<|END_ACTION|>`, thinking between `<|START_THINKING|>` and
+#: `<|END_THINKING|>`, text between `<|START_RESPONSE|>` (or `<|START_TEXT|>`) and its end.
+COHERE = ToolSyntax(
+    "cohere",
+    "Cohere <|START_ACTION|>",
+    (Opening("<|START_ACTION|>", closing=json_lists.COHERE_END),),
+    name_first=False,
+    markup=Markup(
+        json_lists.read_cohere,
+        before_name='<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "',
+        after_name='", "parameters": ',
+    ),
+)
+COHERE_THINK = ThinkingSyntax("<|START_THINKING|>", ("<|END_THINKING|>",), trim_answer=True)
+COHERE_TEXT = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
+
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
 THINK = ThinkingSyntax("<think>", ("</think>",))
@@ -254,6 +274,10 @@ def format_of(template: str) -> AnswerFormat:
         return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
     if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
         return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+    if "<|START_ACTION|>" in template and (
+        "<|START_RESPONSE|>" in template or "<|START_TEXT|>" in template
+    ):
+        return AnswerFormat("cohere", "Cohere", COHERE, COHERE_THINK, dropped=COHERE_TEXT)
     if "<seed:tool_call>" in template:
         return AnswerFormat("seed", "Seed-OSS", SEED, SEED_THINK)
     if "<|tools_prefix|>" in template:

@@ -1,6 +1,7 @@
 """Calls written as JSON between a family's own tags, read as llama.cpp reads them: a list
 of `{"name", "arguments"}` objects (Nemotron Nano 2, Apriel, Firefunction), objects one a
-line (MiniMax M1, GigaChat), or a list of `{name: arguments}` (Apertus)."""
+line (MiniMax M1, GigaChat), a list of `{name: arguments}` (Apertus), or of
+`{"tool_call_id", "tool_name", "parameters"}` (Cohere)."""
 
 from __future__ import annotations
 
@@ -61,3 +62,26 @@ def read_keyed_list(body: str, schemas: Schemas) -> list[ParsedCall] | None:
 def read_functools(body: str, schemas: Schemas) -> list[ParsedCall] | None:
     """Firefunction's `functools[...]` (the marker kept in the call's text)."""
     return read_json_list(body.removeprefix("functools"), schemas)
+
+
+#: Cohere's action block's closing, which may be all the text holds of it at the end.
+COHERE_END = "<|END_ACTION|>"
+
+
+def read_cohere(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`[{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}, ...]`."""
+    del schemas
+    text = body.rstrip()
+    for size in range(len(COHERE_END) - 1, 0, -1):
+        if text.endswith(COHERE_END[:size]):
+            text = text[:-size]
+            break
+    items = _list(text)
+    if items is None:
+        return None
+    calls = []
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("tool_name"), str):
+            return None
+        calls.append(ParsedCall(item["tool_name"], _arguments(item.get("parameters", {}))))
+    return calls

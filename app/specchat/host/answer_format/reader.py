@@ -83,6 +83,8 @@ class AnswerReader:
         self._stops = answer_format.stops if tools is not None else ()
         self._stop_held = ""
         self._stopped = False
+        self._dropped = answer_format.dropped
+        self._drop_held = ""
         self._harmony = HarmonyReader(tools=tools, new_id=new_id) if answer_format.harmony else None
 
     @property
@@ -100,7 +102,7 @@ class AnswerReader:
     def feed(self, text: str) -> list[Piece]:
         if self._harmony is not None:
             return list(self._harmony.feed(text))
-        text = self._cut(text, final=False)
+        text = self._cut(self._drop(text, final=False), final=False)
         if self._thinking is None:
             return self._answer(text, final=False)
         return self._parts(self._thinking.feed(text), final=False)
@@ -109,10 +111,21 @@ class AnswerReader:
         """The pieces held back; call once, after the last text."""
         if self._harmony is not None:
             return list(self._harmony.finish())
-        text = self._cut("", final=True)
+        text = self._cut(self._drop("", final=True), final=True)
         if self._thinking is None:
             return self._answer(text, final=True)
         return self._parts([*self._thinking.feed(text), *self._thinking.finish()], final=True)
+
+    def _drop(self, text: str, *, final: bool) -> str:
+        """The text less the format's dropped markers; the end that may begin one held."""
+        if not self._dropped:
+            return text
+        held = self._drop_held + text
+        for marker in self._dropped:
+            held = held.replace(marker, "")
+        keep = 0 if final else marker_start(held, self._dropped)
+        self._drop_held = held[len(held) - keep :]
+        return held[: len(held) - keep]
 
     def _cut(self, text: str, *, final: bool) -> str:
         """The text before the first stop; the end that may begin one held back."""
