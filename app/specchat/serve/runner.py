@@ -100,9 +100,9 @@ class JobRunner:
         call = job.call
         n_ctx = engine.target.n_ctx
         tooling = tool_prompt(engine, call)
-        if tooling.answer_format is not None and tooling.answer_format.spelled:
+        if tooling.answer_format is not None:
             # The format's markers are read from the answer's text: it must spell them.
-            engine.target.spell_tokens(tooling.answer_format.spelled)
+            engine.target.spell_tokens(tooling.answer_format.markers())
         try:
             # Nothing is dropped to fit: an API client sends the chat it means.
             prepared = engine.prepare(

@@ -285,6 +285,19 @@ def test_the_format_is_chosen_from_the_template() -> None:
     assert read_as("<|im_start|>") == (HERMES, None)
 
 
+def test_a_format_names_the_markers_the_engine_must_spell() -> None:
+    qwen35 = format_of("<tool_call>\n<function=x>\n<parameter=y>\n<think>\n")
+    assert qwen35.markers() == ("<tool_call>", "</tool_call>", "<think>", "</think>")
+    gemma = format_of("{{- '<|tool_call>call:' + name }}")
+    assert set(gemma.markers()) == {
+        "<|tool_call>",
+        "<tool_call|>",
+        "<|channel>thought",
+        "<channel|>",
+        "<|tool_response>",
+    }
+
+
 def test_the_forced_start_of_a_required_call() -> None:
     assert QWEN_XML.prefix("python") == "<tool_call>\n<function=python>\n"
     assert QWEN_XML.prefix(None) == "<tool_call>\n<function="

@@ -40,6 +40,17 @@ class AnswerFormat:
     spelled: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
 
+    def markers(self) -> tuple[str, ...]:
+        """Every marker the answer is read by, for the engine to spell in the answer's text
+        where the vocabulary makes it a control token (llama.cpp's server keeps a format's
+        `preserved_tokens` in the text it parses)."""
+        texts = [*self.spelled, *self.dropped, *self.stops]
+        for opening in self.tools.openings:
+            texts += [opening.marker, opening.closing]
+        if self.thinking is not None:
+            texts += [self.thinking.start, *self.thinking.ends, *self.thinking.stops]
+        return tuple(dict.fromkeys(text for text in texts if text.strip()))
+
 
 #: Qwen3-Coder, Qwen3.5, Nemotron Nano 3: `<tool_call>\n<function=name>\n<parameter=key>\n
 #: value\n</parameter>\n</function>\n</tool_call>`.
