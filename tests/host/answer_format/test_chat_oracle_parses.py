@@ -17,7 +17,6 @@ CASES = list(parse_cases())
 NOT_READ = {
     "Apriel-1.6-15b-Thinker-fixed": "'Here are my reasoning steps' and [BEGIN FINAL RESPONSE]",
     "Kimi-K3": "<|open|>…<|close|> sections",
-    "LFM2.5-8B-A1B": "Pythonic call lists",
     "MiniMax-M3": "<mm:think> and namespaced invokes",
     "inclusionai-ling-3.0-flash": "<role> sections",
     "meetkai-functionary-medium-v3.2": ">>>recipient sections",

@@ -24,6 +24,7 @@ FAMILIES = {
     "apertus": format_of("<|tools_prefix|>{{ calls }}<|tools_suffix|>"),
     "seed": format_of("<seed:tool_call>{{ calls }}</seed:tool_call><seed:think>"),
     "cohere": format_of("<|START_ACTION|>{{ calls }}<|START_RESPONSE|>"),
+    "lfm2": format_of("<|tool_list_start|>{{ tools }}<|tool_list_end|>"),
 }
 WEATHER = '{"name": "get_weather", "arguments": {"location": "Paris"}}'
 EDIT = '{"name": "edit", "arguments": {"filename": "a.c"}}'
@@ -76,6 +77,19 @@ def test_cohere_thinking_text_and_actions() -> None:
     assert reply.reasoning == "Look it up."
     assert _calls(reply) == [("get_weather", {"location": "Paris"})]
     assert _read("cohere", "<|START_RESPONSE|>Sunny.<|END_RESPONSE|>").content == "Sunny."
+
+
+def test_lfm2_pythonic_calls() -> None:
+    text = (
+        "<|tool_call_start|>[get_weather(location='Paris'), "
+        'edit(filename="a.c", n=3, flags={"x": [true, null]}, ok=True)]<|tool_call_end|>'
+    )
+    assert _calls(_read("lfm2", text)) == [
+        ("get_weather", {"location": "Paris"}),
+        ("edit", {"filename": "a.c", "n": 3, "flags": {"x": [True, None]}, "ok": True}),
+    ]
+    broken = "<|tool_call_start|>[edit(filename='a.c)]<|tool_call_end|>"
+    assert _read("lfm2", broken).content == broken
 
 
 def test_seed_oss_thinking_and_xml_calls() -> None:

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from specchat.host.answer_format import gemma4, harmony, json_lists, qwen_xml, tagged_calls
+from specchat.host.answer_format import (
+    gemma4,
+    harmony,
+    json_lists,
+    pythonic,
+    qwen_xml,
+    tagged_calls,
+)
 from specchat.host.answer_format.json_calls import HERMES, Markup, Opening, ToolSyntax, syntax_of
 from specchat.host.answer_format.thinking import ThinkingSyntax
 
@@ -232,6 +239,15 @@ COHERE = ToolSyntax(
 COHERE_THINK = ThinkingSyntax("<|START_THINKING|>", ("<|END_THINKING|>",), trim_answer=True)
 COHERE_TEXT = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
 
+#: LFM2 and LFM2.5: `<|tool_call_start|>[name(key='text', n=3)]<|tool_call_end|>`.
+LFM2 = ToolSyntax(
+    "lfm2",
+    "LFM2 <|tool_call_start|>",
+    (Opening("<|tool_call_start|>", closing="<|tool_call_end|>"),),
+    name_first=False,
+    markup=Markup(pythonic.read_calls, before_name="<|tool_call_start|>[", after_name="("),
+)
+
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
 THINK = ThinkingSyntax("<think>", ("</think>",))
@@ -289,6 +305,9 @@ def format_of(template: str) -> AnswerFormat:
         "<|START_RESPONSE|>" in template or "<|START_TEXT|>" in template
     ):
         return AnswerFormat("cohere", "Cohere", COHERE, COHERE_THINK, dropped=COHERE_TEXT)
+    lfm2 = "<|tool_list_start|>" in template and "<|tool_list_end|>" in template
+    if lfm2 or ("List of tools: [" in template and "<|tool_list_start|>" not in template):
+        return AnswerFormat("lfm2", "LFM2", LFM2, thinking)
     if "<seed:tool_call>" in template:
         return AnswerFormat("seed", "Seed-OSS", SEED, SEED_THINK)
     if "<|tools_prefix|>" in template:
