@@ -140,6 +140,11 @@ def test_nemotron_calls_are_a_json_list() -> None:
         ("deepseek", f"{DS_BEGIN}{DS_CALL}get_time{DS_SEP}not json{DS_CALL_END}{DS_END}"),
         ("glm", "<tool_call>\n</tool_call>"),
         ("glm", "<tool_call>f<arg_key>k</arg_key>no value</tool_call>"),
+        # a value its schema types as a number that is no JSON: the text, as llama.cpp keeps it
+        (
+            "glm",
+            "<tool_call>special_function<arg_key>arg1</arg_key><arg_value>one</arg_value></tool_call>",
+        ),
         ("kimi", "<|tool_calls_section_begin|>nothing<|tool_calls_section_end|>"),
         ("minimax", '<minimax:tool_call><invoke name="f">stray</invoke></minimax:tool_call>'),
         ("nemotron", "<TOOLCALL>[not json]</TOOLCALL>"),

@@ -268,8 +268,6 @@ GEMMA4_THOUGHT = ThinkingSyntax(
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 
-#: Ling 3's template, which writes GLM's argument tags in sections of its own.
-_LING = "<role>ASSISTANT</role>"
 #: The Qwen template that writes `<tool_call><function=` on one line, which llama.cpp's
 #: XML reader leaves to its general one.
 _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
@@ -299,7 +297,7 @@ def format_of(template: str) -> AnswerFormat:
         if thinking is None:
             return AnswerFormat("qwen-xml", "Qwen3-Coder XML", QWEN_CODER)
         return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
-    if "<arg_key>" in template and "<tool_call>" in template and _LING not in template:
+    if "<arg_key>" in template and "<tool_call>" in template:
         return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
     if "<|START_ACTION|>" in template and (
         "<|START_RESPONSE|>" in template or "<|START_TEXT|>" in template

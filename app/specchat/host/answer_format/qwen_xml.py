@@ -60,18 +60,19 @@ def value_json(written: str, schema: Mapping[str, Any] | None, *, own_line: bool
     MiniMax's are between tags on one line)."""
     value = written.removesuffix("\n") if own_line else written
     types = value_types(schema)
-    if types != {"string"}:
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = _NOT_JSON
-        kind = _type_of(parsed)
-        if parsed is not _NOT_JSON and (kind in types or (kind == "integer" and "number" in types)):
-            return value
+    if types != {"string"} and reads_as(value, types):
+        return value
     return json.dumps(value, ensure_ascii=False)
 
 
-_NOT_JSON = object()
+def reads_as(value: str, types: frozenset[str]) -> bool:
+    """Whether `value` is JSON of one of `types` (an integer is a number too)."""
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return False
+    kind = _type_of(parsed)
+    return kind in types or (kind == "integer" and "number" in types)
 
 
 def value_types(schema: Mapping[str, Any] | None) -> frozenset[str]:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specchat.host.answer_format.json_calls import ParsedCall, Schemas, value_end
-from specchat.host.answer_format.qwen_xml import value_json
+from specchat.host.answer_format.qwen_xml import reads_as, value_json, value_types
 
 #: DeepSeek's markers (full-width bars and the lower-block character, as its tokens spell them).
 DEEPSEEK_CALL = "<｜tool▁call▁begin｜>"
@@ -99,10 +99,16 @@ def read_kimi(body: str, schemas: Schemas) -> list[ParsedCall] | None:
     return calls
 
 
-def _members(pairs: list[tuple[str, str]], properties: Mapping[str, Any]) -> str:
+def _members(pairs: list[tuple[str, str]], properties: Mapping[str, Any]) -> str | None:
+    """The arguments' JSON text; None where a value the schema types as no string is no
+    JSON (llama.cpp then keeps the call's text as content)."""
     members = []
     for key, written in pairs:
-        value = value_json(written, properties.get(key.strip()), own_line=False)
+        schema = properties.get(key.strip())
+        types = value_types(schema)
+        if "string" not in types and not reads_as(written, types):
+            return None
+        value = value_json(written, schema, own_line=False)
         members.append(json.dumps(key.strip(), ensure_ascii=False) + ":" + value)
     return "{" + ",".join(members) + "}"
 
@@ -130,7 +136,8 @@ def read_glm(body: str, schemas: Schemas) -> list[ParsedCall] | None:
         marker = "<arg_key>" if body.startswith("<arg_key>", at + _space(body[at:])) else ""
     if body[at:].strip():
         return None
-    return [ParsedCall(name, _members(pairs, _properties(schemas, name)))]
+    arguments = _members(pairs, _properties(schemas, name))
+    return None if arguments is None else [ParsedCall(name, arguments)]
 
 
 def read_minimax(body: str, schemas: Schemas) -> list[ParsedCall] | None:
@@ -150,7 +157,10 @@ def read_minimax(body: str, schemas: Schemas) -> list[ParsedCall] | None:
                 return None
             pairs.append((parameter.group(1), parameter.group(2)))
             inside = parameter.end()
-        calls.append(ParsedCall(name, _members(pairs, _properties(schemas, name))))
+        arguments = _members(pairs, _properties(schemas, name))
+        if arguments is None:
+            return None
+        calls.append(ParsedCall(name, arguments))
         at = invoke.end()
     return calls or None
 
