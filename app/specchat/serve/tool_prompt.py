@@ -50,7 +50,7 @@ class ToolPrompt:
         a format that writes no thinking)."""
         answer_format = self.answer_format
         plain = answer_format is None or (
-            self.tools is None and answer_format.thinking is None and not answer_format.harmony
+            self.tools is None and answer_format.thinking is None and answer_format.messages is None
         )
         if plain or answer_format is None:
             return None

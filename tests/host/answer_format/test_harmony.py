@@ -25,7 +25,7 @@ def _read(text: str, *, tools: Sequence[Mapping[str, Any]] | None = TOOLS) -> An
 
 
 def test_the_format_and_its_spelled_markers() -> None:
-    assert HARMONY.harmony and HARMONY.spelled == MARKERS
+    assert HARMONY.messages is not None and HARMONY.spelled == MARKERS
 
 
 def test_analysis_is_reasoning_and_final_is_content() -> None:

@@ -4,6 +4,7 @@ syntax and its thinking's markers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from specchat.host.answer_format import (
@@ -15,6 +16,7 @@ from specchat.host.answer_format import (
     tagged_calls,
 )
 from specchat.host.answer_format.json_calls import HERMES, Markup, Opening, ToolSyntax, syntax_of
+from specchat.host.answer_format.messages import Segment
 from specchat.host.answer_format.thinking import ThinkingSyntax
 
 
@@ -30,8 +32,8 @@ class AnswerFormat:
         stops: texts at which an answer with tools ends: the model hands over to the tool
             (Gemma 4 writes `<|tool_response>` after its calls, and would go on to write
             the result itself).
-        harmony: gpt-oss's channels (host/answer_format/harmony.py reads it whole; `tools`
-            and `thinking` then only name it).
+        messages: the reading of an answer written as a run of messages (gpt-oss's
+            `harmony.segments`), or None; `tools` and `thinking` then only name it.
         spelled: marker tokens the answer's text must spell for it to be read (the
             engine renders control tokens as nothing otherwise).
         dropped: markers around the answer's text that are no part of it (Cohere's
@@ -43,7 +45,7 @@ class AnswerFormat:
     tools: ToolSyntax
     thinking: ThinkingSyntax | None = None
     stops: tuple[str, ...] = ()
-    harmony: bool = False
+    messages: Callable[..., list[Segment]] | None = None
     spelled: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
 
@@ -277,7 +279,7 @@ def format_of(template: str) -> AnswerFormat:
     """The format a chat template's model answers in, from the template's text."""
     if "<|channel|>" in template:
         return AnswerFormat(
-            "harmony", "gpt-oss harmony", HERMES, harmony=True, spelled=harmony.MARKERS
+            "harmony", "gpt-oss harmony", HERMES, messages=harmony.segments, spelled=harmony.MARKERS
         )
     thinking = None
     if "<think>" in template:

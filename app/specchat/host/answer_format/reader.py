@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specchat.host.answer_format.formats import AnswerFormat
-from specchat.host.answer_format.harmony import HarmonyReader
+from specchat.host.answer_format.messages import MessageReader
 from specchat.host.answer_format.splitter import (
     Arguments,
     CallOpened,
@@ -85,13 +85,15 @@ class AnswerReader:
         self._stopped = False
         self._dropped = answer_format.dropped
         self._drop_held = ""
-        self._harmony = HarmonyReader(tools=tools, new_id=new_id) if answer_format.harmony else None
+        self._messages: MessageReader | None = None
+        if answer_format.messages is not None:
+            self._messages = MessageReader(answer_format.messages, tools=tools, new_id=new_id)
 
     @property
     def thinking(self) -> bool:
         """Whether the text fed so far ends inside thinking."""
-        if self._harmony is not None:
-            return self._harmony.thinking
+        if self._messages is not None:
+            return self._messages.thinking
         return self._thinking is not None and self._thinking.thinking
 
     @property
@@ -100,8 +102,8 @@ class AnswerReader:
         return self._calls is not None and self._calls.ended
 
     def feed(self, text: str) -> list[Piece]:
-        if self._harmony is not None:
-            return list(self._harmony.feed(text))
+        if self._messages is not None:
+            return list(self._messages.feed(text))
         text = self._cut(self._drop(text, final=False), final=False)
         if self._thinking is None:
             return self._answer(text, final=False)
@@ -109,8 +111,8 @@ class AnswerReader:
 
     def finish(self) -> list[Piece]:
         """The pieces held back; call once, after the last text."""
-        if self._harmony is not None:
-            return list(self._harmony.finish())
+        if self._messages is not None:
+            return list(self._messages.finish())
         text = self._cut(self._drop("", final=True), final=True)
         if self._thinking is None:
             return self._answer(text, final=True)
@@ -144,8 +146,8 @@ class AnswerReader:
 
     def reply(self) -> AnswerReply:
         """What was read so far (after `finish`: the whole answer)."""
-        if self._harmony is not None:
-            content, reasoning, calls = self._harmony.reply()
+        if self._messages is not None:
+            content, reasoning, calls = self._messages.reply()
             return AnswerReply(content, reasoning, calls)
         reasoning = "".join(self._reasoning)
         if self._calls is None:
