@@ -18,7 +18,6 @@ NOT_READ = {
     "Apriel-1.6-15b-Thinker-fixed": "'Here are my reasoning steps' and [BEGIN FINAL RESPONSE]",
     "Kimi-K3": "<|open|>…<|close|> sections",
     "MiniMax-M3": "<mm:think> and namespaced invokes",
-    "meetkai-functionary-medium-v3.2": ">>>recipient sections",
     "muse-glimmer": "to=recipient messages",
 }
 

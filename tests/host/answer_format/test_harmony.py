@@ -1,5 +1,6 @@
-"""gpt-oss's harmony answers read as llama.cpp reads them: analysis as reasoning, final as
-content, a message to a function as a call, streamed readings adding up to the whole."""
+"""Answers written as a run of messages, read as llama.cpp reads them: gpt-oss's harmony
+(analysis as reasoning, final as content, a message to a function as a call) and Functionary
+3.2's recipients, streamed readings adding up to the whole."""
 
 from __future__ import annotations
 
@@ -26,6 +27,23 @@ def _read(text: str, *, tools: Sequence[Mapping[str, Any]] | None = TOOLS) -> An
 
 def test_the_format_and_its_spelled_markers() -> None:
     assert HARMONY.messages is not None and HARMONY.spelled == MARKERS
+    assert HARMONY.tools.prefix("get_weather") == (
+        " to=functions.get_weather<|channel|>commentary json<|message|>"
+    )
+
+
+FUNCTIONARY = format_of("{{ '>>>all' }}{{ '>>>${recipient}' }}")
+
+
+def test_functionary_recipients_are_content_and_calls() -> None:
+    ids = (f"call_{n}" for n in itertools.count())
+    text = 'all\nLet me look.>>>get_weather\n{"location": "Paris"}'
+    reply = read_answer(FUNCTIONARY, [text], tools=TOOLS, new_id=lambda: next(ids))[1]
+    assert reply.content == "Let me look."
+    assert [(c.name, json.loads(c.arguments)) for c in reply.calls] == [
+        ("get_weather", {"location": "Paris"})
+    ]
+    assert FUNCTIONARY.tools.prefix("get_weather") == "get_weather\n"
 
 
 def test_analysis_is_reasoning_and_final_is_content() -> None:
@@ -74,12 +92,19 @@ ANSWERS = [
 
 @given(
     answer=st.sampled_from(ANSWERS),
+    functionary=st.booleans(),
     cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=10),
 )
-def test_a_streamed_reading_adds_up_to_the_whole_answers(answer: str, cuts: list[int]) -> None:
-    whole = _read(answer)
+def test_a_streamed_reading_adds_up_to_the_whole_answers(
+    answer: str, functionary: bool, cuts: list[int]
+) -> None:
+    fmt = FUNCTIONARY if functionary else HARMONY
+    if functionary:
+        answer = answer.replace("<|channel|>analysis<|message|>", "all\n").replace("<|end|>", ">>>")
     ids = (f"call_{n}" for n in itertools.count())
-    reader = AnswerReader(HARMONY, tools=TOOLS, new_id=lambda: next(ids))
+    whole = read_answer(fmt, [answer], tools=TOOLS, new_id=lambda: next(ids))[1]
+    ids = (f"call_{n}" for n in itertools.count())
+    reader = AnswerReader(fmt, tools=TOOLS, new_id=lambda: next(ids))
     pieces = [p for part in in_pieces(answer, cuts) for p in reader.feed(part)]
     pieces += reader.finish()
     reasoning, content, calls = gathered(pieces)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from specchat.host.answer_format import (
+    functionary,
     gemma4,
     harmony,
     json_lists,
@@ -15,7 +16,14 @@ from specchat.host.answer_format import (
     qwen_xml,
     tagged_calls,
 )
-from specchat.host.answer_format.json_calls import HERMES, Markup, Opening, ToolSyntax, syntax_of
+from specchat.host.answer_format.json_calls import (
+    Markup,
+    Opening,
+    ParsedCall,
+    Schemas,
+    ToolSyntax,
+    syntax_of,
+)
 from specchat.host.answer_format.messages import Segment
 from specchat.host.answer_format.thinking import ThinkingSyntax
 
@@ -250,6 +258,34 @@ LFM2 = ToolSyntax(
     markup=Markup(pythonic.read_calls, before_name="<|tool_call_start|>[", after_name="("),
 )
 
+
+def _no_block(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """A format read as a run of messages has no call blocks: its calls are messages."""
+    del body, schemas
+    return None
+
+
+#: gpt-oss: a call is a message `to=functions.name` (its forced start written so).
+HARMONY_CALLS = ToolSyntax(
+    "harmony",
+    "gpt-oss to=functions.",
+    (),
+    name_first=False,
+    markup=Markup(
+        _no_block,
+        before_name=" to=functions.",
+        after_name="<|channel|>commentary json<|message|>",
+    ),
+)
+#: Functionary 3.2: a call is a message to the function (the prompt wrote its `>>>`).
+FUNCTIONARY_CALLS = ToolSyntax(
+    "functionary",
+    "Functionary >>>name",
+    (),
+    name_first=False,
+    markup=Markup(_no_block, before_name="", after_name="\n"),
+)
+
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
 THINK = ThinkingSyntax("<think>", ("</think>",))
@@ -277,9 +313,17 @@ _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
 
 def format_of(template: str) -> AnswerFormat:
     """The format a chat template's model answers in, from the template's text."""
+    if ">>>all" in template and ">>>${recipient}" in template:
+        return AnswerFormat(
+            "functionary", "Functionary 3.2", FUNCTIONARY_CALLS, messages=functionary.segments
+        )
     if "<|channel|>" in template:
         return AnswerFormat(
-            "harmony", "gpt-oss harmony", HERMES, messages=harmony.segments, spelled=harmony.MARKERS
+            "harmony",
+            "gpt-oss harmony",
+            HARMONY_CALLS,
+            messages=harmony.segments,
+            spelled=harmony.MARKERS,
         )
     thinking = None
     if "<think>" in template:
