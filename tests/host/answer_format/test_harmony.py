@@ -1,6 +1,6 @@
 """Answers written as a run of messages, read as llama.cpp reads them: gpt-oss's harmony
-(analysis as reasoning, final as content, a message to a function as a call) and Functionary
-3.2's recipients, streamed readings adding up to the whole."""
+(analysis as reasoning, final as content, a message to a function as a call), Functionary
+3.2's recipients and Kimi K3's sections, streamed readings adding up to the whole."""
 
 from __future__ import annotations
 
@@ -109,5 +109,44 @@ def test_a_streamed_reading_adds_up_to_the_whole_answers(
     pieces += reader.finish()
     reasoning, content, calls = gathered(pieces)
     assert reader.reply() == whole
+    assert (reasoning, content) == (whole.reasoning, whole.content or "")
+    assert calls == [(c.id, c.name, c.arguments) for c in whole.calls]
+
+
+KIMI_K3 = format_of("<|open|>{{ x }}<|close|><|end_of_msg|>")
+K3_CALL = (
+    '<|open|>call tool="edit" index="1"<|sep|><|open|>argument key="filename" type="string"'
+    '<|sep|>a.c<|close|>argument<|sep|><|open|>argument key="n" type="integer"<|sep|>3'
+    "<|close|>argument<|sep|><|close|>call<|sep|>"
+)
+
+
+def test_kimi_k3_sections() -> None:
+    text = (
+        "Look.<|close|>think<|sep|><|open|>response<|sep|>Sure.<|close|>response<|sep|>"
+        f"<|open|>tools<|sep|>{K3_CALL}<|close|>tools"
+    )
+    ids = (f"call_{n}" for n in itertools.count())
+    reply = read_answer(KIMI_K3, [text], tools=TOOLS, new_id=lambda: next(ids))[1]
+    assert (reply.reasoning, reply.content) == ("Look.", "Sure.")
+    assert [(c.name, json.loads(c.arguments)) for c in reply.calls] == [
+        ("edit", {"filename": "a.c", "n": 3})
+    ]
+    assert KIMI_K3.spelled == ("<|open|>", "<|close|>", "<|sep|>")
+
+
+@given(
+    cut_short=st.integers(min_value=0, max_value=len(K3_CALL)),
+    cuts=st.lists(st.integers(min_value=0, max_value=300), max_size=10),
+)
+def test_kimi_k3_streamed_as_whole(cut_short: int, cuts: list[int]) -> None:
+    answer = f"a<|close|>think<|sep|><|open|>tools<|sep|>{K3_CALL}{K3_CALL}"[: 40 + cut_short * 2]
+    ids = (f"call_{n}" for n in itertools.count())
+    whole = read_answer(KIMI_K3, [answer], tools=TOOLS, new_id=lambda: next(ids))[1]
+    ids = (f"call_{n}" for n in itertools.count())
+    reader = AnswerReader(KIMI_K3, tools=TOOLS, new_id=lambda: next(ids))
+    pieces = [p for part in in_pieces(answer, cuts) for p in reader.feed(part)]
+    pieces += reader.finish()
+    reasoning, content, calls = gathered(pieces)
     assert (reasoning, content) == (whole.reasoning, whole.content or "")
     assert calls == [(c.id, c.name, c.arguments) for c in whole.calls]

@@ -12,6 +12,7 @@ from specchat.host.answer_format import (
     gemma4,
     harmony,
     json_lists,
+    kimi_k3,
     pythonic,
     qwen_xml,
     tagged_calls,
@@ -277,6 +278,18 @@ HARMONY_CALLS = ToolSyntax(
         after_name="<|channel|>commentary json<|message|>",
     ),
 )
+#: Kimi K3: a call is a `call` section in `tools`.
+KIMI_K3_CALLS = ToolSyntax(
+    "kimi-k3",
+    "Kimi K3 <|open|>call",
+    (),
+    name_first=False,
+    markup=Markup(
+        _no_block,
+        before_name='<|close|>think<|sep|><|open|>tools<|sep|><|open|>call tool="',
+        after_name='" index="1"<|sep|>',
+    ),
+)
 #: Functionary 3.2: a call is a message to the function (the prompt wrote its `>>>`).
 FUNCTIONARY_CALLS = ToolSyntax(
     "functionary",
@@ -316,6 +329,10 @@ def format_of(template: str) -> AnswerFormat:
     if ">>>all" in template and ">>>${recipient}" in template:
         return AnswerFormat(
             "functionary", "Functionary 3.2", FUNCTIONARY_CALLS, messages=functionary.segments
+        )
+    if all(marker in template for marker in ("<|open|>", "<|close|>", "<|end_of_msg|>")):
+        return AnswerFormat(
+            "kimi-k3", "Kimi K3", KIMI_K3_CALLS, messages=kimi_k3.segments, spelled=kimi_k3.MARKERS
         )
     if "<|channel|>" in template:
         return AnswerFormat(
