@@ -16,7 +16,6 @@ CASES = list(parse_cases())
 #: read as Hermes', their thinking where it is `<think>`).
 NOT_READ = {
     "Apriel-1.6-15b-Thinker-fixed": "'Here are my reasoning steps' and [BEGIN FINAL RESPONSE]",
-    "MiniMax-M3": "<mm:think> and namespaced invokes",
     "muse-glimmer": "to=recipient messages",
 }
 

@@ -123,6 +123,25 @@ def test_minimax_calls_after_reasoning() -> None:
     assert _calls(reply) == [("empty_args", {}), ("special_function", {"arg1": 1})]
 
 
+M = "]<]minimax[>["
+MINIMAX_M3 = format_of(f'{M}<tool_call><invoke name="')
+M3_CALL = (
+    f'{M}<tool_call>\n{M}<invoke name="mixed">{M}<value>12{M}</value>{M}<items>{M}<item>1'
+    f"{M}</item>{M}<item>2{M}</item>{M}</items>{M}</invoke>\n{M}</tool_call>"
+)
+
+
+def test_minimax_m3_calls_typed_by_the_schema_and_its_thinking() -> None:
+    ids = (f"call_{n}" for n in itertools.count())
+    text = f"<mm:think>Hm.</mm:think>{M3_CALL}"
+    reply = read_answer(MINIMAX_M3, [text], tools=MORE_TOOLS, new_id=lambda: next(ids))[1]
+    assert reply.reasoning == "Hm."
+    assert _calls(reply) == [("mixed", {"value": 12, "items": [1, 2]})]
+    assert reply.calls[0].arguments == '{"value":12,"items":[1,2]}'
+    text = "</mm:think>Sure."  # a turn without thinking opens with a lone end
+    assert read_answer(MINIMAX_M3, [text], tools=MORE_TOOLS)[1].content == "Sure."
+
+
 def test_nemotron_calls_are_a_json_list() -> None:
     text = (
         "I'm\nthinking\n</think>\n<TOOLCALL>"

@@ -13,6 +13,7 @@ from specchat.host.answer_format import (
     harmony,
     json_lists,
     kimi_k3,
+    minimax_m3,
     pythonic,
     qwen_xml,
     tagged_calls,
@@ -299,6 +300,22 @@ FUNCTIONARY_CALLS = ToolSyntax(
     markup=Markup(_no_block, before_name="", after_name="\n"),
 )
 
+#: MiniMax M3: `]<]minimax[>[<tool_call>` … `<invoke name="f">` with a parameter's tag
+#: around its value, each tag after the namespace mark; thinking in `<mm:think>`.
+MINIMAX_M3 = ToolSyntax(
+    "minimax-m3",
+    "MiniMax M3 ]<]minimax[>[<tool_call>",
+    (Opening(f"{minimax_m3.MARK}<tool_call>", closing=f"{minimax_m3.MARK}</tool_call>"),),
+    name_first=False,
+    markup=Markup(
+        minimax_m3.read_calls,
+        before_name=f'{minimax_m3.MARK}<tool_call>\n{minimax_m3.MARK}<invoke name="',
+        after_name='">',
+    ),
+)
+#: A turn without thinking starts with a bare `</mm:think>`: a lone end, dropped.
+MINIMAX_M3_THINK = ThinkingSyntax("<mm:think>", ("</mm:think>",), anywhere=True)
+
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
 THINK = ThinkingSyntax("<think>", ("</think>",))
@@ -349,6 +366,10 @@ def format_of(template: str) -> AnswerFormat:
         thinking = THINK_TRIMMED if "reasoning_content" in template else THINK
     if "<|tool_calls_section_begin|>" in template and "<|tool_call_begin|>" in template:
         return AnswerFormat("kimi", "Kimi K2", KIMI, thinking)
+    if minimax_m3.MARK in template and "<invoke name=" in template:
+        return AnswerFormat(
+            "minimax-m3", "MiniMax M3", MINIMAX_M3, MINIMAX_M3_THINK, spelled=(minimax_m3.MARK,)
+        )
     if "<minimax:tool_call>" in template and "<invoke name=" in template:
         return AnswerFormat("minimax", "MiniMax M2", MINIMAX, thinking and THINK_TRIMMED)
     if "'<|tool_call>call:'" in template:
