@@ -26,7 +26,8 @@ REPR_QUOTES = "a str's repr with both quote kinds: Python's quoting, not llama.c
 #: one and refuses to modify a list, a guarantee kept (llama.cpp's Jinja allows it).
 IMMUTABLE = "list.append, which the immutable sandbox refuses"
 #: MiniCPM5 writes a nested argument value with {{ }}: Python writes a mapping as its repr,
-#: llama.cpp's Jinja as nothing (the repr is what the model met in training).
+#: llama.cpp's Jinja as nothing (and a list as its items run together: `[1, "b"]` as
+#: `1b`); the repr is what the model met in training, under transformers.
 MAPPING_TEXT = "a mapping written as text: Python's repr, where llama.cpp writes nothing"
 
 KNOWN: dict[str, str] = {
