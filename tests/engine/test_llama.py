@@ -149,7 +149,10 @@ def test_spelled_tokens_render_as_their_text(tiny_models: TinyModels) -> None:
     try:
         start = model.single_token("<|im_start|>")
         assert start is not None and model.piece(start) == b""
-        model.spell_tokens(["<|im_start|>", "two tokens"])
+        space_t = model.single_token(" t")  # "Ġt": the vocabulary spells it otherwise
+        assert space_t is not None and model.piece(space_t) == b" t"
+        model.spell_tokens(["<|im_start|>", "two tokens", " t"])
         assert model.piece(start) == b"<|im_start|>"
+        assert model.piece(space_t) == b" t"
     finally:
         model.close()

@@ -255,9 +255,9 @@ class LlamaModel:
             self._pieces[token] = b""
 
     def spell_tokens(self, texts: Sequence[str]) -> None:
-        """Render these one-token texts as themselves, control tokens too (gpt-oss's markers)."""
+        """Render the tokens spelled `texts` as their text, control ones too (gpt-oss's)."""
         for text in texts:
-            if (token := self.single_token(text)) is not None:
+            if (token := self.single_token(text)) is not None and self.token_text(token) == text:
                 self._pieces[token] = text.encode("utf-8")
 
     def special_tokens(self) -> dict[str, SpecialToken]:
