@@ -141,3 +141,18 @@ def test_pieces_and_special_tokens(tiny_target: LlamaModel) -> None:
     assert tiny_target.is_eog(tokens[0])
     assert tiny_target.piece(tokens[0]) == b""  # control tokens never reach the text
     assert b"".join(tiny_target.piece(t) for t in tokens[1:]) == b"hi"
+
+
+def test_spelled_tokens_render_as_their_text(tiny_models: TinyModels) -> None:
+    """A format read by its markers has them spelled (gpt-oss's control tokens)."""
+    model = LlamaModel(tiny_models.target, n_ctx=64)
+    try:
+        start = model.single_token("<|im_start|>")
+        assert start is not None and model.piece(start) == b""
+        space_t = model.single_token(" t")  # "Ġt": the vocabulary spells it otherwise
+        assert space_t is not None and model.piece(space_t) == b" t"
+        model.spell_tokens(["<|im_start|>", "two tokens", " t"])
+        assert model.piece(start) == b"<|im_start|>"
+        assert model.piece(space_t) == b" t"
+    finally:
+        model.close()

@@ -13,8 +13,8 @@ import pytest
 
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
+from specchat.host.answer_format.json_calls import HERMES
 from specchat.serve.server import ApiServer
-from specchat.serve.tool_syntax import HERMES
 from tests.helpers.api_server import engine_thread, request
 
 CHAT = "/v1/chat/completions"

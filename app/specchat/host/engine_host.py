@@ -228,7 +228,7 @@ class EngineHost:
             return
         if isinstance(last, Finished):
             note = f"{last.summary.stats.emitted} tokens, {last.summary.stop.value}"
-            reply = last.summary.tool_reply
+            reply = last.summary.reply
             if reply is not None and reply.calls:
                 note += ", called " + ", ".join(call.name for call in reply.calls)
         elif isinstance(last, Failed):

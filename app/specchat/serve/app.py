@@ -19,13 +19,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from specchat.host.answer_format.reader import AnswerReader, Piece
 from specchat.serve import shaping
 from specchat.serve.errors import ApiError
 from specchat.serve.executor import Executor
 from specchat.serve.guard import KeyGuard, ServeOptions, error_response, read_json
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
 from specchat.serve.parsing import ChatCall, parse_chat_call
-from specchat.serve.tool_stream import CallSplitter, Piece
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
@@ -152,10 +152,10 @@ def build_app(
         ident, created = shaping.completion_id(), shaping.now()
         if call.stream:
             started = first
-            splitter = started.tools.splitter()
+            reader = started.tools.reader()
             return _EventStream(
                 lambda receive: _stream(
-                    answer, receive, call, model.model_id, ident, created, splitter, started
+                    answer, receive, call, model.model_id, ident, created, reader, started
                 ),
                 answer,
             )
@@ -203,7 +203,7 @@ async def _stream(
     model: str,
     ident: str,
     created: int,
-    splitter: CallSplitter | None,
+    reader: AnswerReader | None,
     started: Started,
 ) -> AsyncIterator[bytes]:
     def sse(delta: dict[str, Any]) -> bytes:
@@ -213,24 +213,24 @@ async def _stream(
         return [sse(shaping.tool_delta(piece)) for piece in pieces]
 
     yield sse({"role": "assistant", "content": ""})
-    if splitter is not None:
-        for data in split(splitter.feed(started.tools.answer_prefix)):
+    if reader is not None:
+        for data in split(reader.feed(started.tools.answer_prefix)):
             yield data
     while True:
         event = await answer.next(receive)
         if isinstance(event, Round):
             if not event.result.text:
                 continue
-            if splitter is None:
+            if reader is None:
                 yield sse({"content": event.result.text})
                 continue
-            # Text that may open a call is held until it is known; a call is sent as its
-            # name, then its arguments as they come.
-            for data in split(splitter.feed(event.result.text)):
+            # Text that may open a call, or end the thinking, is held until it is known; a
+            # call is sent as its name, then its arguments as they come.
+            for data in split(reader.feed(event.result.text)):
                 yield data
         elif isinstance(event, Finished):
-            if splitter is not None:
-                for data in split(splitter.finish()):
+            if reader is not None:
+                for data in split(reader.finish()):
                     yield data
             yield shaping.sse(shaping.final_chunk(event.summary, ident, model, created))
             if call.include_usage:

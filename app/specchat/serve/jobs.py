@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from specchat.engine.baseline import PlainBaseline
 from specchat.engine.decoding.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
+from specchat.host.answer_format.reader import AnswerReply
 from specchat.serve.errors import ApiError
 from specchat.serve.parsing import ChatCall
 from specchat.serve.tool_prompt import ToolPrompt
-from specchat.serve.tool_stream import ToolReply
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,10 @@ class Summary:
         prediction_rejected: draft tokens from the prediction that were checked and thrown away.
         baseline: the plain rate speed-ups are measured against, or None before one exists.
         mode: the drafting mode asked for.
-        tool_reply: the answer read for tool calls, or None (the request offered none).
+        reply: the answer read back in its format (thinking, text, calls), or None (its
+            text is all content).
+        tools: the request offered functions (its calls were read).
+        reasoning_tokens: the answer's tokens that were thinking.
     """
 
     stop: StopReason
@@ -68,7 +71,9 @@ class Summary:
     prediction_rejected: int
     baseline: PlainBaseline | None
     mode: str
-    tool_reply: ToolReply | None = None
+    reply: AnswerReply | None = None
+    tools: bool = False
+    reasoning_tokens: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ class ChatCall:
         prediction: the text the answer is expected to mostly repeat, or None.
         tools: the functions the answer may call and how, or None (a plain text answer).
         template_kwargs: variables for the chat template (`chat_template_kwargs`, as
-            llama-server takes them: enable_thinking and the like), or None.
+            llama-server takes them: enable_thinking and the like, and `reasoning_effort`),
+            or None.
     """
 
     model: str
@@ -138,6 +139,7 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
         if content is None and role in ("assistant", "tool"):
             content = ""  # an assistant turn that only called tools
         calls = parse_tool_calls(item.get("tool_calls"), where) if role == "assistant" else ()
+        reasoning = optional_string(item, "reasoning_content", where) if role == "assistant" else ""
         messages.append(
             ChatMessage(
                 ROLES[role],
@@ -145,17 +147,13 @@ def _messages(value: object) -> tuple[ChatMessage, ...]:
                 tool_calls=calls,
                 tool_call_id=optional_string(item, "tool_call_id", where) if role == "tool" else "",
                 name=optional_string(item, "name", where) if role == "tool" else "",
-                # earlier thinking, sent back as llama-server returned it: templates that
-                # keep it (or drop all but the last turn's) read it
-                reasoning_content=(
-                    optional_string(item, "reasoning_content", where) if role == "assistant" else ""
-                ),
+                reasoning_content=_valid(reasoning, f"{where}.reasoning_content"),
             )
         )
     return tuple(messages)
 
 
-def _template_kwargs(value: object) -> Mapping[str, Any] | None:
+def _kwargs_object(value: object) -> Mapping[str, Any] | None:
     """`chat_template_kwargs`: an object of JSON values the template reads as variables."""
     if value is None:
         return None
@@ -237,6 +235,33 @@ def _speculative(value: object, modes: Collection[str]) -> tuple[str, int]:
     return mode, int(k)
 
 
+#: `reasoning_effort`'s values; "none" turns thinking off, as llama.cpp's server reads it.
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+def _template_kwargs(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The template's extra variables: `chat_template_kwargs` as sent, and
+    `reasoning_effort` (llama.cpp's server: "none" sets `enable_thinking` false, another
+    value is passed on as `reasoning_effort`)."""
+    kwargs = dict(_kwargs_object(body.get("chat_template_kwargs")) or {})
+    thinking = kwargs.get("enable_thinking")
+    if thinking is not None and not isinstance(thinking, bool):
+        raise _type_error("chat_template_kwargs.enable_thinking", "a boolean")
+    effort = body.get("reasoning_effort")
+    if effort is not None:
+        if effort not in REASONING_EFFORTS:
+            raise invalid(
+                "'reasoning_effort' must be one of " + ", ".join(REASONING_EFFORTS),
+                param="reasoning_effort",
+            )
+        if effort == "none":
+            kwargs["enable_thinking"] = False
+            kwargs.pop("reasoning_effort", None)
+        else:
+            kwargs["reasoning_effort"] = effort
+    return kwargs or None
+
+
 def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> ChatCall:
     """Check a decoded JSON body; raises ApiError (400) naming the first field at fault.
 
@@ -287,7 +312,7 @@ def parse_chat_call(body: object, *, modes: Collection[str], n_ctx: int) -> Chat
         include_usage=include_usage,
         prediction=_prediction(body.get("prediction")),
         tools=parse_tools(body),
-        template_kwargs=_template_kwargs(body.get("chat_template_kwargs")),
+        template_kwargs=_template_kwargs(body),
     )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import PlainRounds
@@ -21,7 +22,7 @@ from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
 from specchat.serve.tool_copies import file_tool_results
-from specchat.serve.tool_prompt import tool_prompt
+from specchat.serve.tool_prompt import ToolPrompt, tool_prompt
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
@@ -99,6 +100,9 @@ class JobRunner:
         call = job.call
         n_ctx = engine.target.n_ctx
         tooling = tool_prompt(engine, call)
+        if tooling.answer_format is not None:
+            # The format's markers are read from the answer's text: it must spell them.
+            engine.target.spell_tokens(tooling.answer_format.markers())
         try:
             # Nothing is dropped to fit: an API client sends the chat it means.
             prepared = engine.prepare(
@@ -121,6 +125,7 @@ class JobRunner:
         except MessageTextError as error:
             raise invalid(str(error), param="messages") from None
         prompt = prepared.tokens
+        tooling = _opened(engine, tooling, prompt)
         room = n_ctx - len(prompt)
         max_tokens = min(call.max_tokens or room, room)
         prediction: tuple[int, ...] = ()
@@ -132,8 +137,11 @@ class JobRunner:
         key = conversation_key(call.messages)
         self._file_previous(engine, key)
         file_tool_results(engine, key, call.messages)
+        stops = call.stop
+        if tooling.tools is not None and tooling.answer_format is not None:
+            stops = (*stops, *tooling.answer_format.stops)  # the model hands over to the tool
         request = GenerationRequest(
-            prompt, max_tokens, call.controls, call.stop, conversation=key, prediction=prediction
+            prompt, max_tokens, call.controls, stops, conversation=key, prediction=prediction
         )
         if self.prefixes is not None:
             # The target's cache holds the prompt but its last token (see the decoder).
@@ -146,9 +154,10 @@ class JobRunner:
         text: list[str] = []
         result: RoundResult | None = None
         plain = begin()
-        splitter = tooling.splitter()
-        if splitter is not None:
-            splitter.feed(tooling.answer_prefix)
+        reader = tooling.reader()
+        if reader is not None:
+            reader.feed(tooling.answer_prefix)
+        reasoning_tokens = 0
         # Ended by the client going away, or once a single call was read (checked between
         # rounds, as the decoder checks it).
         ending = threading.Event()
@@ -159,9 +168,13 @@ class JobRunner:
                 accepted += result.accepted
                 rejected += result.drafted - result.accepted
             text.append(result.text)
-            if splitter is not None:
-                splitter.feed(result.text)
-            if job.cancel.is_set() or (splitter is not None and splitter.ended):
+            if reader is not None:
+                for token in result.events:
+                    # A token is thinking where the text read was inside it before or after.
+                    thinking = reader.thinking
+                    reader.feed(token.text)
+                    reasoning_tokens += thinking or reader.thinking
+            if job.cancel.is_set() or (reader is not None and reader.ended):
                 ending.set()
             if self.on_round is not None:
                 self.on_round(job, result)
@@ -172,10 +185,10 @@ class JobRunner:
         answer = tooling.answer_prefix + "".join(text)
         reply = None
         stop = result.stop or StopReason.EOS
-        if splitter is not None:
-            splitter.finish()
-            reply = splitter.reply()
-            if splitter.ended and not job.cancel.is_set():
+        if reader is not None:
+            reader.finish()
+            reply = reader.reply()
+            if reader.ended and not job.cancel.is_set():
                 stop = StopReason.EOS  # its one call is the whole answer
         if self.keeper is not None:
             if reply is None:
@@ -194,6 +207,27 @@ class JobRunner:
                 prediction_rejected=rejected,
                 baseline=plain.meter.current(),
                 mode=call.controls.mode,
-                tool_reply=reply,
+                reply=reply,
+                tools=tooling.tools is not None,
+                reasoning_tokens=reasoning_tokens,
             )
         )
+
+
+def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> ToolPrompt:
+    """`tooling` with `thinking_open` set where the prompt leaves the answer inside thinking
+    (Qwen3.5's template opens `<think>` in its generation prompt): its last tokens' text, a
+    control token by its spelling, before any forced start."""
+    answer_format = tooling.answer_format
+    if answer_format is None or answer_format.thinking is None:
+        return tooling
+    target = engine.target
+    tail = "".join(
+        target.piece(token).decode("utf-8", errors="replace") or target.token_text(token)
+        for token in prompt[-16:]
+    )
+    tail = tail.removesuffix(tooling.answer_prefix)
+    thinking = answer_format.thinking
+    return replace(
+        tooling, thinking_open=thinking.opened_by(tail), thinking_lead=thinking.lead_in(tail)
+    )

@@ -9,8 +9,9 @@ import uuid
 from typing import Any
 
 from specchat.engine.types import Stats, StopReason
+from specchat.host.answer_format.reader import Piece, Reasoning
+from specchat.host.answer_format.splitter import CallOpened, Content
 from specchat.serve.jobs import Summary
-from specchat.serve.tool_stream import CallOpened, Content, Piece
 
 #: OpenAI's finish_reason for each way an answer ends.
 FINISH_REASONS = {
@@ -44,7 +45,7 @@ def usage(summary: Summary) -> dict[str, Any]:
         "total_tokens": summary.prompt_tokens + stats.emitted,
         "prompt_tokens_details": {"cached_tokens": cached},
         "completion_tokens_details": {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": summary.reasoning_tokens,
             "accepted_prediction_tokens": summary.prediction_accepted,
             "rejected_prediction_tokens": summary.prediction_rejected,
         },
@@ -90,12 +91,12 @@ def specchat_stats(summary: Summary) -> dict[str, Any]:
         "tokens_per_pass": round(stats.tau, 3),
         "kept_by_source": {kept.source: kept.tokens for kept in summary.kept},
     }
-    if summary.tool_reply is not None:
+    if summary.tools and summary.reply is not None:
         # Arguments are sent as the model wrote them; these are the ones a client cannot
         # read as a JSON object.
         figures["invalid_tool_arguments"] = [
             {"index": index, "id": call.id, "name": call.name, "problem": call.problem}
-            for index, call in enumerate(summary.tool_reply.calls)
+            for index, call in enumerate(summary.reply.calls)
             if call.problem
         ]
     return figures
@@ -105,18 +106,22 @@ def finish_reason(summary: Summary) -> str:
     """OpenAI's finish_reason: "tool_calls" for an answer that called functions and ended
     on its own (one cut short by its length says so)."""
     reason = FINISH_REASONS[summary.stop]
-    if summary.tool_reply is not None and summary.tool_reply.calls and reason == "stop":
+    if summary.reply is not None and summary.reply.calls and reason == "stop":
         return "tool_calls"
     return reason
 
 
 def message(summary: Summary) -> dict[str, Any]:
-    """The answer's message: its text, and its tool calls where it made any."""
-    reply = summary.tool_reply
+    """The answer's message: its text, its thinking (`reasoning_content`, as llama.cpp's
+    server and DeepSeek's API name it) and its tool calls, where it has them."""
+    reply = summary.reply
     if reply is None:
         return {"role": "assistant", "content": summary.text}
+    said: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        said["reasoning_content"] = reply.reasoning
     if not reply.calls:
-        return {"role": "assistant", "content": reply.content}
+        return said
     calls = [
         {
             "id": call.id,
@@ -125,7 +130,7 @@ def message(summary: Summary) -> dict[str, Any]:
         }
         for call in reply.calls
     ]
-    return {"role": "assistant", "content": reply.content, "tool_calls": calls}
+    return {**said, "tool_calls": calls}
 
 
 def completion(summary: Summary, *, model: str, ident: str, created: int) -> dict[str, Any]:
@@ -175,8 +180,10 @@ def final_chunk(summary: Summary, ident: str, model: str, created: int) -> dict[
 
 
 def tool_delta(piece: Piece) -> dict[str, Any]:
-    """A streamed answer's delta for one piece of its split text: content, or a call's id and
-    name (first), or the next part of its arguments."""
+    """A streamed answer's delta for one piece of its split text: thinking, content, or a
+    call's id and name (first), or the next part of its arguments."""
+    if isinstance(piece, Reasoning):
+        return {"reasoning_content": piece.text}
     if isinstance(piece, Content):
         return {"content": piece.text}
     if isinstance(piece, CallOpened):

@@ -1,6 +1,6 @@
-"""What a request's function calling makes of its prompt: the template must write the tools
-and the calls, the answer is read in the template's call format, and a required call's
-opening is written as the answer's start."""
+"""What a request's function calling makes of its prompt, and how its answer is read: the
+template must write the tools and the calls, the answer is read in the template's format
+(its thinking apart, its calls), and a required call's opening is written as its start."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specchat.host.answer_format.formats import AnswerFormat, format_of
+from specchat.host.answer_format.reader import AnswerReader
 from specchat.serve.errors import invalid
-from specchat.serve.tool_stream import CallSplitter
-from specchat.serve.tool_syntax import ToolSyntax, syntax_of
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -24,35 +24,52 @@ class ToolPrompt:
     """A request's tools as the prompt and the answer's reading take them.
 
     Attributes:
-        tools: the function definitions the template writes, or None (a plain answer).
-        syntax: the format the answer's calls are read in, or None (a plain answer).
+        tools: the function definitions the template writes, or None (no call is read).
+        answer_format: the format the answer is read in, or None (its text as written).
         answer_prefix: the answer's forced start ("" unless a call is required).
         single: the answer ends after its first call (`parallel_tool_calls` false).
+        thinking_open: the prompt leaves the answer inside thinking (the template opened
+            it in its generation prompt).
+        thinking_lead: the white space the prompt wrote after that opening.
     """
 
     tools: tuple[Mapping[str, Any], ...] | None = None
-    syntax: ToolSyntax | None = None
+    answer_format: AnswerFormat | None = None
     answer_prefix: str = ""
     single: bool = False
+    thinking_open: bool = False
+    thinking_lead: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
         """The functions offered."""
         return tuple(str(tool["function"]["name"]) for tool in self.tools or ())
 
-    def splitter(self) -> CallSplitter | None:
-        """What reads the answer's calls, or None for a plain answer."""
-        if self.syntax is None:
+    def reader(self) -> AnswerReader | None:
+        """What reads the answer back, or None where its text is all content (no tools, and
+        a format that writes no thinking)."""
+        answer_format = self.answer_format
+        plain = answer_format is None or (
+            self.tools is None and answer_format.thinking is None and answer_format.messages is None
+        )
+        if plain or answer_format is None:
             return None
-        return CallSplitter(self.syntax, names=self.names, single=self.single)
+        return AnswerReader(
+            answer_format,
+            tools=self.tools,
+            single=self.single,
+            thinking_open=self.thinking_open,
+            thinking_lead=self.thinking_lead,
+        )
 
 
 def tool_prompt(engine: ChatEngine, call: ChatCall) -> ToolPrompt:
     """The request's tool prompt on `engine`'s template; ApiError (400) where the template
     cannot write what the request holds, rather than let the model answer without it."""
     request = call.tools
+    answer_format = format_of(engine.template.source)
     if request is None and not call.has_tool_history:
-        return ToolPrompt()
+        return ToolPrompt(answer_format=answer_format)
     support = engine.template.tool_support()
     template = _template_name(engine)
     if request is not None and not support.tools:
@@ -70,10 +87,10 @@ def tool_prompt(engine: ChatEngine, call: ChatCall) -> ToolPrompt:
             code="tools_unsupported",
         )
     if request is None:
-        return ToolPrompt()
-    syntax = syntax_of(engine.template.source)
+        return ToolPrompt(answer_format=answer_format)
+    syntax = answer_format.tools
     prefix = "" if request.choice == "auto" else syntax.prefix(request.function or None)
-    return ToolPrompt(request.tools, syntax, prefix, single=not request.parallel)
+    return ToolPrompt(request.tools, answer_format, prefix, single=not request.parallel)
 
 
 def _template_name(engine: ChatEngine) -> str:

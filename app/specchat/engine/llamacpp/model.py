@@ -254,6 +254,12 @@ class LlamaModel:
         for token in tokens:
             self._pieces[token] = b""
 
+    def spell_tokens(self, texts: Sequence[str]) -> None:
+        """Render the tokens spelled `texts` as their text, control ones too (gpt-oss's)."""
+        for text in texts:
+            if (token := self.single_token(text)) is not None and self.token_text(token) == text:
+                self._pieces[token] = text.encode("utf-8")
+
     def special_tokens(self) -> dict[str, SpecialToken]:
         """Every token llama.cpp finds in a text by its spelling (control, unknown and
         user-defined tokens), by spelling; read from the vocabulary once."""

@@ -8,8 +8,9 @@ import uuid
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from specchat.serve.tool_syntax import (
+from specchat.host.answer_format.json_calls import (
     Opening,
+    Schemas,
     ToolSyntax,
     arguments_of,
     has_arguments,
@@ -17,6 +18,17 @@ from specchat.serve.tool_syntax import (
     invalid_reason,
     value_end,
 )
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """More of the answer's thinking.
+
+    Attributes:
+        text: the text.
+    """
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,7 @@ class _OpenCall:
     name: str
     start: int  # where its arguments start in the call's text
     sent: int  # how far they were sent
+    said: str = ""  # a markup call's arguments sent so far (they are no slice of its text)
 
 
 class CallSplitter:
@@ -114,6 +127,8 @@ class CallSplitter:
         names: the functions the request offers (a loose opening's object is a call where
             it names one, or has its arguments), or None for any.
         single: the answer's first call is its last: what follows it is left out.
+        schemas: the offered functions' parameters by name (they type a markup format's
+            values).
     """
 
     def __init__(
@@ -122,9 +137,12 @@ class CallSplitter:
         *,
         names: Collection[str] | None = None,
         single: bool = False,
+        schemas: Schemas | None = None,
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.syntax = syntax
+        self.schemas = schemas or {}
+        self._openings = syntax.openings_for(names or ())
         self.names = None if names is None else frozenset(names)
         self.single = single
         self._new_id = new_id
@@ -201,7 +219,7 @@ class CallSplitter:
 
     def _find_opening(self) -> tuple[int, int, Opening] | None:
         best: tuple[int, int, Opening] | None = None
-        for opening in self.syntax.openings:
+        for opening in self._openings:
             if opening.at_start:
                 if not self._at_start():
                     continue
@@ -221,7 +239,7 @@ class CallSplitter:
         """Where the text that may still open a call starts."""
         pending = self._pending
         held = len(pending)
-        for opening in self.syntax.openings:
+        for opening in self._openings:
             if opening.at_start:  # one character: found whole or not at all
                 continue
             for size in range(min(len(opening.marker) - 1, len(pending)), 0, -1):
@@ -260,12 +278,14 @@ class CallSplitter:
         if self._call is None:
             # A name and then arguments: a call, whether or not its function is offered (the
             # client's agent tells the model there is no such tool, as it would any server's).
-            head = self.syntax.head(opening, body)
+            head = self._head(opening, body)
             if head is not None:
                 name, start = head
                 self._call = _OpenCall(len(self._calls), self._new_id(), name, start, start)
                 out.append(CallOpened(self._call.index, self._call.id, name))
         call = self._call
+        if call is not None and self.syntax.markup is not None:
+            return self._markup(call, body, opening, out)
         if call is not None and (end := value_end(body, call.start)) is not None:
             # Its arguments are whole: the call ends there, whatever follows (the brace
             # closing it, the closing, or a next call the model wrote without one).
@@ -284,6 +304,43 @@ class CallSplitter:
             self._send(call, body, held_from(body, call.start, opening.closing), out)
         return False
 
+    def _head(self, opening: Opening, body: str) -> tuple[str, int] | None:
+        markup = self.syntax.markup
+        if markup is None:
+            return self.syntax.head(opening, body)
+        if markup.head is None:
+            return None
+        # Only a function offered: another name is read once its call closes.
+        head = markup.head(body)
+        return head if head is not None and self._offered(head[0]) else None
+
+    def _markup(self, call: _OpenCall, body: str, opening: Opening, out: list[Piece]) -> bool:
+        """Go on with a markup call whose name was sent; True when it closed."""
+        at = body.find(opening.closing) if opening.closing else -1
+        region = body if at < 0 else body[:at]
+        self._say_arguments(call, region, final=at >= 0, out=out, closing=opening.closing)
+        if at < 0:
+            return False
+        self._read_call(call, call.said)
+        self._body, self._marker = None, ""
+        self._opening, self._read = None, False
+        self._pending = body[at + len(opening.closing) :]
+        return True
+
+    def _say_arguments(
+        self, call: _OpenCall, region: str, *, final: bool, out: list[Piece], closing: str = ""
+    ) -> None:
+        markup = self.syntax.markup
+        assert markup is not None and markup.so_far is not None
+        text = markup.so_far(
+            region, call.start, self.schemas, call.name, final=final, closing=closing
+        )
+        if not text.startswith(call.said):  # pragma: no cover - so_far continues itself
+            raise AssertionError(f"{text!r} does not continue {call.said!r}")
+        if len(text) > len(call.said):
+            out.append(Arguments(call.index, text[len(call.said) :]))
+            call.said = text
+
     def _send(self, call: _OpenCall, body: str, end: int, out: list[Piece]) -> None:
         if end > call.sent:
             out.append(Arguments(call.index, body[call.sent : end]))
@@ -296,6 +353,11 @@ class CallSplitter:
     def _close(self, region: str, closing: str, out: list[Piece]) -> None:
         call, opening, read = self._call, self._opening, self._read
         self._body, self._opening, self._read = None, None, False
+        if call is not None and self.syntax.markup is not None:  # cut short
+            self._say_arguments(call, region, final=True, out=out)
+            self._read_call(call, call.said)
+            self._read = False
+            return
         if call is not None:  # its arguments never came whole: as written
             arguments = arguments_of(region, call.start)
             self._send(call, region[: call.start] + arguments, call.start + len(arguments), out)
@@ -304,7 +366,7 @@ class CallSplitter:
             return
         if read and not region.strip().strip("}").strip():
             return  # the end of a block whose calls were read
-        parsed = self.syntax.parse(region)
+        parsed = self.syntax.parse(region, self.schemas)
         if parsed and opening is not None and opening.loose and not has_arguments(region):
             # An object with a name alone is a call only where the name is a function offered.
             parsed = parsed if all(self._offered(c.name) for c in parsed) else None

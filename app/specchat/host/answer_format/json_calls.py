@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 #: A call's name and the start of its arguments, as a model writes them first (streamed
 #: from their first character on); a call written otherwise is read whole once it closes.
@@ -52,6 +54,34 @@ class ParsedCall:
     arguments: str
 
 
+#: Each offered function's parameters' JSON schema, by its name.
+Schemas = Mapping[str, Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class Markup:
+    """A call format that is no JSON object (Qwen's XML, Gemma 4's): how a call's text reads
+    and how a required call's start is written.
+
+    Attributes:
+        read: a call block's text (opening and closing left out) read as calls, given the
+            offered functions' parameter schemas; None where it is no call.
+        before_name: a required call's forced start, up to the function's name.
+        after_name: what follows the name when a function is named.
+        head: a call's name and where its arguments start, once its text says both, for a
+            format whose arguments stream as they come; None: a call is read once closed.
+        so_far: its arguments as JSON text as far as the call's text says them, each later
+            one continuing it (the text, where its arguments start, the schemas, the name,
+            and whether the call's text ended).
+    """
+
+    read: Callable[[str, Schemas], list[ParsedCall] | None]
+    before_name: str
+    after_name: str
+    head: Callable[[str], tuple[str, int] | None] | None = None
+    so_far: Callable[..., str] | None = None
+
+
 @dataclass(frozen=True)
 class ToolSyntax:
     """One family's tool-call format.
@@ -65,6 +95,10 @@ class ToolSyntax:
         name_first: the name and arguments are one JSON object, the name first (a closed
             call's arguments are streamed as they come; otherwise it is sent once read).
         args_marker: Mistral's `[ARGS]` form (`[TOOL_CALLS]name[ARGS]{...}`), or "".
+        markup: the reader of a format whose calls are no JSON object, or None.
+        named_opening: an opening written with an offered function's name in its marker
+            (`{name}`), kept in the call's text: Qwen3-Coder's `<function=name>` when it
+            leaves out `<tool_call>`; None for none.
     """
 
     key: str
@@ -74,6 +108,16 @@ class ToolSyntax:
     arguments_key: str = "arguments"
     name_first: bool = True
     args_marker: str = ""
+    markup: Markup | None = None
+    named_opening: Opening | None = None
+
+    def openings_for(self, names: Iterable[str]) -> tuple[Opening, ...]:
+        """The openings of an answer offered the functions `names`."""
+        named = self.named_opening
+        if named is None:
+            return self.openings
+        own = (replace(named, marker=named.marker.format(name=name)) for name in names)
+        return (*self.openings, *own)
 
     # --- what a required call forces ----------------------------------------------------
     def prefix(self, function: str | None) -> str:
@@ -81,6 +125,9 @@ class ToolSyntax:
         and the function's name where one is named (no space after it: the model writes its
         arguments' first token as it would). The name's start is forced too: after
         `<tool_call>` alone Qwen2.5-Coder 1.5B ends its answer."""
+        if self.markup is not None:
+            named = f"{function}{self.markup.after_name}" if function else ""
+            return self.markup.before_name + named
         if self.args_marker:
             return self.before + (f"{function}{self.args_marker}" if function else "")
         if function is None:
@@ -98,9 +145,12 @@ class ToolSyntax:
             return None
         return _unescape(match.group(1)), match.end()
 
-    def parse(self, body: str) -> list[ParsedCall] | None:
+    def parse(self, body: str, schemas: Schemas | None = None) -> list[ParsedCall] | None:
         """The calls in one call's text (opening and closing left out); None when it names
-        no function (it is then the answer's text, as written)."""
+        no function (it is then the answer's text, as written). `schemas`: the offered
+        functions' parameters, which type a markup format's values."""
+        if self.markup is not None:
+            return self.markup.read(body, schemas or {})
         if self.key == "mistral":
             return _mistral(body, self.openings[0].marker, self.args_marker)
         return _objects(body)

@@ -10,7 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from specchat.serve.tool_stream import (
+from specchat.host.answer_format.json_calls import (
+    HERMES,
+    LLAMA3,
+    MISTRAL,
+    MISTRAL_ARGS,
+    ToolSyntax,
+    syntax_of,
+)
+from specchat.host.answer_format.splitter import (
     Arguments,
     CallOpened,
     CallSplitter,
@@ -18,7 +26,6 @@ from specchat.serve.tool_stream import (
     Piece,
     split_answer,
 )
-from specchat.serve.tool_syntax import HERMES, LLAMA3, MISTRAL, MISTRAL_ARGS, ToolSyntax, syntax_of
 from tests.helpers.chat_templates import QWEN25_TEMPLATE
 
 HERMES_ANSWERS = [

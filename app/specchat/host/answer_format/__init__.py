@@ -1,0 +1,1 @@
+"""Reading an answer back as its chat format writes it: thinking, text, tool calls."""

@@ -1,0 +1,200 @@
+"""An answer's thinking told apart from the rest as it streams: a block the model opens at
+its start (or the template opened in the prompt), what is inside it the reasoning."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ThinkingSyntax:
+    """How a family writes its thinking.
+
+    Attributes:
+        start: the text that opens it (`<think>`).
+        ends: texts that close it (`</think>`), left out of both parts.
+        stops: texts that end it and begin the answer's own text, kept there (Qwen3.5 may
+            call a tool straight from its thinking: `<tool_call>`).
+        anywhere: a block may open after text too, and an end with no block open is
+            dropped (Gemma 4 writes a thought block between its texts, or a lone
+            `<channel|>` at its end).
+        trim_reasoning: white space at a block's start is no part of the reasoning.
+        trim_answer: white space after a block's end is no part of the answer.
+    """
+
+    start: str
+    ends: tuple[str, ...]
+    stops: tuple[str, ...] = ()
+    anywhere: bool = False
+    trim_reasoning: bool = False
+    trim_answer: bool = False
+
+    def opened_by(self, prompt_tail: str) -> bool:
+        """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
+        template that opens `<think>` itself in its generation prompt)."""
+        at = prompt_tail.rfind(self.start)
+        return at >= 0 and not prompt_tail[at + len(self.start) :].strip()
+
+    def lead_in(self, prompt_tail: str) -> str:
+        """The white space a prompt that opened the thinking wrote after its opening: the
+        reasoning's start, as llama.cpp reads the generation prompt and the answer as one
+        text (`<think>\n` leaves the reasoning starting with a line break)."""
+        at = prompt_tail.rfind(self.start)
+        return prompt_tail[at + len(self.start) :] if self.opened_by(prompt_tail) else ""
+
+
+class _State(enum.Enum):
+    BEFORE = enum.auto()  #: at the answer's start: a block may still open
+    INSIDE = enum.auto()
+    AFTER = enum.auto()  #: the answer's own text
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of the text fed, told apart.
+
+    Attributes:
+        reasoning: it is thinking (otherwise the answer's own text).
+        text: the text.
+    """
+
+    reasoning: bool
+    text: str
+
+
+class ThinkingSplitter:
+    """Splits one answer's text, fed in pieces, into its thinking and the rest; the parts
+    out add up alike whatever the division in. White space around the thinking is kept or
+    dropped as the family's llama.cpp reader does; thinking that is only white space is
+    none (so a block's first space is held until text follows it).
+
+    Attributes:
+        syntax: the family's thinking markers.
+    """
+
+    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False, lead: str = "") -> None:
+        self.syntax = syntax
+        self._state = _State.INSIDE if opened else _State.BEFORE
+        self._held = ""
+        self._fresh = True  # at a block's start: nothing but white space said yet
+        self._lead = lead if opened else ""  # that white space, held
+        self._trim_answer = opened and syntax.trim_answer
+
+    @property
+    def thinking(self) -> bool:
+        """Whether the text fed so far ends inside thinking."""
+        return self._state is _State.INSIDE
+
+    def feed(self, text: str) -> list[Part]:
+        self._held += text
+        return self._advance(final=False)
+
+    def finish(self) -> list[Part]:
+        """What was held back; call once after the last text. Thinking never closed (the
+        answer cut short) is reasoning all the same."""
+        return self._advance(final=True)
+
+    def _advance(self, *, final: bool) -> list[Part]:
+        out: list[Part] = []
+        while True:
+            if self._state is _State.BEFORE:
+                stripped = self._held.lstrip()
+                if stripped.startswith(self.syntax.start):
+                    self._open(stripped[len(self.syntax.start) :])
+                    continue
+                if not final and (not stripped or self.syntax.start.startswith(stripped)):
+                    return out
+                self._state = _State.AFTER
+                continue
+            if self._state is _State.INSIDE:
+                if not self._inside(out, final=final):
+                    return out
+                continue
+            if not self.syntax.anywhere:
+                self._answer(self._held, out)
+                self._held = ""
+                return out
+            if not self._after(out, final=final):
+                return out
+
+    def _open(self, rest: str) -> None:
+        self._held = rest
+        self._state, self._trim_answer = _State.INSIDE, self.syntax.trim_answer
+        self._fresh, self._lead = True, ""
+
+    def _after(self, out: list[Part], *, final: bool) -> bool:
+        """The answer's text, where a block may open again; True where one did."""
+        held = self._held
+        markers = [(held.find(m), m) for m in (self.syntax.start, *self.syntax.ends)]
+        found = min(((at, m) for at, m in markers if at >= 0), default=None)
+        if found is not None:
+            at, marker = found
+            self._answer(held[:at], out)
+            if marker == self.syntax.start:
+                self._open(held[at + len(marker) :])
+                return True
+            self._held = held[at + len(marker) :]  # an end with no block: dropped
+            return True
+        keep = 0 if final else marker_start(held, (self.syntax.start, *self.syntax.ends))
+        self._answer(held[: len(held) - keep], out)
+        self._held = held[len(held) - keep :]
+        return False
+
+    def _inside(self, out: list[Part], *, final: bool) -> bool:
+        """Go on inside the block; True where it ended (the rest is then the answer's)."""
+        held = self._held
+        found: tuple[int, int] | None = None
+        for marker in self.syntax.ends:
+            at = held.find(marker)
+            if at >= 0 and (found is None or at < found[0]):
+                found = (at, at + len(marker))
+        for marker in self.syntax.stops:
+            at = held.find(marker)
+            if at >= 0 and (found is None or at < found[0]):
+                found = (at, at)
+        if found is not None:
+            self._reason(held[: found[0]], out, ended=True)
+            self._held = held[found[1] :]
+            self._state = _State.AFTER
+            return True
+        if final:
+            self._reason(held, out, ended=True)
+            self._held = ""
+            return False
+        keep = marker_start(held, (*self.syntax.ends, *self.syntax.stops))
+        self._reason(held[: len(held) - keep], out, ended=False)
+        self._held = held[len(held) - keep :]
+        return False
+
+    def _reason(self, text: str, out: list[Part], *, ended: bool) -> None:
+        if self._fresh:
+            text = self._lead + text
+            if not text.strip():  # only white space so far: none, if nothing follows
+                self._lead = "" if ended else text
+                return
+            self._fresh, self._lead = False, ""
+            if self.syntax.trim_reasoning:
+                text = text.lstrip()
+        if text:
+            out.append(Part(True, text))
+
+    def _answer(self, text: str, out: list[Part]) -> None:
+        if self._trim_answer:
+            text = text.lstrip()
+            if not text:
+                return
+            self._trim_answer = False
+        if text:
+            out.append(Part(False, text))
+
+
+def marker_start(text: str, markers: tuple[str, ...]) -> int:
+    """How much of the text's end may be the start of one of `markers`."""
+    longest = 0
+    for marker in markers:
+        for size in range(min(len(marker) - 1, len(text)), longest, -1):
+            if text.endswith(marker[:size]):
+                longest = size
+                break
+    return longest
