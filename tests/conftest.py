@@ -105,16 +105,14 @@ def real_chat_models(tmp_path_factory: pytest.TempPathFactory) -> RealChatModels
     """The 2026 families' tiny models, written once per session from the vendored
     llama.cpp's vocabularies and templates (fetched once per machine)."""
     from specchat.tinyarch import write_tiny_gemma4, write_tiny_qwen35
-    from specchat.tinyarch.qwen35 import Qwen35Shape
     from specchat.tinyarch.real_vocab import GEMMA4_CHAT, QWEN35_CHAT, RealChat
     from tests.helpers.vendored_llama import llama_source
 
     folder = tmp_path_factory.mktemp("real-chat")
     source = llama_source()
-    # tied: a second 150k-row output matrix would double the file for nothing
+    # untied, as the default shape is: a random tied head repeats its input token
     qwen35 = write_tiny_qwen35(
         folder / "qwen35-real-chat.gguf",
-        shape=Qwen35Shape(tied_output=True),
         chat=RealChat.load(source, QWEN35_CHAT),
         name="tiny-qwen35-chat",
     )

@@ -1,13 +1,13 @@
-"""`specchat serve` with the 2026 families' own templates (Qwen3.5, Gemma 4) on a tiny
-model, through the `openai` client: a two-turn tool conversation renders, the thinking the
-template opens comes back as `reasoning_content` (whole and streamed alike, counted in
-`reasoning_tokens`), and `chat_template_kwargs` and `reasoning_effort` reach the template."""
+"""`specchat serve` with the 2026 families' tiny models (their real vocabularies and
+publishers' templates: Qwen3.5, Gemma 4), through the `openai` client: a two-turn tool
+conversation renders, the thinking the template opens comes back as `reasoning_content`
+(whole and streamed alike, counted in `reasoning_tokens`), and `chat_template_kwargs` and
+`reasoning_effort` reach the template."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -15,10 +15,8 @@ import pytest
 
 from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.serve.server import ApiServer
-from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
+from tests.conftest import RealChatModels
 from tests.helpers.api_server import running_server
-
-TEMPLATES = Path(__file__).resolve().parents[1] / "fixtures" / "chat_templates"
 
 TOOLS: list[Any] = [
     {
@@ -54,28 +52,18 @@ TOOL_TURN: list[Any] = [
 ASK: dict[str, Any] = {"model": "x", "temperature": 0, "max_tokens": 12}
 
 
-def _server(tmp: Path, template: str, tiny_models: TinyModels) -> Iterator[ApiServer]:
-    source = (TEMPLATES / template).read_text(encoding="utf-8")
-    spec = TinySpec(seed=1, name="tiny-" + template.lower(), chat_template=source, n_ctx=8192)
-    target = write_tiny_model(tmp / "target.gguf", spec)
-    with running_server(target, tiny_models.draft_close, n_ctx=4096, prefixes=PrefixCache()) as s:
+@pytest.fixture(scope="module")
+def qwen35(real_chat_models: RealChatModels) -> Iterator[ApiServer]:
+    """The tiny Qwen3.5 hybrid with its real vocabulary and template (and its MTP head)."""
+    with running_server(real_chat_models.qwen35, None, n_ctx=4096, prefixes=PrefixCache()) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def qwen35(
-    tmp_path_factory: pytest.TempPathFactory, tiny_models: TinyModels
-) -> Iterator[ApiServer]:
-    yield from _server(tmp_path_factory.mktemp("qwen35"), "Qwen3.5-4B.jinja", tiny_models)
-
-
-@pytest.fixture(scope="module")
-def gemma4(
-    tmp_path_factory: pytest.TempPathFactory, tiny_models: TinyModels
-) -> Iterator[ApiServer]:
-    yield from _server(
-        tmp_path_factory.mktemp("gemma4"), "google-gemma-4-31B-it.jinja", tiny_models
-    )
+def gemma4(real_chat_models: RealChatModels) -> Iterator[ApiServer]:
+    """The tiny Gemma 4 with its real vocabulary and template."""
+    with running_server(real_chat_models.gemma4, None, n_ctx=4096, prefixes=PrefixCache()) as s:
+        yield s
 
 
 def client(server: ApiServer) -> openai.OpenAI:
