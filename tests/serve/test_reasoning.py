@@ -176,3 +176,54 @@ def test_qwen35_a_named_call_is_read_in_its_xml_whole_and_streamed(qwen35: ApiSe
                 streamed.setdefault(delta_call.index, []).append(delta_call.function.arguments)
     assert names == {0: "get_weather"}
     assert "".join(streamed.get(0, [])) == arguments
+
+
+def _call_turn(api: openai.OpenAI, *, stream: bool) -> dict[str, Any]:
+    """The first turn, the call forced by name: the call as the client hands it back."""
+    choice: Any = {"type": "function", "function": {"name": "get_weather"}}
+    if not stream:
+        answer = api.chat.completions.create(
+            messages=QUESTION, tools=TOOLS, tool_choice=choice, **ASK
+        )
+        (call,) = answer.choices[0].message.tool_calls or []
+        return {"id": call.id, "name": call.function.name, "arguments": call.function.arguments}
+    whole: dict[str, Any] = {"id": "", "name": "", "arguments": ""}
+    for chunk in api.chat.completions.create(
+        messages=QUESTION, tools=TOOLS, tool_choice=choice, stream=True, **ASK
+    ):
+        for part in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            assert part.index == 0
+            whole["id"] += part.id or ""
+            if part.function:
+                whole["name"] += part.function.name or ""
+                whole["arguments"] += part.function.arguments or ""
+    return whole
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_call_its_result_and_the_answer_after_it(qwen35: ApiServer, stream: bool) -> None:
+    """Call, result, answer, as an agent runs them: the model's own call handed back with
+    the tool's result, and the model answers after it. (Qwen's XML call is a call from its
+    forced name on; a random-weight Gemma 4 never writes the `<tool_call|>` that closes its
+    call, so its history call is the client's, in test_gemma4_a_two_turn_tool_conversation.)
+    """
+    api = client(qwen35)
+    call = _call_turn(api, stream=stream)
+    assert call["name"] == "get_weather" and call["id"]
+    assert isinstance(json.loads(call["arguments"]), dict)
+    returned = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["arguments"]},
+            }
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": call["id"], "content": "Sunny, 21 C"}
+    answer = api.chat.completions.create(messages=[*QUESTION, returned, result], tools=TOOLS, **ASK)
+    message = answer.choices[0].message
+    assert answer.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert message.content or _extra(message, "reasoning_content") or message.tool_calls
