@@ -101,6 +101,15 @@ def catalog_path() -> Path:
     return Path(str(importlib_resources.files("specchat") / "data" / "models.toml"))
 
 
+def chat_template_path(name: str) -> Path:
+    """A publisher's chat template SpecChat ships (data/chat_templates: source tree, wheel
+    or bundle)."""
+    frozen_root = getattr(sys, "_MEIPASS", None)
+    if frozen_root:
+        return Path(frozen_root) / "specchat" / "data" / "chat_templates" / name
+    return Path(str(importlib_resources.files("specchat") / "data" / "chat_templates" / name))
+
+
 def user_catalog_path() -> Path:
     """A user's own models.toml, extending the shipped catalog."""
     return config_dir() / "models.toml"

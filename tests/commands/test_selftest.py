@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,8 @@ CHECKS = (
     "lookup mode (K=3) matches plain",
     "hybrid target drafts and rolls back",
     "MTP head drafts",
+    "Qwen3.5 chat format",
+    "Gemma 4 chat format",
     "Qt",
 )
 
@@ -91,3 +94,18 @@ def test_missing_resources_fail_the_self_test(
     assert "FAIL Qt: FileNotFoundError" in report
     # The engine does not depend on resources, and the report still says so.
     assert "ok   plain decoding" in report
+
+
+def test_a_reader_that_loses_the_call_fails_its_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specchat.commands import chat_format_check
+    from specchat.host.answer_format import reader
+
+    real = reader.read_answer
+
+    def losing(*args: Any, **kwargs: Any) -> Any:
+        pieces, reply = real(*args, **kwargs)
+        return pieces, reader.AnswerReply(reply.content, reply.reasoning, ())
+
+    monkeypatch.setattr(reader, "read_answer", losing)
+    with pytest.raises(AssertionError, match=r"read back \[\]"):
+        chat_format_check.round_trip("google-gemma-4-31B-it.jinja")

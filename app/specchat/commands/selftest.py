@@ -8,8 +8,11 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+
+from specchat.commands import chat_format_check as chat_formats
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
@@ -243,6 +246,8 @@ def run_self_test(*, out: TextIO | None = None) -> int:
             results += _hybrid_checks(Path(workdir))
         except Exception as error:
             results.append(CheckResult("hybrid", False, f"{type(error).__name__}: {error}"))
+    for family, template in chat_formats.FAMILIES:  # no model needed: template and reader
+        results.append(_run(f"{family} chat format", partial(chat_formats.round_trip, template)))
     results.append(_run("Qt", _check_qt))
     for result in results:
         print(f"  {'ok  ' if result.ok else 'FAIL'} {result.name}: {result.detail}", file=out)
