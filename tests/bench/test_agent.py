@@ -187,7 +187,11 @@ def test_both_modes_start_alike_and_say_the_same_at_t0(tools_target: Path, tmp_p
     row = report["tasks"][0]["turns"][0]
     assert set(row["evaluated"]) == {"plain", "auto"} and "decode_speed_up" in row
     lines = summary_lines(report)
-    assert len(lines) == sum(len(t["turns"]) + 1 for t in report["tasks"]) + 1
+    # a line a turn, one a task, the totals, and what was written inside tool calls
+    assert len(lines) == sum(len(t["turns"]) + 1 for t in report["tasks"]) + 2
+    in_calls = report["overall"]["in_calls"]
+    assert in_calls["tokens"] == sum(t.call_tokens for p in pairs for t in p.auto.turns) > 0
+    assert lines[-1].startswith(f"inside tool calls (auto): {in_calls['tokens']} tokens written")
     path = write_agent_report(report, tmp_path / "out")
     assert "fix-last-n" in path.read_text(encoding="utf-8")
     assert json.loads((tmp_path / "out" / "agent.json").read_text(encoding="utf-8")) == report

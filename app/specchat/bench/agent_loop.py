@@ -42,6 +42,8 @@ class AgentTurn:
         content: the answer's text ("" for none).
         calls: the tool calls it made.
         invalid_arguments: calls whose arguments were no JSON object (specchat's flag).
+        call_tokens: answer tokens inside tool calls (specchat's count).
+        call_kept: of those, draft tokens the target kept.
     """
 
     prompt_tokens: int
@@ -55,6 +57,8 @@ class AgentTurn:
     content: str
     calls: tuple[Call, ...]
     invalid_arguments: int = 0
+    call_tokens: int = 0
+    call_kept: int = 0
 
     @property
     def decode_tokens_per_s(self) -> float:
@@ -80,6 +84,8 @@ class AgentTurn:
             "content": self.content,
             "calls": [{"name": c.name, "arguments": c.arguments} for c in self.calls],
             "invalid_arguments": self.invalid_arguments,
+            "call_tokens": self.call_tokens,
+            "call_kept": self.call_kept,
         }
 
 
@@ -179,6 +185,8 @@ def request_turn(
         content="".join(stream.content),
         calls=calls,
         invalid_arguments=len(stream.specchat.get("invalid_tool_arguments", [])),
+        call_tokens=int(stream.specchat.get("tool_call_tokens", {}).get("written", 0)),
+        call_kept=int(stream.specchat.get("tool_call_tokens", {}).get("kept", 0)),
     )
 
 

@@ -66,6 +66,7 @@ def turn_rows(pair: AgentPair) -> list[dict[str, Any]]:
                 },
                 "decode_speed_up": None if speed_up is None else round(speed_up, 3),
                 "kept_by_source": auto.kept_by_source,
+                "in_calls": {"tokens": auto.call_tokens, "kept": auto.call_kept},
             }
         )
     return rows
@@ -88,11 +89,15 @@ def _overall(pairs: Sequence[AgentPair]) -> dict[str, Any]:
     ratios = [r for r in found if r]
     geomean = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
     kept: dict[str, int] = {}
+    in_calls = {"tokens": 0, "kept": 0}
     for pair in pairs:
         for turn in pair.auto.turns:
             for source, count in turn.kept_by_source.items():
                 kept[source] = kept.get(source, 0) + count
+            in_calls["tokens"] += turn.call_tokens
+            in_calls["kept"] += turn.call_kept
     return {
+        "in_calls": in_calls,
         "decode_tokens_per_s": {m: round(v, 2) for m, v in totals.items()},
         "decode_speed_up": round(totals["auto"] / totals["plain"], 3) if totals["plain"] else None,
         "turn_speed_up_geomean": None if geomean is None else round(geomean, 3),
@@ -139,6 +144,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
                 f"{row['decode_tokens_per_s']['auto']:<6.1f} tok/s  "
                 + (f"×{speed_up:.2f}" if speed_up else "×—")
                 + f"  {'+'.join(row['calls']) or 'answer'}  kept: {kept}"
+                + _in_calls(row)
                 + ("" if row["same_answer"] else "  (answers differ)")
             )
         passed = task["check_passed"]
@@ -154,7 +160,21 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"(×{overall['decode_speed_up'] or 0:.2f}; turns' geometric mean "
         f"×{overall['turn_speed_up_geomean'] or 0:.2f})"
     )
+    in_calls = overall.get("in_calls") or {}
+    if in_calls.get("tokens"):
+        lines.append(
+            f"inside tool calls (auto): {in_calls['tokens']} tokens written, "
+            f"{in_calls['kept']} of them kept drafts"
+        )
     return lines
+
+
+def _in_calls(row: dict[str, Any]) -> str:
+    """Tokens written inside the turn's tool calls and how many of them were kept drafts."""
+    found = row.get("in_calls") or {}
+    if not found.get("tokens"):
+        return ""
+    return f"  in calls: {found['kept']}/{found['tokens']} kept"
 
 
 def write_agent_report(report: dict[str, Any], out: Path) -> Path:

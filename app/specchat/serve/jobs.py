@@ -60,6 +60,8 @@ class Summary:
             text is all content).
         tools: the request offered functions (its calls were read).
         reasoning_tokens: the answer's tokens that were thinking.
+        call_tokens: the answer's tokens inside tool calls (their markup and arguments).
+        call_kept: of those, the draft tokens the target kept.
     """
 
     stop: StopReason
@@ -74,6 +76,8 @@ class Summary:
     reply: AnswerReply | None = None
     tools: bool = False
     reasoning_tokens: int = 0
+    call_tokens: int = 0
+    call_kept: int = 0
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.templates.chat_template import ToolCall
 from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.templates.prompt_tokens import MessageTextError
-from specchat.engine.types import GenerationRequest, RoundResult, StopReason
+from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
 from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.serve.parsing import conversation_key
@@ -157,7 +157,7 @@ class JobRunner:
         reader = tooling.reader()
         if reader is not None:
             reader.feed(tooling.answer_prefix)
-        reasoning_tokens = 0
+        reasoning_tokens = call_tokens = call_kept = 0
         # Ended by the client going away, or once a single call was read (checked between
         # rounds, as the decoder checks it).
         ending = threading.Event()
@@ -170,10 +170,14 @@ class JobRunner:
             text.append(result.text)
             if reader is not None:
                 for token in result.events:
-                    # A token is thinking where the text read was inside it before or after.
-                    thinking = reader.thinking
+                    # A token is thinking (or in a call) where the text read was inside it
+                    # before or after.
+                    thinking, in_call = reader.thinking, reader.in_call
                     reader.feed(token.text)
                     reasoning_tokens += thinking or reader.thinking
+                    if in_call or reader.in_call:
+                        call_tokens += 1
+                        call_kept += token.kind is TokenKind.ACCEPTED
             if job.cancel.is_set() or (reader is not None and reader.ended):
                 ending.set()
             if self.on_round is not None:
@@ -210,6 +214,8 @@ class JobRunner:
                 reply=reply,
                 tools=tooling.tools is not None,
                 reasoning_tokens=reasoning_tokens,
+                call_tokens=call_tokens,
+                call_kept=call_kept,
             )
         )
 

@@ -91,6 +91,8 @@ def specchat_stats(summary: Summary) -> dict[str, Any]:
         "tokens_per_pass": round(stats.tau, 3),
         "kept_by_source": {kept.source: kept.tokens for kept in summary.kept},
     }
+    if summary.tools:
+        figures["tool_call_tokens"] = {"written": summary.call_tokens, "kept": summary.call_kept}
     if summary.tools and summary.reply is not None:
         # Arguments are sent as the model wrote them; these are the ones a client cannot
         # read as a JSON object.

@@ -97,6 +97,11 @@ class AnswerReader:
         return self._thinking is not None and self._thinking.thinking
 
     @property
+    def in_call(self) -> bool:
+        """Whether the text fed so far ends inside a tool call."""
+        return self._calls is not None and self._calls.in_call
+
+    @property
     def ended(self) -> bool:
         """A single call was read: nothing more is taken (the answer may stop)."""
         return self._calls is not None and self._calls.ended

@@ -164,6 +164,11 @@ class CallSplitter:
         """A single call was read: nothing more is taken (the answer may stop)."""
         return self.single and bool(self._calls)
 
+    @property
+    def in_call(self) -> bool:
+        """Whether the text fed so far ends inside a call (its opening read, its end not)."""
+        return self._body is not None
+
     def feed(self, text: str) -> list[Piece]:
         out: list[Piece] = []
         if self.ended:
