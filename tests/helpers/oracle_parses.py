@@ -115,14 +115,12 @@ def read(case: ParseCase, *, pieces: list[str] | None = None) -> tuple[Message, 
     """SpecChat's reading of the case's output: (whole, its streamed pieces gathered)."""
     answer_format = format_of(case.source)
     thinking = answer_format.thinking
-    opened = thinking is not None and thinking.opened_by(case.generation_prompt)
-    lead = "" if thinking is None else thinking.lead_in(case.generation_prompt)
+    part = "" if thinking is None else thinking.prompt_part(case.generation_prompt)
     ids = (f"call_{n}" for n in itertools.count())
     reader = AnswerReader(
         answer_format,
         tools=case.tools,
-        thinking_open=opened,
-        thinking_lead=lead,
+        thinking_prompt=part,
         new_id=lambda: next(ids),
     )
     if pieces is None:

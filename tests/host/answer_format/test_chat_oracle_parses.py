@@ -29,14 +29,6 @@ DIFFERENT = {
         "drops the whole answer (no content, no call); SpecChat keeps the call, the value as "
         "a string (Qwen XML), or the text (Gemma 4)"
     ),
-    "tool_call": "white space before a call: llama.cpp keeps it as content, SpecChat drops it",
-    "parallel_calls": "white space before a call: llama.cpp keeps it as content",
-    "content/no-thinking": (
-        "the answer's white space after a prompt that closed the thinking (llama.cpp's "
-        "template analysis drops it for some templates, not others)"
-    ),
-    "content": "white space around the thinking as this template's analysis has it",
-    "reasoning_content": "white space around the thinking as this template's analysis has it",
 }
 #: The templates (other than NOT_READ) each DIFFERENT case applies to.
 DIFFERENT_IN = {
@@ -48,30 +40,6 @@ DIFFERENT_IN = {
         "google-gemma-4-31B-it",
         "google-gemma-4-31B-it-interleaved",
     },
-    "tool_call": {
-        "Bielik-11B-v3.0-Instruct",
-        "MiniMax-M2",
-        "Qwen-QwQ-32B",
-        "llama-cpp-deepseek-r1",
-        "poolside-Laguna-XS-2.1",
-        "poolside-Laguna-XS.2",
-    },
-    "parallel_calls": {
-        "Bielik-11B-v3.0-Instruct",
-        "Qwen-QwQ-32B",
-        "llama-cpp-deepseek-r1",
-        "poolside-Laguna-XS-2.1",
-        "poolside-Laguna-XS.2",
-    },
-    "content/no-thinking": {
-        "GLM-4.6",
-        "HuggingFaceTB-SmolLM3-3B",
-        "Reka-Edge",
-        "poolside-Laguna-XS-2.1",
-        "poolside-Laguna-XS.2",
-    },
-    "content": {"Bielik-11B-v3.0-Instruct", "poolside-Laguna-XS-2.1", "poolside-Laguna-XS.2"},
-    "reasoning_content": {"poolside-Laguna-XS-2.1", "poolside-Laguna-XS.2"},
 }
 
 

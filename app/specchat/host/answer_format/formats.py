@@ -19,6 +19,7 @@ from specchat.host.answer_format import (
     tagged_calls,
 )
 from specchat.host.answer_format.json_calls import (
+    HERMES,
     Markup,
     Opening,
     ParsedCall,
@@ -28,6 +29,7 @@ from specchat.host.answer_format.json_calls import (
 )
 from specchat.host.answer_format.messages import Segment
 from specchat.host.answer_format.thinking import ThinkingSyntax
+from specchat.host.answer_format.thinking_space import analysed
 
 
 @dataclass(frozen=True)
@@ -336,6 +338,8 @@ GEMMA4_THOUGHT = ThinkingSyntax(
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 
+#: Ling 3's template, which llama.cpp reads with a parser of its own (common/chat.cpp).
+_LING3 = "<role>ASSISTANT</role>"
 #: The Qwen template that writes `<tool_call><function=` on one line, which llama.cpp's
 #: XML reader leaves to its general one.
 _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
@@ -371,7 +375,7 @@ def format_of(template: str) -> AnswerFormat:
             "minimax-m3", "MiniMax M3", MINIMAX_M3, MINIMAX_M3_THINK, spelled=(minimax_m3.MARK,)
         )
     if "<minimax:tool_call>" in template and "<invoke name=" in template:
-        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, thinking and THINK_TRIMMED)
+        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, _analysed(template, thinking))
     if "'<|tool_call>call:'" in template:
         return AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT, ("<|tool_response>",))
     if (
@@ -380,9 +384,11 @@ def format_of(template: str) -> AnswerFormat:
     ):
         if thinking is None:
             return AnswerFormat("qwen-xml", "Qwen3-Coder XML", QWEN_CODER)
-        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
+        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, analysed(template, THINK_TO_CALL))
     if "<arg_key>" in template and "<tool_call>" in template:
-        return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+        if _LING3 in template:  # llama.cpp reads Ling 3 with a parser of its own
+            return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+        return AnswerFormat("glm", "GLM", GLM, _analysed(template, thinking))
     if "<|START_ACTION|>" in template and (
         "<|START_RESPONSE|>" in template or "<|START_TEXT|>" in template
     ):
@@ -409,8 +415,16 @@ def format_of(template: str) -> AnswerFormat:
     if "<TOOLCALL>" in template:
         return AnswerFormat("nemotron", "Nemotron", NEMOTRON, thinking and THINK_TRIMMED_START)
     if "<｜tool▁calls▁begin｜>" in template:
-        return AnswerFormat("deepseek", "DeepSeek", DEEPSEEK, thinking)
+        return AnswerFormat("deepseek", "DeepSeek", DEEPSEEK, _analysed(template, thinking))
     tools = syntax_of(template)
     if thinking is None and "[THINK]" in template:
         thinking = MISTRAL_THINK
+    elif tools is HERMES:
+        thinking = _analysed(template, thinking)
     return AnswerFormat(tools.key, tools.label, tools, thinking)
+
+
+def _analysed(template: str, thinking: ThinkingSyntax | None) -> ThinkingSyntax | None:
+    """`<think>` as llama.cpp's template analysis has it for a template it reads with its
+    generated parser (the families above without a parser of their own)."""
+    return None if thinking is None else analysed(template, THINK)

@@ -129,6 +129,8 @@ class CallSplitter:
         single: the answer's first call is its last: what follows it is left out.
         schemas: the offered functions' parameters by name (they type a markup format's
             values).
+        keep_lead: white space at the text's start is the answer's (what came before it,
+            thinking, skipped the answer's own lead).
     """
 
     def __init__(
@@ -138,9 +140,11 @@ class CallSplitter:
         names: Collection[str] | None = None,
         single: bool = False,
         schemas: Schemas | None = None,
+        keep_lead: bool = False,
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.syntax = syntax
+        self.keep_lead = keep_lead
         self.schemas = schemas or {}
         self._openings = syntax.openings_for(names or ())
         self.names = None if names is None else frozenset(names)
@@ -152,7 +156,7 @@ class CallSplitter:
         self._marker = ""  # the text that opened it (said as content if it names nothing)
         self._call: _OpenCall | None = None  # a call whose name was sent
         self._read = False  # a call of the open text was read whole
-        self._space = ""  # white space held until text follows it (dropped beside a call)
+        self._space = ""  # white space held until text or a call follows it
         self._space_before = ""  # what was held when the open call opened
         self._after_call = False
         self._said = False
@@ -208,7 +212,12 @@ class CallSplitter:
                 return
             start, body_start, opening = found
             self._say(self._pending[:start], out)
-            # White space before a call is dropped; kept aside in case it is no call.
+            # White space before a call is the answer's text, as llama.cpp reads it, save
+            # at the answer's start, which llama.cpp's parser skips (kept aside in case it
+            # is no call).
+            if self._space and (self.keep_lead or not self._at_start()):
+                self._emit(self._space, out)
+                self._space = ""
             self._space_before, self._space = self._space, ""
             self._body, self._opening, self._read = self._pending[body_start:], opening, False
             self._marker = self._pending[start:body_start]
