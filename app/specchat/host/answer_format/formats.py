@@ -86,6 +86,7 @@ QWEN_XML = ToolSyntax(
         after_name=">\n",
         head=qwen_xml.head,
         so_far=qwen_xml.arguments_so_far,
+        held=qwen_xml.wants_json,
     ),
 )
 #: Qwen3-Coder: the same, and a call that leaves out `<tool_call>`, opened by

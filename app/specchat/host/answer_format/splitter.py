@@ -162,11 +162,13 @@ class CallSplitter:
         self._said = False
         self._content: list[str] = []
         self._calls: list[SplitCall] = []
+        self._malformed = False
 
     @property
     def ended(self) -> bool:
-        """A single call was read: nothing more is taken (the answer may stop)."""
-        return self.single and bool(self._calls)
+        """A single call was read, or a malformed one: nothing more is taken (the answer may
+        stop)."""
+        return (self.single and bool(self._calls)) or self._malformed
 
     def feed(self, text: str) -> list[Piece]:
         out: list[Piece] = []
@@ -319,9 +321,14 @@ class CallSplitter:
             return self.syntax.head(opening, body)
         if markup.head is None:
             return None
-        # Only a function offered: another name is read once its call closes.
+        # Only a function offered: another name is read once its call closes, as is a call
+        # the format holds until it is known whole.
         head = markup.head(body)
-        return head if head is not None and self._offered(head[0]) else None
+        if head is None or not self._offered(head[0]):
+            return None
+        if markup.held is not None and markup.held(self.schemas.get(head[0])):
+            return None
+        return head
 
     def _markup(self, call: _OpenCall, body: str, opening: Opening, out: list[Piece]) -> bool:
         """Go on with a markup call whose name was sent; True when it closed."""
@@ -376,6 +383,11 @@ class CallSplitter:
         if read and not region.strip().strip("}").strip():
             return  # the end of a block whose calls were read
         parsed = self.syntax.parse(region, self.schemas)
+        if parsed is not None and not parsed:
+            # Malformed: llama.cpp's parser stops there, its lenient reading keeping the text
+            # before the call and nothing from it on.
+            self._malformed = True
+            return
         if parsed and opening is not None and opening.loose and not has_arguments(region):
             # An object with a name alone is a call only where the name is a function offered.
             parsed = parsed if all(self._offered(c.name) for c in parsed) else None
