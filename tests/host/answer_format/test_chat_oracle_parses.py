@@ -14,10 +14,6 @@ CASES = list(parse_cases())
 #: Templates whose answers llama.cpp reads in a format SpecChat does not (their calls are
 #: read as Hermes', their thinking where it is `<think>`).
 NOT_READ = {
-    "Apriel-1.6-15b-Thinker-fixed": (
-        "reasoning from the prompt's 'Here are my reasoning steps:' to [BEGIN FINAL RESPONSE]; "
-        "llama.cpp reads an answer without the latter, its calls too, as reasoning"
-    ),
     "muse-glimmer": "to=recipient messages",
 }
 

@@ -336,6 +336,12 @@ THINK_TRIMMED_START = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=Tr
 GEMMA4_THOUGHT = ThinkingSyntax(
     "<|channel>thought", ("<channel|>",), anywhere=True, trim_reasoning=True
 )
+#: Apriel 1.6's: its generation prompt opens it with "Here are my reasoning steps:", the
+#: answer after `[BEGIN FINAL RESPONSE]` (llama.cpp's template analysis finds these two as
+#: its reasoning's markers; an answer without the latter is all reasoning, calls too).
+APRIEL16_THINK = ThinkingSyntax(
+    "<|begin_assistant|>", ("[BEGIN FINAL RESPONSE]",), prompt_reasons=True
+)
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 
@@ -406,6 +412,9 @@ def format_of(template: str) -> AnswerFormat:
     if "<|role_sep|>" in template and "<|message_sep|>" in template:
         return AnswerFormat("gigachat", "GigaChat", GIGACHAT, thinking)
     if "<tool_calls>" in template and "</tool_calls>" in template:
+        if all(marker in template for marker in (*APRIEL16_THINK.ends, APRIEL16_THINK.start)):
+            apriel = analysed(template, APRIEL16_THINK)
+            return AnswerFormat("tool-calls", "Apriel 1.6", TOOL_CALLS_TAG, apriel)
         return AnswerFormat("tool-calls", "<tool_calls>", TOOL_CALLS_TAG, thinking)
     if "dsml_token" in template and "DSML" in template:
         block = "function_calls" if "function_calls" in template else "tool_calls"

@@ -27,6 +27,9 @@ class ThinkingSyntax:
         end_space: the same after an end, before the answer (`</think>\n\n`).
         skip_lead: white space at the answer's start, before any block, is no part of it
             (llama.cpp's parser skips it after the generation prompt).
+        prompt_reasons: the generation prompt writes the reasoning's first words after the
+            opening (Apriel 1.6's "Here are my reasoning steps:"), which llama.cpp reads as
+            reasoning.
     """
 
     start: str
@@ -38,6 +41,7 @@ class ThinkingSyntax:
     start_space: str = ""
     end_space: str = ""
     skip_lead: bool = False
+    prompt_reasons: bool = False
 
     def opened_by(self, prompt_tail: str) -> bool:
         """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
@@ -64,7 +68,7 @@ class ThinkingSyntax:
         rest = part[len(self.start) :]
         for end in self.ends:
             rest = rest.replace(end, "", 1)
-        return part if not rest.strip() else ""
+        return part if self.prompt_reasons or not rest.strip() else ""
 
 
 class _State(enum.Enum):
