@@ -1,7 +1,7 @@
 """SpecChat's answer reader against llama.cpp's own reading of the same model outputs
 (tests/fixtures/chat_oracle/parse: each vendored template's answers, parsed by its
 common/chat.h, whole and streamed): every output reads alike whole and streamed, and reads
-as llama.cpp reads it save for the formats SpecChat does not read, listed here."""
+as llama.cpp reads it, whole and streamed."""
 
 from __future__ import annotations
 
@@ -10,12 +10,6 @@ import pytest
 from tests.helpers.oracle_parses import FIXTURES, ParseCase, parse_cases, read
 
 CASES = list(parse_cases())
-
-#: Templates whose answers llama.cpp reads in a format SpecChat does not (their calls are
-#: read as Hermes', their thinking where it is `<think>`).
-NOT_READ = {
-    "muse-glimmer": "to=recipient messages",
-}
 
 
 def test_the_fixtures_are_there() -> None:
@@ -29,9 +23,7 @@ def test_every_output_reads_alike_whole_and_streamed_as_llama_cpp_cut_it(case: P
     assert streamed == whole
 
 
-@pytest.mark.parametrize(
-    "case", [c for c in CASES if c.template not in NOT_READ], ids=lambda c: c.key
-)
+@pytest.mark.parametrize("case", CASES, ids=[c.key for c in CASES])
 def test_each_output_reads_as_llama_cpp_reads_it(case: ParseCase) -> None:
     whole, streamed = read(case)
     assert whole == case.expected
@@ -39,8 +31,3 @@ def test_each_output_reads_as_llama_cpp_reads_it(case: ParseCase) -> None:
     # broke it (it streams the call, then errs at finding none): there SpecChat's stream
     # adds up to the whole reading, as it always does.
     assert streamed == (case.streamed or case.expected)
-
-
-def test_the_lists_name_only_recorded_templates() -> None:
-    recorded = {case.template for case in CASES}
-    assert set(NOT_READ) <= recorded

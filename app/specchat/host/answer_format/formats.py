@@ -14,6 +14,7 @@ from specchat.host.answer_format import (
     json_lists,
     kimi_k3,
     minimax_m3,
+    muse_glimmer,
     pythonic,
     qwen_xml,
     tagged_calls,
@@ -294,6 +295,18 @@ KIMI_K3_CALLS = ToolSyntax(
         after_name='" index="1"<|sep|>',
     ),
 )
+#: Muse Glimmer: a call is a message to the function, its arguments in ATEM markup.
+MUSE_CALLS = ToolSyntax(
+    "muse-glimmer",
+    "Muse Glimmer to=name",
+    (),
+    name_first=False,
+    markup=Markup(
+        _no_block,
+        before_name=" to=",
+        after_name="<|message|><atem:function_calls>\n",
+    ),
+)
 #: Functionary 3.2: a call is a message to the function (the prompt wrote its `>>>`).
 FUNCTIONARY_CALLS = ToolSyntax(
     "functionary",
@@ -357,6 +370,14 @@ def format_of(template: str) -> AnswerFormat:
     if ">>>all" in template and ">>>${recipient}" in template:
         return AnswerFormat(
             "functionary", "Functionary 3.2", FUNCTIONARY_CALLS, messages=functionary.segments
+        )
+    if "<atem:function_calls>" in template and "<|eom|>" in template:
+        return AnswerFormat(
+            "muse-glimmer",
+            "Muse Glimmer",
+            MUSE_CALLS,
+            messages=muse_glimmer.segments,
+            spelled=muse_glimmer.MARKERS,
         )
     if all(marker in template for marker in ("<|open|>", "<|close|>", "<|end_of_msg|>")):
         return AnswerFormat(
