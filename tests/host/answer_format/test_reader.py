@@ -421,3 +421,30 @@ def test_any_answer_reads_alike_streamed(
     reasoning, content, calls = gathered(pieces)
     assert (reasoning, content) == (whole.reasoning, whole.content or "")
     assert calls == [(c.id, c.name, c.arguments) for c in whole.calls]
+
+
+# --- the generation prompt's thinking --------------------------------------------------------
+def test_the_generation_prompts_thinking_is_read_as_the_answers_start() -> None:
+    # Qwen3.5 opens it; SmolLM3 without thinking closes it; an earlier turn's is not the
+    # generation prompt's.
+    assert THINK.prompt_part("<|im_start|>assistant\n<think>\n") == "<think>\n"
+    smol = "<|im_start|>assistant\n<think>\n\n</think>\n"
+    assert THINK.prompt_part(smol) == "<think>\n\n</think>\n"
+    earlier = "<think>\nold\n</think>\n\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert THINK.prompt_part(earlier) == ""
+
+
+def test_white_space_around_the_thinking_is_the_templates_own() -> None:
+    # A template that writes `<think>\n` and `</think>\n\n` around reasoning: those pass
+    # where the answer writes them, and no other white space is dropped.
+    template = (
+        "{% for m in messages %}{% if m.reasoning_content %}<think>\n{{ m.reasoning_content }}"
+        "\n</think>\n\n{% endif %}{{ m.content }}{% endfor %}<tool_call>"
+    )
+    thinking = analysed(template, THINK)
+    assert (thinking.start_space, thinking.end_space) == ("\n", "\n\n")
+    fmt = AnswerFormat("hermes", "Hermes", HERMES, thinking)
+    reply = read_answer(fmt, ["\n</think>\n\n\n Hi"], thinking_prompt="<think>\n")[1]
+    assert (reply.reasoning, reply.content) == ("", "\n Hi")
+    reply = read_answer(fmt, ["  <think>\n\n a\n</think>\nHi"])[1]
+    assert (reply.reasoning, reply.content) == ("\n a\n", "Hi")
