@@ -45,10 +45,9 @@ class AnswerReader:
         format: the family's format.
         tools: the functions offered (OpenAI's shape), or None: nothing is read as a call.
 
-    `thinking_open`: the prompt opened the thinking; `thinking_lead`: the white space it
-    wrote after the opening (ThinkingSyntax.lead_in). `thinking_prompt`, instead: the
-    generation prompt's text from its thinking's opening on (ThinkingSyntax.prompt_part),
-    read as the answer's start as llama.cpp reads it.
+    `thinking_open`: the answer starts inside thinking; `thinking_prompt`: the generation
+    prompt's text from its thinking's opening on (ThinkingSyntax.prompt_part), read as the
+    answer's start as llama.cpp reads it.
     """
 
     def __init__(
@@ -58,7 +57,6 @@ class AnswerReader:
         tools: Sequence[Mapping[str, Any]] | None = None,
         single: bool = False,
         thinking_open: bool = False,
-        thinking_lead: str = "",
         thinking_prompt: str = "",
         new_id: Callable[[], str] = call_id,
     ) -> None:
@@ -66,9 +64,7 @@ class AnswerReader:
         self.tools = tools
         thinking = answer_format.thinking
         self._thinking = (
-            None
-            if thinking is None
-            else ThinkingSplitter(thinking, opened=thinking_open, lead=thinking_lead)
+            None if thinking is None else ThinkingSplitter(thinking, opened=thinking_open)
         )
         self._calls: CallSplitter | None = None
         if tools is not None:
@@ -192,7 +188,6 @@ def read_answer(
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     thinking_open: bool = False,
-    thinking_lead: str = "",
     thinking_prompt: str = "",
     new_id: Callable[[], str] = call_id,
 ) -> tuple[list[Piece], AnswerReply]:
@@ -201,7 +196,6 @@ def read_answer(
         answer_format,
         tools=tools,
         thinking_open=thinking_open,
-        thinking_lead=thinking_lead,
         thinking_prompt=thinking_prompt,
         new_id=new_id,
     )

@@ -43,19 +43,6 @@ class ThinkingSyntax:
     skip_lead: bool = False
     prompt_reasons: bool = False
 
-    def opened_by(self, prompt_tail: str) -> bool:
-        """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
-        template that opens `<think>` itself in its generation prompt)."""
-        at = prompt_tail.rfind(self.start)
-        return at >= 0 and not prompt_tail[at + len(self.start) :].strip()
-
-    def lead_in(self, prompt_tail: str) -> str:
-        """The white space a prompt that opened the thinking wrote after its opening: the
-        reasoning's start, as llama.cpp reads the generation prompt and the answer as one
-        text (`<think>\n` leaves the reasoning starting with a line break)."""
-        at = prompt_tail.rfind(self.start)
-        return prompt_tail[at + len(self.start) :] if self.opened_by(prompt_tail) else ""
-
     def prompt_part(self, prompt_tail: str) -> str:
         """The generation prompt's text from its thinking's opening on, which llama.cpp
         reads as the answer's start (`<think>\n`, or SmolLM3's closed `<think>\n\n</think>\n`):
@@ -100,12 +87,12 @@ class ThinkingSplitter:
         syntax: the family's thinking markers.
     """
 
-    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False, lead: str = "") -> None:
+    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False) -> None:
         self.syntax = syntax
         self._state = _State.INSIDE if opened else _State.BEFORE
         self._held = ""
         self._fresh = True  # at a block's start: nothing but white space said yet
-        self._lead = lead if opened else ""  # that white space, held
+        self._lead = ""  # that white space, held
         self._trim_answer = opened and syntax.trim_answer
         self._skip = syntax.start_space if opened else ""  # white space yet to pass
 
