@@ -46,6 +46,8 @@ class ParseCase:
         tools: the functions offered.
         expected: llama.cpp's whole reading.
         stream_ends: where llama.cpp's streamed reading cut the output (characters).
+        streamed: llama.cpp's streamed diffs gathered, or None where its stream broke (a
+            malformed call: llama.cpp streams the call, then finds none and errs).
     """
 
     template: str
@@ -57,6 +59,7 @@ class ParseCase:
     tools: list[dict[str, Any]] | None
     expected: Message
     stream_ends: tuple[int, ...]
+    streamed: Message | None
 
     @property
     def key(self) -> str:
@@ -87,6 +90,25 @@ def our_message(reply: AnswerReply) -> Message:
     return Message(reply.content or "", reply.reasoning, calls)
 
 
+def llama_streamed(steps: list[dict[str, Any]]) -> Message | None:
+    """llama.cpp's streamed diffs gathered: texts joined, each call's name (a diff restates
+    it with its id) and its arguments joined; None where a step erred."""
+    if any("error" in step for step in steps):
+        return None
+    content, reasoning = [], []
+    calls: dict[int, list[str]] = {}
+    for diff in (diff for step in steps for diff in step.get("diffs", ())):
+        content.append(diff.get("content_delta", ""))
+        reasoning.append(diff.get("reasoning_content_delta", ""))
+        if "tool_call_index" in diff:
+            call = calls.setdefault(diff["tool_call_index"], ["", ""])
+            delta = diff["tool_call_delta"]
+            call[0] = delta.get("name") or call[0]
+            call[1] += delta.get("arguments", "")
+    gathered = tuple((name, _arguments(args)) for _, (name, args) in sorted(calls.items()))
+    return Message("".join(content), "".join(reasoning), gathered)
+
+
 def parse_cases() -> Iterator[ParseCase]:
     """Every recorded parse llama.cpp made without an error."""
     inputs = json.loads((FIXTURES / "conversations.json").read_text(encoding="utf-8"))
@@ -108,6 +130,7 @@ def parse_cases() -> Iterator[ParseCase]:
                 tools=tools_of.get("tool_call" if name == "malformed_call" else name),
                 expected=llama_message(case["message"]),
                 stream_ends=tuple(step["end"] for step in case.get("stream", ())),
+                streamed=llama_streamed(case.get("stream", [])),
             )
 
 
@@ -115,14 +138,12 @@ def read(case: ParseCase, *, pieces: list[str] | None = None) -> tuple[Message, 
     """SpecChat's reading of the case's output: (whole, its streamed pieces gathered)."""
     answer_format = format_of(case.source)
     thinking = answer_format.thinking
-    opened = thinking is not None and thinking.opened_by(case.generation_prompt)
-    lead = "" if thinking is None else thinking.lead_in(case.generation_prompt)
+    part = "" if thinking is None else thinking.prompt_part(case.generation_prompt)
     ids = (f"call_{n}" for n in itertools.count())
     reader = AnswerReader(
         answer_format,
         tools=case.tools,
-        thinking_open=opened,
-        thinking_lead=lead,
+        thinking_prompt=part,
         new_id=lambda: next(ids),
     )
     if pieces is None:

@@ -221,7 +221,7 @@ class JobRunner:
 
 
 def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> ToolPrompt:
-    """`tooling` with `thinking_open` set where the prompt leaves the answer inside thinking
+    """`tooling` with `thinking_prompt` set where the prompt opened the answer's thinking
     (Qwen3.5's template opens `<think>` in its generation prompt): its last tokens' text, a
     control token by its spelling, before any forced start."""
     answer_format = tooling.answer_format
@@ -234,6 +234,4 @@ def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> T
     )
     tail = tail.removesuffix(tooling.answer_prefix)
     thinking = answer_format.thinking
-    return replace(
-        tooling, thinking_open=thinking.opened_by(tail), thinking_lead=thinking.lead_in(tail)
-    )
+    return replace(tooling, thinking_prompt=thinking.prompt_part(tail))

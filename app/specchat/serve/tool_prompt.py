@@ -28,17 +28,15 @@ class ToolPrompt:
         answer_format: the format the answer is read in, or None (its text as written).
         answer_prefix: the answer's forced start ("" unless a call is required).
         single: the answer ends after its first call (`parallel_tool_calls` false).
-        thinking_open: the prompt leaves the answer inside thinking (the template opened
-            it in its generation prompt).
-        thinking_lead: the white space the prompt wrote after that opening.
+        thinking_prompt: the generation prompt's text from the thinking's opening on
+            (`<think>\n`, where the template opened it), read as the answer's start.
     """
 
     tools: tuple[Mapping[str, Any], ...] | None = None
     answer_format: AnswerFormat | None = None
     answer_prefix: str = ""
     single: bool = False
-    thinking_open: bool = False
-    thinking_lead: str = ""
+    thinking_prompt: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -58,8 +56,7 @@ class ToolPrompt:
             answer_format,
             tools=self.tools,
             single=self.single,
-            thinking_open=self.thinking_open,
-            thinking_lead=self.thinking_lead,
+            thinking_prompt=self.thinking_prompt,
         )
 
 

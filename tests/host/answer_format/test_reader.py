@@ -32,6 +32,7 @@ from specchat.host.answer_format.reader import (
     read_answer,
 )
 from specchat.host.answer_format.splitter import Arguments, CallOpened
+from specchat.host.answer_format.thinking_space import analysed
 from tests.helpers.answer_pieces import TOOLS, gathered, in_pieces
 
 QWEN35 = AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
@@ -120,8 +121,16 @@ def test_qwen_string_values_are_kept_as_written(value: str, expected: str) -> No
 def test_qwen_values_of_several_types_are_json_where_they_read_as_one_allowed() -> None:
     reply = _read(QWEN_CODER, [_xml("mixed", ("value", "12"), ("items", "[1, 2]"))])
     assert _calls(reply) == [("mixed", {"value": 12, "items": [1, 2]})]
-    reply = _read(QWEN_CODER, [_xml("mixed", ("value", "twelve"), ("items", "not a list"))])
-    assert _calls(reply) == [("mixed", {"value": "twelve", "items": "not a list"})]
+    reply = _read(QWEN_CODER, [_xml("mixed", ("value", "twelve"), ("items", "[1]"))])
+    assert _calls(reply) == [("mixed", {"value": "twelve", "items": [1]})]
+
+
+def test_a_qwen_call_whose_value_must_be_json_and_is_not_is_read_as_llama_cpp_reads_it() -> None:
+    # llama.cpp's parser fails at the value: its lenient reading keeps the text before the
+    # call, and nothing from the call on.
+    text = "Hi\n" + _xml("mixed", ("value", "twelve"), ("items", "not a list")) + "\nafter"
+    reply = _read(QWEN_CODER, [text])
+    assert (reply.content, reply.calls) == ("Hi\n", ())
 
 
 def test_qwen_edit_call() -> None:
@@ -232,13 +241,12 @@ def test_gemma4_several_calls() -> None:
     [
         "<|tool_call>call:get_weather{location:Paris}<tool_call|>",  # a bare word
         "<|tool_call>get_weather{}<tool_call|>",  # no call:
-        '<|tool_call>call:get_weather{location:<|"|>Paris}<tool_call|>',  # unclosed string
     ],
 )
-def test_a_malformed_gemma4_call_is_kept_as_text(text: str) -> None:
-    reply = _read(GEMMA, [text])
-    assert reply.calls == ()
-    assert reply.content == text
+def test_a_malformed_gemma4_call_is_read_as_llama_cpp_reads_it(text: str) -> None:
+    # llama.cpp's parser fails at it: its lenient reading keeps only the text before it.
+    reply = _read(GEMMA, ["Hi " + text + " and after"])
+    assert (reply.content, reply.calls) == ("Hi ", ())
 
 
 # --- thinking in the JSON formats ---------------------------------------------------------------
@@ -278,10 +286,13 @@ def test_the_format_is_chosen_from_the_template() -> None:
         return chosen.tools, chosen.thinking
 
     qwen35 = "<tool_call>\n<function=x>\n<parameter=y>\n<think>\n"
-    assert read_as(qwen35) == (QWEN_XML, THINK_TO_CALL)
+    # read as llama.cpp's generated parser reads it (the template writes no reasoning: bare
+    # markers, the answer's leading white space skipped)
+    assert read_as(qwen35) == (QWEN_XML, analysed(qwen35, THINK_TO_CALL))
     assert read_as("<tool_call>\n<function=x>\n<parameter=y>\n") == (CODER_XML, None)
     assert read_as("{{- '<|tool_call>call:' + name }}<|channel>thought") == (GEMMA4, GEMMA4_THOUGHT)
-    assert read_as("<tool_call>{{ tool_call | tojson }}</tool_call><think>") == (HERMES, THINK)
+    hermes = "<tool_call>{{ tool_call | tojson }}</tool_call><think>"
+    assert read_as(hermes) == (HERMES, analysed(hermes, THINK))
     assert read_as("<|im_start|>") == (HERMES, None)
 
 
@@ -410,3 +421,30 @@ def test_any_answer_reads_alike_streamed(
     reasoning, content, calls = gathered(pieces)
     assert (reasoning, content) == (whole.reasoning, whole.content or "")
     assert calls == [(c.id, c.name, c.arguments) for c in whole.calls]
+
+
+# --- the generation prompt's thinking --------------------------------------------------------
+def test_the_generation_prompts_thinking_is_read_as_the_answers_start() -> None:
+    # Qwen3.5 opens it; SmolLM3 without thinking closes it; an earlier turn's is not the
+    # generation prompt's.
+    assert THINK.prompt_part("<|im_start|>assistant\n<think>\n") == "<think>\n"
+    smol = "<|im_start|>assistant\n<think>\n\n</think>\n"
+    assert THINK.prompt_part(smol) == "<think>\n\n</think>\n"
+    earlier = "<think>\nold\n</think>\n\nHi<|im_end|>\n<|im_start|>assistant\n"
+    assert THINK.prompt_part(earlier) == ""
+
+
+def test_white_space_around_the_thinking_is_the_templates_own() -> None:
+    # A template that writes `<think>\n` and `</think>\n\n` around reasoning: those pass
+    # where the answer writes them, and no other white space is dropped.
+    template = (
+        "{% for m in messages %}{% if m.reasoning_content %}<think>\n{{ m.reasoning_content }}"
+        "\n</think>\n\n{% endif %}{{ m.content }}{% endfor %}<tool_call>"
+    )
+    thinking = analysed(template, THINK)
+    assert (thinking.start_space, thinking.end_space) == ("\n", "\n\n")
+    fmt = AnswerFormat("hermes", "Hermes", HERMES, thinking)
+    reply = read_answer(fmt, ["\n</think>\n\n\n Hi"], thinking_prompt="<think>\n")[1]
+    assert (reply.reasoning, reply.content) == ("", "\n Hi")
+    reply = read_answer(fmt, ["  <think>\n\n a\n</think>\nHi"])[1]
+    assert (reply.reasoning, reply.content) == ("\n a\n", "Hi")

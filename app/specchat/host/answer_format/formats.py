@@ -14,11 +14,13 @@ from specchat.host.answer_format import (
     json_lists,
     kimi_k3,
     minimax_m3,
+    muse_glimmer,
     pythonic,
     qwen_xml,
     tagged_calls,
 )
 from specchat.host.answer_format.json_calls import (
+    HERMES,
     Markup,
     Opening,
     ParsedCall,
@@ -28,6 +30,7 @@ from specchat.host.answer_format.json_calls import (
 )
 from specchat.host.answer_format.messages import Segment
 from specchat.host.answer_format.thinking import ThinkingSyntax
+from specchat.host.answer_format.thinking_space import analysed
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ QWEN_XML = ToolSyntax(
         after_name=">\n",
         head=qwen_xml.head,
         so_far=qwen_xml.arguments_so_far,
+        held=qwen_xml.wants_json,
     ),
 )
 #: Qwen3-Coder: the same, and a call that leaves out `<tool_call>`, opened by
@@ -291,6 +295,18 @@ KIMI_K3_CALLS = ToolSyntax(
         after_name='" index="1"<|sep|>',
     ),
 )
+#: Muse Glimmer: a call is a message to the function, its arguments in ATEM markup.
+MUSE_CALLS = ToolSyntax(
+    "muse-glimmer",
+    "Muse Glimmer to=name",
+    (),
+    name_first=False,
+    markup=Markup(
+        _no_block,
+        before_name=" to=",
+        after_name="<|message|><atem:function_calls>\n",
+    ),
+)
 #: Functionary 3.2: a call is a message to the function (the prompt wrote its `>>>`).
 FUNCTIONARY_CALLS = ToolSyntax(
     "functionary",
@@ -333,9 +349,17 @@ THINK_TRIMMED_START = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=Tr
 GEMMA4_THOUGHT = ThinkingSyntax(
     "<|channel>thought", ("<channel|>",), anywhere=True, trim_reasoning=True
 )
+#: Apriel 1.6's: its generation prompt opens it with "Here are my reasoning steps:", the
+#: answer after `[BEGIN FINAL RESPONSE]` (llama.cpp's template analysis finds these two as
+#: its reasoning's markers; an answer without the latter is all reasoning, calls too).
+APRIEL16_THINK = ThinkingSyntax(
+    "<|begin_assistant|>", ("[BEGIN FINAL RESPONSE]",), prompt_reasons=True
+)
 #: Magistral and Ministral 3's reasoning.
 MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
 
+#: Ling 3's template, which llama.cpp reads with a parser of its own (common/chat.cpp).
+_LING3 = "<role>ASSISTANT</role>"
 #: The Qwen template that writes `<tool_call><function=` on one line, which llama.cpp's
 #: XML reader leaves to its general one.
 _QWEN_XML_ONE_LINE = "'<tool_call><function=' ~ tool_call.name ~ '>'"
@@ -346,6 +370,14 @@ def format_of(template: str) -> AnswerFormat:
     if ">>>all" in template and ">>>${recipient}" in template:
         return AnswerFormat(
             "functionary", "Functionary 3.2", FUNCTIONARY_CALLS, messages=functionary.segments
+        )
+    if "<atem:function_calls>" in template and "<|eom|>" in template:
+        return AnswerFormat(
+            "muse-glimmer",
+            "Muse Glimmer",
+            MUSE_CALLS,
+            messages=muse_glimmer.segments,
+            spelled=muse_glimmer.MARKERS,
         )
     if all(marker in template for marker in ("<|open|>", "<|close|>", "<|end_of_msg|>")):
         return AnswerFormat(
@@ -371,7 +403,7 @@ def format_of(template: str) -> AnswerFormat:
             "minimax-m3", "MiniMax M3", MINIMAX_M3, MINIMAX_M3_THINK, spelled=(minimax_m3.MARK,)
         )
     if "<minimax:tool_call>" in template and "<invoke name=" in template:
-        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, thinking and THINK_TRIMMED)
+        return AnswerFormat("minimax", "MiniMax M2", MINIMAX, _analysed(template, thinking))
     if "'<|tool_call>call:'" in template:
         return AnswerFormat("gemma4", "Gemma 4", GEMMA4, GEMMA4_THOUGHT, ("<|tool_response>",))
     if (
@@ -380,9 +412,11 @@ def format_of(template: str) -> AnswerFormat:
     ):
         if thinking is None:
             return AnswerFormat("qwen-xml", "Qwen3-Coder XML", QWEN_CODER)
-        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, THINK_TO_CALL)
+        return AnswerFormat("qwen-xml", "Qwen XML", QWEN_XML, analysed(template, THINK_TO_CALL))
     if "<arg_key>" in template and "<tool_call>" in template:
-        return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+        if _LING3 in template:  # llama.cpp reads Ling 3 with a parser of its own
+            return AnswerFormat("glm", "GLM", GLM, thinking and THINK_TRIMMED)
+        return AnswerFormat("glm", "GLM", GLM, _analysed(template, thinking))
     if "<|START_ACTION|>" in template and (
         "<|START_RESPONSE|>" in template or "<|START_TEXT|>" in template
     ):
@@ -399,6 +433,9 @@ def format_of(template: str) -> AnswerFormat:
     if "<|role_sep|>" in template and "<|message_sep|>" in template:
         return AnswerFormat("gigachat", "GigaChat", GIGACHAT, thinking)
     if "<tool_calls>" in template and "</tool_calls>" in template:
+        if all(marker in template for marker in (*APRIEL16_THINK.ends, APRIEL16_THINK.start)):
+            apriel = analysed(template, APRIEL16_THINK)
+            return AnswerFormat("tool-calls", "Apriel 1.6", TOOL_CALLS_TAG, apriel)
         return AnswerFormat("tool-calls", "<tool_calls>", TOOL_CALLS_TAG, thinking)
     if "dsml_token" in template and "DSML" in template:
         block = "function_calls" if "function_calls" in template else "tool_calls"
@@ -409,8 +446,16 @@ def format_of(template: str) -> AnswerFormat:
     if "<TOOLCALL>" in template:
         return AnswerFormat("nemotron", "Nemotron", NEMOTRON, thinking and THINK_TRIMMED_START)
     if "<｜tool▁calls▁begin｜>" in template:
-        return AnswerFormat("deepseek", "DeepSeek", DEEPSEEK, thinking)
+        return AnswerFormat("deepseek", "DeepSeek", DEEPSEEK, _analysed(template, thinking))
     tools = syntax_of(template)
     if thinking is None and "[THINK]" in template:
         thinking = MISTRAL_THINK
+    elif tools is HERMES:
+        thinking = _analysed(template, thinking)
     return AnswerFormat(tools.key, tools.label, tools, thinking)
+
+
+def _analysed(template: str, thinking: ThinkingSyntax | None) -> ThinkingSyntax | None:
+    """`<think>` as llama.cpp's template analysis has it for a template it reads with its
+    generated parser (the families above without a parser of their own)."""
+    return None if thinking is None else analysed(template, THINK)

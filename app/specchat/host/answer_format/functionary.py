@@ -4,15 +4,17 @@ and a body: `all` is text to the user, another recipient a call with its body as
 
 from __future__ import annotations
 
+from specchat.host.answer_format.json_calls import Schemas
 from specchat.host.answer_format.messages import Segment
 
 #: What opens each message (the prompt ends with the first).
 OPENING = ">>>"
 
 
-def segments(text: str, *, final: bool) -> list[Segment]:
+def segments(text: str, *, final: bool, schemas: Schemas | None = None) -> list[Segment]:
     """The messages of an answer's text (the first `>>>` being the prompt's) as far as it
     says them: a recipient once its line ends, a body up to what may start the next `>>>`."""
+    del schemas  # its calls' arguments are JSON as written
     out: list[Segment] = []
     for index, part in enumerate(text.split(OPENING)):
         last = index == len(text.split(OPENING)) - 1

@@ -23,18 +23,18 @@ class _Unreadable(ValueError):
 
 
 def read_calls(body: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[ParsedCall] | None:
-    """The call in one `<|tool_call>` block's text; None where it is no call (its text is
-    then the answer's, as written)."""
+    """The call in one `<|tool_call>` block's text; [] where it is not Gemma 4's syntax:
+    llama.cpp's parser then fails, and its lenient reading keeps only the text before it."""
     del schemas  # Gemma 4 types its values itself
     name = _NAME.match(body)
     if name is None:
-        return None
+        return []
     try:
         arguments, end = _value(body, name.end())
     except _Unreadable:
-        return None
+        return []
     if body[end:].strip() or not arguments.startswith("{"):
-        return None
+        return []
     return [ParsedCall(name.group(1), arguments)]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from specchat.host.answer_format.json_calls import Schemas
 from specchat.host.answer_format.messages import Segment
 
 #: The markers, which the engine must spell in the answer's text (gpt-oss's vocabulary
@@ -17,10 +18,11 @@ _RECIPIENT = re.compile(r"to=functions\.([^\s<]+)")
 _CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")
 
 
-def segments(text: str, *, final: bool) -> list[Segment]:
+def segments(text: str, *, final: bool, schemas: Schemas | None = None) -> list[Segment]:
     """The messages of an answer's text as far as it says them: a header is read once its
     `<|message|>` is written, a body up to what may be the start of a marker (`final`: the
     whole text is written; a header never finished is dropped)."""
+    del schemas  # its calls' arguments are JSON as written
     out: list[Segment] = []
     at = 0
     while at < len(text):

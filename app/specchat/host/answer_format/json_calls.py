@@ -73,6 +73,9 @@ class Markup:
         so_far: its arguments as JSON text as far as the call's text says them, each later
             one continuing it (the text, where its arguments start, the schemas, the name,
             and whether the call's text ended).
+        held: whether a call to a function of these parameters is sent only once closed,
+            not streamed: a value it types as JSON may turn out to be none, and llama.cpp
+            then reads no call (`read` answers []); None for never.
     """
 
     read: Callable[[str, Schemas], list[ParsedCall] | None]
@@ -80,6 +83,7 @@ class Markup:
     after_name: str
     head: Callable[[str], tuple[str, int] | None] | None = None
     so_far: Callable[..., str] | None = None
+    held: Callable[[Mapping[str, Any] | None], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,8 @@ class ToolSyntax:
 
     def parse(self, body: str, schemas: Schemas | None = None) -> list[ParsedCall] | None:
         """The calls in one call's text (opening and closing left out); None when it names
-        no function (it is then the answer's text, as written). `schemas`: the offered
+        no function (it is then the answer's text, as written), [] for a malformed call
+        llama.cpp reads as nothing at all. `schemas`: the offered
         functions' parameters, which type a markup format's values."""
         if self.markup is not None:
             return self.markup.read(body, schemas or {})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 
+from specchat.host.answer_format.json_calls import Schemas
 from specchat.host.answer_format.messages import Segment
 
 #: The markers, which the engine must spell in the answer's text.
@@ -16,9 +17,10 @@ _MARK = re.compile(r"<\|(open|close)\|>([^<]*?)<\|sep\|>")
 _ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
 
 
-def segments(text: str, *, final: bool) -> list[Segment]:
+def segments(text: str, *, final: bool, schemas: Schemas | None = None) -> list[Segment]:
     """The sections of an answer's text as far as it says them: text up to what may start a
     marker, a call once it closes (`final`: an open call closed with what it has)."""
+    del schemas  # its calls' arguments are JSON as written
     reasoning: list[str] = []
     content: list[str] = []
     calls: list[Segment] = []

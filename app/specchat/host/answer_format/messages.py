@@ -40,8 +40,8 @@ class MessageReader:
     streams it), so the pieces out add up to the whole answer's however the text arrives.
 
     Attributes:
-        read: the format's reading of a text (`segments(text, final=...)`), each message's
-            body as far as the text says it.
+        read: the format's reading of a text (`segments(text, final=..., schemas=...)`),
+            each message's body as far as the text says it.
         tools: the functions offered, or None: a message to a function is then content.
         thinking: the text so far ends inside a message of thinking.
     """
@@ -55,6 +55,8 @@ class MessageReader:
     ) -> None:
         self.read = read
         self.tools = tools
+        functions = [tool["function"] for tool in tools or ()]
+        self._schemas = {str(f["name"]): f.get("parameters") or {} for f in functions}
         self._new_id = new_id
         self._text = ""
         self._reasoning = ""
@@ -79,7 +81,7 @@ class MessageReader:
         return content, self._reasoning, calls
 
     def _read(self, *, final: bool) -> Iterator[Reasoning | Content | CallOpened | Arguments]:
-        read = self.read(self._text, final=final)
+        read = self.read(self._text, final=final, schemas=self._schemas)
         self.thinking = bool(read) and read[-1].kind == "reasoning" and not final
         reasoning = "".join(s.text for s in read if s.kind == "reasoning")
         calls = [s for s in read if s.kind == "call" and self.tools is not None]

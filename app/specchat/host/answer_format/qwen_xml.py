@@ -23,7 +23,9 @@ _VALUE_END = "</parameter>"
 
 def read_calls(body: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[ParsedCall] | None:
     """The call in one `<tool_call>` block's text; None where it is no call (its text is
-    then the answer's, as written)."""
+    then the answer's, as written); [] where a value its schema wants as JSON (no string
+    allowed) is no JSON: llama.cpp's parser then fails, and its lenient reading of the
+    answer is empty."""
     function = _FUNCTION.match(body)
     if function is None:
         return None
@@ -40,6 +42,8 @@ def read_calls(body: str, schemas: Mapping[str, Mapping[str, Any]]) -> list[Pars
             end = len(body)
         value = body[parameter.end() : end]
         key = parameter.group(1).strip()
+        if _malformed(value, properties.get(key)):
+            return []
         members.append(
             json.dumps(key, ensure_ascii=False) + ":" + value_json(value, properties.get(key))
         )
@@ -63,6 +67,23 @@ def value_json(written: str, schema: Mapping[str, Any] | None, *, own_line: bool
     if types != {"string"} and reads_as(value, types):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def wants_json(parameters: Mapping[str, Any] | None) -> bool:
+    """Whether a function of these parameters has one whose value must be JSON (its schema
+    allows no string): a call to it may be malformed, known only once its value is whole."""
+    properties = _properties(parameters)
+    return any("string" not in value_types(schema) for schema in properties.values())
+
+
+def _malformed(written: str, schema: Mapping[str, Any] | None) -> bool:
+    if schema is None or "string" in value_types(schema):
+        return False
+    try:
+        json.loads(written)
+    except ValueError:
+        return True
+    return False
 
 
 def reads_as(value: str, types: frozenset[str]) -> bool:

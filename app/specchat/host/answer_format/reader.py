@@ -45,8 +45,9 @@ class AnswerReader:
         format: the family's format.
         tools: the functions offered (OpenAI's shape), or None: nothing is read as a call.
 
-    `thinking_open`: the prompt opened the thinking; `thinking_lead`: the white space it
-    wrote after the opening (ThinkingSyntax.lead_in).
+    `thinking_open`: the answer starts inside thinking; `thinking_prompt`: the generation
+    prompt's text from its thinking's opening on (ThinkingSyntax.prompt_part), read as the
+    answer's start as llama.cpp reads it.
     """
 
     def __init__(
@@ -56,16 +57,14 @@ class AnswerReader:
         tools: Sequence[Mapping[str, Any]] | None = None,
         single: bool = False,
         thinking_open: bool = False,
-        thinking_lead: str = "",
+        thinking_prompt: str = "",
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.format = answer_format
         self.tools = tools
         thinking = answer_format.thinking
         self._thinking = (
-            None
-            if thinking is None
-            else ThinkingSplitter(thinking, opened=thinking_open, lead=thinking_lead)
+            None if thinking is None else ThinkingSplitter(thinking, opened=thinking_open)
         )
         self._calls: CallSplitter | None = None
         if tools is not None:
@@ -75,6 +74,7 @@ class AnswerReader:
                 names=[str(f["name"]) for f in functions],
                 schemas={str(f["name"]): f.get("parameters") or {} for f in functions},
                 single=single,
+                keep_lead=thinking is not None and thinking.skip_lead,
                 new_id=new_id,
             )
         self._reasoning: list[str] = []
@@ -85,6 +85,7 @@ class AnswerReader:
         self._stopped = False
         self._dropped = answer_format.dropped
         self._drop_held = ""
+        self._preface = thinking_prompt if thinking is not None else ""
         self._messages: MessageReader | None = None
         if answer_format.messages is not None:
             self._messages = MessageReader(answer_format.messages, tools=tools, new_id=new_id)
@@ -109,6 +110,7 @@ class AnswerReader:
     def feed(self, text: str) -> list[Piece]:
         if self._messages is not None:
             return list(self._messages.feed(text))
+        text, self._preface = self._preface + text, ""
         text = self._cut(self._drop(text, final=False), final=False)
         if self._thinking is None:
             return self._answer(text, final=False)
@@ -118,7 +120,8 @@ class AnswerReader:
         """The pieces held back; call once, after the last text."""
         if self._messages is not None:
             return list(self._messages.finish())
-        text = self._cut(self._drop("", final=True), final=True)
+        text = self._cut(self._drop(self._preface, final=True), final=True)
+        self._preface = ""
         if self._thinking is None:
             return self._answer(text, final=True)
         return self._parts([*self._thinking.feed(text), *self._thinking.finish()], final=True)
@@ -190,7 +193,7 @@ def read_answer(
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     thinking_open: bool = False,
-    thinking_lead: str = "",
+    thinking_prompt: str = "",
     new_id: Callable[[], str] = call_id,
 ) -> tuple[list[Piece], AnswerReply]:
     """A whole answer read at once: its pieces and what they make."""
@@ -198,7 +201,7 @@ def read_answer(
         answer_format,
         tools=tools,
         thinking_open=thinking_open,
-        thinking_lead=thinking_lead,
+        thinking_prompt=thinking_prompt,
         new_id=new_id,
     )
     pieces = [piece for text in texts for piece in reader.feed(text)]

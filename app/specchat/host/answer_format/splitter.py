@@ -129,6 +129,8 @@ class CallSplitter:
         single: the answer's first call is its last: what follows it is left out.
         schemas: the offered functions' parameters by name (they type a markup format's
             values).
+        keep_lead: white space at the text's start is the answer's (what came before it,
+            thinking, skipped the answer's own lead).
     """
 
     def __init__(
@@ -138,9 +140,11 @@ class CallSplitter:
         names: Collection[str] | None = None,
         single: bool = False,
         schemas: Schemas | None = None,
+        keep_lead: bool = False,
         new_id: Callable[[], str] = call_id,
     ) -> None:
         self.syntax = syntax
+        self.keep_lead = keep_lead
         self.schemas = schemas or {}
         self._openings = syntax.openings_for(names or ())
         self.names = None if names is None else frozenset(names)
@@ -152,17 +156,19 @@ class CallSplitter:
         self._marker = ""  # the text that opened it (said as content if it names nothing)
         self._call: _OpenCall | None = None  # a call whose name was sent
         self._read = False  # a call of the open text was read whole
-        self._space = ""  # white space held until text follows it (dropped beside a call)
+        self._space = ""  # white space held until text or a call follows it
         self._space_before = ""  # what was held when the open call opened
         self._after_call = False
         self._said = False
         self._content: list[str] = []
         self._calls: list[SplitCall] = []
+        self._malformed = False
 
     @property
     def ended(self) -> bool:
-        """A single call was read: nothing more is taken (the answer may stop)."""
-        return self.single and bool(self._calls)
+        """A single call was read, or a malformed one: nothing more is taken (the answer may
+        stop)."""
+        return (self.single and bool(self._calls)) or self._malformed
 
     @property
     def in_call(self) -> bool:
@@ -213,7 +219,12 @@ class CallSplitter:
                 return
             start, body_start, opening = found
             self._say(self._pending[:start], out)
-            # White space before a call is dropped; kept aside in case it is no call.
+            # White space before a call is the answer's text, as llama.cpp reads it, save
+            # at the answer's start, which llama.cpp's parser skips (kept aside in case it
+            # is no call).
+            if self._space and (self.keep_lead or not self._at_start()):
+                self._emit(self._space, out)
+                self._space = ""
             self._space_before, self._space = self._space, ""
             self._body, self._opening, self._read = self._pending[body_start:], opening, False
             self._marker = self._pending[start:body_start]
@@ -315,9 +326,14 @@ class CallSplitter:
             return self.syntax.head(opening, body)
         if markup.head is None:
             return None
-        # Only a function offered: another name is read once its call closes.
+        # Only a function offered: another name is read once its call closes, as is a call
+        # the format holds until it is known whole.
         head = markup.head(body)
-        return head if head is not None and self._offered(head[0]) else None
+        if head is None or not self._offered(head[0]):
+            return None
+        if markup.held is not None and markup.held(self.schemas.get(head[0])):
+            return None
+        return head
 
     def _markup(self, call: _OpenCall, body: str, opening: Opening, out: list[Piece]) -> bool:
         """Go on with a markup call whose name was sent; True when it closed."""
@@ -372,6 +388,11 @@ class CallSplitter:
         if read and not region.strip().strip("}").strip():
             return  # the end of a block whose calls were read
         parsed = self.syntax.parse(region, self.schemas)
+        if parsed is not None and not parsed:
+            # Malformed: llama.cpp's parser stops there, its lenient reading keeping the text
+            # before the call and nothing from it on.
+            self._malformed = True
+            return
         if parsed and opening is not None and opening.loose and not has_arguments(region):
             # An object with a name alone is a call only where the name is a function offered.
             parsed = parsed if all(self._offered(c.name) for c in parsed) else None

@@ -21,6 +21,15 @@ class ThinkingSyntax:
             `<channel|>` at its end).
         trim_reasoning: white space at a block's start is no part of the reasoning.
         trim_answer: white space after a block's end is no part of the answer.
+        start_space: white space after `start` that is no part of the reasoning, each
+            character taken where it comes next (llama.cpp's `optspace` of the opening its
+            template analysis found, `<think>\n`).
+        end_space: the same after an end, before the answer (`</think>\n\n`).
+        skip_lead: white space at the answer's start, before any block, is no part of it
+            (llama.cpp's parser skips it after the generation prompt).
+        prompt_reasons: the generation prompt writes the reasoning's first words after the
+            opening (Apriel 1.6's "Here are my reasoning steps:"), which llama.cpp reads as
+            reasoning.
     """
 
     start: str
@@ -29,19 +38,24 @@ class ThinkingSyntax:
     anywhere: bool = False
     trim_reasoning: bool = False
     trim_answer: bool = False
+    start_space: str = ""
+    end_space: str = ""
+    skip_lead: bool = False
+    prompt_reasons: bool = False
 
-    def opened_by(self, prompt_tail: str) -> bool:
-        """Whether a prompt ending with `prompt_tail` leaves the answer inside thinking (a
-        template that opens `<think>` itself in its generation prompt)."""
+    def prompt_part(self, prompt_tail: str) -> str:
+        """The generation prompt's text from its thinking's opening on, which llama.cpp
+        reads as the answer's start (`<think>\n`, or SmolLM3's closed `<think>\n\n</think>\n`):
+        "" where it opened none (text other than white space and an end after the opening
+        is an earlier turn's, not the generation prompt's)."""
         at = prompt_tail.rfind(self.start)
-        return at >= 0 and not prompt_tail[at + len(self.start) :].strip()
-
-    def lead_in(self, prompt_tail: str) -> str:
-        """The white space a prompt that opened the thinking wrote after its opening: the
-        reasoning's start, as llama.cpp reads the generation prompt and the answer as one
-        text (`<think>\n` leaves the reasoning starting with a line break)."""
-        at = prompt_tail.rfind(self.start)
-        return prompt_tail[at + len(self.start) :] if self.opened_by(prompt_tail) else ""
+        if at < 0:
+            return ""
+        part = prompt_tail[at:]
+        rest = part[len(self.start) :]
+        for end in self.ends:
+            rest = rest.replace(end, "", 1)
+        return part if self.prompt_reasons or not rest.strip() else ""
 
 
 class _State(enum.Enum):
@@ -73,13 +87,14 @@ class ThinkingSplitter:
         syntax: the family's thinking markers.
     """
 
-    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False, lead: str = "") -> None:
+    def __init__(self, syntax: ThinkingSyntax, *, opened: bool = False) -> None:
         self.syntax = syntax
         self._state = _State.INSIDE if opened else _State.BEFORE
         self._held = ""
         self._fresh = True  # at a block's start: nothing but white space said yet
-        self._lead = lead if opened else ""  # that white space, held
+        self._lead = ""  # that white space, held
         self._trim_answer = opened and syntax.trim_answer
+        self._skip = syntax.start_space if opened else ""  # white space yet to pass
 
     @property
     def thinking(self) -> bool:
@@ -105,8 +120,12 @@ class ThinkingSplitter:
                     continue
                 if not final and (not stripped or self.syntax.start.startswith(stripped)):
                     return out
+                if self.syntax.skip_lead:
+                    self._held = stripped
                 self._state = _State.AFTER
                 continue
+            if not self._pass_space(final=final):
+                return out
             if self._state is _State.INSIDE:
                 if not self._inside(out, final=final):
                     return out
@@ -122,6 +141,21 @@ class ThinkingSplitter:
         self._held = rest
         self._state, self._trim_answer = _State.INSIDE, self.syntax.trim_answer
         self._fresh, self._lead = True, ""
+        self._skip = self.syntax.start_space
+
+    def _pass_space(self, *, final: bool) -> bool:
+        """Pass the white space a marker's `optspace` takes: each of its characters where it
+        comes next; False while the text held cannot tell yet."""
+        while self._skip:
+            if not self._held:
+                if not final:
+                    return False
+                self._skip = ""
+                break
+            if self._held[0] == self._skip[0]:
+                self._held = self._held[1:]
+            self._skip = self._skip[1:]
+        return True
 
     def _after(self, out: list[Part], *, final: bool) -> bool:
         """The answer's text, where a block may open again; True where one did."""
@@ -157,6 +191,8 @@ class ThinkingSplitter:
             self._reason(held[: found[0]], out, ended=True)
             self._held = held[found[1] :]
             self._state = _State.AFTER
+            if found[1] > found[0]:  # an end (a stop begins the answer as it stands)
+                self._skip = self.syntax.end_space
             return True
         if final:
             self._reason(held, out, ended=True)
