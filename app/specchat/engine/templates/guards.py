@@ -496,6 +496,11 @@ class GuardTransformer(NodeTransformer):
         self.generic_visit(node)
         return self._wrap(node, "_specchat_own")
 
+    def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
+        # So is a slice, a new list (Jinja compiles it to Python's subscript, no hook).
+        self.generic_visit(node)
+        return self._wrap(node, "_specchat_own") if isinstance(node.arg, nodes.Slice) else node
+
 
 def _format_field_refusal(text: str) -> str | None:
     """The forbidden attribute a format string like '{0.__class__}' would walk to, if any."""

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 import jinja2
+from jinja2.utils import Namespace
 
 from specchat.engine.templates.guards import current_budget, limit_error
 
@@ -70,8 +71,21 @@ def _items(value: Any) -> Iterator[Any]:
         yield item
 
 
+#: What llama.cpp's Jinja holds as an array: lists, and what its filters, range() and a
+#: mapping's keys(), values() and items() give (generators, ranges and views in Python).
+_SEQUENCES = (list, tuple, Iterator, range, KeysView, ValuesView, ItemsView)
+
+
 def _is_sequence(value: Any) -> bool:
-    return isinstance(value, (list, tuple, Iterator))
+    return isinstance(value, _SEQUENCES)
+
+
+def _mapping(value: Any) -> Mapping[Any, Any] | None:
+    """A mapping's items, a namespace's included (one of llama.cpp's objects)."""
+    if isinstance(value, Namespace):
+        attrs: Mapping[Any, Any] = object.__getattribute__(value, "_Namespace__attrs")
+        return attrs
+    return value if isinstance(value, Mapping) else None
 
 
 def _write(out: _Writer, value: Any, depth: int) -> None:
@@ -86,9 +100,9 @@ def _write(out: _Writer, value: Any, depth: int) -> None:
         out.write("None")
     elif isinstance(value, jinja2.Undefined):
         out.write("")  # Jinja's str() of an undefined value (llama.cpp's throws)
-    elif isinstance(value, Mapping):
+    elif (mapping := _mapping(value)) is not None:
         out.write("{")
-        for index, (key, item) in enumerate(value.items()):
+        for index, (key, item) in enumerate(mapping.items()):
             out.write(", " if index else "")
             _write_repr(out, key, depth + 1)
             out.write(": ")
@@ -104,7 +118,7 @@ def _write(out: _Writer, value: Any, depth: int) -> None:
             _write_repr(out, item, depth + 1)
         out.write(("," if count == 1 else "") + ")" if is_tuple else "]")
     else:
-        out.write(str(value))
+        out.write(str(value))  # a function, macro or cycler: a short fixed text
 
 
 def _write_repr(out: _Writer, value: Any, depth: int) -> None:

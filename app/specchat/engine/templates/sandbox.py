@@ -223,9 +223,10 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
         if modifies_known_mutable(obj, attribute):
+            kind = "list" if isinstance(obj, OwnList) else type(obj).__name__
             raise ChatTemplateError(
                 ChatTemplateProblem.UNSAFE,
-                f"{PREFIX} tried to modify a {type(obj).__name__} with {attribute!r}, which is "
+                f"{PREFIX} tried to modify a {kind} with {attribute!r}, which is "
                 "not allowed; SpecChat refused to run it",
             )
         raise unsafe_error(attribute)
@@ -241,9 +242,7 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
 
     def getitem(self, obj: Any, argument: Any) -> Any:
         current_budget().tick()
-        item = super().getitem(obj, argument)
-        # A slice is a new list, the template's own (llama.cpp's slices are new arrays).
-        return owned(item) if isinstance(argument, slice) else item
+        return super().getitem(obj, argument)
 
     def wrap_str_format(self, value: Any) -> Callable[..., str] | None:
         if super().wrap_str_format(value) is None:
