@@ -113,6 +113,9 @@ map-attribute                   UNSAFE static {{ messages|map(attribute='__class
 type-mro                        UNSAFE static {{ dict.mro() }}
 mutate-list                     UNSAFE {{ messages.append({'role': 'system'}) }}
 mutate-dict                     UNSAFE {{ messages[0].update({'content': 'x'}) }}
+mutate-list-pop                 UNSAFE {{ messages.pop() }}
+mutate-sliced-message           UNSAFE {% set m = messages[0:1] %}{{ m[0].update({'content': 'x'}) }}
+own-list-extend                 UNSAFE {% set xs = [] %}{{ xs.extend(messages) }}
 huge-range                      LIMIT  {% for x in range(10**9) %}{% endfor %}
 nested-loops                    LIMIT  {% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}
 string-times-huge               LIMIT  {{ 'a'*10**10 }}
@@ -129,6 +132,7 @@ deep-macro-recursion            LIMIT  {% macro f(n) %}{{ f(n + 1) }}{% endmacro
 wide-macro-recursion            LIMIT  {% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}
 output-flood                    LIMIT  {% for i in range(100000) %}{{ 'x' * 100000 }}{% endfor %}
 print-list-of-big-strings-mem   LIMIT  {% set xs = ['x' * 3000000] * 20 %}{{ xs }}
+own-list-holding-itself-mem     LIMIT  {% set xs = [] %}{% set _ = xs.append(xs) %}{{ xs | string }}
 repr-nested-list-mem            LIMIT  {% set x = 'x' * 100000 %}{{ [[[[x] * 10] * 10] * 10] }}
 batch-one-over-millions-mem     LIMIT  {{ ('x' * 3000000) | batch(1) | list | length }}
 sort-millions-of-strings-mem    LIMIT  {{ ('ab' * 1500000) | list | sort | length }}

@@ -18,6 +18,8 @@ from jinja2.exceptions import TemplateError
 from jinja2.utils import _PassArg
 from jinja2.visitor import NodeTransformer
 
+from specchat.engine.templates.own_lists import OwnList, owned
+
 # Attribute names that lead from an ordinary object to interpreter internals (frames, code,
 # globals). Names starting with "_" are refused as well.
 _INTERNAL_NAMES = frozenset(
@@ -161,6 +163,10 @@ class Budget:
         if not size:
             return
         self.allow(size, KINDS.get(type(value), "a string of"))
+        self.spend(size)
+
+    def spend(self, size: int) -> None:
+        """Count `size` characters or items built towards the rendering's total."""
         self.work += size
         if self.work > self.limits.max_work:
             raise limit_error(f"built more than {self.limits.max_work:,} characters in total")
@@ -172,6 +178,7 @@ class Budget:
 
 KINDS: dict[type, str] = {
     list: "a list of",
+    OwnList: "a list of",
     tuple: "a list of",
     dict: "a mapping of",
     set: "a set of",
@@ -405,7 +412,8 @@ def guard_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
                 budget.allow(len(subject), "a list of")
             elif isinstance(subject, Iterator):
                 args = (*args[:skip], _counted(subject, budget), *args[skip + 1 :])
-        result = func(*args, **kwargs)
+        # A list a filter builds is the template's own (llama.cpp's filters give new arrays).
+        result = owned(func(*args, **kwargs))
         budget.produced(result)
         return result
 
@@ -456,7 +464,8 @@ def sized_guard(value: Any) -> Any:
 
 
 class GuardTransformer(NodeTransformer):
-    """Rewrites the parsed template so loops and `~` concatenations go through the guards.
+    """Rewrites the parsed template so loops, `~` concatenations and list literals go through
+    the sandbox's hooks.
 
     An empty loop body makes no call, so without this a nested loop over two 100 000-item
     ranges would spin for minutes without touching any sandbox hook.
@@ -476,8 +485,21 @@ class GuardTransformer(NodeTransformer):
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Filter:
+        # Its operands made text as llama.cpp's `~` makes them, and the result size-checked.
         self.generic_visit(node)
-        return self._wrap(node, "_specchat_sized")
+        operands = nodes.Tuple(node.nodes, "load", lineno=node.lineno)
+        operands.set_environment(self.environment)
+        return self._wrap(self._wrap(operands, "_specchat_concat"), "_specchat_sized")
+
+    def visit_List(self, node: nodes.List) -> nodes.Filter:
+        # A list literal is the template's own, one it may append to.
+        self.generic_visit(node)
+        return self._wrap(node, "_specchat_own")
+
+    def visit_Getitem(self, node: nodes.Getitem) -> nodes.Node:
+        # So is a slice, a new list (Jinja compiles it to Python's subscript, no hook).
+        self.generic_visit(node)
+        return self._wrap(node, "_specchat_own") if isinstance(node.arg, nodes.Slice) else node
 
 
 def _format_field_refusal(text: str) -> str | None:

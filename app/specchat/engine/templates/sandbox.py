@@ -13,6 +13,7 @@ from jinja2.exceptions import SecurityError, TemplateError, TemplateSyntaxError,
 from jinja2.ext import Extension
 from jinja2.sandbox import (
     ImmutableSandboxedEnvironment,
+    SandboxedEnvironment,
     SandboxedFormatter,
     modifies_known_mutable,
 )
@@ -52,6 +53,8 @@ from specchat.engine.templates.llama_compat import (
     strftime,
     tool_for_template,
 )
+from specchat.engine.templates.llama_text import as_text, concat, printed
+from specchat.engine.templates.own_lists import METHODS, OwnList, owned
 
 #: Used when a model ships no chat template: ChatML, what most small instruct models speak.
 FALLBACK_TEMPLATE = (
@@ -126,11 +129,12 @@ def _as_is(value: Any) -> Any:
 
 
 def _finalize(value: Any) -> Any:
-    # Every {{ expression }} is made text by str() in one call: bounded before it runs, as
-    # printing a list of big strings would otherwise build it whole first.
+    # Every {{ expression }} is written as llama.cpp's Jinja writes it (a mapping as nothing,
+    # a list as its items run together); bounded before it is built as well as while.
     if not isinstance(value, str):
         budget = current_budget()
         budget.allow(text_bound(value, budget.limits.max_chars))
+        return printed(value)
     return value
 
 
@@ -184,9 +188,13 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
         # to it: functionary-v3.1's `"..."|safe + tool | tojson` wrote &#34; for quotes.
         # llama.cpp's Jinja, like transformers' intent, leaves the text as it is.
         self.filters["safe"] = _as_is
+        # A mapping or list as llama.cpp's value_t::as_string writes it, not Python's repr.
+        self.filters["string"] = as_text
         self.filters = {name: guard_filter(name, f) for name, f in self.filters.items()}
         self.filters["_specchat_loop"] = loop_guard
         self.filters["_specchat_sized"] = sized_guard
+        self.filters["_specchat_concat"] = concat
+        self.filters["_specchat_own"] = owned
 
     def _range(self, *args: int) -> range:
         values = range(*args)
@@ -206,13 +214,19 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
         return result
 
     def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
-        return not is_forbidden(attr) and super().is_safe_attribute(obj, attr, value)
+        if is_forbidden(attr):
+            return False
+        if isinstance(obj, OwnList) and attr in METHODS:
+            # The template's own list: append/pop as llama.cpp's Jinja allows (bounded in call)
+            return SandboxedEnvironment.is_safe_attribute(self, obj, attr, value)
+        return super().is_safe_attribute(obj, attr, value)
 
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
         if modifies_known_mutable(obj, attribute):
+            kind = "list" if isinstance(obj, OwnList) else type(obj).__name__
             raise ChatTemplateError(
                 ChatTemplateProblem.UNSAFE,
-                f"{PREFIX} tried to modify a {type(obj).__name__} with {attribute!r}, which is "
+                f"{PREFIX} tried to modify a {kind} with {attribute!r}, which is "
                 "not allowed; SpecChat refused to run it",
             )
         raise unsafe_error(attribute)
@@ -270,7 +284,7 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
             budget.allow(value_size(left) + value_size(right), KINDS.get(type(left), "a string of"))
         elif operator == "%":
             check_percent(left, right)
-        result = self.binop_table[operator](left, right)
+        result = owned(self.binop_table[operator](left, right))
         if isinstance(result, int):
             budget.allow_int(abs(result).bit_length())
         budget.produced(result)
@@ -284,6 +298,10 @@ class _ChatSandbox(ImmutableSandboxedEnvironment):
         subject = getattr(obj, "__self__", None)
         if isinstance(subject, (str, bytes)):
             budget.allow(method_bound(getattr(obj, "__name__", ""), subject, args, kwargs))
+        elif isinstance(subject, OwnList) and getattr(obj, "__name__", "") == "append":
+            # A list grows one item a call: held to the items any list may hold, and counted.
+            budget.allow(len(subject) + 1, "a list of")
+            budget.spend(1)
         if budget.depth >= self.limits.max_depth:
             raise limit_error(
                 f"nested calls more than {self.limits.max_depth} deep (a runaway recursion?)"
