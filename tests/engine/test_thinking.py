@@ -100,3 +100,16 @@ def test_later_turns_get_earlier_thinking_apart_and_qwen35_drops_it(tmp_path: Pa
     assert "7 × 13" not in prompt  # the publisher's template drops an earlier turn's thinking
     assert "<|im_start|>assistant\nNo.<|im_end|>" in prompt
     assert prompt.endswith("<|im_start|>assistant\n<think>\n")
+
+
+def test_the_api_readers_think_in_the_windows_markers() -> None:
+    """One table of markers: every thinking syntax the API's readers use opens and closes
+    with a pair the window and the exports know, so both tell the same thinking apart."""
+    from specchat.host.answer_format import formats
+    from specchat.host.answer_format.thinking import ThinkingSyntax
+
+    syntaxes = [v for v in vars(formats).values() if isinstance(v, ThinkingSyntax)]
+    assert len(syntaxes) >= 8
+    known = {(m.open, m.close) for m in KNOWN_MARKERS}
+    assert {(s.start, s.ends[0]) for s in syntaxes} <= known
+    assert split_thinking("[THINK]plan[/THINK]Done.") == ("plan", "Done.")

@@ -51,8 +51,9 @@ def round_trip(template_name: str) -> str:
     written = whole[len(prompt) :]
     answer_format = format_of(source)
     thinking = answer_format.thinking
-    opened = thinking is not None and thinking.opened_by(prompt)
-    _, reply = read_answer(answer_format, [written], tools=TOOLS, thinking_open=opened)
+    # the generation prompt's open thinking is read as the answer's start, as llama.cpp does
+    opening = "" if thinking is None else thinking.prompt_part(prompt)
+    _, reply = read_answer(answer_format, [written], tools=TOOLS, thinking_prompt=opening)
     calls = [(c.name, json.loads(c.arguments)) for c in reply.calls]
     assert calls == [("get_weather", ARGUMENTS)], f"read back {calls} from {written!r}"
     if THINKING in written:

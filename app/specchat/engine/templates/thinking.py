@@ -24,12 +24,32 @@ class ThinkingMarkers:
     close: str
 
 
-#: Gemma 4 opens its thought channel with `<|channel>thought`; Qwen3 / 3.5, DeepSeek R1,
-#: GLM and most others write `<think>…</think>`. Gemma's comes first: its template names
-#: no `<think>`, but a `<think>` family's may quote a channel in a comment.
+#: The families' thinking markers: the one table the window, the exports and the API's
+#: readers (host/answer_format builds its ThinkingSyntax values from these) all use.
+#: Qwen3 / 3.5, DeepSeek R1, GLM and most others write `<think>…</think>`.
+THINK_TAGS = ThinkingMarkers("<think>", "</think>")
+#: Gemma 4 opens its thought channel with `<|channel>thought`.
+GEMMA4_CHANNEL = ThinkingMarkers("<|channel>thought", "<channel|>")
+#: Magistral and Ministral 3.
+MISTRAL_TAGS = ThinkingMarkers("[THINK]", "[/THINK]")
+#: Seed-OSS.
+SEED_TAGS = ThinkingMarkers("<seed:think>", "</seed:think>")
+#: Cohere Command R7B and North.
+COHERE_TAGS = ThinkingMarkers("<|START_THINKING|>", "<|END_THINKING|>")
+#: MiniMax M3.
+MINIMAX_M3_TAGS = ThinkingMarkers("<mm:think>", "</mm:think>")
+#: Apriel 1.6: its assistant turn is reasoning until `[BEGIN FINAL RESPONSE]`.
+APRIEL16_TAGS = ThinkingMarkers("<|begin_assistant|>", "[BEGIN FINAL RESPONSE]")
+#: Those an answer may open with, longest first where one begins another: Gemma's comes
+#: before `<think>` (a `<think>` family's template may quote a channel in a comment).
 KNOWN_MARKERS = (
-    ThinkingMarkers("<|channel>thought", "<channel|>"),
-    ThinkingMarkers("<think>", "</think>"),
+    GEMMA4_CHANNEL,
+    THINK_TAGS,
+    MISTRAL_TAGS,
+    SEED_TAGS,
+    COHERE_TAGS,
+    MINIMAX_M3_TAGS,
+    APRIEL16_TAGS,
 )
 
 

@@ -7,6 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from specchat.engine.templates.thinking import (
+    APRIEL16_TAGS,
+    COHERE_TAGS,
+    GEMMA4_CHANNEL,
+    MINIMAX_M3_TAGS,
+    MISTRAL_TAGS,
+    SEED_TAGS,
+    THINK_TAGS,
+)
 from specchat.host.answer_format import (
     functionary,
     gemma4,
@@ -236,7 +245,7 @@ SEED = replace(
     if QWEN_XML.markup
     else None,
 )
-SEED_THINK = ThinkingSyntax("<seed:think>", ("</seed:think>",), trim_answer=True)
+SEED_THINK = ThinkingSyntax.of(SEED_TAGS, trim_answer=True)
 
 #: Cohere Command R7B and North (Cohere2 MoE): `<|START_ACTION|>[{"tool_call_id",
 #: "tool_name", "parameters"}]<|END_ACTION|>`, thinking between `<|START_THINKING|>` and
@@ -252,7 +261,7 @@ COHERE = ToolSyntax(
         after_name='", "parameters": ',
     ),
 )
-COHERE_THINK = ThinkingSyntax("<|START_THINKING|>", ("<|END_THINKING|>",), trim_answer=True)
+COHERE_THINK = ThinkingSyntax.of(COHERE_TAGS, trim_answer=True)
 COHERE_TEXT = ("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>")
 
 #: LFM2 and LFM2.5: `<|tool_call_start|>[name(key='text', n=3)]<|tool_call_end|>`.
@@ -330,33 +339,29 @@ MINIMAX_M3 = ToolSyntax(
     ),
 )
 #: A turn without thinking starts with a bare `</mm:think>`: a lone end, dropped.
-MINIMAX_M3_THINK = ThinkingSyntax("<mm:think>", ("</mm:think>",), anywhere=True)
+MINIMAX_M3_THINK = ThinkingSyntax.of(MINIMAX_M3_TAGS, anywhere=True)
 
 #: `<think>…</think>`: Qwen3, QwQ, DeepSeek R1 and their distills, most others (white
 #: space around it kept, as llama.cpp's template-analysing reader keeps it).
-THINK = ThinkingSyntax("<think>", ("</think>",))
+THINK = ThinkingSyntax.of(THINK_TAGS)
 #: Qwen3.5 and Nemotron 3 may call a tool straight from their thinking (llama.cpp's
 #: `thinking_end_tags` for them name `<tool_call>`).
-THINK_TO_CALL = ThinkingSyntax(
-    "<think>", ("</think>",), stops=("<tool_call>",), trim_reasoning=True, trim_answer=True
+THINK_TO_CALL = ThinkingSyntax.of(
+    THINK_TAGS, stops=("<tool_call>",), trim_reasoning=True, trim_answer=True
 )
 #: The thinking of GLM, MiniMax M2, and of templates that write reasoning_content
 #: (Qwen3): white space at its start and after it dropped.
-THINK_TRIMMED = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=True, trim_answer=True)
+THINK_TRIMMED = ThinkingSyntax.of(THINK_TAGS, trim_reasoning=True, trim_answer=True)
 #: Nemotron Nano 2's: white space at its start dropped.
-THINK_TRIMMED_START = ThinkingSyntax("<think>", ("</think>",), trim_reasoning=True)
+THINK_TRIMMED_START = ThinkingSyntax.of(THINK_TAGS, trim_reasoning=True)
 #: Gemma 4's thought channel.
-GEMMA4_THOUGHT = ThinkingSyntax(
-    "<|channel>thought", ("<channel|>",), anywhere=True, trim_reasoning=True
-)
+GEMMA4_THOUGHT = ThinkingSyntax.of(GEMMA4_CHANNEL, anywhere=True, trim_reasoning=True)
 #: Apriel 1.6's: its generation prompt opens it with "Here are my reasoning steps:", the
 #: answer after `[BEGIN FINAL RESPONSE]` (llama.cpp's template analysis finds these two as
 #: its reasoning's markers; an answer without the latter is all reasoning, calls too).
-APRIEL16_THINK = ThinkingSyntax(
-    "<|begin_assistant|>", ("[BEGIN FINAL RESPONSE]",), prompt_reasons=True
-)
+APRIEL16_THINK = ThinkingSyntax.of(APRIEL16_TAGS, prompt_reasons=True)
 #: Magistral and Ministral 3's reasoning.
-MISTRAL_THINK = ThinkingSyntax("[THINK]", ("[/THINK]",))
+MISTRAL_THINK = ThinkingSyntax.of(MISTRAL_TAGS)
 
 #: Ling 3's template, which llama.cpp reads with a parser of its own (common/chat.cpp).
 _LING3 = "<role>ASSISTANT</role>"

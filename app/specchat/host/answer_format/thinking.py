@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
+
+from specchat.engine.templates.thinking import ThinkingMarkers
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,12 @@ class ThinkingSyntax:
     end_space: str = ""
     skip_lead: bool = False
     prompt_reasons: bool = False
+
+    @classmethod
+    def of(cls, markers: ThinkingMarkers, **reading: Any) -> ThinkingSyntax:
+        """The syntax of a family whose thinking `markers` (engine/templates/thinking.py's
+        table) open and close, read as `reading` says."""
+        return cls(markers.open, (markers.close,), **reading)
 
     def prompt_part(self, prompt_tail: str) -> str:
         """The generation prompt's text from its thinking's opening on, which llama.cpp
