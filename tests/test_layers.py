@@ -109,5 +109,5 @@ def test_serve_never_imports_qt() -> None:
 def test_the_engine_host_never_imports_qt() -> None:
     """The one engine host serves `specchat serve` too: its Qt adapter lives in workers/."""
     loaded = _imported_after(_modules("host"))
-    assert "specchat.serve.runner" in loaded  # the probe did import the host's jobs
+    assert "specchat.host.runner" in loaded  # the probe did import the host's jobs
     assert not {m for m in loaded if m.split(".")[0] in ("PySide6", "shiboken6")}

@@ -18,16 +18,16 @@ from specchat.engine.templates.chat_template import ToolCall
 from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.templates.prompt_tokens import MessageTextError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason
-from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
-from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
-from specchat.serve.parsing import conversation_key
-from specchat.serve.tool_copies import file_tool_results
-from specchat.serve.tool_prompt import ToolPrompt, tool_prompt
+from specchat.host.chat_call import conversation_key
+from specchat.host.errors import ApiError, client_gone, engine_failed, invalid
+from specchat.host.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
+from specchat.host.tool_copies import file_tool_results
+from specchat.host.tool_prompt import ToolPrompt, tool_prompt
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
-    from specchat.serve.keeper import ChatKeeper
+    from specchat.host.keeper import ChatKeeper
 
 log = logging.getLogger(__name__)
 
