@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,11 +18,12 @@ from specchat.engine.templates.chat_template import ToolCall
 from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.templates.prompt_tokens import MessageTextError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason
+from specchat.host.answer_prompt import answer_prompt
 from specchat.host.chat_call import conversation_key
 from specchat.host.errors import ApiError, client_gone, engine_failed, invalid
 from specchat.host.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
 from specchat.host.tool_copies import file_tool_results
-from specchat.host.tool_prompt import ToolPrompt, tool_prompt
+from specchat.host.tool_prompt import tool_prompt
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
@@ -105,13 +106,15 @@ class JobRunner:
             engine.target.spell_tokens(tooling.answer_format.markers())
         try:
             # Nothing is dropped to fit: an API client sends the chat it means.
-            prepared = engine.prepare(
+            prepared = answer_prompt(
+                engine,
                 call.messages,
                 max_tokens=1,
                 policy=OverflowPolicy.REFUSE,
+                template_kwargs=call.template_kwargs,
                 tools=tooling.tools,
                 answer_prefix=tooling.answer_prefix,
-                template_kwargs=call.template_kwargs,
+                answer_format=tooling.answer_format,
             )
         except ContextOverflowError as error:
             raise invalid(
@@ -125,7 +128,8 @@ class JobRunner:
         except MessageTextError as error:
             raise invalid(str(error), param="messages") from None
         prompt = prepared.tokens
-        tooling = _opened(engine, tooling, prompt)
+        if prepared.thinking is not None:
+            tooling = replace(tooling, thinking_open=True, thinking_lead=prepared.thinking.lead)
         room = n_ctx - len(prompt)
         max_tokens = min(call.max_tokens or room, room)
         prediction: tuple[int, ...] = ()
@@ -212,22 +216,3 @@ class JobRunner:
                 reasoning_tokens=reasoning_tokens,
             )
         )
-
-
-def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> ToolPrompt:
-    """`tooling` with `thinking_open` set where the prompt leaves the answer inside thinking
-    (Qwen3.5's template opens `<think>` in its generation prompt): its last tokens' text, a
-    control token by its spelling, before any forced start."""
-    answer_format = tooling.answer_format
-    if answer_format is None or answer_format.thinking is None:
-        return tooling
-    target = engine.target
-    tail = "".join(
-        target.piece(token).decode("utf-8", errors="replace") or target.token_text(token)
-        for token in prompt[-16:]
-    )
-    tail = tail.removesuffix(tooling.answer_prefix)
-    thinking = answer_format.thinking
-    return replace(
-        tooling, thinking_open=thinking.opened_by(tail), thinking_lead=thinking.lead_in(tail)
-    )
