@@ -1,4 +1,5 @@
-"""Layer rules: ui/ never imports llama_cpp or huggingface_hub; engine/ and models/ never Qt."""
+"""Layer rules: ui/ never imports llama_cpp or huggingface_hub; engine/ and models/ never Qt;
+host/ never imports serve/, which only its starters import."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import ast
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import specchat
-from tests.helpers.imports import import_graph
+from tests.helpers.imports import import_graph, imported_names
 
 PACKAGE = Path(specchat.__file__).parent
 
@@ -109,5 +111,87 @@ def test_serve_never_imports_qt() -> None:
 def test_the_engine_host_never_imports_qt() -> None:
     """The one engine host serves `specchat serve` too: its Qt adapter lives in workers/."""
     loaded = _imported_after(_modules("host"))
-    assert "specchat.serve.runner" in loaded  # the probe did import the host's jobs
+    assert "specchat.host.runner" in loaded  # the probe did import the host's jobs
     assert not {m for m in loaded if m.split(".")[0] in ("PySide6", "shiboken6")}
+
+
+#: What may start the API outside serve/ (`specchat serve`, the window's "Serve API"
+#: switch, the bench's runs through the API), and all they may take from it to start it.
+SERVE_STARTERS = (
+    "commands.serve",
+    "assembly.api_service",
+    "bench.agent_bench",
+    "bench.via_api",
+    "bench.follow_up",
+)
+SERVE_STARTING = {
+    "serve.server": {"ApiServer"},
+    "serve.guard": {"ServeOptions", "check_options"},
+    "serve.app": {"ServedModel", "served_model"},
+}
+
+
+def _serve_imports(package_dir: Path) -> list[str]:
+    """Every import of the package's serve/ that breaks the rules: one from host/, or one
+    from outside serve/ other than a starter taking what starts the server."""
+    top = package_dir.name
+    serve, host = f"{top}.serve", f"{top}.host"
+    starters = {f"{top}.{name}" for name in SERVE_STARTERS}
+    starting = {f"{top}.{name}": names for name, names in SERVE_STARTING.items()}
+    broken = []
+    for module, rows in imported_names(package_dir).items():
+        if _within(module, (serve,)):
+            continue
+        for base, names in rows:
+            # `from specchat import serve` names the package through its parent.
+            targets = [base, *(f"{base}.{name}" for name in names)]
+            hit = next((t for t in targets if _within(t, (serve,))), None)
+            if hit is None:
+                continue
+            allowed = starting.get(base)
+            if _within(module, (host,)) or module not in starters:
+                broken.append(f"{module} imports {hit}")
+            elif allowed is None or not names or not set(names) <= allowed:
+                broken.append(f"{module} takes {sorted(names)} from {base}")
+    return broken
+
+
+def test_host_never_imports_serve_and_only_starters_do() -> None:
+    """`serve` depends on `host` in one direction only; outside serve/ only what starts the
+    server imports it, and only the server and its options."""
+    graph = import_graph(PACKAGE)
+    assert any(_within(n, ("specchat.host",)) for n in graph["specchat.serve.app"])
+    assert not _serve_imports(PACKAGE)
+
+
+def test_the_serve_rule_sees_every_import(tmp_path: Path) -> None:
+    """The rule catches an import from host/ inside a function or under TYPE_CHECKING, a
+    starter taking more than the server, and anyone else importing serve/."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/serve/__init__.py": "",
+        "pkg/serve/server.py": "from pkg.host import runner\nApiServer = 1\n",
+        "pkg/serve/guard.py": "ServeOptions = 1\n",
+        "pkg/serve/shaping.py": "evaluated = 1\n",
+        "pkg/host/__init__.py": "",
+        "pkg/host/runner.py": "def run():\n    from pkg.serve import shaping\n",
+        "pkg/host/jobs.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from ..serve.guard import ServeOptions\n",
+        "pkg/commands/__init__.py": "",
+        "pkg/commands/serve.py": "from pkg.serve.server import ApiServer\n"
+        "from pkg.serve.guard import ServeOptions\n",
+        "pkg/bench/__init__.py": "",
+        "pkg/bench/via_api.py": "from pkg.serve.shaping import evaluated\n",
+        "pkg/ui/__init__.py": "",
+        "pkg/ui/window.py": "from pkg import serve\n",
+    }
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    assert sorted(_serve_imports(tmp_path / "pkg")) == [
+        "pkg.bench.via_api takes ['evaluated'] from pkg.serve.shaping",
+        "pkg.host.jobs imports pkg.serve.guard",
+        "pkg.host.runner imports pkg.serve",
+        "pkg.ui.window imports pkg.serve",
+    ]

@@ -23,9 +23,9 @@ from specchat.engine.session import ChatEngine
 from specchat.engine.suffix.index import Source
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, SamplingParams
+from specchat.host.chat_call import ChatCall, conversation_key
 from specchat.host.engine_host import EngineHost
-from specchat.serve.jobs import Finished, Job, JobEvent
-from specchat.serve.parsing import ChatCall, conversation_key
+from specchat.host.jobs import Finished, Job, JobEvent
 from specchat.store.attachments import Attachment
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels

@@ -74,6 +74,24 @@ def import_graph(package_dir: Path) -> dict[str, set[str]]:
     return graph
 
 
+def imported_names(package_dir: Path) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """Module -> each import it makes, anywhere in it (functions and `if TYPE_CHECKING:`
+    too): the module named, relative levels resolved, and the names taken from it (none for
+    a plain `import`)."""
+    found: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+    for name, path in module_names(package_dir).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        is_package = path.name == "__init__.py"
+        rows = found.setdefault(name, [])
+        for node in _imports(tree):
+            if isinstance(node, ast.Import):
+                rows.extend((alias.name, ()) for alias in node.names)
+            else:
+                base = _resolve(name, is_package, node)
+                rows.append((base, tuple(alias.name for alias in node.names)))
+    return found
+
+
 def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """One cycle (a → … → a) through each strongly connected group of modules."""
     index: dict[str, int] = {}

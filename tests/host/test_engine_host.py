@@ -13,12 +13,12 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
+from specchat.host.chat_call import ChatCall
 from specchat.host.engine_host import RETRY_AFTER_S, EngineHost
+from specchat.host.errors import ApiError
 from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted, HostEvent
+from specchat.host.jobs import Failed, Finished, Job, JobEvent, Round, Started
 from specchat.host.thread import HostThread
-from specchat.serve.errors import ApiError
-from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
-from specchat.serve.parsing import ChatCall
 from specchat.tinymodels import TinyModels
 
 GREEDY = SamplingParams(temperature=0.0)

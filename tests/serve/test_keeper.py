@@ -7,7 +7,7 @@ from typing import Any
 
 from specchat import settings
 from specchat.commands.serve import _keeper
-from specchat.serve.keeper import ChatKeeper
+from specchat.host.keeper import ChatKeeper
 from specchat.serve.server import ApiServer
 from specchat.store.conversations import ConversationStore
 from tests.helpers.api_server import engine_thread, request

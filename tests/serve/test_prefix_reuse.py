@@ -74,7 +74,7 @@ def test_an_earlier_prefix_comes_back_after_another_chat(server: ApiServer) -> N
 
 def test_an_earlier_api_chat_joins_the_suffix_index_in_memory(server: ApiServer) -> None:
     from specchat.engine.templates.chat_template import ChatMessage
-    from specchat.serve.parsing import conversation_key
+    from specchat.host.chat_call import conversation_key
 
     engine = engine_thread(server).engine
     assert engine is not None

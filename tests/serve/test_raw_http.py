@@ -13,8 +13,8 @@ import pytest
 
 from specchat.cli import main
 from specchat.engine.types import StopReason
+from specchat.host.jobs import Finished, Job
 from specchat.serve.guard import MAX_BODY_BYTES, ServeOptions, check_options
-from specchat.serve.jobs import Finished, Job
 from specchat.serve.server import ApiServer
 from specchat.tinymodels import TinyModels
 from tests.helpers.api_server import engine_thread, request, running_server

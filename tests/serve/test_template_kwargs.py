@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from specchat.serve.errors import ApiError
+from specchat.host.errors import ApiError
 from specchat.serve.parsing import parse_chat_call
 
 MESSAGES = [{"role": "user", "content": "hi"}]

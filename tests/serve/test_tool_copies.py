@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from specchat.engine.suffix.index import Source
-from specchat.serve.parsing import conversation_key, parse_chat_call
+from specchat.host.chat_call import conversation_key
+from specchat.host.tool_copies import KEY, escaped, forget_tool_results
+from specchat.serve.parsing import parse_chat_call
 from specchat.serve.server import ApiServer
-from specchat.serve.tool_copies import KEY, escaped, forget_tool_results
 from tests.helpers.api_server import engine_thread, request
 
 FILE = "def total(items):\n    return sum(item['price'] for item in items)\n"

@@ -14,9 +14,9 @@ from pytestqt.qtbot import QtBot
 from specchat import paths
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, SamplingParams
+from specchat.host.chat_call import ChatCall
 from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted
-from specchat.serve.jobs import Finished, Job, JobEvent
-from specchat.serve.parsing import ChatCall
+from specchat.host.jobs import Finished, Job, JobEvent
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import GenerateRequest, GenerationFinished, LoadRequest
 from specchat.workers.generation_service import GenerationService

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     # Imported when the switch is turned on: the window opens without the server's code.
     from specchat.host.engine_host import EngineHost
-    from specchat.serve.keeper import ChatKeeper
+    from specchat.host.keeper import ChatKeeper
     from specchat.serve.server import ApiServer
     from specchat.workers.generation_service import GenerationService
     from specchat.workers.host_adapter import HostSignals
@@ -46,9 +46,9 @@ class ApiService:
         """Serve the loaded pair; returns the base URL. ValueError or OSError (the address
         is taken) say why it cannot."""
         from specchat.engine.llamacpp.prefix_cache import PrefixCache
+        from specchat.host.runner import JobRunner
         from specchat.serve.app import ServedModel, served_model
         from specchat.serve.guard import ServeOptions, check_options
-        from specchat.serve.runner import JobRunner
         from specchat.serve.server import ApiServer
 
         self.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 from specchat.bench.agent_loop import AgentRun, run_task
 from specchat.bench.agent_tasks import AgentTask
 from specchat.engine.session import ChatEngine
-from specchat.serve.tool_copies import forget_tool_results
+from specchat.host.tool_copies import forget_tool_results
 
 #: The modes compared: the plain decoder, and what SpecChat answers with by default.
 MODES = ("plain", "auto")

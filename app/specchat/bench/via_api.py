@@ -21,8 +21,8 @@ from specchat.bench.runner import prime
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
+from specchat.host.jobs import evaluated
 from specchat.serve.server import ApiServer
-from specchat.serve.shaping import evaluated
 
 #: The server's overhead goal: tokens per second through the API against the engine direct.
 OVERHEAD_GOAL = 0.98

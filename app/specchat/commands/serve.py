@@ -12,7 +12,7 @@ from specchat.commands.errors import UserError
 from specchat.commands.pairs import add_kv_cache_argument
 
 if TYPE_CHECKING:
-    from specchat.serve.keeper import ChatKeeper
+    from specchat.host.keeper import ChatKeeper
 
 #: Where the key may come from instead of the command line (which other users can see).
 KEY_ENV = "SPECCHAT_API_KEY"
@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _keeper() -> ChatKeeper | None:
     """The conversation store's writer when the user keeps API chats (else None)."""
     from specchat import settings
-    from specchat.serve.keeper import ChatKeeper
+    from specchat.host.keeper import ChatKeeper
     from specchat.store.conversations import ConversationStore, StoreError
 
     if not settings.Settings().get(settings.REMEMBER_API_CHATS):

@@ -21,12 +21,8 @@ from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template
 from specchat.engine.templates.prompt_tokens import PromptTokenizer
-from specchat.engine.templates.thinking import opens_inside, thinking_markers
 from specchat.engine.types import KV_CACHES, GenerationRequest
 
-#: How much of a prompt's end is read for a thinking block its generation prompt opened:
-#: the generation prompt's few tokens, with room.
-THINKING_TAIL_TOKENS = 32
 #: The template variable that turns a model's thinking on or off (Qwen3, Qwen3.5, Gemma 4,
 #: and what llama.cpp's server and transformers pass for `enable_thinking`).
 THINKING_SWITCH = "enable_thinking"
@@ -336,15 +332,6 @@ class ChatEngine:
     # --- prompts -----------------------------------------------------------------------------
     def render(self, messages: Sequence[ChatMessage]) -> str:
         return self.template.render(messages, add_generation_prompt=True)
-
-    def thinking_opening(self, prompt: Sequence[int]) -> str:
-        """The marker with which `prompt`'s generation prompt opened a thinking block that
-        the answer continues inside (Qwen3.5's `<think>`), or "" where it opened none."""
-        markers = thinking_markers(self.template.source)
-        if markers is None:
-            return ""
-        tail = b"".join(self.target.piece(t) for t in prompt[-THINKING_TAIL_TOKENS:])
-        return markers.open if opens_inside(tail.decode("utf-8", "replace"), markers) else ""
 
     def tokenize_prompt(self, text: str) -> list[int]:
         """Tokens of a text that is all template (no one's message in it): the template

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from specchat.engine.baseline import BaselineMeter, PlainBaseline, PlainRounds, calibrate
+from specchat.host.chat_call import latest_question
+from specchat.host.errors import ApiError, busy
 from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted, HostEvent
-from specchat.serve.errors import ApiError, busy
-from specchat.serve.jobs import Failed, Finished, Job
-from specchat.serve.parsing import latest_question
-from specchat.serve.runner import JobRunner
+from specchat.host.jobs import Failed, Finished, Job
+from specchat.host.runner import JobRunner
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache

@@ -20,12 +20,13 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from specchat.host.answer_format.reader import AnswerReader, Piece
+from specchat.host.chat_call import ChatCall
+from specchat.host.errors import ApiError
+from specchat.host.jobs import Failed, Finished, Job, JobEvent, Round, Started
 from specchat.serve import shaping
-from specchat.serve.errors import ApiError
 from specchat.serve.executor import Executor
 from specchat.serve.guard import KeyGuard, ServeOptions, error_response, read_json
-from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started
-from specchat.serve.parsing import ChatCall, parse_chat_call
+from specchat.serve.parsing import parse_chat_call
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from specchat.serve.jobs import Job
+from specchat.host.jobs import Job
 
 if TYPE_CHECKING:
     # Only named here: the HTTP side never loads the runner (and the engine code under it).
-    from specchat.serve.runner import JobRunner
+    from specchat.host.runner import JobRunner
 
 
 class Executor(Protocol):

@@ -12,12 +12,31 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from specchat.serve.errors import ApiError, client_gone, invalid, too_large, unauthorized
+from specchat.host.errors import ApiError, client_gone, invalid
 
 #: The largest request body read (an editor's whole file and its chat fit many times).
 MAX_BODY_BYTES = 8 << 20
 #: Paths anyone may ask without the key (a load balancer's or an editor's probe).
 OPEN_PATHS = ("/health",)
+
+
+def unauthorized() -> ApiError:
+    """401: the key is wrong or missing."""
+    return ApiError(
+        401,
+        "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'",
+        kind="authentication_error",
+        code="invalid_api_key",
+    )
+
+
+def too_large(limit: int) -> ApiError:
+    """413: the body is over the limit read."""
+    return ApiError(
+        413,
+        f"the request body is over {limit:,} bytes",
+        code="request_too_large",
+    )
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ import time
 import uuid
 from typing import Any
 
-from specchat.engine.types import Stats, StopReason
+from specchat.engine.types import StopReason
 from specchat.host.answer_format.reader import Piece, Reasoning
 from specchat.host.answer_format.splitter import CallOpened, Content
-from specchat.serve.jobs import Summary
+from specchat.host.jobs import Summary, evaluated
 
 #: OpenAI's finish_reason for each way an answer ends.
 FINISH_REASONS = {
@@ -25,13 +25,6 @@ FINISH_REASONS = {
 
 def completion_id() -> str:
     return "chatcmpl-" + uuid.uuid4().hex[:24]
-
-
-def evaluated(prompt_tokens: int, stats: Stats) -> int:
-    """Prompt tokens evaluated for a request, as llama.cpp's server counts them: those read
-    before the answer, and the prompt's last token, which the decoder reads with the first
-    round (so a fresh prompt has none cached, and a repeated one all but that token)."""
-    return min(prompt_tokens, stats.prompt_tokens + 1) if stats.rounds else stats.prompt_tokens
 
 
 def usage(summary: Summary) -> dict[str, Any]:

@@ -6,36 +6,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from specchat.engine.templates.chat_template import ToolCall
-from specchat.serve.errors import ApiError, invalid
+from specchat.host.chat_call import ToolRequest
+from specchat.host.errors import ApiError, invalid
 
 #: OpenAI's rule for a function's name.
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: Most functions one request may offer.
 MAX_TOOLS = 128
-
-
-@dataclass(frozen=True)
-class ToolRequest:
-    """The functions a request offers and how the answer may call them.
-
-    Attributes:
-        tools: the function definitions, in OpenAI's shape, as the client sent them (those
-            `tool_choice`'s `allowed_tools` names, where it names some).
-        choice: "auto" (the model decides), "required" (at least one call) or "function"
-            (a call of `function`).
-        function: the function `tool_choice` names, or "".
-        parallel: the answer may make several calls (`parallel_tool_calls`, true unless
-            sent false: the answer then ends after its first call).
-    """
-
-    tools: tuple[Mapping[str, Any], ...]
-    choice: str = "auto"
-    function: str = ""
-    parallel: bool = True
 
 
 def _type_error(param: str, expected: str) -> ApiError:

@@ -55,7 +55,7 @@ from specchat.workers.generation import (
 from specchat.workers.generation_service import GenerationService
 
 if TYPE_CHECKING:
-    from specchat.serve.keeper import ChatKeeper
+    from specchat.host.keeper import ChatKeeper
 
 log = logging.getLogger(__name__)
 
@@ -569,7 +569,7 @@ class MainWindow(QMainWindow):
         """Where API chats are written while the user keeps them (settings), else None."""
         if not self.settings.get(cfg.REMEMBER_API_CHATS):
             return None
-        from specchat.serve.keeper import ChatKeeper
+        from specchat.host.keeper import ChatKeeper
 
         return ChatKeeper(self.store)
 

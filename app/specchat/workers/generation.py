@@ -12,7 +12,9 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from specchat import paths
 from specchat.engine.baseline import calibrate
+from specchat.engine.templates.thinking import KNOWN_MARKERS
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason
+from specchat.host.answer_prompt import ThinkingOpened, answer_prompt
 from specchat.host.engine_host import EngineHost
 from specchat.store.changes import ChangeKind, StoreChange
 from specchat.workers.generation_payloads import (
@@ -250,13 +252,14 @@ class GenerationWorker(QObject):
             return
         self._cancel.clear()
         try:
-            prepared = self.engine.prepare(
+            prepared = answer_prompt(
+                self.engine,
                 request.messages,
                 max_tokens=request.max_tokens,
                 policy=request.policy,
                 template_kwargs=request.template_variables(),
             )
-            opening = self.engine.thinking_opening(prepared.tokens)
+            opening = window_opening(prepared.thinking)
             self.prepared.emit(
                 PromptPrepared(
                     request.request_id, prepared.plan.dropped, len(prepared.tokens), opening
@@ -453,3 +456,15 @@ class GenerationWorker(QObject):
             engine, self.engine = self.engine, None
             self.host.attach(None)
             engine.close()
+
+
+_KNOWN_OPENINGS = frozenset(m.open for m in KNOWN_MARKERS)
+
+
+def window_opening(thinking: ThinkingOpened | None) -> str:
+    """The marker the window stores in front of an answer the prompt opened thinking for,
+    or "": only one the window's thinking reader knows (engine/templates/thinking.py); an
+    unknown marker in front would show as the answer's text."""
+    if thinking is None or not thinking.open or thinking.start not in _KNOWN_OPENINGS:
+        return ""
+    return thinking.start

@@ -1,4 +1,4 @@
-"""API errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+"""Why a chat was not answered, as the API reports it: OpenAI's error shape and status."""
 
 from __future__ import annotations
 
@@ -49,23 +49,6 @@ class ApiError(Exception):
 def invalid(message: str, *, param: str | None = None, code: str | None = None) -> ApiError:
     """400: the request is malformed or asks for what cannot be done."""
     return ApiError(400, message, param=param, code=code)
-
-
-def unauthorized() -> ApiError:
-    return ApiError(
-        401,
-        "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'",
-        kind="authentication_error",
-        code="invalid_api_key",
-    )
-
-
-def too_large(limit: int) -> ApiError:
-    return ApiError(
-        413,
-        f"the request body is over {limit:,} bytes",
-        code="request_too_large",
-    )
 
 
 def busy(retry_after_s: int) -> ApiError:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 
 from specchat.engine.templates.chat_template import ChatMessage, ToolCall
-from specchat.serve.parsing import conversation_key
+from specchat.host.chat_call import conversation_key
 from specchat.store.conversations import ConversationStore, StoreError
 
 log = logging.getLogger(__name__)

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from specchat.host.answer_format.formats import AnswerFormat, format_of
 from specchat.host.answer_format.reader import AnswerReader
-from specchat.serve.errors import invalid
+from specchat.host.errors import invalid
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from specchat.engine.session import ChatEngine
-    from specchat.serve.parsing import ChatCall
+    from specchat.host.chat_call import ChatCall
 
 
 @dataclass(frozen=True)

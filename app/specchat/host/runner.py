@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -18,16 +18,17 @@ from specchat.engine.templates.chat_template import ToolCall
 from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.templates.prompt_tokens import MessageTextError
 from specchat.engine.types import GenerationRequest, RoundResult, StopReason, TokenKind
-from specchat.serve.errors import ApiError, client_gone, engine_failed, invalid
-from specchat.serve.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
-from specchat.serve.parsing import conversation_key
-from specchat.serve.tool_copies import file_tool_results
-from specchat.serve.tool_prompt import ToolPrompt, tool_prompt
+from specchat.host.answer_prompt import answer_prompt
+from specchat.host.chat_call import conversation_key
+from specchat.host.errors import ApiError, client_gone, engine_failed, invalid
+from specchat.host.jobs import Failed, Finished, Job, JobEvent, Round, Started, Summary
+from specchat.host.tool_copies import file_tool_results
+from specchat.host.tool_prompt import tool_prompt
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
-    from specchat.serve.keeper import ChatKeeper
+    from specchat.host.keeper import ChatKeeper
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +106,15 @@ class JobRunner:
             engine.target.spell_tokens(tooling.answer_format.markers())
         try:
             # Nothing is dropped to fit: an API client sends the chat it means.
-            prepared = engine.prepare(
+            prepared = answer_prompt(
+                engine,
                 call.messages,
                 max_tokens=1,
                 policy=OverflowPolicy.REFUSE,
+                template_kwargs=call.template_kwargs,
                 tools=tooling.tools,
                 answer_prefix=tooling.answer_prefix,
-                template_kwargs=call.template_kwargs,
+                answer_format=tooling.answer_format,
             )
         except ContextOverflowError as error:
             raise invalid(
@@ -125,7 +128,8 @@ class JobRunner:
         except MessageTextError as error:
             raise invalid(str(error), param="messages") from None
         prompt = prepared.tokens
-        tooling = _opened(engine, tooling, prompt)
+        if prepared.thinking is not None:
+            tooling = replace(tooling, thinking_prompt=prepared.thinking.prompt_part)
         room = n_ctx - len(prompt)
         max_tokens = min(call.max_tokens or room, room)
         prediction: tuple[int, ...] = ()
@@ -218,20 +222,3 @@ class JobRunner:
                 call_kept=call_kept,
             )
         )
-
-
-def _opened(engine: ChatEngine, tooling: ToolPrompt, prompt: Sequence[int]) -> ToolPrompt:
-    """`tooling` with `thinking_prompt` set where the prompt opened the answer's thinking
-    (Qwen3.5's template opens `<think>` in its generation prompt): its last tokens' text, a
-    control token by its spelling, before any forced start."""
-    answer_format = tooling.answer_format
-    if answer_format is None or answer_format.thinking is None:
-        return tooling
-    target = engine.target
-    tail = "".join(
-        target.piece(token).decode("utf-8", errors="replace") or target.token_text(token)
-        for token in prompt[-16:]
-    )
-    tail = tail.removesuffix(tooling.answer_prefix)
-    thinking = answer_format.thinking
-    return replace(tooling, thinking_prompt=thinking.prompt_part(tail))

@@ -10,9 +10,9 @@ from specchat.engine.baseline import PlainBaseline
 from specchat.engine.decoding.kept_sources import KeptSource
 from specchat.engine.types import RoundResult, Stats, StopReason
 from specchat.host.answer_format.reader import AnswerReply
-from specchat.serve.errors import ApiError
-from specchat.serve.parsing import ChatCall
-from specchat.serve.tool_prompt import ToolPrompt
+from specchat.host.chat_call import ChatCall
+from specchat.host.errors import ApiError
+from specchat.host.tool_prompt import ToolPrompt
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,13 @@ class Summary:
     reasoning_tokens: int = 0
     call_tokens: int = 0
     call_kept: int = 0
+
+
+def evaluated(prompt_tokens: int, stats: Stats) -> int:
+    """Prompt tokens evaluated for a request, as llama.cpp's server counts them: those read
+    before the answer, and the prompt's last token, which the decoder reads with the first
+    round (so a fresh prompt has none cached, and a repeated one all but that token)."""
+    return min(prompt_tokens, stats.prompt_tokens + 1) if stats.rounds else stats.prompt_tokens
 
 
 @dataclass(frozen=True)
