@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from specchat.host.answer_format.formats import GEMMA4_THOUGHT, SEED_THINK, THINK_TO_CALL
+from specchat.host.answer_format.formats import THINK_TO_CALL, format_of
+from specchat.host.answer_format.reader import AnswerReader
 from specchat.host.answer_format.thinking import ThinkingSyntax
 from specchat.host.answer_prompt import ThinkingOpened, opened_thinking
-from specchat.workers.generation import window_opening
 
 
 def _engine(pieces: Sequence[str], control: dict[int, str] | None = None) -> Any:
@@ -52,12 +52,12 @@ def test_a_control_token_is_read_by_its_spelling_and_a_forced_start_is_not_read(
     assert opened == ThinkingOpened("<think>", "<think>\n", open=True)
 
 
-def test_the_window_keeps_only_an_opening_its_thinking_reader_knows() -> None:
-    assert window_opening(None) == ""
-    assert window_opening(ThinkingOpened(THINK_TO_CALL.start, "<think>\n", True)) == "<think>"
-    gemma = ThinkingOpened(GEMMA4_THOUGHT.start, "<|channel>thought", True)
-    assert window_opening(gemma) == "<|channel>thought"
-    assert window_opening(ThinkingOpened("<|think|>", "<|think|>", True)) == ""  # unknown
-    assert (
-        window_opening(ThinkingOpened(SEED_THINK.start, "<seed:think></seed:think>", False)) == ""
-    )
+def test_the_answer_is_read_from_the_prompts_thinking_on() -> None:
+    """The window's and the API's reader start where the prompt left the thinking: open,
+    the answer's first tokens are thinking; closed, they are the reply."""
+    qwen = format_of("<think></think>{{ messages }}")
+    assert qwen.thinking is not None and qwen.thinking.start == "<think>"
+    opened = AnswerReader(qwen, thinking_prompt="<think>\n")
+    assert [opened.read_token(t).thinking for t in ("a", "</think>", "b")] == [True, True, False]
+    closed = AnswerReader(qwen, thinking_prompt="<think>\n\n</think>\n\n")
+    assert [closed.read_token(t).thinking for t in ("a", "b")] == [False, False]

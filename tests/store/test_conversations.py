@@ -378,11 +378,26 @@ def test_store_does_not_import_qt() -> None:
 def test_exports_keep_an_answers_thinking_apart(store: ConversationStore) -> None:
     chat = store.create("Thinking")
     store.add_message(chat.id, "user", "Is 91 prime?")
-    store.add_message(chat.id, "assistant", "<think>\n91 = 7 × 13\n</think>\n\nNo.")
+    # as the window stores it: the model's text, each token's thinking tag (the reader's)
+    tokens = [
+        ["<think>", "PLAIN", "markup"],
+        ["\n91 = 7 × 13\n", "ACCEPTED", "thinking"],
+        ["</think>", "PLAIN", "markup"],
+        ["\n\n", "PLAIN"],
+        ["No.", "BONUS"],
+    ]
+    content = "".join(t[0] for t in tokens)
+    store.add_message(chat.id, "assistant", content, token_kinds=tokens)
+    store.add_message(chat.id, "assistant", "Old <think>x</think>.")  # no tags: all reply
     markdown = store.export_markdown(chat.id)
     assert "<details><summary>Thinking</summary>\n\n91 = 7 × 13\n\n</details>" in markdown
-    assert "<think>" not in markdown and "\nNo.\n" in markdown
-    answer = json.loads(store.export_json(chat.id))["messages"][1]
+    assert "<think>\n" not in markdown and "\nNo.\n" in markdown
+    assert "\nOld <think>x</think>.\n" in markdown
+    document = json.loads(store.export_json(chat.id))
+    answer = document["messages"][1]
     assert (answer["reasoning_content"], answer["content"]) == ("91 = 7 × 13", "No.")
+    assert answer["tokens"][1] == ["\n91 = 7 × 13\n", "ACCEPTED", "thinking"]
+    old = document["messages"][2]
+    assert (old["reasoning_content"], old["content"]) == ("", "Old <think>x</think>.")
     question = json.loads(store.export_json(chat.id))["messages"][0]
     assert (question["reasoning_content"], question["content"]) == ("", "Is 91 prime?")

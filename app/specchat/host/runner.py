@@ -174,12 +174,9 @@ class JobRunner:
             text.append(result.text)
             if reader is not None:
                 for token in result.events:
-                    # A token is thinking (or in a call) where the text read was inside it
-                    # before or after.
-                    thinking, in_call = reader.thinking, reader.in_call
-                    reader.feed(token.text)
-                    reasoning_tokens += thinking or reader.thinking
-                    if in_call or reader.in_call:
+                    read = reader.read_token(token.text)
+                    reasoning_tokens += read.thinking
+                    if read.in_call:
                         call_tokens += 1
                         call_kept += token.kind is TokenKind.ACCEPTED
             if job.cancel.is_set() or (reader is not None and reader.ended):

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
-from specchat.engine.templates.thinking import split_thinking
 from specchat.store import attachments as attached
 from specchat.store.attachments import Attachment
 from specchat.store.changes import ChangeKind, Listener, StoreChange
@@ -60,7 +59,7 @@ CREATE TABLE messages (
     finished INTEGER NOT NULL DEFAULT 1,
     created REAL NOT NULL,
     stats TEXT,        -- JSON object
-    token_kinds TEXT   -- JSON list of [text, kind] spans (assistant messages)
+    token_kinds TEXT   -- JSON list of [text, kind(, thinking tag)] spans (assistant messages)
 );
 CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
 CREATE INDEX conversations_by_update ON conversations(deleted, updated);
@@ -74,6 +73,12 @@ _VERSION_TABLES: dict[int, set[str]] = {1: {"conversations", "messages"}, 2: {"a
 
 #: A conversation in the bin longer than this is purged when the store opens.
 DEFAULT_PURGE_AFTER_S = 7 * 24 * 3600.0
+
+
+#: An answer's token read as thinking (token_kinds' third element).
+THINKING = "thinking"
+#: A thinking token that is the marker opening or closing it: no text of either part.
+THINKING_MARKUP = "markup"
 
 
 class StoreError(Exception):
@@ -570,9 +575,21 @@ class PartialWriter:
 
 
 def _parts(message: StoredMessage) -> tuple[str, str]:
-    """(thinking, reply) of an answer as stored (its thinking marked as the model wrote it);
-    a question is all reply."""
+    """(thinking, reply) of a stored message; a question is all reply."""
     if message.role != "assistant":
         return "", message.content
-    thinking, reply = split_thinking(message.content)
-    return thinking.strip("\n"), reply.lstrip("\n") if thinking else reply
+    return answer_parts(message.token_kinds, message.content)
+
+
+def answer_parts(token_kinds: Sequence[Sequence[str]] | None, content: str) -> tuple[str, str]:
+    """(thinking, reply) of an answer from its tokens' thinking tags, its markup left out;
+    an answer stored without tags is all reply."""
+    if not token_kinds or not any(len(span) > 2 and span[2] for span in token_kinds):
+        return "", content
+    thinking = "".join(span[0] for span in token_kinds if _tag(span) == THINKING)
+    reply = "".join(span[0] for span in token_kinds if not _tag(span))
+    return thinking.strip("\n"), reply.lstrip("\n")
+
+
+def _tag(span: Sequence[str]) -> str:
+    return span[2] if len(span) > 2 else ""

@@ -10,7 +10,9 @@ from typing import Any
 
 from specchat.store.attachments import Attachment
 
-TokenSpan = tuple[str, str]
+#: [text, kind] or [text, kind, thinking tag] (conversations.THINKING, THINKING_MARKUP): an
+#: answer's token; rows stored before the tag have two elements.
+TokenSpan = tuple[str, ...]
 
 #: What each column that can be damaged holds, for people ("its statistics").
 _COLUMN_NAMES = {
@@ -52,7 +54,8 @@ class StoredMessage:
         finished: False for an answer still streaming, or cut off by a crash or a stop.
         created: Unix time.
         stats: generation statistics (acceptance rate, tokens/s …), or None.
-        token_kinds: the answer as (text, kind) spans, kind being how each token was made.
+        token_kinds: the answer as (text, kind[, thinking tag]) spans, kind being how each
+            token was made.
         damaged: the columns whose cells could not be read (left as they are in the file;
             the message is read without them).
         attachments: files attached to the message, in order.
@@ -82,7 +85,7 @@ class StoredMessage:
 def spans_json(token_kinds: Sequence[Sequence[str]] | None) -> str | None:
     if token_kinds is None:
         return None
-    return json.dumps([[str(text), str(kind)] for text, kind in token_kinds], ensure_ascii=False)
+    return json.dumps([[str(part) for part in span] for span in token_kinds], ensure_ascii=False)
 
 
 def conversation_from_row(row: sqlite3.Row) -> Conversation:
@@ -170,8 +173,8 @@ def _token_kinds(value: Any) -> tuple[TokenSpan, ...]:
         raise ValueError("token kinds are not a JSON list")
     read: list[TokenSpan] = []
     for span in spans:
-        pair = isinstance(span, list) and len(span) == 2
-        if not (pair and all(isinstance(part, str) for part in span)):
-            raise ValueError("a token span is not [text, kind]")
-        read.append((span[0], span[1]))
+        sized = isinstance(span, list) and len(span) in (2, 3)
+        if not (sized and all(isinstance(part, str) for part in span)):
+            raise ValueError("a token span is not [text, kind] or [text, kind, tag]")
+        read.append(tuple(span))
     return tuple(read)

@@ -16,9 +16,13 @@ from specchat.engine.context import OverflowPolicy
 from specchat.engine.decoding.kept_sources import KeptSource, KeptSources
 from specchat.engine.drafting.registry import AUTO
 from specchat.engine.templates.chat_template import ChatMessage
-from specchat.engine.templates.thinking import split_thinking
-from specchat.engine.types import Controls, RoundResult, Stats, StopReason, TokenKind
-from specchat.store.conversations import ConversationStore, StoredMessage, StoreError
+from specchat.engine.types import Controls, RoundResult, Stats, StopReason
+from specchat.store.conversations import (
+    ConversationStore,
+    StoredMessage,
+    StoreError,
+    answer_parts,
+)
 from specchat.ui.figures import SpeedFigures
 from specchat.workers.generation import (
     Failure,
@@ -65,12 +69,14 @@ class AnswerRound:
         speed: the answer's rate so far next to the plain baseline.
         auto: whether the auto policy is choosing the drafting (to show its choice).
         kept: the answer's kept draft tokens so far by source, most first.
+        thinking: each event's thinking tag (RoundUpdate.thinking).
     """
 
     result: RoundResult
     speed: SpeedFigures
     auto: bool
     kept: tuple[KeptSource, ...] = ()
+    thinking: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ class _Answer:
     conversation_id: int
     message_id: int
     auto: bool
-    spans: list[tuple[str, str]] = field(default_factory=list)
+    spans: list[tuple[str, ...]] = field(default_factory=list)  # text, kind[, thinking tag]
     text: list[str] = field(default_factory=list)
     stats: Stats | None = None
     baseline: PlainBaseline | None = None
@@ -180,13 +186,9 @@ def chat_history(stored: Iterable[StoredMessage]) -> list[ChatMessage]:
         if message.role == "user" and history and history[-1].role == "user":
             history.append(ChatMessage("assistant", ""))
         if message.role == "assistant":
-            thinking, reply = split_thinking(message.content)
-            if thinking:
-                history.append(
-                    ChatMessage(
-                        "assistant", reply.lstrip("\n"), reasoning_content=thinking.strip("\n")
-                    )
-                )
+            thinking, reply = answer_parts(message.token_kinds, message.content)
+            if thinking or reply != message.content:
+                history.append(ChatMessage("assistant", reply, reasoning_content=thinking))
                 continue
         history.append(attached_message(message.role, message.content, message.attachments))
     return history
@@ -335,9 +337,6 @@ class AnswerController(QObject):
         answer = self._current(prepared.request_id)
         if answer is None:
             return
-        if prepared.opening:  # stored as the model continues it, its thinking marked
-            answer.spans.insert(0, (prepared.opening, TokenKind.PLAIN.name))
-            answer.text.insert(0, prepared.opening)
         self.prepared.emit(prepared)
 
     @Slot(PromptProgress)
@@ -353,12 +352,17 @@ class AnswerController(QObject):
         result = update.result
         answer.stats = result.stats
         answer.baseline = update.baseline
-        for event in result.events:
-            answer.spans.append((event.text, event.kind.name))
+        tags = update.thinking
+        for n, event in enumerate(result.events):
+            tag = tags[n] if n < len(tags) else ""
+            # the tag only where there is one: a reply's token is stored as before
+            answer.spans.append(
+                (event.text, event.kind.name, tag) if tag else (event.text, event.kind.name)
+            )
         answer.text.append(result.text)
         answer.kept.add(result)
         speed = _speed(result.stats, update.baseline)
-        self.round_shown.emit(AnswerRound(result, speed, answer.auto, answer.kept.counts()))
+        self.round_shown.emit(AnswerRound(result, speed, answer.auto, answer.kept.counts(), tags))
         now = time.monotonic()
         if now - answer.last_save >= PARTIAL_SAVE_S:
             answer.last_save = now

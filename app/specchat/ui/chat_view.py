@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from PySide6.QtCore import QEvent, QPoint, QPointF, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import (
@@ -20,7 +20,6 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
-from specchat.engine.templates.thinking import Part, Piece
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
 from specchat.store.attachments import Attachment
 from specchat.store.conversations import StoredMessage
@@ -37,7 +36,7 @@ from specchat.ui.rich_text import (
     plain_text_of_markdown,
     token_runs,
 )
-from specchat.ui.spans import Message, Span, span_tooltip, spans_from_store
+from specchat.ui.spans import Message, Part, Piece, Span, span_tooltip, spans_from_store
 from specchat.ui.thinking_fold import header_text, insert_header, thinking_format, thought_of
 
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
@@ -83,7 +82,7 @@ class ChatView(QTextBrowser):
         self._messages: list[Message] = []
         self._starts: list[int] = []  # document position where each message begins
         self._tokens: list[Span] = []  # the table TOKEN_PROPERTY indexes
-        self._pending: list[RoundResult] = []
+        self._pending: list[tuple[RoundResult, tuple[str, ...]]] = []  # with thinking tags
         self._mono = monospace()
         self._lines = LineWriter(self.document(), self.palette_, self._mono)
         self._open: set[Fold] = set()  # attachments shown whole
@@ -144,18 +143,10 @@ class ChatView(QTextBrowser):
         self._render_message(len(self._messages) - 1, self._end_cursor())
         self._scroll_to_end()
 
-    def continue_answer(self, text: str) -> None:
-        """The streaming answer continues `text` the prompt ended with (a thinking block's
-        opening marker), shown as the answer's own start."""
-        self.flush()
-        if self._messages and self._messages[-1].role == "assistant":
-            message = self._messages[-1]
-            for piece in message.add(Span(text, TokenKind.PLAIN)):
-                self._paint_piece(self._end_cursor(), len(self._messages) - 1, message, piece)
-
-    def append_round(self, result: RoundResult) -> None:
-        """Queue a round of the streaming answer; painted with the next batch."""
-        self._pending.append(result)
+    def append_round(self, result: RoundResult, thinking: Sequence[str] = ()) -> None:
+        """Queue a round of the streaming answer, with its events' thinking tags (none: all
+        reply); painted with the next batch."""
+        self._pending.append((result, tuple(thinking)))
         if not self._flush_timer.isActive():
             self._flush_timer.start()
 
@@ -332,11 +323,9 @@ class ChatView(QTextBrowser):
         cursor = self._end_cursor()
         cursor.beginEditBlock()
         index = len(self._messages) - 1
-        for result in rounds:
-            for event in result.events:
-                if event.kind == TokenKind.CORRECTED and result.rejected_text:
-                    message.ghosts[len(message.spans)] = result.rejected_text
-                for piece in message.add(Span(event.text, event.kind, event)):
+        for result, thinking in rounds:
+            for span in self._spans_of(message, result, thinking):
+                for piece in message.add(span):
                     self._paint_piece(cursor, index, message, piece)
         self._update_thought_header(index, message)
         cursor.endEditBlock()
@@ -364,12 +353,21 @@ class ChatView(QTextBrowser):
             self._pending.clear()
             return
         message = self._messages[-1]
-        for result in self._pending:
-            for event in result.events:
-                if event.kind == TokenKind.CORRECTED and result.rejected_text:
-                    message.ghosts[len(message.spans)] = result.rejected_text
-                message.add(Span(event.text, event.kind, event))
+        for result, thinking in self._pending:
+            for span in self._spans_of(message, result, thinking):
+                message.add(span)
         self._pending.clear()
+
+    @staticmethod
+    def _spans_of(
+        message: Message, result: RoundResult, thinking: tuple[str, ...]
+    ) -> Iterator[Span]:
+        """A round's spans, each with its thinking tag; its ghost noted as each is added."""
+        for n, event in enumerate(result.events):
+            if event.kind == TokenKind.CORRECTED and result.rejected_text:
+                message.ghosts[len(message.spans)] = result.rejected_text
+            tag = thinking[n] if n < len(thinking) else ""
+            yield Span(event.text, event.kind, event, tag)
 
     def _render_message(self, index: int, cursor: QTextCursor) -> None:
         message = self._messages[index]
@@ -428,9 +426,7 @@ class ChatView(QTextBrowser):
         # slow painting a fast stream; viewportEvent builds it on hover from the token table.
         return fmt
 
-    def _paint_piece(
-        self, cursor: QTextCursor, index: int, message: Message, piece: Piece[int]
-    ) -> None:
+    def _paint_piece(self, cursor: QTextCursor, index: int, message: Message, piece: Piece) -> None:
         """Paint one piece of the `index`-th message: its thinking under a header that
         folds it open, the reply after it, the markup around the thinking never."""
         is_open = index in self._open_thoughts

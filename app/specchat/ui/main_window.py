@@ -50,7 +50,6 @@ from specchat.workers.generation import (
     Loaded,
     LoadProgressUpdate,
     LoadRequest,
-    PromptPrepared,
 )
 from specchat.workers.generation_service import GenerationService
 
@@ -190,7 +189,6 @@ class MainWindow(QMainWindow):
         self.loader.failed.connect(self._on_load_failed)
         self.answers.started.connect(self._on_answer_started)
         self.answers.round_shown.connect(self._on_round_shown)
-        self.answers.prepared.connect(self._on_answer_prepared)
         self.answers.ended.connect(self._on_answer_ended)
         self.composer.submitted.connect(self._on_send_clicked)
         self.chat_pane.send_button.clicked.connect(self._on_send_clicked)
@@ -434,15 +432,10 @@ class MainWindow(QMainWindow):
         self.status_line.say("Answering…")
         self._refresh_actions()
 
-    @Slot(PromptPrepared)
-    def _on_answer_prepared(self, prepared: PromptPrepared) -> None:
-        if prepared.opening:
-            self.chat_view.continue_answer(prepared.opening)
-
     @Slot(AnswerRound)
     def _on_round_shown(self, shown: AnswerRound) -> None:
         result = shown.result
-        self.chat_view.append_round(result)
+        self.chat_view.append_round(result, shown.thinking)
         self.stats_panel.show_round(result, shown.speed, auto=shown.auto, kept=shown.kept)
         if shown.auto and result.events:
             self.controls.show_policy_k(result.choice.k, result.choice.reason)

@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from specchat.engine.templates.thinking import Part, Piece, ThinkingStream
 from specchat.engine.types import TokenEvent, TokenKind
 from specchat.store.attachments import Attachment
+from specchat.store.conversations import THINKING, THINKING_MARKUP
+
+
+class Part(enum.Enum):
+    """Which part of an answer a piece of its text belongs to."""
+
+    THINKING = enum.auto()
+    ANSWER = enum.auto()
+    #: the thinking begins here (its marker, if any, is not painted): markup
+    OPENING = enum.auto()
+    #: the thinking ended here: markup
+    CLOSING = enum.auto()
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A piece of an answer's text, the part it belongs to and the span it is of.
+
+    Attributes:
+        part: thinking, answer, or where the thinking opens or closes.
+        text: the text.
+        payload: the index of the span it is of.
+    """
+
+    part: Part
+    text: str
+    payload: int
 
 
 @dataclass(frozen=True)
@@ -18,11 +45,14 @@ class Span:
         text: the token's text.
         kind: how it was made.
         event: the engine's event (None for answers loaded from the store).
+        thinking: its thinking tag as the worker's answer reader read it (THINKING,
+            THINKING_MARKUP, or "" for reply).
     """
 
     text: str
     kind: TokenKind
     event: TokenEvent | None = None
+    thinking: str = ""
 
 
 @dataclass
@@ -36,8 +66,11 @@ class Message:
         note: what is said after it ("unfinished", "stopped").
         finished: whether it is complete.
         attachments: the files attached to a question.
-        pieces: an answer's text as settled so far, each piece thinking, reply or markup
-            and naming the span it is part of (by index).
+        pieces: an answer's text, each piece thinking, reply or where the thinking opens
+            or closes, naming the span it is part of (by index); only its first thinking
+            block folds, as the spans' tags say.
+        thought: whether the answer opened a thinking block.
+        thinking_now: whether the answer is inside it.
     """
 
     role: str
@@ -46,46 +79,42 @@ class Message:
     note: str = ""
     finished: bool = True
     attachments: tuple[Attachment, ...] = ()
-    pieces: list[Piece[int]] = field(default_factory=list)
-    _thinking: ThinkingStream[int] = field(default_factory=ThinkingStream, repr=False)
+    pieces: list[Piece] = field(default_factory=list)
+    thought: bool = False
+    thinking_now: bool = False
 
     def __post_init__(self) -> None:
         spans, self.spans = self.spans, []
         for span in spans:
             self.add(span)
-        if self.finished:
-            self.settle()
 
-    def add(self, span: Span) -> list[Piece[int]]:
-        """Append a span; the pieces it settles (a user's message is all reply)."""
+    def add(self, span: Span) -> list[Piece]:
+        """Append a span; the pieces it makes (a user's message is all reply)."""
         self.spans.append(span)
         index = len(self.spans) - 1
-        if self.role != "assistant":
-            new = [Piece(Part.ANSWER, span.text, index)]
-        elif not span.text and not self._thinking.holding:
-            # half a character: no text, but a token (and maybe a ghost) in its place
-            part = Part.THINKING if self.thinking_now else Part.ANSWER
-            new = [Piece(part, "", index)]
-        else:
-            new = self._thinking.feed(span.text, index)
+        new: list[Piece] = []
+        tag = span.thinking if self.role == "assistant" else ""
+        if tag and not self.thought:
+            self.thought = self.thinking_now = True
+            new.append(Piece(Part.OPENING, "", index))
+        elif self.thinking_now and (not tag or (tag == THINKING_MARKUP and self._inner)):
+            # the reply begins, or the marker closing the thinking came
+            self.thinking_now = False
+            new.append(Piece(Part.CLOSING, "", index))
+        if tag != THINKING_MARKUP:
+            part = Part.THINKING if self.thinking_now and tag else Part.ANSWER
+            new.append(Piece(part, span.text, index))
         self.pieces.extend(new)
         return new
 
-    def settle(self) -> list[Piece[int]]:
-        """The pieces held back at the answer's end."""
-        new = self._thinking.finish()
-        self.pieces.extend(new)
-        return new
+    def settle(self) -> list[Piece]:
+        """The pieces held back at the answer's end (none: each token's part is known)."""
+        return []
 
     @property
-    def thought(self) -> bool:
-        """Whether the answer opened a thinking block."""
-        return self._thinking.thought
-
-    @property
-    def thinking_now(self) -> bool:
-        """Whether the answer is inside its thinking block."""
-        return self._thinking.inside is not None
+    def _inner(self) -> bool:
+        """Whether the thinking block holds text already (a marker now closes it)."""
+        return any(p.part is Part.THINKING for p in self.pieces)
 
     @property
     def thinking_tokens(self) -> int:
@@ -95,7 +124,7 @@ class Message:
     def text(self) -> str:
         """The reply: the answer less its thinking (a question's whole text)."""
         if not self.thought:
-            return "".join(s.text for s in self.spans)
+            return "".join(s.text for s in self.spans if s.thinking != THINKING_MARKUP)
         return "".join(p.text for p in self.pieces if p.part is Part.ANSWER).lstrip("\n")
 
     @property
@@ -124,9 +153,10 @@ def spans_from_store(token_kinds: Sequence[Sequence[str]] | None, content: str) 
     if not token_kinds:
         return [Span(content, TokenKind.PLAIN)] if content else []
     spans = []
-    for text, kind in token_kinds:
+    for text, kind, *tag in token_kinds:
+        thinking = str(tag[0]) if tag and tag[0] in (THINKING, THINKING_MARKUP) else ""
         try:
-            spans.append(Span(str(text), TokenKind[str(kind)]))
+            spans.append(Span(str(text), TokenKind[str(kind)], thinking=thinking))
         except KeyError:
-            spans.append(Span(str(text), TokenKind.PLAIN))
+            spans.append(Span(str(text), TokenKind.PLAIN, thinking=thinking))
     return spans

@@ -12,11 +12,13 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from specchat import paths
 from specchat.engine.baseline import calibrate
-from specchat.engine.templates.thinking import KNOWN_MARKERS
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason
-from specchat.host.answer_prompt import ThinkingOpened, answer_prompt
+from specchat.host.answer_format.formats import format_of
+from specchat.host.answer_format.reader import AnswerReader, TokenRead
+from specchat.host.answer_prompt import answer_prompt
 from specchat.host.engine_host import EngineHost
 from specchat.store.changes import ChangeKind, StoreChange
+from specchat.store.conversations import THINKING, THINKING_MARKUP
 from specchat.workers.generation_payloads import (
     Failure,
     GenerateRequest,
@@ -133,6 +135,7 @@ class GenerationWorker(QObject):
         self._draft_lag: tuple[str, list[int]] | None = None
         self._generation: Generation | None = None  # the answer in progress, steered
         self._text: list[str] = []
+        self._reader: AnswerReader | None = None  # reads the answer in progress's thinking
         # Both events are set directly from the UI thread too, so a stop or a cancelled
         # load is noticed at the next round (or progress callback) without waiting for the
         # queued signal behind it.
@@ -259,11 +262,14 @@ class GenerationWorker(QObject):
                 policy=request.policy,
                 template_kwargs=request.template_variables(),
             )
-            opening = window_opening(prepared.thinking)
+            # The answer is read as the API reads it, from the prompt's open thinking on.
+            opened = prepared.thinking
+            self._reader = AnswerReader(
+                format_of(self.engine.template.source),
+                thinking_prompt="" if opened is None else opened.prompt_part,
+            )
             self.prepared.emit(
-                PromptPrepared(
-                    request.request_id, prepared.plan.dropped, len(prepared.tokens), opening
-                )
+                PromptPrepared(request.request_id, prepared.plan.dropped, len(prepared.tokens))
             )
             # Made now (it runs nothing yet) so controls moved while the prompt is read apply
             # from the answer's first round.
@@ -306,7 +312,9 @@ class GenerationWorker(QObject):
             self._plain.observe(result)
         self._text.append(result.text)
         baseline = self.host.baseline.current()
-        self.round_ready.emit(RoundUpdate(request.request_id, result, baseline))
+        reader = self._reader
+        tags = () if reader is None else thinking_tags(reader, result)
+        self.round_ready.emit(RoundUpdate(request.request_id, result, baseline, tags))
         if result.stop is not None:
             self._finish(result.stop, result.stats)
         else:
@@ -458,13 +466,13 @@ class GenerationWorker(QObject):
             engine.close()
 
 
-_KNOWN_OPENINGS = frozenset(m.open for m in KNOWN_MARKERS)
+def thinking_tags(reader: AnswerReader, result: RoundResult) -> tuple[str, ...]:
+    """Each of a round's tokens read by `reader`: THINKING, THINKING_MARKUP or "" (reply),
+    by the rule the API counts reasoning tokens with (AnswerReader.read_token)."""
+    return tuple(_tag(reader.read_token(event.text)) for event in result.events)
 
 
-def window_opening(thinking: ThinkingOpened | None) -> str:
-    """The marker the window stores in front of an answer the prompt opened thinking for,
-    or "": only one the window's thinking reader knows (engine/templates/thinking.py); an
-    unknown marker in front would show as the answer's text."""
-    if thinking is None or not thinking.open or thinking.start not in _KNOWN_OPENINGS:
+def _tag(read: TokenRead) -> str:
+    if not read.thinking:
         return ""
-    return thinking.start
+    return THINKING_MARKUP if read.markup else THINKING

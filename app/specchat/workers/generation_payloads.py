@@ -148,14 +148,11 @@ class PromptPrepared:
         request_id: the GenerateRequest's id.
         dropped: indices of the request's messages left out of the prompt.
         prompt_tokens: prompt length in tokens.
-        opening: the marker with which the prompt opened a thinking block the answer
-            continues inside ("" for none): the answer is stored and shown after it.
     """
 
     request_id: int
     dropped: tuple[int, ...]
     prompt_tokens: int
-    opening: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,11 +163,14 @@ class RoundUpdate:
         request_id: the GenerateRequest's id (the UI ignores ids it cancelled).
         result: the engine's round.
         baseline: the current plain baseline, or None while nothing is measured.
+        thinking: each event's thinking tag as the answer's reader read it (store's
+            THINKING, THINKING_MARKUP, or "" for reply); () when nothing was read.
     """
 
     request_id: int
     result: RoundResult
     baseline: PlainBaseline | None
+    thinking: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,23 @@ Piece = Reasoning | Content | CallOpened | Arguments
 
 
 @dataclass(frozen=True)
+class TokenRead:
+    """How one token of an answer was read.
+
+    Attributes:
+        thinking: the text read was inside thinking before or after it (the API's
+            reasoning tokens and the window's fold count it alike).
+        in_call: likewise inside a tool call.
+        markup: a thinking token whose whole text is (part of) the marker opening or closing
+            it, which the window does not paint.
+    """
+
+    thinking: bool
+    in_call: bool
+    markup: bool = False
+
+
+@dataclass(frozen=True)
 class AnswerReply:
     """An answer read back.
 
@@ -106,6 +123,28 @@ class AnswerReader:
     def ended(self) -> bool:
         """A single call was read: nothing more is taken (the answer may stop)."""
         return self._calls is not None and self._calls.ended
+
+    def read_token(self, text: str) -> TokenRead:
+        """Feed one token's text; how it was read (the one rule for the API and the window)."""
+        if self._preface:
+            self.feed("")  # the prompt's thinking is read first: the answer starts inside it
+        before, in_call = self.thinking, self.in_call
+        self.feed(text)
+        thinking = before or self.thinking
+        markup = thinking and self._is_markup(text, before)
+        return TokenRead(thinking, in_call or self.in_call, markup)
+
+    def _is_markup(self, text: str, was_thinking: bool) -> bool:
+        syntax = self.format.thinking
+        mark = text.strip()
+        if syntax is None or not mark:
+            return False
+        markers = (syntax.start, *syntax.ends)
+        if mark in markers:
+            return True
+        # A marker spelled in several tokens (Gemma 4's `<|channel>` `thought`): the one
+        # that crosses into or out of thinking is part of it.
+        return was_thinking != self.thinking and any(mark in marker for marker in markers)
 
     def feed(self, text: str) -> list[Piece]:
         if self._messages is not None:
