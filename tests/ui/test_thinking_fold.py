@@ -1,6 +1,7 @@
-"""The transcript shows an answer's thinking folded above its reply: a header with its token
-count (closed by default, opened by a click), thinking tokens keeping their speculation
-colours, the markup around the thinking never shown, and the reply alone copied."""
+"""The transcript shows an answer's thinking, as the worker's answer reader tagged its tokens,
+folded above its reply: a header with its token count (closed by default, opened by a click),
+thinking tokens keeping their speculation colours, the markup around the thinking never
+shown, and the reply alone copied."""
 
 from __future__ import annotations
 
@@ -27,9 +28,20 @@ from specchat.ui.spans import Span
 from specchat.ui.thinking_fold import THOUGHT_SCHEME
 from tests.conftest import RealChatModels
 
-#: An answer whose prompt opened the thinking (Qwen3.5): its text as the window stores it.
-QWEN_PIECES = ["<think>", "\n", "Plan", ": add", " it", ".\n", "</think>", "\n\n", "It is ", "4."]
-GEMMA_PIECES = ["<|channel>", "thought", "\n", "Sum", " them", "<channel|>", "Four."]
+T, M = "thinking", "markup"
+#: An answer whose prompt opened the thinking (Qwen3.5): its tokens and their tags.
+QWEN = [
+    ("\n", T), ("Plan", T), (": add", T), (" it", T), (".\n", T), ("</think>", M),
+    ("\n\n", ""), ("It is ", ""), ("4.", ""),
+]  # fmt: skip
+GEMMA = [
+    ("<|channel>", M), ("thought", M), ("\n", T), ("Sum", T), (" them", T), ("<channel|>", M),
+    ("Four.", ""),
+]  # fmt: skip
+
+
+def _spans(tokens: list[tuple[str, str]]) -> list[Span]:
+    return [Span(text, TokenKind.PLAIN, thinking=tag) for text, tag in tokens]
 
 
 def _view(qtbot: QtBot) -> ChatView:
@@ -68,7 +80,7 @@ def _open(view: ChatView, index: int) -> None:
 
 def test_a_stored_answer_shows_its_thinking_folded_with_its_token_count(qtbot: QtBot) -> None:
     view = _view(qtbot)
-    view.add_answer([Span(p, TokenKind.PLAIN) for p in QWEN_PIECES])
+    view.add_answer(_spans(QWEN))
     shown = view.document().toPlainText()
     assert "▸ Thought · 5 tokens" in shown
     assert "Plan" not in shown and "<think>" not in shown and "</think>" not in shown
@@ -84,10 +96,11 @@ def test_a_stored_answer_shows_its_thinking_folded_with_its_token_count(qtbot: Q
 def test_a_streamed_answer_counts_its_thinking_then_writes_the_reply(qtbot: QtBot) -> None:
     view = _view(qtbot)
     view.begin_answer()
-    view.append_round(_round(0, GEMMA_PIECES[:4], TokenKind.ACCEPTED))
+    first, then = GEMMA[:4], GEMMA[4:]
+    view.append_round(_round(0, [t for t, _ in first], TokenKind.ACCEPTED), [g for _, g in first])
     view.flush()
     assert "▸ Thinking… · 2 tokens" in view.document().toPlainText()
-    view.append_round(_round(1, GEMMA_PIECES[4:], TokenKind.PLAIN))
+    view.append_round(_round(1, [t for t, _ in then], TokenKind.PLAIN), [g for _, g in then])
     view.end_answer()
     shown = view.document().toPlainText()
     assert "▸ Thought · 3 tokens" in shown and shown.rstrip().endswith("Four.")
@@ -105,12 +118,15 @@ def test_an_answer_without_thinking_is_shown_as_written(qtbot: QtBot) -> None:
     view.add_answer([Span("Use ", TokenKind.PLAIN), Span("<think> tags.", TokenKind.PLAIN)])
     assert view.document().toPlainText().rstrip().endswith("Use <think> tags.")
     assert "Thought" not in view.document().toPlainText()
+    # an answer stored before the tags (its opening marker in front) is shown as written
+    view.add_answer(_spans([("<think>", ""), ("a", ""), ("</think>", ""), ("b", "")]))
+    assert view.document().toPlainText().rstrip().endswith("<think>a</think>b")
 
 
 def test_an_answer_stopped_inside_its_thinking_keeps_it(qtbot: QtBot) -> None:
     view = _view(qtbot)
     view.begin_answer()
-    view.append_round(_round(0, QWEN_PIECES[:5], TokenKind.PLAIN))
+    view.append_round(_round(0, [t for t, _ in QWEN[:4]], TokenKind.PLAIN), [T] * 4)
     view.end_answer(note="stopped")
     shown = view.document().toPlainText()
     assert "▸ Thought · 4 tokens" in shown and "(stopped)" in shown
@@ -134,11 +150,17 @@ def test_the_window_folds_a_qwen35_answers_thinking_and_stores_it_marked(
     assert "▸ Thought · " in shown
     conversation = window.store.conversations()[0].id
     stored = window.store.messages(conversation)[-1]
-    assert stored.content.startswith("<think>")
+    # stored as the model wrote it, each token tagged as the answer's reader read it
+    assert not stored.content.startswith("<think>")
+    assert stored.token_kinds is not None and len(stored.token_kinds) == 24
+    tags = [span[2] if len(span) > 2 else "" for span in stored.token_kinds]
+    assert set(tags) <= {T, M} and T in tags
+    thought = sum(tag == T for tag in tags)
+    assert f"▸ Thought · {thought} token{'' if thought == 1 else 's'}" in shown
     assert window.chat_view.answer_markdown() == ""  # nothing of it is reply
     window.chat_view.anchorClicked.emit(QUrl(f"{THOUGHT_SCHEME}:1"))
-    thinking = stored.content.removeprefix("<think>").strip("\n")
-    assert thinking[:20] in window.chat_view.document().toPlainText()
+    thinking = "".join(span[0] for span in stored.token_kinds if span[2:] == (T,))
+    assert thinking.strip("\n")[:20] in window.chat_view.document().toPlainText()
 
 
 def test_the_think_switch_reaches_the_template_and_is_kept(
@@ -157,8 +179,9 @@ def test_the_think_switch_reaches_the_template_and_is_kept(
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
         assert window.send("Hi")
     stored = window.store.messages(window.store.conversations()[0].id)[-1]
-    # thinking off: Qwen3.5's template closes an empty block itself; nothing is marked
-    assert not stored.content.startswith("<think>")
+    # thinking off: Qwen3.5's template closes an empty block itself; nothing is thinking
+    assert stored.token_kinds is not None
+    assert all(len(span) == 2 for span in stored.token_kinds)
     assert "Thought" not in window.chat_view.document().toPlainText()
 
 

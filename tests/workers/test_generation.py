@@ -26,6 +26,7 @@ from specchat.workers.generation import (
     RoundUpdate,
 )
 from specchat.workers.generation_service import GenerationService
+from tests.conftest import RealChatModels
 
 QUESTION = (ChatMessage("user", "Tell me about speculative decoding."),)
 
@@ -388,3 +389,41 @@ def test_a_follow_up_after_restart_reads_only_its_new_turn_in_every_mode(
         assert max(evaluated["draft"], default=0) <= new, (mode, evaluated)
         if mode == "draft":
             assert evaluated["draft"], "the draft model drafted"
+
+
+def test_the_windows_thinking_tags_are_the_apis_reasoning_tokens(
+    qtbot: QtBot, real_chat_models: RealChatModels
+) -> None:
+    """The worker and the API read an answer with one rule (AnswerReader.read_token): at
+    T = 0 the same prompt's tokens the window tags thinking are those the API counts."""
+    from specchat.host.chat_call import ChatCall
+    from specchat.host.jobs import Finished, Job, JobEvent
+    from specchat.host.runner import JobRunner
+    from specchat.store.conversations import THINKING, THINKING_MARKUP
+
+    worker = GenerationWorker(n_threads=1)
+    load = LoadRequest(
+        1, target=real_chat_models.qwen35, n_ctx=2048, target_gpu_layers=0, calibrate=False
+    )
+    with qtbot.waitSignal(worker.loaded, timeout=60_000):
+        worker._on_load_requested(load)
+    plain = Controls("plain", 0, SamplingParams(temperature=0.0))
+    rounds: list[RoundUpdate] = []
+    worker.round_ready.connect(rounds.append)
+    with qtbot.waitSignal(worker.finished, timeout=60_000):
+        worker._on_generate_requested(GenerateRequest(1, QUESTION, max_tokens=12, controls=plain))
+    tags = [tag for update in rounds for tag in update.thinking]
+    assert len(tags) == sum(len(update.result.events) for update in rounds) == 12
+    assert set(tags) <= {THINKING, THINKING_MARKUP, ""}
+
+    events: list[JobEvent] = []
+    call = ChatCall("x", QUESTION, 12, plain)
+    engine = worker.engine
+    assert engine is not None
+    JobRunner().run(engine, Job(call, deliver=events.append), worker.host.begin_answer)
+    finished = events[-1]
+    assert isinstance(finished, Finished), finished
+    # the prompt opened <think> and the random model never closes it: all of it thinks
+    assert finished.summary.text == "".join(u.result.text for u in rounds)
+    assert finished.summary.reasoning_tokens == sum(tag != "" for tag in tags) == 12
+    worker._on_shutdown_requested()

@@ -473,6 +473,6 @@ def thinking_tags(reader: AnswerReader, result: RoundResult) -> tuple[str, ...]:
 
 
 def _tag(read: TokenRead) -> str:
-    if not read.thinking:
-        return ""
-    return THINKING_MARKUP if read.markup else THINKING
+    if read.markup:
+        return THINKING_MARKUP
+    return THINKING if read.thinking else ""

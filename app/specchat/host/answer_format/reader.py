@@ -31,8 +31,9 @@ class TokenRead:
         thinking: the text read was inside thinking before or after it (the API's
             reasoning tokens and the window's fold count it alike).
         in_call: likewise inside a tool call.
-        markup: a thinking token whose whole text is (part of) the marker opening or closing
-            it, which the window does not paint.
+        markup: the token's whole text is (part of) the marker opening or closing the
+            thinking, which the window does not paint (the first token of an opening spelt
+            in several is markup before it is thinking).
     """
 
     thinking: bool
@@ -129,21 +130,23 @@ class AnswerReader:
         if self._preface:
             self.feed("")  # the prompt's thinking is read first: the answer starts inside it
         before, in_call = self.thinking, self.in_call
-        self.feed(text)
+        held = not self.feed(text)
         thinking = before or self.thinking
-        markup = thinking and self._is_markup(text, before)
-        return TokenRead(thinking, in_call or self.in_call, markup)
+        return TokenRead(thinking, in_call or self.in_call, self._is_markup(text, before, held))
 
-    def _is_markup(self, text: str, was_thinking: bool) -> bool:
+    def _is_markup(self, text: str, was_thinking: bool, held: bool) -> bool:
         syntax = self.format.thinking
         mark = text.strip()
         if syntax is None or not mark:
             return False
+        if not (was_thinking or self.thinking):
+            # the first token of an opening spelt in several (Gemma 4's `<|channel>`), held
+            # by the reader until the next decides it: no reasoning yet, but no reply either
+            return held and len(mark) > 1 and syntax.start.startswith(mark)
         markers = (syntax.start, *syntax.ends)
         if mark in markers:
             return True
-        # A marker spelled in several tokens (Gemma 4's `<|channel>` `thought`): the one
-        # that crosses into or out of thinking is part of it.
+        # the token of such a marker that crosses into or out of thinking (`thought`)
         return was_thinking != self.thinking and any(mark in marker for marker in markers)
 
     def feed(self, text: str) -> list[Piece]:
