@@ -25,7 +25,7 @@ def _tags(template: str, tokens: list[str], *, prompt_part: str = "") -> list[st
     tags = []
     for token in tokens:
         read = reader.read_token(token)
-        tags.append("" if not read.thinking else "m" if read.markup else "t")
+        tags.append("m" if read.markup else "t" if read.thinking else "")
     return tags
 
 

@@ -31,13 +31,25 @@ from tests.conftest import RealChatModels
 T, M = "thinking", "markup"
 #: An answer whose prompt opened the thinking (Qwen3.5): its tokens and their tags.
 QWEN = [
-    ("\n", T), ("Plan", T), (": add", T), (" it", T), (".\n", T), ("</think>", M),
-    ("\n\n", ""), ("It is ", ""), ("4.", ""),
-]  # fmt: skip
+    ("\n", T),
+    ("Plan", T),
+    (": add", T),
+    (" it", T),
+    (".\n", T),
+    ("</think>", M),
+    ("\n\n", ""),
+    ("It is ", ""),
+    ("4.", ""),
+]
 GEMMA = [
-    ("<|channel>", M), ("thought", M), ("\n", T), ("Sum", T), (" them", T), ("<channel|>", M),
+    ("<|channel>", M),
+    ("thought", M),
+    ("\n", T),
+    ("Sum", T),
+    (" them", T),
+    ("<channel|>", M),
     ("Four.", ""),
-]  # fmt: skip
+]
 
 
 def _spans(tokens: list[tuple[str, str]]) -> list[Span]:
