@@ -420,10 +420,14 @@ def test_the_windows_thinking_tags_are_the_apis_reasoning_tokens(
     call = ChatCall("x", QUESTION, 12, plain)
     engine = worker.engine
     assert engine is not None
-    JobRunner().run(engine, Job(call, deliver=events.append), worker.host.begin_answer)
+    runner = JobRunner()
+    api_tags: list[str] = []
+    runner.on_round = lambda _job, _result, thinking: api_tags.extend(thinking)
+    runner.run(engine, Job(call, deliver=events.append), worker.host.begin_answer)
     finished = events[-1]
     assert isinstance(finished, Finished), finished
     # the prompt opened <think> and the random model never closes it: all of it thinks
     assert finished.summary.text == "".join(u.result.text for u in rounds)
     assert finished.summary.reasoning_tokens == sum(tag != "" for tag in tags) == 12
+    assert api_tags == tags  # the API panel's fold is the window's, token by token
     worker._on_shutdown_requested()

@@ -237,6 +237,6 @@ class EngineHost:
             note = "ended"
         listener(ApiEnded(job_id, note))
 
-    def _on_round(self, job: Job, result: RoundResult) -> None:
+    def _on_round(self, job: Job, result: RoundResult, thinking: tuple[str, ...]) -> None:
         if self.listener is not None:
-            self.listener(ApiRound(self._ids.get(id(job), 0), result))
+            self.listener(ApiRound(self._ids.get(id(job), 0), result, thinking))

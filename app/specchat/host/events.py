@@ -29,10 +29,13 @@ class ApiRound:
     Attributes:
         job_id: the job's number.
         result: the round.
+        thinking: each event's thinking tag as the answer's reader read it (TokenRead.tag);
+            () where it is not read.
     """
 
     job_id: int
     result: RoundResult
+    thinking: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

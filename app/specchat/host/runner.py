@@ -40,7 +40,8 @@ class JobRunner:
     Attributes:
         prefixes: recent prompts' caches kept in memory, or None.
         on_job: called as a job starts (with None) and as it ends (with its last event).
-        on_round: called with each round of a job's answer.
+        on_round: called with each round of a job's answer and its tokens' thinking tags
+            (TokenRead.tag; () where the answer is not read).
         keeper: writes each answered chat to the conversation store, or None (the setting
             "api.remember_chats" is off: API chats live in memory only).
     """
@@ -48,7 +49,7 @@ class JobRunner:
     def __init__(self, *, prefixes: PrefixCache | None = None) -> None:
         self.prefixes = prefixes
         self.on_job: Callable[[Job, object], None] | None = None
-        self.on_round: Callable[[Job, RoundResult], None] | None = None
+        self.on_round: Callable[[Job, RoundResult, tuple[str, ...]], None] | None = None
         self.keeper: ChatKeeper | None = None
         # The last conversation answered and its text: filed in the suffix index as an
         # earlier chat when another one starts (memory only, see _file_previous).
@@ -172,9 +173,11 @@ class JobRunner:
                 accepted += result.accepted
                 rejected += result.drafted - result.accepted
             text.append(result.text)
+            tags: list[str] = []
             if reader is not None:
                 for token in result.events:
                     read = reader.read_token(token.text)
+                    tags.append(read.tag)
                     reasoning_tokens += read.thinking
                     if read.in_call:
                         call_tokens += 1
@@ -182,7 +185,7 @@ class JobRunner:
             if job.cancel.is_set() or (reader is not None and reader.ended):
                 ending.set()
             if self.on_round is not None:
-                self.on_round(job, result)
+                self.on_round(job, result, tuple(tags))
             yield Round(result)
         if result is None:  # pragma: no cover - the decoder always yields a last round
             raise RuntimeError("the answer ended without a round")

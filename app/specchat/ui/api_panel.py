@@ -181,7 +181,7 @@ class ApiPanel(QWidget):
 
     @Slot(ApiRound)
     def _on_round(self, update: ApiRound) -> None:
-        self.view.append_round(update.result)
+        self.view.append_round(update.result, update.thinking)
         result = update.result
         kept, drafted = self._answer
         self._answer = (kept + result.accepted, drafted + result.drafted)

@@ -14,11 +14,10 @@ from specchat import paths
 from specchat.engine.baseline import calibrate
 from specchat.engine.types import Controls, RoundResult, Stats, StopReason
 from specchat.host.answer_format.formats import format_of
-from specchat.host.answer_format.reader import AnswerReader, TokenRead
+from specchat.host.answer_format.reader import AnswerReader
 from specchat.host.answer_prompt import answer_prompt
 from specchat.host.engine_host import EngineHost
 from specchat.store.changes import ChangeKind, StoreChange
-from specchat.store.conversations import THINKING, THINKING_MARKUP
 from specchat.workers.generation_payloads import (
     Failure,
     GenerateRequest,
@@ -313,7 +312,7 @@ class GenerationWorker(QObject):
         self._text.append(result.text)
         baseline = self.host.baseline.current()
         reader = self._reader
-        tags = () if reader is None else thinking_tags(reader, result)
+        tags = () if reader is None else tuple(reader.read_token(e.text).tag for e in result.events)
         self.round_ready.emit(RoundUpdate(request.request_id, result, baseline, tags))
         if result.stop is not None:
             self._finish(result.stop, result.stats)
@@ -464,15 +463,3 @@ class GenerationWorker(QObject):
             engine, self.engine = self.engine, None
             self.host.attach(None)
             engine.close()
-
-
-def thinking_tags(reader: AnswerReader, result: RoundResult) -> tuple[str, ...]:
-    """Each of a round's tokens read by `reader`: THINKING, THINKING_MARKUP or "" (reply),
-    by the rule the API counts reasoning tokens with (AnswerReader.read_token)."""
-    return tuple(_tag(reader.read_token(event.text)) for event in result.events)
-
-
-def _tag(read: TokenRead) -> str:
-    if read.markup:
-        return THINKING_MARKUP
-    return THINKING if read.thinking else ""

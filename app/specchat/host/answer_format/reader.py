@@ -19,6 +19,7 @@ from specchat.host.answer_format.splitter import (
     call_id,
 )
 from specchat.host.answer_format.thinking import Part, ThinkingSplitter, marker_start
+from specchat.store.conversations import THINKING, THINKING_MARKUP
 
 Piece = Reasoning | Content | CallOpened | Arguments
 
@@ -39,6 +40,14 @@ class TokenRead:
     thinking: bool
     in_call: bool
     markup: bool = False
+
+    @property
+    def tag(self) -> str:
+        """The token's thinking tag as an answer's tokens are stored and shown: THINKING,
+        THINKING_MARKUP, or "" for reply."""
+        if self.markup:
+            return THINKING_MARKUP
+        return THINKING if self.thinking else ""
 
 
 @dataclass(frozen=True)
