@@ -150,6 +150,18 @@ def test_gemma4_a_two_turn_tool_conversation_renders(gemma4: ApiServer) -> None:
     # Gemma 4's template closes an empty thought unless thinking is on: the answer is text.
     message = first.choices[0].message
     assert message.content and not _extra(message, "reasoning_content")
+    # streamed, the second turn's answer adds up to the whole one (T = 0)
+    streamed = {"reasoning_content": "", "content": ""}
+    for chunk in api.chat.completions.create(messages=TOOL_TURN, tools=TOOLS, stream=True, **ASK):
+        for choice in chunk.choices:
+            for key in streamed:
+                streamed[key] += _extra(choice.delta, key) or getattr(choice.delta, key, "") or ""
+    answer = second.choices[0].message
+    assert streamed == {
+        "reasoning_content": _extra(answer, "reasoning_content") or "",
+        "content": answer.content or "",
+    }
+    assert streamed["content"] or streamed["reasoning_content"]
 
 
 def test_qwen35_a_named_call_is_read_in_its_xml_whole_and_streamed(qwen35: ApiServer) -> None:
