@@ -35,9 +35,11 @@ def portable_lib() -> Path:
     return portable_lib_dir()
 
 
-def _self_test(lib: Path, cwd: Path, *launcher: str) -> str:
+def _self_test(lib: Path, cwd: Path, *launcher: str, cpu: str = "") -> str:
     # llama_cpp honours LLAMA_CPP_LIB_PATH: the same Python code over the portable libraries.
     env = {**os.environ, "LLAMA_CPP_LIB_PATH": str(lib), "QT_QPA_PLATFORM": "offscreen"}
+    if cpu:
+        env = _as_cpu(env, cpu)
     done = subprocess.run(
         [*launcher, sys.executable, "-m", "specchat", "--self-test"],
         capture_output=True,
@@ -68,13 +70,24 @@ def _qemu() -> str:
     return qemu
 
 
+#: OpenBLAS's name for each emulated CPU model's kernels.
+OPENBLAS_CORES = {"Nehalem": "Nehalem", "SandyBridge": "Sandybridge"}
+
+
+def _as_cpu(env: dict[str, str], cpu: str) -> dict[str, str]:
+    """`env` for a process emulated as `cpu`: numpy's OpenBLAS told that CPU's kernels. A
+    machine may force its own (OPENBLAS_CORETYPE=Haswell, for its real processor), which
+    would run AVX2 kernels on the emulated CPU and stop numpy before SpecChat starts."""
+    return {**env, "OPENBLAS_CORETYPE": OPENBLAS_CORES[cpu]}
+
+
 @pytest.mark.parametrize(("cpu", "variant"), [("Nehalem", "sse42"), ("SandyBridge", "sandybridge")])
 def test_self_test_on_an_older_cpu_model_takes_its_kernels(
     portable_lib: Path, tmp_path: Path, cpu: str, variant: str
 ) -> None:
     # QEMU's user-mode emulator runs the whole process as that CPU (Nehalem, 2008: SSE4.2 and
     # no AVX): an instruction it lacks, outside the variant chosen, stops it with SIGILL.
-    report = _self_test(portable_lib, tmp_path, _qemu(), "-cpu", cpu)
+    report = _self_test(portable_lib, tmp_path, _qemu(), "-cpu", cpu, cpu=cpu)
     match = BACKEND_LINE.search(report)
     assert match and match[1] == variant, report
 
@@ -87,7 +100,7 @@ def _beyond_sse42() -> bool:
 def test_the_native_build_stops_on_an_older_cpu_model(tmp_path: Path) -> None:
     # What the emulator catches: make's .venv (-march=native) as a Nehalem. A build machine
     # with nothing beyond SSE4.2 makes a native build that a Nehalem runs as well.
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    env = _as_cpu({**os.environ, "QT_QPA_PLATFORM": "offscreen"}, "Nehalem")
     env.pop("LLAMA_CPP_LIB_PATH", None)
     done = subprocess.run(
         [_qemu(), "-cpu", "Nehalem", sys.executable, "-m", "specchat", "--self-test"],
