@@ -9,6 +9,7 @@ import re
 
 from specchat.host.answer_format.json_calls import Schemas
 from specchat.host.answer_format.messages import Segment
+from specchat.host.answer_format.thinking import marker_start
 
 #: The markers, which the engine must spell in the answer's text (gpt-oss's vocabulary
 #: makes them control tokens).
@@ -62,14 +63,4 @@ def _body_end(text: str, start: int, *, final: bool) -> tuple[int, int]:
         return at, at + (0 if end == "<|start|>" else len(end))
     if final:
         return len(text), -1
-    return len(text) - _marker_start(text[start:]), -1
-
-
-def _marker_start(text: str) -> int:
-    longest = 0
-    for marker in _ENDS:
-        for size in range(min(len(marker) - 1, len(text)), longest, -1):
-            if text.endswith(marker[:size]):
-                longest = size
-                break
-    return longest
+    return len(text) - marker_start(text[start:], _ENDS), -1

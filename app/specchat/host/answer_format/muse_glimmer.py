@@ -13,6 +13,7 @@ from typing import Any
 from specchat.host.answer_format.json_calls import Schemas
 from specchat.host.answer_format.messages import Segment
 from specchat.host.answer_format.qwen_xml import value_json
+from specchat.host.answer_format.thinking import marker_start
 
 #: The markers, which the engine must spell in the answer's text.
 MARKERS = (
@@ -88,14 +89,4 @@ def _body_end(text: str, start: int, *, final: bool) -> tuple[int, int]:
         return at, after + len("<|start|>assistant") * text.startswith("<|start|>assistant", after)
     if final:
         return len(text), -1
-    return len(text) - _marker_start(text[start:]), -1
-
-
-def _marker_start(text: str) -> int:
-    longest = 0
-    for marker in _ENDS:
-        for size in range(min(len(marker) - 1, len(text)), longest, -1):
-            if text.endswith(marker[:size]):
-                longest = size
-                break
-    return longest
+    return len(text) - marker_start(text[start:], _ENDS), -1
