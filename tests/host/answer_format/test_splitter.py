@@ -26,6 +26,7 @@ from specchat.host.answer_format.splitter import (
     Piece,
     split_answer,
 )
+from tests.helpers.answer_pieces import gathered
 from tests.helpers.chat_templates import QWEN25_TEMPLATE
 
 HERMES_ANSWERS = [
@@ -55,16 +56,8 @@ OFFERED += ("run_check", "finish")
 
 def _gathered(pieces: list[Piece]) -> tuple[str, list[tuple[str, str, str]]]:
     """The content, and each call's (id, name, arguments) as a client puts them together."""
-    content = "".join(p.text for p in pieces if isinstance(p, Content))
-    calls: dict[int, tuple[str, str, str]] = {}
-    for piece in pieces:
-        if isinstance(piece, CallOpened):
-            assert piece.index not in calls, "a call opens once"
-            calls[piece.index] = (piece.id, piece.name, "")
-        elif isinstance(piece, Arguments):
-            ident, name, arguments = calls[piece.index]  # its name came first
-            calls[piece.index] = (ident, name, arguments + piece.text)
-    return content, [calls[i] for i in sorted(calls)]
+    _, content, calls = gathered(pieces)
+    return content, calls
 
 
 def _in_pieces(text: str, cuts: list[int]) -> list[str]:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from specchat.host.answer_format.json_calls import HERMES, ParsedCall, Schemas
+from specchat.host.answer_format.thinking import marker_start
 
 
 def _arguments(value: Any) -> str:
@@ -23,18 +24,24 @@ def _list(body: str) -> list[Any] | None:
     return value if isinstance(value, list) and value else None
 
 
-def read_json_list(body: str, schemas: Schemas) -> list[ParsedCall] | None:
-    """`[{"name": ..., "arguments": {...}}, ...]`."""
-    del schemas
+def _objects(body: str, name_key: str, arguments_key: str) -> list[ParsedCall] | None:
+    """A JSON list of call objects naming their function under `name_key` and their
+    arguments under `arguments_key`; None where any item is no such object."""
     items = _list(body)
     if items is None:
         return None
     calls = []
     for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+        if not isinstance(item, dict) or not isinstance(item.get(name_key), str):
             return None
-        calls.append(ParsedCall(item["name"], _arguments(item.get("arguments", {}))))
+        calls.append(ParsedCall(item[name_key], _arguments(item.get(arguments_key, {}))))
     return calls
+
+
+def read_json_list(body: str, schemas: Schemas) -> list[ParsedCall] | None:
+    """`[{"name": ..., "arguments": {...}}, ...]`."""
+    del schemas
+    return _objects(body, "name", "arguments")
 
 
 def read_list_or_objects(body: str, schemas: Schemas) -> list[ParsedCall] | None:
@@ -72,16 +79,5 @@ def read_cohere(body: str, schemas: Schemas) -> list[ParsedCall] | None:
     """`[{"tool_call_id": "0", "tool_name": ..., "parameters": {...}}, ...]`."""
     del schemas
     text = body.rstrip()
-    for size in range(len(COHERE_END) - 1, 0, -1):
-        if text.endswith(COHERE_END[:size]):
-            text = text[:-size]
-            break
-    items = _list(text)
-    if items is None:
-        return None
-    calls = []
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("tool_name"), str):
-            return None
-        calls.append(ParsedCall(item["tool_name"], _arguments(item.get("parameters", {}))))
-    return calls
+    text = text[: len(text) - marker_start(text, (COHERE_END,))]
+    return _objects(text, "tool_name", "parameters")
