@@ -16,10 +16,10 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.types import StopReason, TokenKind
 from specchat.tinymodels import TinyModels
-from specchat.ui.answer import AnswerDone
-from specchat.ui.chat_view import GHOST_PROPERTY, TOKEN_PROPERTY
-from specchat.ui.figures import MIN_SPEEDUP_TOKENS
-from specchat.ui.main_window import MainWindow
+from specchat.ui.chat.answer import AnswerDone
+from specchat.ui.panels.figures import MIN_SPEEDUP_TOKENS
+from specchat.ui.transcript.chat_view import GHOST_PROPERTY, TOKEN_PROPERTY
+from specchat.ui.window.main_window import MainWindow
 from specchat.workers.generation import RoundUpdate
 from tests.ui.conftest import load_tiny
 
@@ -341,7 +341,7 @@ def test_copy_and_export(
     markdown = "Here:\n\n```python\nprint('hi')\n```\n\n**done**"
     window.chat_view.add_answer([])
     window.chat_view._messages[-1].spans = []
-    from specchat.ui.spans import Span
+    from specchat.ui.transcript.spans import Span
 
     window.chat_view.remove_last_answer()
     window.chat_view.add_answer([Span(markdown, TokenKind.PLAIN)])
@@ -358,7 +358,7 @@ def test_copy_and_export(
 
 
 def test_code_blocks_are_monospace(qtbot: QtBot, make_window: Maker) -> None:
-    from specchat.ui.spans import Span
+    from specchat.ui.transcript.spans import Span
 
     window: MainWindow = make_window()
     view = window.chat_view

@@ -8,9 +8,9 @@ from PySide6.QtCore import QUrl
 from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
 
 from specchat.engine.attachments import describe_size
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.ui import palette as palettes
-from specchat.ui.rich_text import code_block_format
+from specchat.ui.transcript.rich_text import code_block_format
 
 #: The header link's scheme; its path is "message/position".
 ATTACHMENT_SCHEME = "attachment"

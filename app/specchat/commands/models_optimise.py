@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.commands.errors import UserError
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.bench.quality import QualityReport

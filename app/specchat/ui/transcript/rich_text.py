@@ -18,7 +18,7 @@ from PySide6.QtGui import (
 )
 
 from specchat.ui import palette as palettes
-from specchat.ui.markdown_style import Inline, inline_ranges
+from specchat.ui.transcript.markdown_style import Inline, inline_ranges
 
 #: Char-format property marking ghost (rejected draft) text.
 GHOST_PROPERTY = QTextFormat.Property.UserProperty + 2

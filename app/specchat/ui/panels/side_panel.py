@@ -10,8 +10,8 @@ from specchat.engine.drafting.registry import AUTO, mode_names
 from specchat.engine.types import Controls, SamplingParams
 from specchat.settings import Settings
 from specchat.ui import palette as palettes
-from specchat.ui.controls import ControlsPanel, GpuLayers
-from specchat.ui.gauge import StatsPanel
+from specchat.ui.panels.controls import ControlsPanel, GpuLayers
+from specchat.ui.panels.gauge import StatsPanel
 
 
 def control_state(settings: Settings) -> Controls:

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, Slot
 
 from specchat.ui import palette as palettes
-from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound
-from specchat.ui.chat_pane import Banner
-from specchat.ui.chat_view import ChatView
-from specchat.ui.status_line import StatusLine
+from specchat.ui.chat.answer import AnswerController, AnswerEnded, AnswerRound
+from specchat.ui.chat.chat_pane import Banner
+from specchat.ui.panels.status_line import StatusLine
+from specchat.ui.transcript.chat_view import ChatView
 from specchat.workers.generation import PromptPrepared, PromptProgress
 
 

@@ -111,6 +111,6 @@ class WindowMenus(QObject):
     @Slot()
     def _on_settings_triggered(self) -> None:
         # Imported on demand, as the picker is: the window starts without it.
-        from specchat.ui.settings_dialog import open_settings
+        from specchat.ui.window.settings_dialog import open_settings
 
         open_settings(self.parent())

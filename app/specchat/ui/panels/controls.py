@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
 from specchat.engine.drafting.registry import AUTO, PLAIN, modes
 from specchat.engine.types import KV_CACHES, Controls, SamplingParams
 from specchat.settings import MAX_FIXED_K
-from specchat.ui.fixed_label import FixedLinesLabel
-from specchat.ui.fold import Fold
-from specchat.ui.memory_section import ALL_LAYERS, GpuLayers, MemorySection
+from specchat.ui.panels.fixed_label import FixedLinesLabel
+from specchat.ui.panels.fold import Fold
+from specchat.ui.panels.memory_section import ALL_LAYERS, GpuLayers, MemorySection
 
 __all__ = ["K_MAX", "ControlsPanel", "GpuLayers"]
 

@@ -22,23 +22,22 @@ from PySide6.QtWidgets import (
 )
 
 from specchat import settings as cfg
-from specchat.assembly.quality import QualityBench
+from specchat.assembly.quality_bench import QualityBench
 from specchat.models.catalog import Catalog, CatalogError, load_catalog
 from specchat.models.compat import damaged_file
 from specchat.models.transfer import FreeSpace, format_bytes
 from specchat.ui import palette
-from specchat.ui.pair_details import BAR_MAX, PairDetails, describe_progress
-from specchat.ui.pair_downloads import (
+from specchat.ui.pairs.pair_details import BAR_MAX, PairDetails, describe_progress
+from specchat.ui.pairs.pair_downloads import (
     Downloads,
     ask_keep_partial,
     checksum_summary,
     describe_status,
     progress_status,
 )
-from specchat.ui.pair_list import LOCAL_PREFIX, PairList, local_key, pair_size
-from specchat.ui.pair_memory import RememberedPair, custom_pairs, remember_custom
-from specchat.ui.pair_targets import TargetChooser
-from specchat.workers.download import DownloadService
+from specchat.ui.pairs.pair_list import LOCAL_PREFIX, PairList, local_key, pair_size
+from specchat.ui.pairs.pair_memory import RememberedPair, custom_pairs, remember_custom
+from specchat.ui.pairs.pair_targets import TargetChooser
 from specchat.workers.download_payloads import (
     FetchCancelled,
     FetchFailed,
@@ -49,7 +48,8 @@ from specchat.workers.download_payloads import (
     PairFetched,
     PairStatus,
 )
-from specchat.workers.optimise import (
+from specchat.workers.download_worker import DownloadService
+from specchat.workers.optimise_worker import (
     OptimiseEnded,
     OptimiseProgress,
     OptimiseService,
@@ -81,8 +81,8 @@ class ModelPicker(QDialog):
 
     Nothing here blocks: the catalog's state on disk, compatibility verdicts, downloads and
     checks of local files all run on a DownloadService thread and come back as signals.
-    The list (ui/pair_list.py), the detail column (ui/pair_details.py) and the download
-    bookkeeping (ui/pair_downloads.py) are parts; this dialog wires them to the worker.
+    The list (ui/pairs/pair_list.py), the detail column (ui/pairs/pair_details.py) and the download
+    bookkeeping (ui/pairs/pair_downloads.py) are parts; this dialog wires them to the worker.
 
     Attributes:
         catalog: the pairs listed (shipped and user catalog).

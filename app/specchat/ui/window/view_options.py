@@ -9,10 +9,10 @@ from PySide6.QtGui import QGuiApplication
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.ui import palette as palettes
-from specchat.ui.chat_pane import ChatPane, set_checked_quietly
-from specchat.ui.conversations import ConversationList
-from specchat.ui.side_panel import SidePanel
-from specchat.ui.window_menus import WindowMenus
+from specchat.ui.chat.chat_pane import ChatPane, set_checked_quietly
+from specchat.ui.panels.conversation_list import ConversationList
+from specchat.ui.panels.side_panel import SidePanel
+from specchat.ui.window.window_menus import WindowMenus
 
 
 class ViewOptions(QObject):

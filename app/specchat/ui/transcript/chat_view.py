@@ -21,12 +21,12 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QTextBrowser, QToolTip, QWidget
 
 from specchat.engine.types import RoundResult, TokenEvent, TokenKind
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.store.conversations import StoredMessage
 from specchat.ui import palette as palettes
-from specchat.ui.attachment_blocks import Fold, fold_of, insert_attachments
-from specchat.ui.line_writer import LineWriter
-from specchat.ui.rich_text import (
+from specchat.ui.transcript.attachment_blocks import Fold, fold_of, insert_attachments
+from specchat.ui.transcript.line_writer import LineWriter
+from specchat.ui.transcript.rich_text import (
     COPY_SCHEME,
     GHOST_PROPERTY,
     code_text,
@@ -36,8 +36,13 @@ from specchat.ui.rich_text import (
     plain_text_of_markdown,
     token_runs,
 )
-from specchat.ui.spans import Message, Part, Piece, Span, span_tooltip, spans_from_store
-from specchat.ui.thinking_fold import header_text, insert_header, thinking_format, thought_of
+from specchat.ui.transcript.spans import Message, Part, Piece, Span, span_tooltip, spans_from_store
+from specchat.ui.transcript.thinking_fold import (
+    header_text,
+    insert_header,
+    thinking_format,
+    thought_of,
+)
 
 #: Char-format property holding a token's index in ChatView's token table (absent: not a token).
 TOKEN_PROPERTY = QTextFormat.Property.UserProperty + 1

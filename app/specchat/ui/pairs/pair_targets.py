@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.ui import palette
-from specchat.workers.optimise import OptimiseProgress, TargetChoices, TargetOption
+from specchat.workers.optimise_worker import OptimiseProgress, TargetChoices, TargetOption
 
 #: The progress bar counts in thousandths.
 BAR_MAX = 1000

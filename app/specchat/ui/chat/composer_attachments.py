@@ -19,9 +19,9 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QFileDialog, QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
 
 from specchat.engine.attachments import describe_size, estimate_tokens
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.ui import palette as palettes
-from specchat.ui.attaching import PendingAttachments
+from specchat.ui.chat.attaching import PendingAttachments
 
 
 def chip_text(attachment: Attachment) -> str:

@@ -20,8 +20,8 @@ from specchat import settings as cfg
 from specchat.assembly.api_service import ApiService
 from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted
 from specchat.settings import Settings
-from specchat.ui.chat_view import ChatView
-from specchat.ui.gauge import AcceptanceGauge
+from specchat.ui.panels.gauge import AcceptanceGauge
+from specchat.ui.transcript.chat_view import ChatView
 
 #: What the address line says while the server is off.
 OFF = "Off: editors cannot reach SpecChat"

@@ -23,7 +23,7 @@ from specchat.store.conversations import (
     StoreError,
     answer_parts,
 )
-from specchat.ui.figures import SpeedFigures
+from specchat.ui.panels.figures import SpeedFigures
 from specchat.workers.generation import (
     Failure,
     GenerateRequest,

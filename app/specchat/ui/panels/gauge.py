@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QFormLayout, QHBoxLayout, QLabel, QVBoxLayout, QWi
 from specchat.engine.decoding.kept_sources import KeptSource, kept_summary
 from specchat.engine.types import RoundResult, Stats
 from specchat.ui import palette as palettes
-from specchat.ui.figures import SpeedFigures
-from specchat.ui.fixed_label import ElidedLabel, FixedLinesLabel
+from specchat.ui.panels.figures import SpeedFigures
+from specchat.ui.panels.fixed_label import ElidedLabel, FixedLinesLabel
 
 #: The gauge's arc: from 210° (lower left) clockwise through the top to -30° (lower right).
 _START_DEG = 210.0

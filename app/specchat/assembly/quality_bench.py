@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from specchat.workers.optimise import QualityNotMeasured
+from specchat.workers.optimise_worker import QualityNotMeasured
 
 
 class QualityBench:

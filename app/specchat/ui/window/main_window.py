@@ -23,7 +23,7 @@ from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore, StoreError
 from specchat.ui import palette as palettes
-from specchat.ui.answer import (
+from specchat.ui.chat.answer import (
     AnswerController,
     AnswerDone,
     AnswerEnded,
@@ -31,20 +31,20 @@ from specchat.ui.answer import (
     AnswerStarted,
     acceptance_totals,
 )
-from specchat.ui.answer_notices import AnswerNotices
-from specchat.ui.api_panel import ApiPanel, with_api_section
-from specchat.ui.chat_pane import ChatPane
-from specchat.ui.controls import GpuLayers
-from specchat.ui.conversations import ConversationList
-from specchat.ui.export import ask_export_path, write_export
-from specchat.ui.latency import LatencyProbe
-from specchat.ui.pair_loader import PairLoader, catalog_pair, local_pair, pair_text
-from specchat.ui.regenerate_hint import offer_warmer
-from specchat.ui.side_panel import SidePanel
-from specchat.ui.status_line import StatusLine, answer_status
-from specchat.ui.view_options import ViewOptions
-from specchat.ui.window_menus import WindowMenus
-from specchat.ui.window_state import decode, encode, overflow_policy, save_controls
+from specchat.ui.chat.answer_notices import AnswerNotices
+from specchat.ui.chat.chat_pane import ChatPane
+from specchat.ui.chat.regenerate_hint import offer_warmer
+from specchat.ui.pairs.pair_loader import PairLoader, catalog_pair, local_pair, pair_text
+from specchat.ui.panels.api_panel import ApiPanel, with_api_section
+from specchat.ui.panels.controls import GpuLayers
+from specchat.ui.panels.conversation_list import ConversationList
+from specchat.ui.panels.side_panel import SidePanel
+from specchat.ui.panels.status_line import StatusLine, answer_status
+from specchat.ui.window.export import ask_export_path, write_export
+from specchat.ui.window.latency import LatencyProbe
+from specchat.ui.window.view_options import ViewOptions
+from specchat.ui.window.window_menus import WindowMenus
+from specchat.ui.window.window_state import decode, encode, overflow_policy, save_controls
 from specchat.workers.generation import (
     Failure,
     Loaded,
@@ -288,7 +288,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_models_requested(self) -> None:
         # Imported on demand: the picker pulls in the download worker.
-        from specchat.ui.model_picker import ModelPicker
+        from specchat.ui.pairs.model_picker import ModelPicker
 
         picker = ModelPicker(self)
         picker.pair_chosen.connect(self._on_pair_chosen)

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat import settings as cfg
 from specchat.settings import Settings
-from specchat.ui.pair_memory import RememberedPair, fallback_for, remember_good
+from specchat.ui.pairs.pair_memory import RememberedPair, fallback_for, remember_good
 from specchat.workers.generation import (
     Failure,
     Loaded,

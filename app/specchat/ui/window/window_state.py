@@ -7,7 +7,7 @@ from PySide6.QtCore import QByteArray
 from specchat import settings as cfg
 from specchat.engine.context import OverflowPolicy
 from specchat.settings import Settings
-from specchat.ui.controls import ControlsPanel
+from specchat.ui.panels.controls import ControlsPanel
 
 
 def encode(data: QByteArray) -> str:

@@ -20,7 +20,7 @@ from specchat.models.catalog import UNCHECKED_ENTRY, ModelFile, ModelPair
 from specchat.models.drafter_kinds import DrafterKind
 from specchat.models.transfer import format_bytes
 from specchat.ui import palette
-from specchat.ui.pair_list import catalog_size, file_size
+from specchat.ui.pairs.pair_list import catalog_size, file_size
 from specchat.workers.download_payloads import FileProgress, FileStatus, LocalChecked, PairStatus
 
 #: Progress bars count in thousandths: smooth for gigabyte files, exact at 100 %.

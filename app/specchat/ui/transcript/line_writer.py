@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from PySide6.QtGui import QFont, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument
 
 from specchat.ui import palette as palettes
-from specchat.ui.rich_text import code_block_format, style_fence_line, style_inline
+from specchat.ui.transcript.rich_text import code_block_format, style_fence_line, style_inline
 
 _SPECIFIED_ONLY = QTextCharFormat.FontPropertiesInheritanceBehavior.FontPropertiesSpecifiedOnly
 

@@ -19,11 +19,11 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.engine.types import TokenKind
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.ui import palette as palettes
-from specchat.ui.attaching import PendingAttachments
-from specchat.ui.attachments import AttachButton, AttachmentChips, FileDrops
-from specchat.ui.chat_view import ChatView
+from specchat.ui.chat.attaching import PendingAttachments
+from specchat.ui.chat.composer_attachments import AttachButton, AttachmentChips, FileDrops
+from specchat.ui.transcript.chat_view import ChatView
 
 
 class Composer(QPlainTextEdit):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specchat.engine.types import TokenEvent, TokenKind
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.store.conversations import THINKING, THINKING_MARKUP
 
 

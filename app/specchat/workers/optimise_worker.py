@@ -27,7 +27,7 @@ class QualityNotMeasured(Exception):
 
 
 class QualityCheck(Protocol):
-    """The quality bench as the worker needs it (assembled in assembly/quality.py)."""
+    """The quality bench as the worker needs it (assembled in assembly/quality_bench.py)."""
 
     def stored(self, path: Path) -> str:
         """The summary of the measurement stored at `path` (OSError, ValueError, KeyError
@@ -128,7 +128,7 @@ def target_choices(
     """A pair's target files and the optimised copy's stored quality (worker thread only)."""
     from specchat.models.catalog import load_catalog
     from specchat.models.optimise import quality_path
-    from specchat.models.targets import TargetVariant, target_files
+    from specchat.models.target_files import TargetVariant, target_files
 
     pair = load_catalog().get(pair_id)
     files = target_files(pair, cache_dir=cache_dir, models_dir=models_dir)
@@ -212,7 +212,7 @@ class OptimiseWorker(QObject):
             optimise,
             quality_path,
         )
-        from specchat.models.targets import TargetVariant
+        from specchat.models.target_files import TargetVariant
 
         choices = self._choices(pair_id)
         source = next(

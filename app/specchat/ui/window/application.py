@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from specchat import paths
 from specchat import settings as cfg
-from specchat.ui.gc_guard import GuiThreadCollector
 from specchat.ui.palette import apply_theme
+from specchat.ui.window.gc_guard import GuiThreadCollector
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def run_app(argv: Sequence[str]) -> int:
     apply_theme(settings.get(cfg.THEME))
 
     from specchat.store.conversations import ConversationStore, StoreError
-    from specchat.ui.main_window import MainWindow
+    from specchat.ui.window.main_window import MainWindow
 
     try:
         store = ConversationStore()
