@@ -16,7 +16,7 @@ from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Head, Offer, Outcome
 from specchat.engine.drafting.matching import locate
-from specchat.engine.llamacpp.draft_heads import TargetHead
+from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import (
@@ -121,7 +121,7 @@ class SpeculativeDecoder:
         auto: AutoPolicy | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
         heads: Mapping[str, Head] | None = None,
     ) -> None:
         """`heads`: heads made already, by the drafter that drafts with them (see

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
     from specchat.engine.costs.table import MachineCosts
-    from specchat.engine.llamacpp.draft_heads import TargetHead
+    from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
     from specchat.engine.llamacpp.model import LlamaModel
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
@@ -284,7 +284,8 @@ class LoadedPair:
         target: the target model (None where no model is loaded: a replay).
         draft: the draft model, or None.
         head: a draft file loaded beside the target as a head over its hidden state (a
-            Gemma 4 assistant, an EAGLE-3 or DFlash draft: engine/llamacpp/draft_heads.py),
+            Gemma 4 assistant, an EAGLE-3 or DFlash draft; its `serves` names the drafter
+            that drafts with it: drafting/head.py's `load_head`),
             or None.
         heads: heads made already, by the name of the drafter that drafts with them: it
             drafts with the one given here instead of making its own (a replay gives its
@@ -302,7 +303,7 @@ class LoadedPair:
 
     target: LlamaModel | None = None
     draft: LlamaModel | None = None
-    head: TargetHead | None = None
+    head: HiddenStateHead | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
