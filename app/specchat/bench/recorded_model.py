@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +29,7 @@ class RecordedModel(RecordedCache):
     rate and then one drafted token.
 
     Attributes:
+        path: the prompt's id (where a message names the model's file).
         n_ctx: room for any context a drafter may hand it.
         tokens: what its cache holds.
         read_ms: time spent reading a prompt (a decode asking for no logits: readying
@@ -61,6 +63,7 @@ class RecordedModel(RecordedCache):
         self._unseen = self._n_vocab - 1  # a token no answer holds
         self._costs = costs
         self._clock = clock or VirtualClock()
+        self.path = Path(trace.prompt)
         self.n_ctx = len(self._text) + 1024
         self.read_ms = 0.0
         self.catchup_ms = 0.0

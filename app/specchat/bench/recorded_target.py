@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,18 @@ class RecordedCache:
         """Nothing to remember: the cache drops tokens on its own."""
 
 
+@dataclass(frozen=True)
+class RecordedPlacement:
+    """Where the recorded target's layers ran, as the cost file says (LoadInfo's one field
+    the round loop reads).
+
+    Attributes:
+        gpu_layers: layers on a GPU (0: the CPU).
+    """
+
+    gpu_layers: int
+
+
 class RecordedTarget(RecordedCache):
     """The target on one recorded answer, answering what the decoder's round loop asks.
 
@@ -74,6 +87,7 @@ class RecordedTarget(RecordedCache):
     the same prompt.
 
     Attributes:
+        info: where its layers ran (the cost file's GPU or CPU).
         n_vocab: rows of logits: the trace's tokens (numbered densely) and one no answer holds.
         n_ctx: room for the prompt, the answer and any draft.
         tokens: what its cache holds.
@@ -91,6 +105,7 @@ class RecordedTarget(RecordedCache):
         self._costs = costs
         self._clock = clock
         super().__init__()
+        self.info = RecordedPlacement(gpu_layers=1 if costs.target.gpu else 0)
         self.n_vocab = n_vocab
         self.n_ctx = len(self._text) + 1024
         self.path = Path(trace.prompt)

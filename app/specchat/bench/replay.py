@@ -241,8 +241,8 @@ def replay_answer(
         for name in head_prices(trace, costs)
     }
     decoder = SpeculativeDecoder(
-        target,  # type: ignore[arg-type]  # what the round loop reads of a model
-        model,  # type: ignore[arg-type]
+        target,
+        model,
         auto=AutoPolicy(gpu=costs.target.gpu, costs=costs),
         clock=clock,
         heads=heads,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     # window can list them before any model is loaded.
     from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
-    from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.llamacpp.target import DraftModel, Target
 
 #: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
 MAX_K = 16
@@ -301,8 +301,8 @@ class LoadedPair:
             no session feeds it (a decoder built alone, a replay).
     """
 
-    target: LlamaModel | None = None
-    draft: LlamaModel | None = None
+    target: Target | None = None
+    draft: DraftModel | None = None
     head: HiddenStateHead | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     costs: MachineCosts | None = None

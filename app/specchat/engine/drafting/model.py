@@ -29,7 +29,7 @@ from specchat.engine.sampling import probabilities, sample, token_probability
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
-    from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.llamacpp.target import DraftModel
 
 
 #: The draft model stops a draft at a token it gives less than this probability (after the
@@ -95,7 +95,7 @@ class DraftModelDrafter(Drafter):
 
     def __init__(
         self,
-        model: LlamaModel,
+        model: DraftModel,
         *,
         min_confidence: float = MIN_CONFIDENCE,
         clock: Callable[[], float] = time.perf_counter,
