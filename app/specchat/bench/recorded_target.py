@@ -10,58 +10,14 @@ import numpy as np
 
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
+from specchat.engine.drafting.recorded import RecordedCache, VirtualClock, agreement_of
 from specchat.engine.llamacpp.model import MAX_BRANCHES
-from specchat.engine.llamacpp.recurrent_state import Rollback
+
+__all__ = ["RecordedPlacement", "RecordedTarget", "VirtualClock"]
 
 #: The margin a row ranks the answer's token by where the trace recorded none: wide, so that
 #: no drafter reads it as a near tie.
 UNRECORDED_MARGIN = 10.0
-
-
-class VirtualClock:
-    """A replay's clock: seconds of the recorded passes and drafts priced so far."""
-
-    def __init__(self) -> None:
-        self.ms = 0.0
-
-    def __call__(self) -> float:
-        return self.ms / 1000.0
-
-    def spend(self, ms: float) -> None:
-        self.ms += ms
-
-
-class RecordedCache:
-    """What a played-back model's cache holds, and its rollback, as LlamaModel keeps them.
-
-    Attributes:
-        tokens: what its cache holds.
-    """
-
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-
-    @property
-    def n_past(self) -> int:
-        return len(self.tokens)
-
-    def cached_prefix(self, tokens: Sequence[int]) -> int:
-        return _agreement(self.tokens, tokens)
-
-    def sync(self, tokens: Sequence[int]) -> int:
-        common = self.cached_prefix(tokens)
-        self.truncate(common)
-        return common
-
-    #: An attention cache: rejected drafts drop for nothing (see LlamaModel.rollback).
-    rollback = Rollback.CACHE
-    snapshot_depth = 0
-
-    def truncate(self, n_keep: int) -> None:
-        del self.tokens[n_keep:]
-
-    def mark(self, rows: int | None = None) -> None:
-        """Nothing to remember: the cache drops tokens on its own."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +111,7 @@ class RecordedTarget(RecordedCache):
 
     def _rows(self, text: Sequence[int], first: int) -> np.ndarray:
         """Logits after text[: end] for every end past `first`."""
-        agree = _agreement(text, self._text)
+        agree = agreement_of(text, self._text)
         out = np.zeros((len(text) - first, self.n_vocab))
         for row, end in enumerate(range(first + 1, len(text) + 1)):
             i = end - self._start
@@ -165,13 +121,3 @@ class RecordedTarget(RecordedCache):
             else:
                 out[row, self.n_vocab - 1] = UNRECORDED_MARGIN
         return out
-
-
-def _agreement(a: Sequence[int], b: Sequence[int]) -> int:
-    limit = min(len(a), len(b))
-    if list(a[:limit]) == list(b[:limit]):
-        return limit
-    common = 0
-    while a[common] == b[common]:
-        common += 1
-    return common

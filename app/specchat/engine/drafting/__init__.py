@@ -26,10 +26,10 @@ from specchat.engine.drafting.chain import ChainDrafter
 from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
 from specchat.engine.drafting.copying import CopyDraft
 from specchat.engine.drafting.dflash import DFlashDrafter
+from specchat.engine.drafting.draft_model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.eagle3 import Eagle3Drafter
 from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
 from specchat.engine.drafting.lookup import PromptLookupDrafter
-from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.mtp import AssistantDrafter, MtpDrafter
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (

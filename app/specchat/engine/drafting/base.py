@@ -6,10 +6,11 @@ import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from specchat.engine.drafting.head_protocol import Head as Head
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
     from specchat.engine.costs.table import MachineCosts
+    from specchat.engine.drafting.trace_column import TraceColumn
     from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
     from specchat.engine.llamacpp.target import DraftModel, Target
 
@@ -262,20 +264,6 @@ class Answer:
     prediction: Sequence[int] = ()
 
 
-class Head(Protocol):
-    """A draft head as its drafter drives it: engine/llamacpp/mtp.py's DraftHead, which
-    follows the target's cache, or a stand-in with the same two members (a replay's record)."""
-
-    @property
-    def ready(self) -> bool:
-        """Whether it can draft after the target's cache now."""
-        ...
-
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
-        """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
-        ...
-
-
 @dataclass(frozen=True, kw_only=True)
 class LoadedPair:
     """What a drafter may be built on.
@@ -322,6 +310,8 @@ class Listing:
         reads_target: whether it drafts with a head over the target's hidden state (its
             drafter's `head`, a Head): the bench runs every such drafter a pair offers, and
             its cost per drafted token has a table of its own (MachineCosts.heads).
+        columns: its columns in a recorded answer (the bench's traces, replay and ceiling:
+            engine/drafting/trace_column.py), one for each kind it records or derives.
         subsumes: drafters whose proposals it makes too, from the same text and with a match
             at least as long: where it is built, `auto` does not ask them (see
             `auto_drafters`).
@@ -333,6 +323,7 @@ class Listing:
     needs_model: bool = False
     in_auto: bool = True
     reads_target: bool = False
+    columns: tuple[type[TraceColumn], ...] = ()
     subsumes: tuple[str, ...] = ()
     priority: int = 100
 

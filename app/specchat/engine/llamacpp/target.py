@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from specchat.engine.llamacpp.follower import CacheFollower
-from specchat.engine.llamacpp.recurrent_state import Rollback
+if TYPE_CHECKING:
+    # Only for annotations: a replay's stand-ins satisfy these without loading llama_cpp.
+    from specchat.engine.llamacpp.follower import CacheFollower
+    from specchat.engine.llamacpp.recurrent_state import Rollback
 
 
 class DraftModel(Protocol):

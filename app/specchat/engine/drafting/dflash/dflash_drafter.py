@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.drafting.base import Listing
 from specchat.engine.drafting.head import HeadDrafter
+from specchat.engine.drafting.head_column import HeadColumn
 from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ class DFlashDrafter(HeadDrafter):
     """A DFlash draft (a `dflash` file loaded beside its target)."""
 
     name = "dflash"
-    listing = Listing(label="DFlash draft", priority=18, reads_target=True)
+    listing = Listing(label="DFlash draft", priority=18, reads_target=True, columns=(HeadColumn,))
     origin = "the DFlash draft"
     architecture = "dflash"
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.drafting.base import Listing
 from specchat.engine.drafting.head import HeadDrafter
+from specchat.engine.drafting.head_column import HeadColumn
 from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ class Eagle3Drafter(HeadDrafter):
     """An EAGLE-3 draft (an `eagle3` file loaded beside its target)."""
 
     name = "eagle3"
-    listing = Listing(label="EAGLE-3 draft", priority=17, reads_target=True)
+    listing = Listing(label="EAGLE-3 draft", priority=17, reads_target=True, columns=(HeadColumn,))
     origin = "the EAGLE-3 draft"
     architecture = "eagle3"
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from specchat.engine.drafting.base import Listing, LoadedPair
 from specchat.engine.drafting.head import HeadDrafter
+from specchat.engine.drafting.head_column import HeadColumn
 from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ class MtpDrafter(HeadDrafter):
     """The target's MTP head (Qwen3.5/3.6 files with `nextn` layers)."""
 
     name = "mtp"
-    listing = Listing(label="MTP head", priority=15, reads_target=True)
+    listing = Listing(label="MTP head", priority=15, reads_target=True, columns=(HeadColumn,))
     origin = "the MTP head"
 
     @classmethod
@@ -49,7 +50,9 @@ class AssistantDrafter(HeadDrafter):
     """A Gemma 4 assistant (a `gemma4-assistant` file loaded beside its target)."""
 
     name = "assistant"
-    listing = Listing(label="Gemma 4 assistant", priority=16, reads_target=True)
+    listing = Listing(
+        label="Gemma 4 assistant", priority=16, reads_target=True, columns=(HeadColumn,)
+    )
     origin = "the Gemma 4 assistant"
     architecture = "gemma4-assistant"
 

@@ -22,8 +22,12 @@ from specchat.engine.drafting.base import (
     Outcome,
     expected_tokens,
 )
-from specchat.engine.drafting.draft_length import DraftLength
-from specchat.engine.drafting.model_acceptance import ConfidenceCalibration, TextAcceptance
+from specchat.engine.drafting.draft_model.draft_length import DraftLength
+from specchat.engine.drafting.draft_model.draft_model_column import DraftModelColumn
+from specchat.engine.drafting.draft_model.model_acceptance import (
+    ConfidenceCalibration,
+    TextAcceptance,
+)
 from specchat.engine.drafting.registry import register
 from specchat.engine.sampling import probabilities, sample, token_probability
 from specchat.engine.types import SamplingParams
@@ -91,7 +95,9 @@ class DraftModelDrafter(Drafter):
     """
 
     name = "draft"
-    listing = Listing(label="Draft model", priority=20, needs_model=True)
+    listing = Listing(
+        label="Draft model", priority=20, needs_model=True, columns=(DraftModelColumn,)
+    )
 
     def __init__(
         self,

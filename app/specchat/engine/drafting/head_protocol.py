@@ -1,0 +1,19 @@
+"""What a drafter drives its head by: `Head`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Head(Protocol):
+    """A draft head as its drafter drives it: engine/llamacpp/mtp.py's DraftHead, which
+    follows the target's cache, or a stand-in with the same two members (a replay's record)."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether it can draft after the target's cache now."""
+        ...
+
+    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
+        """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
+        ...
