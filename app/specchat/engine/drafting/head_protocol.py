@@ -6,8 +6,9 @@ from typing import Protocol
 
 
 class Head(Protocol):
-    """A draft head as its drafter drives it: engine/llamacpp/mtp.py's DraftHead, which
-    follows the target's cache, or a stand-in with the same two members (a replay's record)."""
+    """A draft head as its drafter drives it: a driver that follows the target's cache
+    (engine/llamacpp/hidden_state_head.py's HiddenStateHead: the MTP head's, EAGLE-3's,
+    DFlash's), or a stand-in with the same two members (a replay's record)."""
 
     @property
     def ready(self) -> bool:
