@@ -14,8 +14,8 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.head import HeadDrafter, head_files
-from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
+from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
+from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
@@ -120,7 +120,7 @@ def head_architecture(path: Path) -> str | None:
     """The architecture of a draft file that is a head over the target's hidden state, not
     a model of its own (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None."""
     architecture = _architecture(path)
-    return architecture if architecture in HEAD_ARCHITECTURES else None
+    return architecture if architecture in head_architectures() else None
 
 
 def _apply_markers(
@@ -169,7 +169,7 @@ class ChatEngine:
         *,
         compat_reason: str = "",
         cost_store: CostStore | None = None,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
     ) -> None:
         self.target = target
         self.draft = draft

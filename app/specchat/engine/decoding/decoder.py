@@ -16,8 +16,9 @@ from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Head, Offer, Outcome
 from specchat.engine.drafting.matching import locate
-from specchat.engine.llamacpp.draft_heads import TargetHead
-from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
+from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
+from specchat.engine.llamacpp.model import ContextFullError
+from specchat.engine.llamacpp.target import DraftModel, Target
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import (
     Controls,
@@ -87,7 +88,7 @@ class Generation(Iterator[RoundResult]):
 class _TextStream:
     """Turns token bytes into text without ever splitting a UTF-8 character."""
 
-    def __init__(self, model: LlamaModel) -> None:
+    def __init__(self, model: Target) -> None:
         self._model = model
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -114,14 +115,14 @@ class SpeculativeDecoder:
 
     def __init__(
         self,
-        target: LlamaModel,
-        draft: LlamaModel | None = None,
+        target: Target,
+        draft: DraftModel | None = None,
         *,
         drafters: Drafters | None = None,
         auto: AutoPolicy | None = None,
         clock: Callable[[], float] = time.perf_counter,
         index: SuffixIndex | None = None,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
         heads: Mapping[str, Head] | None = None,
     ) -> None:
         """`heads`: heads made already, by the drafter that drafts with them (see
@@ -520,7 +521,7 @@ def _add_round(
     )
 
 
-def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
+def rollback_refusal(target: Target, draft: DraftModel | None) -> str:
     """Why speculation cannot use this pair as it is, or "" when it can.
 
     Speculation drops rejected drafts from the caches after every round. Recurrent and

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.drafting import Offer
-from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.recurrent_state import Rollback
+from specchat.engine.llamacpp.target import Target
 
 
 def rollback_ms(
-    target: LlamaModel, costs: MachineCosts, offer: Offer, prices: Sequence[float]
+    target: Target, costs: MachineCosts, offer: Offer, prices: Sequence[float]
 ) -> float:
     """The expected extra time of a round drafting from `offer`, for dropping its rejected
     tokens: nothing for an attention cache, nor for llama.cpp's state snapshots within their
@@ -28,7 +28,7 @@ def rollback_ms(
 
 
 def priced_for_rollback(
-    target: LlamaModel, costs: MachineCosts, offers: Sequence[Offer], prices: Sequence[float] | None
+    target: Target, costs: MachineCosts, offers: Sequence[Offer], prices: Sequence[float] | None
 ) -> list[Offer]:
     """`offers` with the rollback each would cost added to its one-off cost."""
     if prices is None or target.rollback is Rollback.CACHE:

@@ -12,8 +12,8 @@ from specchat.engine.suffix.index import SuffixIndex
 
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
-    from specchat.engine.llamacpp.draft_heads import TargetHead
-    from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
+    from specchat.engine.llamacpp.target import DraftModel, Target
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
 AUTO = "auto"
@@ -142,10 +142,10 @@ class Drafters:
 
     def __init__(
         self,
-        target: LlamaModel,
-        draft: LlamaModel | None,
+        target: Target,
+        draft: DraftModel | None,
         *,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
         heads: Mapping[str, Head] | None = None,
         costs: MachineCosts | None = None,
         clock: Callable[[], float] = time.perf_counter,

@@ -20,7 +20,6 @@ target's context) and are driven as llama.cpp's common/speculative.cpp drives th
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,26 +29,22 @@ import numpy as np
 
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.backend import last_error_line
-from specchat.engine.llamacpp.beside_target import free_draft, logits_row
+from specchat.engine.llamacpp.beside_target import logits_row
 from specchat.engine.llamacpp.ext_batch import ExtBatch, positions_per_entry
-from specchat.engine.llamacpp.load import ModelLoadError, ProgressCallback, load_weights
+from specchat.engine.llamacpp.hidden_state_head import KEEP_ROWS, HiddenStateHead
+from specchat.engine.llamacpp.load import ModelLoadError
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
 
-#: Rows of target hidden state kept by position: a verify pass's, and the row before it.
-KEEP_ROWS = 256
 
-
-class DraftHead:
+class DraftHead(HiddenStateHead):
     """A target's draft head and its context, following the target's cache.
 
     Attributes:
-        target: the model it drafts for (it follows its cache).
         shared: whether it reads the target's cache (a Gemma 4 assistant) instead of
             keeping its own (an MTP head).
         n_embd: width of the hidden-state rows it reads.
-        path: the file its weights come from (the target's, for an MTP head).
     """
 
     def __init__(
@@ -59,23 +54,15 @@ class DraftHead:
         *,
         name: str = "MTP head",
         path: Path | None = None,
+        serves: str = "mtp",
     ) -> None:
         """A head over `weights` (an assistant's own, loaded by the caller from `path` and
         freed with the head) or, without them, over the target's own MTP layers (the target
         must be loaded with `load_mtp`)."""
-        self.target = target
-        self.name = name
-        self.path = path if path is not None else target.path
-        self._weights = weights
-        self._batch: Any = None
-        self._ctx: Any = None
-        try:
-            self._start(target, weights, name)
-        except BaseException:
-            self.close()
-            raise
+        super().__init__(target, weights, name=name, path=path, serves=serves)
 
-    def _start(self, target: LlamaModel, weights: Any, name: str) -> None:
+    def _start(self, target: LlamaModel, weights: Any) -> None:
+        name = self.name
         if not staging_api.available():
             raise ModelLoadError(
                 f"this llama.cpp build does not export the hidden-state functions the {name} needs"
@@ -113,17 +100,6 @@ class DraftHead:
         self._rows: dict[int, np.ndarray] = {}
         self._pending: np.ndarray | None = None
         self._fed = 0  # positions of the head's own cache that mirror the target's
-        if target.n_past:
-            # What the target cached before the head existed has no hidden states here: it
-            # is read again, so the head's cache mirrors the target's from the start.
-            target.truncate(0)
-        target.follow(self)
-
-    # --- lifetime ----------------------------------------------------------------------------
-    def close(self) -> None:
-        self.target.unfollow(self)
-        free_draft(self._batch, self._ctx, self._weights)
-        self._batch = self._ctx = self._weights = None
 
     # --- following the target's cache ----------------------------------------------------------
     def decoded(self, tokens: Sequence[int], start: int) -> None:
@@ -150,7 +126,7 @@ class DraftHead:
     def _feed(self, tokens: Sequence[int], start: int, rows: np.ndarray) -> None:
         """Pair each token with the target's row one position back (the first with the row
         before this call) and run the head's cache over them."""
-        assert self._pending is not None
+        assert self._pending is not None and self._batch is not None
         paired = np.vstack([self._pending[None, :], rows[:-1]]).astype(np.float32)
         for offset, token in enumerate(tokens):
             self._batch.add_token(token, start + offset, embd=paired[offset])
@@ -177,12 +153,13 @@ class DraftHead:
         if not self.ready or k <= 0:
             return []
         pos0 = self.target.n_past
-        assert self._pending is not None
+        batch = self._batch
+        assert self._pending is not None and batch is not None
         tokens: list[int] = []
-        self._batch.add_token(last, pos0, embd=self._pending, output=True)
+        batch.add_token(last, pos0, embd=self._pending, output=True)
         try:
             for step in range(k):
-                self._batch.process()
+                batch.process()
                 logits = logits_row(self._ctx, 0, self.n_vocab)
                 token = int(np.argmax(logits))
                 if min_confidence > 0 and step > 0 and _top_probability(logits) < min_confidence:
@@ -192,7 +169,7 @@ class DraftHead:
                     break
                 h = staging_api.nextn_row(self._ctx, 0, self.n_embd)
                 position = pos0 if self.shared else pos0 + step + 1
-                self._batch.add_token(token, position, embd=h, output=True)
+                batch.add_token(token, position, embd=h, output=True)
         finally:
             if not self.shared:
                 # The verify pass brings the target's own rows for these positions.
@@ -212,21 +189,3 @@ def _top_probability(logits: np.ndarray) -> float:
 def layer_count_nextn(model: Any) -> int:
     """MTP layers a loaded model has (0 when it has none, or they were not loaded)."""
     return int(llama_cpp.llama_model_n_layer_nextn(model))
-
-
-#: The architecture of a Gemma 4 assistant file (general.architecture).
-ASSISTANT_ARCHITECTURE = "gemma4-assistant"
-
-
-def load_assistant(
-    path: Path,
-    target: LlamaModel,
-    *,
-    n_gpu_layers: int = 0,
-    progress: ProgressCallback | None = None,
-    cancel: threading.Event | None = None,
-) -> DraftHead:
-    """A Gemma 4 assistant file loaded as `target`'s draft head (it has no context of its
-    own without the target's: llama.cpp refuses one)."""
-    weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-    return DraftHead(target, weights, name=f"assistant {path.name}", path=path)

@@ -27,7 +27,6 @@ anchor-first block) are other drivers in llama.cpp and are refused here.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,6 @@ from specchat.engine.llamacpp.beside_target import (
     check_exports,
     check_feature_width,
     draft_context,
-    free_draft,
     keep_target_features,
     logits_row,
     read_target_layers,
@@ -47,25 +45,17 @@ from specchat.engine.llamacpp.beside_target import (
     top_candidate,
 )
 from specchat.engine.llamacpp.ext_batch import ExtBatch, positions_per_entry
-from specchat.engine.llamacpp.load import (
-    ModelLoadError,
-    ProgressCallback,
-    load_weights,
-    read_metadata,
-)
+from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
+from specchat.engine.llamacpp.load import ModelLoadError, read_metadata
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
 
-#: The architecture of a DFlash draft file (general.architecture).
-DFLASH_ARCHITECTURE = "dflash"
 #: The block size llama.cpp assumes where a file names none.
 DEFAULT_BLOCK_SIZE = 16
-#: A tensor only DSpark drafts have (llama.cpp tells DSpark from DFlash by it).
-DSPARK_TENSOR = "markov_w1.weight"
 
 
-class DFlashDraft:
+class DFlashDraft(HiddenStateHead):
     """A DFlash draft and its context, following its target's cache.
 
     Attributes:
@@ -76,22 +66,19 @@ class DFlashDraft:
         mask_token: the token the block is padded with.
     """
 
-    #: The file its weights came from (what its cost table is keyed by).
-    path: Path | None = None
+    n_max: int
 
-    def __init__(self, target: LlamaModel, weights: Any, *, name: str = "DFlash draft") -> None:
-        """A draft over `weights` (loaded by the caller, freed with the draft)."""
-        self.target = target
-        self.name = name
-        self._weights = weights
-        self._ctx: Any = None
-        self._batch: ExtBatch | None = None
-        self._layers: list[int] = []
-        try:
-            self._start(target, weights)
-        except BaseException:
-            self.close()
-            raise
+    def __init__(
+        self,
+        target: LlamaModel,
+        weights: Any,
+        *,
+        name: str = "DFlash draft",
+        path: Path | None = None,
+        serves: str = "dflash",
+    ) -> None:
+        """A draft over `weights` (loaded by the caller from `path`, freed with the draft)."""
+        super().__init__(target, weights, name=name, path=path, serves=serves)
 
     def _start(self, target: LlamaModel, weights: Any) -> None:
         check_exports(self.name)
@@ -123,21 +110,6 @@ class DFlashDraft:
         # The block's positions see each other both ways (unless the draft was trained causal).
         llama_cpp.llama_set_causal_attn(self._ctx, causal)
         self._fed = 0  # positions of the draft's cache that mirror the target's
-        if target.n_past:
-            # What the target cached before the draft existed has no features here: it is
-            # read again, so the draft's cache mirrors the target's from the start.
-            target.truncate(0)
-        target.follow(self)
-
-    # --- lifetime ----------------------------------------------------------------------------
-    def close(self) -> None:
-        self.target.unfollow(self)
-        if self._layers and self.target.context is not None:
-            for layer in self._layers:
-                staging_api.set_embeddings_layer_inp(self.target.context, layer, False)
-            self._layers = []
-        free_draft(self._batch, self._ctx, self._weights)
-        self._batch = self._ctx = self._weights = None
 
     # --- following the target's cache (llama.cpp's process) ------------------------------------
     def decoded(self, tokens: Sequence[int], start: int) -> None:
@@ -185,23 +157,3 @@ class DFlashDraft:
         finally:
             llama_cpp.llama_memory_seq_rm(self._memory, 0, pos0, -1)
         return tokens[:k]
-
-
-def load_dflash(
-    path: Path,
-    target: LlamaModel,
-    *,
-    n_gpu_layers: int = 0,
-    progress: ProgressCallback | None = None,
-    cancel: threading.Event | None = None,
-) -> DFlashDraft:
-    """A DFlash draft file loaded beside `target` (it has no context of its own without the
-    target's: llama.cpp refuses one)."""
-    from specchat.models.gguf_reader import validate
-
-    if any(t.name == DSPARK_TENSOR for t in validate(path).tensors):
-        raise ModelLoadError(f"{path.name} is a DSpark draft, which SpecChat cannot run")
-    weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-    head = DFlashDraft(target, weights, name=f"DFlash draft {path.name}")
-    head.path = path
-    return head

@@ -22,14 +22,18 @@ from specchat.engine.drafting.base import (
     Outcome,
     expected_tokens,
 )
-from specchat.engine.drafting.draft_length import DraftLength
-from specchat.engine.drafting.model_acceptance import ConfidenceCalibration, TextAcceptance
+from specchat.engine.drafting.draft_model.draft_length import DraftLength
+from specchat.engine.drafting.draft_model.draft_model_column import DraftModelColumn
+from specchat.engine.drafting.draft_model.model_acceptance import (
+    ConfidenceCalibration,
+    TextAcceptance,
+)
 from specchat.engine.drafting.registry import register
 from specchat.engine.sampling import probabilities, sample, token_probability
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
-    from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.llamacpp.target import DraftModel
 
 
 #: The draft model stops a draft at a token it gives less than this probability (after the
@@ -91,11 +95,13 @@ class DraftModelDrafter(Drafter):
     """
 
     name = "draft"
-    listing = Listing(label="Draft model", priority=20, needs_model=True)
+    listing = Listing(
+        label="Draft model", priority=20, needs_model=True, columns=(DraftModelColumn,)
+    )
 
     def __init__(
         self,
-        model: LlamaModel,
+        model: DraftModel,
         *,
         min_confidence: float = MIN_CONFIDENCE,
         clock: Callable[[], float] = time.perf_counter,

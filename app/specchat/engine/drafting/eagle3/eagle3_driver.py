@@ -26,7 +26,6 @@ bridge writes it. Where llama.cpp's loop runs, the draft's cache ends up the sam
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +38,6 @@ from specchat.engine.llamacpp.beside_target import (
     check_exports,
     check_feature_width,
     draft_context,
-    free_draft,
     keep_target_features,
     logits_row,
     read_target_layers,
@@ -47,13 +45,8 @@ from specchat.engine.llamacpp.beside_target import (
     top_candidate,
 )
 from specchat.engine.llamacpp.ext_batch import ExtBatch, positions_per_entry
-from specchat.engine.llamacpp.load import (
-    ModelLoadError,
-    ProgressCallback,
-    load_weights,
-    read_metadata,
-)
-from specchat.engine.llamacpp.mtp import KEEP_ROWS
+from specchat.engine.llamacpp.hidden_state_head import KEEP_ROWS, HiddenStateHead
+from specchat.engine.llamacpp.load import ModelLoadError, read_metadata
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
@@ -62,7 +55,7 @@ if TYPE_CHECKING:
 EAGLE3_ARCHITECTURE = "eagle3"
 
 
-class Eagle3Draft:
+class Eagle3Draft(HiddenStateHead):
     """An EAGLE-3 draft and its context, following its target's cache.
 
     Attributes:
@@ -71,22 +64,17 @@ class Eagle3Draft:
         n_embd: width of g and of the draft's hidden state.
     """
 
-    #: The file its weights came from (what its cost table is keyed by).
-    path: Path | None = None
-
-    def __init__(self, target: LlamaModel, weights: Any, *, name: str = "EAGLE-3 draft") -> None:
-        """A draft over `weights` (loaded by the caller, freed with the draft)."""
-        self.target = target
-        self.name = name
-        self._weights = weights
-        self._ctx: Any = None
-        self._batch: ExtBatch | None = None
-        self._layers: list[int] = []
-        try:
-            self._start(target, weights)
-        except BaseException:
-            self.close()
-            raise
+    def __init__(
+        self,
+        target: LlamaModel,
+        weights: Any,
+        *,
+        name: str = "EAGLE-3 draft",
+        path: Path | None = None,
+        serves: str = "eagle3",
+    ) -> None:
+        """A draft over `weights` (loaded by the caller from `path`, freed with the draft)."""
+        super().__init__(target, weights, name=name, path=path, serves=serves)
 
     def _start(self, target: LlamaModel, weights: Any) -> None:
         check_exports(self.name)
@@ -109,22 +97,6 @@ class Eagle3Draft:
         self._g: dict[int, np.ndarray] = {}  # g by target position, the recent ones
         self._pending_pos = -1
         self._pending_g = np.zeros(self.n_embd, dtype=np.float32)
-        if target.n_past:
-            # What the target cached before the draft existed has no features here: it is
-            # read again, so the draft's cache mirrors the target's from the start.
-            target.truncate(0)
-        target.follow(self)
-
-    # --- lifetime ----------------------------------------------------------------------------
-    def close(self) -> None:
-        self.target.unfollow(self)
-        if self._layers and self.target.context is not None:
-            for layer in self._layers:
-                if layer < self._n_layer_target:
-                    staging_api.set_embeddings_layer_inp(self.target.context, layer, False)
-            self._layers = []
-        free_draft(self._batch, self._ctx, self._weights)
-        self._batch = self._ctx = self._weights = None
 
     # --- following the target's cache (llama.cpp's process and accept) ------------------------
     def decoded(self, tokens: Sequence[int], start: int) -> None:
@@ -216,19 +188,3 @@ class Eagle3Draft:
             # The seed's pair is the boundary's own and stays; the chain's go.
             self._forget_from(pos + 1)
         return tokens
-
-
-def load_eagle3(
-    path: Path,
-    target: LlamaModel,
-    *,
-    n_gpu_layers: int = 0,
-    progress: ProgressCallback | None = None,
-    cancel: threading.Event | None = None,
-) -> Eagle3Draft:
-    """An EAGLE-3 draft file loaded beside `target` (it has no context of its own without
-    the target's: llama.cpp refuses one)."""
-    weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-    head = Eagle3Draft(target, weights, name=f"EAGLE-3 draft {path.name}")
-    head.path = path
-    return head
