@@ -54,10 +54,10 @@ def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
 
 
 def fit_copies(traces: Sequence) -> Callable[[object], None]:
-    from specchat.engine.drafting import copy_acceptance as ca
+    from specchat.engine.drafting.copies import copy_acceptance as ca
 
     n_bands = len(ca.LOOKUP_BANDS)
-    from specchat.engine.drafting.matching import locate
+    from specchat.engine.drafting.copies.matching import locate
 
     counts = {
         (sure, own): [[[0.0, 0.0] for _ in range(n_bands)] for _ in ca.LOOKUP_EXTENTS]
@@ -95,7 +95,7 @@ def fit_copies(traces: Sequence) -> Callable[[object], None]:
 
 
 def summary(results: Sequence) -> str:
-    from specchat.bench.runner import geomean
+    from specchat.bench.live.runner import geomean
 
     auto = geomean([r.speedup for r in results])
     fixed = geomean([r.best_fixed for r in results])
@@ -109,9 +109,9 @@ def summary(results: Sequence) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from specchat.bench.replay import read_costs, read_traces, replay
-    from specchat.engine.drafting import copy_acceptance as ca
+    from specchat.bench.hindsight.replay import read_costs, read_traces, replay
     from specchat.engine.drafting import model_acceptance as ma
+    from specchat.engine.drafting.copies import copy_acceptance as ca
 
     parser = argparse.ArgumentParser()
     parser.add_argument("traces", type=Path)

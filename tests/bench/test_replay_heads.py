@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.recorded_target import VirtualClock
-from specchat.bench.replay import (
+from specchat.bench.hindsight.recorded_target import VirtualClock
+from specchat.bench.hindsight.replay import (
     dense,
     read_costs,
     read_traces,
@@ -20,7 +20,7 @@ from specchat.bench.replay import (
     replay_rounds,
     summary_lines,
 )
-from specchat.bench.trace import AnswerTrace, record_trace
+from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.cli import main
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder

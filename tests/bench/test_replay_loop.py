@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import copy
 
-from specchat.bench.recorded_target import VirtualClock
-from specchat.bench.replay import read_costs, replay_rounds
-from specchat.bench.trace import record_trace
+from specchat.bench.hindsight.recorded_target import VirtualClock
+from specchat.bench.hindsight.replay import read_costs, replay_rounds
+from specchat.bench.live.trace import record_trace
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from specchat.bench.trace import AnswerTrace, record_trace
+from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter
 from specchat.engine.llamacpp.model import LlamaModel
@@ -33,7 +33,7 @@ def test_trace_matches_drafting_live_at_every_position(
     answer = run(SpeculativeDecoder(target, None), prompt, mode="plain", max_tokens=40)
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
-    from specchat.bench.replay import read_costs
+    from specchat.bench.hindsight.replay import read_costs
     from specchat.engine.drafting.draft_model.draft_model_column import RecordedModel
 
     lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft, min_confidence=0.0)

@@ -10,7 +10,7 @@ import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import PromptLookupDrafter
-from specchat.engine.drafting.copy_acceptance import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
+from specchat.engine.drafting.copies.copy_acceptance import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,
@@ -210,7 +210,7 @@ def test_auto_evaluates_the_prompt_in_the_draft_model_only_where_it_expects_to_d
     """The first token never waits for a draft model `auto` does not expect to use: not
     before the target's cost is known, not where the costs say plain wins (a CPU); where
     they say it pays (a GPU), the prompt is evaluated up front."""
-    from specchat.bench.replay import read_costs
+    from specchat.bench.hindsight.replay import read_costs
 
     with (
         LlamaModel(tiny_models.target, n_ctx=512) as target,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.bench.physical import cpp_floor
+from specchat.bench.live.physical import cpp_floor
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.mtp import load_assistant
 from specchat.engine.llamacpp.model import LlamaModel

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from specchat.bench.trace import agreement
+from specchat.bench.live.trace import agreement
 from specchat.engine.drafting import (
     Answer,
     Draft,

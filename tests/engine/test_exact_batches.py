@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.quality import batch_noise
+from specchat.bench.live.quality import batch_noise
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.llamacpp.kv_store import KVStore
 from specchat.engine.llamacpp.model import LlamaModel

@@ -9,8 +9,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pytest
 
-from specchat.bench.replay import replay
-from specchat.bench.trace import record_trace
+from specchat.bench.hindsight.replay import replay
+from specchat.bench.live.trace import record_trace
 from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy

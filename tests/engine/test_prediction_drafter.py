@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
-from specchat.engine.drafting.prediction import ANCHOR_FIRST, PredictionDrafter, locate_in
+from specchat.engine.drafting.prediction.prediction_drafter import (
+    ANCHOR_FIRST,
+    PredictionDrafter,
+    locate_in,
+)
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 from specchat.tinymodels import TinyModels

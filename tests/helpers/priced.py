@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.bench.recorded_target import VirtualClock
+from specchat.bench.hindsight.recorded_target import VirtualClock
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.decoder import tree_prefixes
 from specchat.engine.drafting import Head

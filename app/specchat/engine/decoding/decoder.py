@@ -15,7 +15,7 @@ from specchat.engine.decoding.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
 from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Head, Offer, Outcome
-from specchat.engine.drafting.matching import locate
+from specchat.engine.drafting.copies.matching import locate
 from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import ContextFullError
 from specchat.engine.llamacpp.target import DraftModel, Target

@@ -1,9 +1,10 @@
 """Drafters: propose the next tokens cheaply, for the target to check in one pass.
 
-One module or package per drafter; each registers itself (`@register`), and importing this
-package registers the built-in ones (their `priority` orders them: lookup, the draft model,
-chain). The import lines below are the registry's list: a drafter that is a package of its
-own (its drafter, its llama.cpp driver, its replay column, its tiny test model) is one line.
+One package per drafter; each registers itself (`@register`), and importing this package
+registers the built-in ones (their `priority` orders them: lookup, the draft model, chain).
+The import lines below are the registry's list: a drafter is a package of its own (its
+drafter, its llama.cpp driver, its replay column, its tiny test model), one line here. What
+the copying drafters share (lookup, suffix, prediction) is copies/.
 """
 
 from specchat.engine.drafting.base import (
@@ -23,8 +24,12 @@ from specchat.engine.drafting.base import (
     expected_tokens,
 )
 from specchat.engine.drafting.chain import ChainDrafter
-from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
-from specchat.engine.drafting.copying import CopyDraft
+from specchat.engine.drafting.copies.copy_acceptance import (
+    CopyAcceptance,
+    LookupLedger,
+    LookupSurvival,
+)
+from specchat.engine.drafting.copies.copying import CopyDraft
 from specchat.engine.drafting.dflash import DFlashDrafter
 from specchat.engine.drafting.draft_model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.eagle3 import Eagle3Drafter

@@ -1,5 +1,5 @@
 """What a replay plays back, shared by the drafters' stand-ins and the recorded target
-(bench/recorded_target.py): its virtual clock, a played-back model's cache, and what a
+(bench/hindsight/recorded_target.py): its virtual clock, a played-back model's cache, and what a
 played-back draft model tells the replay beside a model's answers."""
 
 from __future__ import annotations

@@ -183,9 +183,9 @@ class Drafters:
         """The heads over the target's hidden state its drafters draft with, by drafter."""
         heads: dict[str, Head] = {}
         for drafter in self._built.values():
-            if drafter.listing.reads_target:
-                # Listing.reads_target promises the drafter's `head`.
-                heads[drafter.name] = drafter.head  # type: ignore[attr-defined]
+            head = drafter.target_head() if drafter.listing.reads_target else None
+            if head is not None:
+                heads[drafter.name] = head
         return heads
 
     def resolve(self, mode: object) -> str:

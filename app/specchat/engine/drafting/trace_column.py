@@ -1,4 +1,4 @@
-"""A drafter's column in a recorded answer (bench/trace.py's AnswerTrace): what it would have
+"""A drafter's column in a recorded answer (bench/live/trace.py's AnswerTrace): what it would have
 proposed at every position, recorded live, read back, played back in a replay and priced by
 the ceiling. The bench reads every column through this class, by the drafter's name; the
 drafters list theirs in `Listing.columns`."""
@@ -46,7 +46,7 @@ def renumbered_proposals(
 
 
 class RecordedAnswer(Protocol):
-    """A recorded answer as the stand-ins read it (bench/trace.py's AnswerTrace).
+    """A recorded answer as the stand-ins read it (bench/live/trace.py's AnswerTrace).
 
     Attributes:
         prompt: the prompt's id.
@@ -144,7 +144,7 @@ class TraceColumn(abc.ABC):
         return set()
 
     def renumbered(self, renumber: Callable[[Sequence[int]], tuple[int, ...]]) -> TraceColumn:
-        """The column with every token id renumbered (see bench/replay.py's dense)."""
+        """The column with every token id renumbered (see bench/hindsight/replay.py's dense)."""
         return self
 
     @abc.abstractmethod

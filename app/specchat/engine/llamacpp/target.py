@@ -1,6 +1,7 @@
 """What the round loop and the drafters read of a model: `Target` (the model that verifies)
 and `DraftModel` (the one a drafter runs). `LlamaModel` is both; a replay's recorded target
-and draft model (bench/recorded_target.py, the draft model's package) stand in for them."""
+and draft model (bench/hindsight/recorded_target.py, the draft model's package) stand in for
+them."""
 
 from __future__ import annotations
 
