@@ -109,7 +109,7 @@ class ReplayResult:
         rounds: auto's rounds per drafter ('plain' included).
         kept: tokens auto's drafts had kept, per drafter.
         sizes: auto's target passes by size.
-        ledger: where auto's time over the ceiling's went, by cause (see bench/hindsight/ledger.py).
+        ledger: where auto's time over the ceiling's went, by cause (see bench/ledger.py).
     """
 
     prompt: str

@@ -389,11 +389,6 @@ class Drafter(abc.ABC):
     ) -> Draft:
         """Up to k tokens to follow `context`."""
 
-    def target_head(self) -> Head | None:
-        """The head over the target's hidden state it drafts with (None: it drafts with
-        none); a drafter whose `Listing.reads_target` is set returns its head."""
-        return None
-
     def observe(self, outcome: Outcome) -> None:
         """Learn from a round (whichever drafter made its draft)."""
         drafted = len(outcome.draft.tokens)

@@ -86,10 +86,6 @@ class HeadDrafter(Drafter):
         self._acceptance = Acceptance.prior(0.7, 0.6)
         self.table = CostTable(sizes=(1,))
 
-    def target_head(self) -> Head:
-        """Its head: every head drafter reads the target's hidden state."""
-        return self.head
-
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
         given = pair.heads.get(cls.name)

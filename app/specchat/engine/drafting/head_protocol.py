@@ -1,8 +1,8 @@
-"""What a drafter drives its head by: `Head`."""
+"""What a drafter drives its head by: `Head`; a drafter that drafts with one: `DraftsWithHead`."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 class Head(Protocol):
@@ -18,3 +18,11 @@ class Head(Protocol):
     def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
         """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
         ...
+
+
+@runtime_checkable
+class DraftsWithHead(Protocol):
+    """A drafter that drafts with a head over the target's hidden state (head.py's
+    HeadDrafter): what `Listing.reads_target` promises, and `Drafters.heads()` collects."""
+
+    head: Head

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from specchat.engine.drafting.base import Drafter, EndTokens, Head, Listing, LoadedPair
+from specchat.engine.drafting.head_protocol import DraftsWithHead
 from specchat.engine.suffix.index import SuffixIndex
 
 if TYPE_CHECKING:
@@ -183,9 +184,8 @@ class Drafters:
         """The heads over the target's hidden state its drafters draft with, by drafter."""
         heads: dict[str, Head] = {}
         for drafter in self._built.values():
-            head = drafter.target_head() if drafter.listing.reads_target else None
-            if head is not None:
-                heads[drafter.name] = head
+            if drafter.listing.reads_target and isinstance(drafter, DraftsWithHead):
+                heads[drafter.name] = drafter.head
         return heads
 
     def resolve(self, mode: object) -> str:
