@@ -26,7 +26,7 @@ MIN_SEEN = 5
 
 
 def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
-    from specchat.engine.drafting import model_acceptance as ma
+    from specchat.engine.drafting.draft_model import model_acceptance as ma
 
     bands = len(ma.CONFIDENCE_BANDS)
     kept, seen = [0.0] * bands, [0.0] * bands
@@ -110,7 +110,7 @@ def summary(results: Sequence) -> str:
 
 def main(argv: list[str]) -> int:
     from specchat.bench.hindsight.replay import read_costs, read_traces, replay
-    from specchat.engine.drafting import model_acceptance as ma
+    from specchat.engine.drafting.draft_model import model_acceptance as ma
     from specchat.engine.drafting.copies import copy_acceptance as ca
 
     parser = argparse.ArgumentParser()
