@@ -17,6 +17,7 @@ import pytest
 
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.dflash import DFlashDraft, load_dflash
 from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
@@ -45,7 +46,7 @@ def target(files: dict[str, Path]) -> Iterator[LlamaModel]:
 
 @pytest.fixture(scope="module")
 def decoder(files: dict[str, Path], target: LlamaModel) -> SpeculativeDecoder:
-    return SpeculativeDecoder(target, head=load_dflash(files["dflash"], target))
+    return SpeculativeDecoder(LoadedPair.of(target, head=load_dflash(files["dflash"], target)))
 
 
 def _block(decoder: SpeculativeDecoder) -> DFlashDraft:

@@ -452,8 +452,9 @@ class MachineCosts:
             not seen in one batch (learnt from rounds; a share of a drafted token before).
         name: what machine the costs describe (for tables read from a file).
         sources: where the figures come from (for tables read from a file).
-        context: tokens in the target's cache before the next pass (set each round by whoever
-            runs the rounds): target passes are priced, and rounds learnt from, at this depth.
+        context: tokens in the target's cache that the methods here price passes at (None:
+            the table's own depth); the round loop prices each round at its own depth
+            instead, through the policy's Pricer (engine/decoding/pricer.py).
     """
 
     target: CostTable
@@ -511,9 +512,10 @@ class MachineCosts:
             table = self.heads.setdefault(name, CostTable(sizes=(1,), gpu=self.target.gpu))
             table.pass_ms[1] = float(ms)
 
-    def observe_batch(self, n: int, ms: float) -> None:
-        """A real round's target pass of n rows took `ms` (at `context`)."""
-        self.target.observe(n, ms, self.context)
+    def observe_batch(self, n: int, ms: float, context: int | None = None) -> None:
+        """A real round's target pass of n rows took `ms` after `context` cached tokens (None:
+        at `self.context`)."""
+        self.target.observe(n, ms, self.context if context is None else context)
 
     # --- machine cost files (shipped profiles, `profile --out`, `bench --replay --costs`) ---
     def to_json(self) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 
 from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.decoding.pricer import Pricer, RoundContext
 from specchat.engine.drafting.base import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
 from specchat.engine.types import PolicyChoice
@@ -48,6 +49,11 @@ REFERENCE_ROUNDS = 32
 PROBING = "probing whether it pays now"
 
 
+#: A round priced at the cost table's own depth, with no budget known: where a caller names
+#: no round (tests, tools pricing one offer).
+_ANYWHERE = RoundContext()
+
+
 def is_probe(choice: PolicyChoice) -> bool:
     """Whether `auto` made this choice to probe a drafter (K = 1 now and then)."""
     return choice.reason.endswith(PROBING)
@@ -76,7 +82,14 @@ class FixedPolicy:
         return PolicyChoice(mode, k, f"{_short(mode)}, K = {k} (fixed)")
 
     def observe(
-        self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int, accepted: int
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        drafted: int,
+        accepted: int,
+        at: RoundContext | None = None,
     ) -> None:
         """Fixed K learns nothing (the drafters still learn on their own)."""
 
@@ -85,19 +98,20 @@ class AutoPolicy:
     """Chooses plain or a drafter and K each round to maximise tokens per second.
 
     An argmax over the drafters' offers: each offer is priced as expected tokens ÷ expected
-    time, with the target pass's cost (`costs.target_ms(n)`: the machine's measured table,
-    the cheapest pass holding n rows) and the drafter's own costs and acceptance curve, all
-    from the offer; the best one that beats plain by its hurdle is taken. An offer marked
-    `probed` (acceptance learnt only from rounds that use it) is tried with K = 1 now and
-    then, at intervals that double while probes fail, so a stretch where it starts to pay is
-    found without paying much where it never does.
+    time, with the target pass's cost (its Pricer: the machine's measured table at the
+    round's depth, the cheapest pass holding n rows, and a recurrent target's rollback) and
+    the drafter's own costs and acceptance curve, all from the offer; the best one that
+    beats plain by its hurdle is taken. Whoever runs the rounds hands each call that prices
+    one a RoundContext (the cache's depth, the answer's budget); the policy keeps none of
+    it. An offer marked `probed` (acceptance learnt only from rounds that use it) is tried
+    with K = 1 now and then, at intervals that double while probes fail, so a stretch where
+    it starts to pay is found without paying much where it never does.
 
     Attributes:
-        costs: the machine's cost table (measured outside answers, refreshed by rounds).
+        pricer: prices the target's part of a round (its `costs`: the machine's cost table,
+            measured outside answers, refreshed by rounds).
         longest: the longest draft it may ask for.
         base_probe_interval: rounds between probes after one that succeeded.
-        budget: tokens the answer under way may still write (set each round by whoever
-            runs the rounds; None: no limit known).
     """
 
     longest = MAX_LOOKUP_K
@@ -106,7 +120,9 @@ class AutoPolicy:
         self, *, gpu: bool = False, costs: MachineCosts | None = None, probe_interval: int = 32
     ) -> None:
         # Without a stored table: priors until rounds (and the background measurement) teach.
-        self.costs = costs or MachineCosts(CostTable(gpu=gpu))
+        self.pricer = Pricer(
+            costs or MachineCosts(CostTable(gpu=gpu)), limit=max(self.longest, MAX_K) + 1
+        )
         self.base_probe_interval = probe_interval
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
@@ -115,17 +131,29 @@ class AutoPolicy:
         self._answer_rounds = 0  # rounds of the answer under way
         self._since_plain = 0  # rounds since one token was timed
         self._rounds = 0  # rounds seen: a probed drafter first offered now was never used
-        self.budget: int | None = None
 
     def begin_answer(self) -> None:
         """A new answer starts: the probing budget of its own begins at nothing."""
         self._answer_rounds = 0
 
-    def prices(self) -> list[float] | None:
+    @property
+    def costs(self) -> MachineCosts:
+        """The machine's cost tables its pricer prices with."""
+        return self.pricer.costs
+
+    @costs.setter
+    def costs(self, costs: MachineCosts) -> None:
+        self.pricer.costs = costs
+
+    def prices(self, at: RoundContext | None = None) -> list[float] | None:
         """The target's time to check n tokens, by n up to the longest pass a round may make
-        (index 1 is plain's token), priced once a round rather than once per drafter and
-        length; None before anything is measured."""
-        return self.costs.price_list(max(self.longest, MAX_K) + 1)
+        (index 1 is plain's token), at the round `at` (None: at the table's own depth); None
+        before anything is measured (see Pricer.prices)."""
+        return self.pricer.prices(at or _ANYWHERE)
+
+    def pass_size(self, n: int, at: RoundContext) -> int:
+        """Rows of the pass that checks n tokens in the round `at` (see Pricer.pass_size)."""
+        return self.pricer.pass_size(n, at)
 
     @staticmethod
     def _rate(
@@ -183,7 +211,7 @@ class AutoPolicy:
         )
         return best > 1.0 / plain_ms
 
-    def worth_readying(self, offer: Offer) -> bool:
+    def worth_readying(self, offer: Offer, at: RoundContext | None = None) -> bool:
         """Whether to ready the drafter of `offer` (made for the prompt) before an answer's
         first token: only where the current estimates would choose it over plain. Before the
         target's cost is measured nothing is chosen (the first round is plain); a drafter
@@ -191,10 +219,11 @@ class AutoPolicy:
 
         Readying costs the offer's one-off part (the draft model reading a prompt it has not
         seen): that read must also be one it could repay at all (`could_pay`, as for a
-        probe), else the first token waits for nothing.
+        probe), else the first token waits for nothing. `at`: where the answer's first
+        round is priced.
         """
-        prices = self.prices()
-        if prices is None or self.costs.target_ms(1) is None:
+        prices = self.prices(at)
+        if prices is None or self.pricer.target_ms(1, at or _ANYWHERE) is None:
             return False
         if offer.extra_ms and not self.could_pay(offer, prices=prices):
             return False
@@ -211,11 +240,18 @@ class AutoPolicy:
         return best > (1.0 + offer.hurdle) / plain_ms
 
     def choose(
-        self, offers: Sequence[Offer], prices: Sequence[float] | None = None
+        self,
+        offers: Sequence[Offer],
+        prices: Sequence[float] | None = None,
+        at: RoundContext | None = None,
     ) -> PolicyChoice:
-        """The best option for the next round, among the drafters' offers (in their order);
-        `prices`: the round's (see prices()), if the caller has them."""
-        prices = prices or self.prices()
+        """The best option for the next round `at` (None: at the table's own depth, no budget
+        known), among the drafters' offers (in their order), each priced with the rollback
+        it would cost the target; `prices`: the round's (see prices()), if the caller has
+        them."""
+        at = at or _ANYWHERE
+        prices = prices or self.prices(at)
+        offers = self.pricer.with_rollback(offers, prices, at)
         for offer in offers:
             if offer.probed:
                 self._since_used.setdefault(offer.source, self._rounds)
@@ -235,7 +271,7 @@ class AutoPolicy:
         best_score = plain_rate
         notes: list[str] = []
         for offer in offers:
-            k, rate = self.best_k(offer, prices, self.budget)
+            k, rate = self.best_k(offer, prices, at.budget)
             needs = 1.0 + offer.hurdle
             speed = rate / plain_rate
             name = _short(offer.source)
@@ -298,11 +334,19 @@ class AutoPolicy:
         return extra <= PROBE_BUDGET * interval * plain_ms
 
     def observe(
-        self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int, accepted: int
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        drafted: int,
+        accepted: int,
+        at: RoundContext | None = None,
     ) -> None:
-        """Learn the target's cost from one round, and settle a probe (one whose token was
-        kept is weighed at the next offer of its drafter, which has learnt from it)."""
-        self.costs.observe_batch(batch, verify_ms)
+        """Learn the target's cost from one round (`at`: the round, as choose() had it), and
+        settle a probe (one whose token was kept is weighed at the next offer of its
+        drafter, which has learnt from it)."""
+        self.pricer.observe(batch, verify_ms, at or _ANYWHERE)
         self._answer_rounds += 1
         self._rounds += 1
         self._since_plain = 0 if batch == 1 else self._since_plain + 1

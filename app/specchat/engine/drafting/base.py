@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
+from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
-    from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.draft_heads import TargetHead
     from specchat.engine.llamacpp.model import LlamaModel
 
@@ -276,6 +276,16 @@ class Head(Protocol):
         ...
 
 
+class Estimates:
+    """Where the drafters' learnt estimates start: where each drafter's own priors put them
+    (this class), or where a subclass sets them (a tool that fits them on the very answers it
+    replays: tools/replay_with_hindsight.py). The one seam for estimates: the registry hands
+    every drafter of a pair to `start` as it is built, before any round."""
+
+    def start(self, drafter: Drafter) -> None:
+        """Set where `drafter`'s estimates start (here: the priors it was built with)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LoadedPair:
     """What a drafter may be built on.
@@ -298,6 +308,7 @@ class LoadedPair:
             chat itself, for a drafter that copies from it: the session's suffix index,
             which the session alone feeds (engine/said.py); an empty one of its own where
             no session feeds it (a decoder built alone, a replay).
+        estimates: where its drafters' learnt estimates start (see Estimates).
     """
 
     target: LlamaModel | None = None
@@ -308,6 +319,35 @@ class LoadedPair:
     ends_answer: Callable[[int], bool] = _never
     clock: Callable[[], float] = time.perf_counter
     index: SuffixIndex = field(default_factory=SuffixIndex)
+    estimates: Estimates = field(default_factory=Estimates)
+
+    @classmethod
+    def of(
+        cls,
+        target: LlamaModel,
+        draft: LlamaModel | None = None,
+        *,
+        head: TargetHead | None = None,
+        heads: Mapping[str, Head] | None = None,
+        costs: MachineCosts | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        index: SuffixIndex | None = None,
+        estimates: Estimates | None = None,
+    ) -> LoadedPair:
+        """The pair a round loop drafts over: its answers end at the target's
+        end-of-generation tokens, and without `costs` its target's table starts at the
+        priors for where the target runs (a CPU's or a GPU's) until rounds teach it."""
+        return cls(
+            target=target,
+            draft=draft,
+            head=head,
+            heads=dict(heads or {}),
+            costs=costs or MachineCosts(CostTable(gpu=target.info.gpu_layers > 0)),
+            ends_answer=EndTokens(target.is_eog),
+            clock=clock,
+            index=index if index is not None else SuffixIndex(),
+            estimates=estimates or Estimates(),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -165,7 +165,8 @@ class DraftModelDrafter(Drafter):
         tokens: list[int] = []
         qs: list[np.ndarray] = []
         sure: list[float] = []
-        length = self._length(k)
+        # The target's cache holds the context less its last token (the round loop's rule).
+        length = self._length(k, len(context) - 1)
         calibration = self.confidence[sampling.greedy]
         decodes = 1
         for i in range(k):
@@ -214,10 +215,10 @@ class DraftModelDrafter(Drafter):
             confidences=tuple(sure),
         )
 
-    def _length(self, k: int) -> DraftLength | None:
+    def _length(self, k: int, depth: int) -> DraftLength | None:
         """What ends a draft of up to k tokens where going on stops paying, on the machine's
-        prices at the cache's depth now (None before any: the confidence stop ends it)."""
-        prices = None if self._costs is None else self._costs.price_list(k + 1)
+        prices at the target cache's `depth` (None before any: the confidence stop ends it)."""
+        prices = None if self._costs is None else self._costs.target.price_list(k + 1, depth)
         if prices is None:
             return None
         token_ms = self.draft_token_ms
