@@ -8,10 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from specchat.engine.costs.priors import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import PromptLookupDrafter
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.copy_acceptance import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,

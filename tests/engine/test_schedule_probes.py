@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from specchat.engine.costs.table import CLIP, GAIN
+from specchat.engine.costs.priors import CLIP, GAIN
 from specchat.engine.decoding.pricer import RoundContext
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import (

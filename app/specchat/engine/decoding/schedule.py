@@ -5,9 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from specchat.engine.costs.priors import (
+    CATCHUP_ROUNDS,
+    HURDLE,
+    MAX_K,
+    MAX_LOOKUP_K,
+    PROBE_BUDGET,
+    REFERENCE_ROUNDS,
+    SCORED_HURDLE,
+)
 from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.decoding.pricer import Pricer, RoundContext
-from specchat.engine.drafting.base import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, Offer
+from specchat.engine.drafting.base import Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
 from specchat.engine.types import PolicyChoice
 
@@ -24,26 +33,6 @@ __all__ = [
     "is_probe",
 ]
 
-#: Share of decoding time that probing may cost: a probe is made only when its expected
-#: extra cost is at most this share of the plain time since the last one. Its one-off part
-#: (a draft model catching up on text it has not seen) must also fit this share of the plain
-#: time of the answer so far: spread over many answers a catch-up of a thousand tokens fits
-#: the budget, yet all of it lands on the one answer that probes (a 1.1 s catch-up 118
-#: tokens into an answer cost that answer 9 %).
-PROBE_BUDGET = 0.03
-
-#: Rounds over which auto spreads a one-off cost (a draft model's catch-up over text written
-#: while it sat out) when pricing a drafter: the catch-up is paid once, and the rounds after
-#: it draft with a cache in step. Charging it all to one round would keep a drafter that
-#: pays out for good, since its catch-up only grows while it is not used. Near the end of an
-#: answer's budget fewer rounds can follow, and the cost is spread over those only.
-CATCHUP_ROUNDS = 8
-
-#: Rounds after which `auto` makes a plain round to time one token again, whatever the
-#: offers: every price is a shape times one token's time, and only a plain round shows that
-#: time. Without it a table measured while the machine was busy (one token timed slow, so
-#: every larger pass looked cheap next to it) was never corrected while drafting went on.
-REFERENCE_ROUNDS = 32
 
 #: How a probe's reason ends: the replay's loss ledger reads a round as a probe by it.
 PROBING = "probing whether it pays now"

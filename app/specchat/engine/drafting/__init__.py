@@ -4,11 +4,8 @@ One module per drafter; each registers itself (`@register`), and importing this 
 registers the built-in ones (their `priority` orders them: lookup, the draft model, chain).
 """
 
+from specchat.engine.costs.priors import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE
 from specchat.engine.drafting.base import (
-    HURDLE,
-    MAX_K,
-    MAX_LOOKUP_K,
-    SCORED_HURDLE,
     Acceptance,
     Answer,
     Draft,

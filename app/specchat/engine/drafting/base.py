@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
+from specchat.engine.costs.priors import (
+    DRAFTER_PRIOR,
+    MAX_K,
+    PRIOR_WEIGHT,
+    ROUND_DECAY,
+    SCORED_HURDLE,
+)
 from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams
@@ -19,15 +26,6 @@ if TYPE_CHECKING:
     # window can list them before any model is loaded.
     from specchat.engine.llamacpp.draft_heads import TargetHead
     from specchat.engine.llamacpp.model import LlamaModel
-
-#: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
-MAX_K = 16
-
-#: Longest draft under `auto`. Prompt-lookup drafts cost nothing to make, and on a CPU a
-#: target pass's cost per row keeps falling with its size (≈ 36 ms for one token, ≈ 20 ms a
-#: row at 16, ≈ 13 ms at 64 on a 2-core laptop), so a long copy is checked fastest in big
-#: batches; the auto policy only asks for them where the match says the copy will go on.
-MAX_LOOKUP_K = 64
 
 
 def _never(token: int) -> bool:
@@ -97,12 +95,10 @@ class Acceptance:
     first_trials: float
     cont_kept: float
     cont_trials: float
-    # Short memory: acceptance changes with the kind of text being written, and rounds spent
-    # on a drafter that stopped paying are lost time.
-    decay: float = 0.9
+    decay: float = ROUND_DECAY
 
     @classmethod
-    def prior(cls, alpha: float, continued: float, weight: float = 2.0) -> Acceptance:
+    def prior(cls, alpha: float, continued: float, weight: float = PRIOR_WEIGHT) -> Acceptance:
         return cls(alpha * weight, weight, continued * weight, weight)
 
     @property
@@ -165,20 +161,6 @@ class Draft:
     source: str
     origin: str = ""
     branches: tuple[tuple[int, ...], ...] = ()
-
-
-#: Expected gain over plain the draft model must promise before it is used: none. Its
-#: estimate follows every written token (model_acceptance.py), so it is not one that came
-#: out high on the few rounds that chose it; being used is how it calibrates that estimate;
-#: and leaving it costs a catch-up on return, which its offer prices over the rounds the
-#: answer has left.
-HURDLE = 0.0
-#: The hurdle of a drafter whose acceptance is learnt at every position, drafted or not (a
-#: copy is scored against the text that follows it): waiting for a clear case costs it no
-#: knowledge, and its marginal cases are the ones its estimate overrates, since they are
-#: chosen where the estimate came out high (docs/costs.md: replayed over 74 answers, 0.2
-#: rather than 0.1 left far fewer answers below plain at the same geometric mean).
-SCORED_HURDLE = 0.2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -396,7 +378,7 @@ class Drafter(abc.ABC):
     def __init__(self) -> None:
         # Its acceptance estimate, learnt from the rounds it drafted (a drafter that knows
         # better overrides `offer`).
-        self._acceptance = Acceptance.prior(0.5, 0.5)
+        self._acceptance = Acceptance.prior(*DRAFTER_PRIOR)
         self._ends_answer: Callable[[int], bool] = _never
 
     @classmethod

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.engine.drafting.base import MAX_LOOKUP_K, Listing, Offer, through_end
+from specchat.engine.costs.priors import MAX_LOOKUP_K
+from specchat.engine.drafting.base import Listing, Offer, through_end
 from specchat.engine.drafting.copying import CopyDraft, CopyDrafter
 from specchat.engine.drafting.matching import FEW, locate
 from specchat.engine.drafting.registry import register
