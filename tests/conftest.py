@@ -12,7 +12,7 @@ import pytest
 
 from specchat import paths
 from specchat.tinymodels import TinyModels, build_tiny_set
-from specchat.ui.gc_guard import collect_due
+from specchat.ui.window.gc_guard import collect_due
 
 if TYPE_CHECKING:
     from pytestqt.qtbot import QtBot
@@ -54,7 +54,7 @@ def quiet_machine() -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def gui_thread_gc() -> Iterator[tuple[int, ...]]:
-    """Cyclic garbage collection on the main thread only, as the app does (ui/gc_guard.py).
+    """Cyclic garbage collection on the main thread only, as the app does (ui/window/gc_guard.py).
 
     Tests leave Qt objects in reference cycles; an automatic collection on a worker thread
     (a download's HTTP call) would destroy them there and crash the run.

@@ -55,7 +55,7 @@ def test_ui_never_imports_llama_cpp_or_huggingface_hub() -> None:
 
 
 def test_ui_sources_do_not_name_them_either() -> None:
-    for path in (PACKAGE / "ui").glob("*.py"):
+    for path in (PACKAGE / "ui").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             names: list[str] = []
@@ -81,6 +81,28 @@ def test_engine_rooms_import_only_the_rooms_below_them() -> None:
             for name in graph[module]:
                 if name.startswith("specchat.engine") and name != "specchat.engine":
                     assert _within(name, allowed), f"{module} imports {name}"
+
+
+#: ui/'s rooms, each allowed to import only the rooms before it (and ui/palette.py, which
+#: every room paints with): the window composes the rest.
+UI_ROOMS = ("transcript", "panels", "pairs", "chat", "window")
+
+
+def test_ui_rooms_import_only_the_rooms_below_them() -> None:
+    graph = import_graph(PACKAGE)
+    rooms = {p.name for p in (PACKAGE / "ui").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(UI_ROOMS)  # a new room takes its place in the order
+    for index, room in enumerate(UI_ROOMS):
+        allowed = (*(f"specchat.ui.{r}" for r in UI_ROOMS[: index + 1]), "specchat.ui.palette")
+        for module in (m for m in graph if _within(m, (f"specchat.ui.{room}",))):
+            for name in graph[module]:
+                if name.startswith("specchat.ui") and name != "specchat.ui":
+                    assert _within(name, allowed), f"{module} imports {name}"
+
+
+def test_ui_top_level_holds_only_the_palette() -> None:
+    top = sorted(p.name for p in (PACKAGE / "ui").glob("*.py"))
+    assert top == ["__init__.py", "palette.py"]
 
 
 def test_engine_top_level_is_small() -> None:
@@ -111,7 +133,7 @@ def test_serve_never_imports_qt() -> None:
 def test_the_engine_host_never_imports_qt() -> None:
     """The one engine host serves `specchat serve` too: its Qt adapter lives in workers/."""
     loaded = _imported_after(_modules("host"))
-    assert "specchat.host.runner" in loaded  # the probe did import the host's jobs
+    assert "specchat.host.job_runner" in loaded  # the probe did import the host's jobs
     assert not {m for m in loaded if m.split(".")[0] in ("PySide6", "shiboken6")}
 
 

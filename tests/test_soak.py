@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from specchat.soak import GROWTH_PER_ANSWER_LIMIT
+from specchat.memory_soak import GROWTH_PER_ANSWER_LIMIT
 from specchat.tinymodels import TinyModels
 
 ANSWERS = 240
@@ -25,7 +25,7 @@ SOAK = textwrap.dedent(
     """
     import json, sys
     from specchat.engine.session import ChatEngine
-    from specchat.soak import soak
+    from specchat.memory_soak import soak
 
     target, draft, answers, warmup, leak = sys.argv[1:6]
     # One decode thread: a second one spin-waiting against other processes on a small

@@ -13,7 +13,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from tests.helpers.imports import find_cycles, import_graph
+from tests.helpers.imports import find_cycles, import_graph, module_names
 
 PACKAGE = Path(__file__).resolve().parents[1] / "app" / "specchat"
 
@@ -28,7 +28,7 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 def test_the_package_has_no_import_cycles() -> None:
     graph = import_graph(PACKAGE)
-    assert len(graph) > 50 and graph["specchat.ui.main_window"]  # the walk found the code
+    assert len(graph) > 50 and graph["specchat.ui.window.main_window"]  # the walk found the code
     cycles = find_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(" → ".join(c) for c in cycles)
 
@@ -54,3 +54,16 @@ def test_cycles_are_found_through_relative_and_deferred_imports(tmp_path: Path) 
         ["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d", "pkg.a"],
         ["pkg.e", "pkg.f", "pkg.e"],
     ]
+
+
+def test_no_two_modules_share_a_file_name() -> None:
+    """A module's file name says what it holds, once: `runner.py` in two rooms makes every
+    mention ask which. Packages' `__init__.py` are not modules of their own."""
+    by_name: dict[str, set[str]] = {}
+    for path in module_names(PACKAGE).values():
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, set()).add(path.relative_to(PACKAGE).as_posix())
+    repeats = {name: paths for name, paths in by_name.items() if len(paths) > 1}
+    assert not repeats, "\n".join(
+        f"{name}: {sorted(paths)}" for name, paths in sorted(repeats.items())
+    )

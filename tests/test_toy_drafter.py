@@ -53,7 +53,7 @@ def repeat() -> Iterator[type[RepeatLastDrafter]]:
 
 
 def test_it_is_in_the_window_mode_list(qtbot: QtBot, repeat: type[Drafter]) -> None:
-    from specchat.ui.controls import ControlsPanel
+    from specchat.ui.panels.controls import ControlsPanel
 
     panel = ControlsPanel()
     qtbot.addWidget(panel)

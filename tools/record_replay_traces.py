@@ -89,7 +89,8 @@ def main(argv: list[str]) -> int:
 def add_past_misses(path: Path) -> int:
     from dataclasses import replace
 
-    from specchat.bench.trace import AnswerTrace, draft_past_misses
+    from specchat.bench.trace import AnswerTrace
+    from specchat.engine.drafting.draft_model.draft_model_column import draft_past_misses
     from specchat.engine.session import ChatEngine
     from specchat.models.download import fetch_pair
 

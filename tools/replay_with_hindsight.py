@@ -35,7 +35,7 @@ MIN_SEEN = 5
 
 def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
     from specchat.engine.costs import priors
-    from specchat.engine.drafting import model_acceptance as ma
+    from specchat.engine.drafting.draft_model import model_acceptance as ma
 
     bands = len(priors.CONFIDENCE_BANDS)
     kept, seen = [0.0] * bands, [0.0] * bands

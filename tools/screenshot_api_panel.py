@@ -39,8 +39,8 @@ def main() -> int:
     from specchat import settings as cfg
     from specchat.store.conversations import ConversationStore
     from specchat.tinymodels import build_tiny_set
-    from specchat.ui.app import apply_theme, create_application
-    from specchat.ui.main_window import MainWindow
+    from specchat.ui.window.application import apply_theme, create_application
+    from specchat.ui.window.main_window import MainWindow
 
     app = create_application(sys.argv[:1])
     settings = cfg.Settings()

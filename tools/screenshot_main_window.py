@@ -67,8 +67,8 @@ def main() -> int:
     from specchat.models.catalog import get_pair
     from specchat.models.download import fetch_pair
     from specchat.store.conversations import ConversationStore
-    from specchat.ui.app import apply_theme, create_application
-    from specchat.ui.main_window import MainWindow
+    from specchat.ui.window.application import apply_theme, create_application
+    from specchat.ui.window.main_window import MainWindow
 
     app = create_application(sys.argv[:1])
     settings = cfg.Settings()

@@ -34,8 +34,8 @@ def main() -> int:
     from PySide6.QtCore import QTimer
 
     from specchat import settings as cfg
-    from specchat.ui.app import apply_theme, create_application
-    from specchat.ui.model_picker import ModelPicker
+    from specchat.ui.pairs.model_picker import ModelPicker
+    from specchat.ui.window.application import apply_theme, create_application
 
     app = create_application(sys.argv[:1])
     settings = cfg.Settings()

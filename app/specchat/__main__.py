@@ -7,7 +7,7 @@ import sys
 
 def _run_gui() -> int:
     # Imported only when the window is wanted: headless subcommands never load Qt.
-    from specchat.ui.app import run_app
+    from specchat.ui.window.application import run_app
 
     return run_app(sys.argv[:1])
 

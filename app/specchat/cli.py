@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 
-from specchat.commands.errors import UserError
+from specchat.commands.user_error import UserError
 
 #: Subcommand name -> module under specchat.commands defining `add_arguments(parser)` and
 #: `run(args) -> int`. Modules are imported lazily so `specchat --help` stays instant.

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.bounds import MODEL_SOURCE, PLAIN_SOURCE, Oracle, oracle
+from specchat.bench.bounds import PLAIN_SOURCE, Oracle, oracle
 from specchat.bench.ledger import LABELS, Cause, Ledger, attribute
 from specchat.bench.replay import read_costs, read_traces, replay
 from specchat.bench.trace import AnswerTrace, record_trace
 from specchat.engine.costs.table import MachineCosts
+from specchat.engine.drafting.draft_model.draft_model_column import MODEL_SOURCE
 from specchat.engine.types import PolicyChoice, RoundResult, Stats, TokenEvent, TokenKind
 from tests.helpers.traces import linear_costs, with_model
 

@@ -27,8 +27,8 @@ from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
 from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.mtp.mtp_driver import DraftHead
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.llamacpp.mtp import DraftHead
 from specchat.engine.types import Controls, GenerationRequest, StopReason
 from specchat.tinyarch import write_tiny_qwen35
 from tests.helpers.priced import PricedHead, PricedModel

@@ -36,8 +36,8 @@ def test_trace_matches_drafting_live_at_every_position(
     )
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
-    from specchat.bench.recorded_model import RecordedModel
     from specchat.bench.replay import read_costs
+    from specchat.engine.drafting.draft_model.draft_model_column import RecordedModel
 
     lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft, min_confidence=0.0)
     # The draft model as it runs (its confidence stop on), and as replay predicts it.
@@ -84,7 +84,9 @@ def test_trace_matches_drafting_live_at_every_position(
 
 
 def test_a_malformed_trace_is_refused() -> None:
-    row = AnswerTrace("p", (1,), (2, 3), ((2,), (3,)), (1, 1), (1, 1), None).to_json()
+    row = AnswerTrace(
+        "p", (1,), (2, 3), lookup=((2,), (3,)), lookup_len=(1, 1), match_len=(1, 1)
+    ).to_json()
     row["match_len"] = [1]
     with pytest.raises(ValueError, match="different lengths"):
         AnswerTrace.from_json(row)

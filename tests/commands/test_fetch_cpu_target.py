@@ -9,7 +9,7 @@ import pytest
 from specchat import paths
 from specchat.models.catalog import load_catalog
 from specchat.models.optimise import optimise
-from specchat.models.targets import TargetVariant, resolve_target
+from specchat.models.target_files import TargetVariant, resolve_target
 from specchat.tinymodels import TinyModels
 from tests.helpers import fake_hub
 from tests.helpers.models_cli import run_cli

@@ -16,7 +16,7 @@ from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.said import SaidIndex
 from specchat.engine.suffix.index import Source, SuffixIndex
 from specchat.engine.types import TokenKind
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
 from tests.engine.test_history import byte_tokens, proposed, tokens

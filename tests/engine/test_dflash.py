@@ -18,11 +18,12 @@ import pytest
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.llamacpp.dflash import DFlashDraft, load_dflash
+from specchat.engine.drafting.dflash import load_dflash
+from specchat.engine.drafting.dflash.dflash_driver import DFlashDraft
+from specchat.engine.drafting.dflash.dflash_tiny import BLOCK_SIZE
 from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_dflash, write_tiny_qwen35
-from specchat.tinyarch.dflash import BLOCK_SIZE
 from specchat.tinymodels import TinySpec, write_tiny_model
 from tests.helpers.engine import CHAT_PROMPTS, run
 

@@ -12,7 +12,7 @@ import pytest
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.model import DraftModelDrafter
+from specchat.engine.drafting.draft_model.draft_model_drafter import DraftModelDrafter
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult
 from tests.helpers.engine import CHAT_PROMPTS, run

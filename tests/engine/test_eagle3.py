@@ -17,7 +17,8 @@ import pytest
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.llamacpp.eagle3 import Eagle3Draft, load_eagle3
+from specchat.engine.drafting.eagle3 import load_eagle3
+from specchat.engine.drafting.eagle3.eagle3_driver import Eagle3Draft
 from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_eagle3

@@ -20,8 +20,8 @@ from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.head import head_files
+from specchat.engine.drafting.mtp import load_assistant
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
 from tests.helpers.models_cli import run_cli

@@ -26,7 +26,7 @@ from specchat.engine.types import Controls, SamplingParams
 from specchat.host.chat_call import ChatCall, conversation_key
 from specchat.host.engine_host import EngineHost
 from specchat.host.jobs import Finished, Job, JobEvent
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
 

@@ -71,7 +71,7 @@ def test_every_known_family_has_distinct_markers() -> None:
 def test_later_turns_get_earlier_thinking_apart_and_qwen35_drops_it(tmp_path: Path) -> None:
     from specchat.engine.templates.chat_template import ChatTemplate
     from specchat.store.conversations import ConversationStore
-    from specchat.ui.answer import chat_history
+    from specchat.ui.chat.answer import chat_history
 
     tokens = [
         ["\n91 = 7 × 13\n", "PLAIN", "thinking"],
@@ -101,7 +101,7 @@ def test_the_api_readers_think_in_the_tables_markers() -> None:
     """One table of markers: every thinking syntax the readers use opens and closes with a
     pair of it."""
     from specchat.host.answer_format import formats
-    from specchat.host.answer_format.thinking import ThinkingSyntax
+    from specchat.host.answer_format.thinking_splitter import ThinkingSyntax
 
     syntaxes = [v for v in vars(formats).values() if isinstance(v, ThinkingSyntax)]
     assert len(syntaxes) >= 8

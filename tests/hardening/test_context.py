@@ -17,8 +17,8 @@ from specchat.engine.types import Controls, StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
-from specchat.ui.answer import AnswerDone
-from specchat.ui.main_window import MainWindow
+from specchat.ui.chat.answer import AnswerDone
+from specchat.ui.window.main_window import MainWindow
 from specchat.workers.generation import (
     Failure,
     GenerateRequest,

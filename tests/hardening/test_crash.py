@@ -21,13 +21,14 @@ from specchat.engine.types import StopReason
 from specchat.settings import Settings
 from specchat.store.conversations import DB_NAME, ConversationStore
 from specchat.tinymodels import TinyModels
-from specchat.ui.main_window import MainWindow
+from specchat.ui.window.main_window import MainWindow
 
 QUESTIONS = ("What is speculative decoding?", "And a draft model?")
 LONG_QUESTION = "Now tell me everything, at length."
 
-#: The real app (specchat.ui.app.run_app) with a driver that types into the composer: two
-#: short answers, then a long one the parent kills. Prints what it saw, for the parent.
+#: The real app (specchat.ui.window.application.run_app) with a driver that types into the
+#: composer: two short answers, then a long one the parent kills. Prints what it saw, for the
+#: parent.
 CHILD = textwrap.dedent(
     f"""
     import sys
@@ -35,8 +36,8 @@ CHILD = textwrap.dedent(
     from PySide6.QtWidgets import QApplication
     import specchat.engine.llamacpp.model
     from specchat import settings as cfg
-    from specchat.ui.app import create_application, run_app
-    from specchat.ui.main_window import MainWindow
+    from specchat.ui.window.application import create_application, run_app
+    from specchat.ui.window.main_window import MainWindow
 
     QUESTIONS = {QUESTIONS!r}
     LONG_QUESTION = {LONG_QUESTION!r}

@@ -16,8 +16,8 @@ CHILD = textwrap.dedent(
     import sys, time
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
-    from specchat.ui.app import create_application, run_app
-    from specchat.ui.main_window import MainWindow
+    from specchat.ui.window.application import create_application, run_app
+    from specchat.ui.window.main_window import MainWindow
 
     app = create_application(["specchat"])
 

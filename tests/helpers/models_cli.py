@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from specchat.commands import models as models_command
-from specchat.commands.errors import UserError
+from specchat.commands.user_error import UserError
 
 
 def run_cli(*argv: str) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from specchat.host.answer_format.formats import THINK_TO_CALL, format_of
 from specchat.host.answer_format.reader import AnswerReader
-from specchat.host.answer_format.thinking import ThinkingSyntax
+from specchat.host.answer_format.thinking_splitter import ThinkingSyntax
 from specchat.host.answer_prompt import ThinkingOpened, opened_thinking
 
 

@@ -1,4 +1,4 @@
-"""models/targets.py: the target as shipped, in the catalog's CPU format, and the local copy."""
+"""models/target_files.py: the target as shipped, in the catalog's CPU format, the local copy."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from specchat.models.catalog import parse_catalog
 from specchat.models.optimise import optimise
-from specchat.models.targets import (
+from specchat.models.target_files import (
     TargetVariant,
     parse_target_spec,
     resolve_target,

@@ -24,7 +24,7 @@ import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.llamacpp.dflash import load_dflash
+from specchat.engine.drafting.dflash import load_dflash
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinyarch import write_tiny_dflash, write_tiny_qwen35

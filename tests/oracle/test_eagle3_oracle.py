@@ -24,7 +24,7 @@ import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.llamacpp.eagle3 import load_eagle3
+from specchat.engine.drafting.eagle3 import load_eagle3
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinyarch import write_tiny_eagle3

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.store.conversations import SCHEMA_VERSION, ConversationStore, StoreError
 
 FILES = (

@@ -24,7 +24,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def make_window(qtbot: QtBot, home: Path) -> Iterator[Callable[..., object]]:
     """Builds MainWindows on the private home (fresh Settings and store each time)."""
-    from specchat.ui.main_window import MainWindow
+    from specchat.ui.window.main_window import MainWindow
 
     made: list[tuple[MainWindow, ConversationStore]] = []
 

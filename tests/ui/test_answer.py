@@ -14,7 +14,7 @@ from specchat.engine.context import OverflowPolicy
 from specchat.engine.types import Controls, SamplingParams, StopReason
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
-from specchat.ui.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
+from specchat.ui.chat.answer import AnswerController, AnswerEnded, AnswerRound, AnswerStarted
 from specchat.workers.generation import LoadRequest
 from specchat.workers.generation_service import GenerationService
 
@@ -127,7 +127,7 @@ def test_failure_ends_the_answer_with_a_readable_error(
 
 def test_answer_controller_imports_no_widgets() -> None:
     code = (
-        "import sys, specchat.ui.answer; "
+        "import sys, specchat.ui.chat.answer; "
         "assert 'PySide6.QtWidgets' not in sys.modules, 'the answer controller imports widgets'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

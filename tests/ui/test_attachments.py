@@ -20,11 +20,11 @@ from specchat.engine.history import ATTACHMENT_KEY
 from specchat.engine.suffix.index import Source
 from specchat.engine.types import TokenKind
 from specchat.settings import Settings
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 from specchat.tinymodels import TinyModels
-from specchat.ui.attachment_blocks import ATTACHMENT_SCHEME
-from specchat.ui.main_window import MainWindow
-from specchat.ui.spans import Span, span_tooltip
+from specchat.ui.transcript.attachment_blocks import ATTACHMENT_SCHEME
+from specchat.ui.transcript.spans import Span, span_tooltip
+from specchat.ui.window.main_window import MainWindow
 from specchat.workers.generation import GenerateRequest
 from tests.ui.conftest import load_tiny
 

@@ -11,9 +11,9 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from specchat.engine.types import TokenKind
-from specchat.ui.chat_view import TOKEN_PROPERTY, ChatView
-from specchat.ui.rich_text import CODE_PROPERTY, paint_wrap_marks
-from specchat.ui.spans import Span
+from specchat.ui.transcript.chat_view import TOKEN_PROPERTY, ChatView
+from specchat.ui.transcript.rich_text import CODE_PROPERTY, paint_wrap_marks
+from specchat.ui.transcript.spans import Span
 
 
 def _view(qtbot: QtBot, pieces: list[str]) -> ChatView:

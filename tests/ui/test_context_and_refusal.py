@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
-from specchat.ui.memory_section import MemorySection
+from specchat.ui.panels.memory_section import MemorySection
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

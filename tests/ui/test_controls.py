@@ -13,8 +13,8 @@ from specchat.engine.types import Controls
 from specchat.settings import Settings
 from specchat.tinyarch import write_tiny_qwen35
 from specchat.tinymodels import TinyModels
-from specchat.ui.controls import ControlsPanel
-from specchat.ui.window_state import save_controls
+from specchat.ui.panels.controls import ControlsPanel
+from specchat.ui.window.window_state import save_controls
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

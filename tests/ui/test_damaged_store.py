@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
-from specchat.ui.main_window import MainWindow
+from specchat.ui.window.main_window import MainWindow
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""ui/fixed_label.py: an elided label keeps its whole text, shows what fits, and never asks
+"""ui/panels/fixed_label.py: an elided label keeps its whole text, shows what fits, and never asks
 for more than a few characters' width."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
-from specchat.ui.fixed_label import ElidedLabel
+from specchat.ui.panels.fixed_label import ElidedLabel
 
 TEXT = "not measured yet"
 

@@ -7,8 +7,8 @@ import threading
 
 from pytestqt.qtbot import QtBot
 
-from specchat.ui.app import create_application
-from specchat.ui.gc_guard import GuiThreadCollector
+from specchat.ui.window.application import create_application
+from specchat.ui.window.gc_guard import GuiThreadCollector
 
 
 class _Cycle:

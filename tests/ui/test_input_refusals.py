@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.tinymodels import TinySpec, write_tiny_model
-from specchat.ui.side_panel import control_state
+from specchat.ui.panels.side_panel import control_state
 
 Maker = Callable[..., Any]
 

@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.types import TokenKind
 from specchat.tinymodels import TinyModels
-from specchat.ui.answer import AnswerRound
+from specchat.ui.chat.answer import AnswerRound
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

@@ -12,7 +12,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinySpec, write_tiny_model
-from specchat.ui.memory_section import CACHE_EFFECTS
+from specchat.ui.panels.memory_section import CACHE_EFFECTS
 
 Maker = Callable[..., Any]
 

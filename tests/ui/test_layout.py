@@ -14,7 +14,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.types import Stats
 from specchat.tinymodels import TinyModels
-from specchat.ui.figures import SpeedFigures
+from specchat.ui.panels.figures import SpeedFigures
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

@@ -16,14 +16,33 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.types import StopReason, TokenKind
 from specchat.tinymodels import TinyModels
-from specchat.ui.answer import AnswerDone
-from specchat.ui.chat_view import GHOST_PROPERTY, TOKEN_PROPERTY
-from specchat.ui.figures import MIN_SPEEDUP_TOKENS
-from specchat.ui.main_window import MainWindow
+from specchat.ui.chat.answer import AnswerDone
+from specchat.ui.panels.figures import MIN_SPEEDUP_TOKENS
+from specchat.ui.transcript.chat_view import GHOST_PROPERTY, TOKEN_PROPERTY
+from specchat.ui.window.main_window import MainWindow
 from specchat.workers.generation import RoundUpdate
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]
+
+
+def _ghosts(view: Any) -> list[str]:
+    """The rejected drafts painted in the transcript, in the order they were painted: each
+    ghost's text gathered by the number its format carries, however Qt divides the document
+    into fragments (it merges neighbours of equal format and may split one anywhere)."""
+    texts: dict[int, str] = {}
+    block = view.document().begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            number = fmt.property(GHOST_PROPERTY)
+            if number:
+                assert fmt.fontStrikeOut()
+                texts[number] = texts.get(number, "") + it.fragment().text()
+            it += 1
+        block = block.next()
+    return [texts[n] for n in sorted(texts)]
 
 
 def _ready(
@@ -89,16 +108,13 @@ def test_tooltips_colours_and_ghosts(
     _answer(qtbot, window)
     view = window.chat_view
     palette = view.palette_
-    tips, backgrounds, ghosts = [], {}, []
+    tips, backgrounds = [], {}
     block = view.document().begin()
     while block.isValid():
         it = block.begin()
         while not it.atEnd():
             fmt = it.fragment().charFormat()
-            if fmt.property(GHOST_PROPERTY):
-                ghosts.append(it.fragment().text())
-                assert fmt.fontStrikeOut()
-            elif fmt.property(TOKEN_PROPERTY) is not None:
+            if fmt.property(TOKEN_PROPERTY) is not None:  # a ghost carries none
                 tips.append(view.tooltip_for_format(fmt))
                 kind = view._tokens[fmt.property(TOKEN_PROPERTY)].kind
                 backgrounds[kind] = (
@@ -117,20 +133,11 @@ def test_tooltips_colours_and_ghosts(
     assert any(t.startswith("corrected") for t in tips)
     assert backgrounds[TokenKind.ACCEPTED] == palette.token_background[TokenKind.ACCEPTED]
     assert backgrounds.get(TokenKind.PLAIN) is None
-    assert not ghosts  # off by default
+    assert not _ghosts(view)  # off by default
     rejected = [r.result.rejected_text for r in rounds if r.result.rejected_text]
     window.chat_pane.ghost_check.setChecked(True)
     assert window.settings.get(cfg.SHOW_REJECTED)
-    ghost_text = []
-    block = view.document().begin()
-    while block.isValid():
-        it = block.begin()
-        while not it.atEnd():
-            if it.fragment().charFormat().property(GHOST_PROPERTY):
-                ghost_text.append(it.fragment().text())
-            it += 1
-        block = block.next()
-    assert ghost_text == [t.replace("\n", "⏎") for t in rejected]
+    assert _ghosts(view) == [t.replace("\n", "⏎") for t in rejected]
     # Ghosts are never part of the answer's spans or copies.
     assert len(view.painted_spans()) == len([e for r in rounds for e in r.result.events if e.text])
     window.chat_pane.colour_check.setChecked(False)
@@ -341,7 +348,7 @@ def test_copy_and_export(
     markdown = "Here:\n\n```python\nprint('hi')\n```\n\n**done**"
     window.chat_view.add_answer([])
     window.chat_view._messages[-1].spans = []
-    from specchat.ui.spans import Span
+    from specchat.ui.transcript.spans import Span
 
     window.chat_view.remove_last_answer()
     window.chat_view.add_answer([Span(markdown, TokenKind.PLAIN)])
@@ -358,7 +365,7 @@ def test_copy_and_export(
 
 
 def test_code_blocks_are_monospace(qtbot: QtBot, make_window: Maker) -> None:
-    from specchat.ui.spans import Span
+    from specchat.ui.transcript.spans import Span
 
     window: MainWindow = make_window()
     view = window.chat_view

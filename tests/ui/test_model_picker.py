@@ -15,7 +15,7 @@ from specchat import settings as cfg
 from specchat.models import hub_download as download
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
-from specchat.ui.model_picker import BAR_MAX, LocalPair, ModelPicker
+from specchat.ui.pairs.model_picker import BAR_MAX, LocalPair, ModelPicker
 from specchat.workers.download_payloads import FileProgress, LocalChecked, PairStatus
 from tests.helpers import fake_hub
 from tests.helpers.tiny_catalog import ODD_PAIR_ID, PAIR_ID, serve_tiny_pair
@@ -362,7 +362,7 @@ def test_importing_the_picker_imports_neither_the_hub_nor_llama_cpp() -> None:
     import sys
 
     code = (
-        "import sys, specchat.ui.model_picker; "
+        "import sys, specchat.ui.pairs.model_picker; "
         "print(sorted(m for m in ('huggingface_hub', 'llama_cpp') if m in sys.modules))"
     )
     out = subprocess.run(

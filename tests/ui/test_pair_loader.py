@@ -10,8 +10,8 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
-from specchat.ui.model_picker import LocalPair
-from specchat.ui.pair_loader import PairLoader, local_pair
+from specchat.ui.pairs.model_picker import LocalPair
+from specchat.ui.pairs.pair_loader import PairLoader, local_pair
 from specchat.workers.generation import (
     Failure,
     Loaded,

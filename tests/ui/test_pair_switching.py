@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
-from specchat.ui.model_picker import LocalPair
-from specchat.ui.pair_memory import RememberedPair, custom_pairs, good_pairs
+from specchat.ui.pairs.model_picker import LocalPair
+from specchat.ui.pairs.pair_memory import RememberedPair, custom_pairs, good_pairs
 
 Maker = Callable[..., Any]
 

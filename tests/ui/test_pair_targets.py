@@ -14,8 +14,8 @@ from specchat import paths
 from specchat import settings as cfg
 from specchat.settings import Settings
 from specchat.tinymodels import TinyModels
-from specchat.ui.model_picker import ModelPicker
-from specchat.workers.optimise import OptimiseEnded, TargetChoices
+from specchat.ui.pairs.model_picker import ModelPicker
+from specchat.workers.optimise_worker import OptimiseEnded, TargetChoices
 from tests.helpers import fake_hub
 from tests.helpers.tiny_catalog import PAIR_ID, serve_tiny_pair
 

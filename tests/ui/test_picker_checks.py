@@ -8,8 +8,8 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.settings import Settings
-from specchat.ui.model_picker import ModelPicker
-from specchat.ui.pair_memory import RememberedPair, remember_custom
+from specchat.ui.pairs.model_picker import ModelPicker
+from specchat.ui.pairs.pair_memory import RememberedPair, remember_custom
 from specchat.workers.download_payloads import LocalChecked
 from tests.ui import test_model_picker as picker_tests
 from tests.ui.test_model_picker import Env
@@ -56,7 +56,7 @@ def test_a_random_bytes_gguf_is_refused_before_asking_for_a_draft(  # type: igno
     noise.write_bytes(bytes(range(256)) * 64)
     asked: list[str] = []
     monkeypatch.setattr(
-        "specchat.ui.model_picker.QFileDialog.getOpenFileName",
+        "specchat.ui.pairs.model_picker.QFileDialog.getOpenFileName",
         lambda *a, **k: (str(noise), ""),
     )
 
@@ -64,7 +64,7 @@ def test_a_random_bytes_gguf_is_refused_before_asking_for_a_draft(  # type: igno
         asked.append(str(args[2]))
         raise AssertionError("asked about a draft for a file that is no model")
 
-    monkeypatch.setattr("specchat.ui.model_picker.QMessageBox.question", question)
+    monkeypatch.setattr("specchat.ui.pairs.model_picker.QMessageBox.question", question)
     picker: ModelPicker = make_picker()
     picker._on_add_local_clicked()
     assert asked == []

@@ -9,10 +9,10 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.models import hub_download
-from specchat.ui import model_picker
-from specchat.ui.model_picker import ModelPicker
-from specchat.ui.pair_list import SIZE_COLUMN, UNKNOWN_SIZE
-from specchat.workers.download import FetchCancelled, FileProgress, PairStatus
+from specchat.ui.pairs import model_picker
+from specchat.ui.pairs.model_picker import ModelPicker
+from specchat.ui.pairs.pair_list import SIZE_COLUMN, UNKNOWN_SIZE
+from specchat.workers.download_worker import FetchCancelled, FileProgress, PairStatus
 from tests.helpers.tiny_catalog import ODD_PAIR_ID, PAIR_ID
 from tests.ui import test_model_picker as picker_tests
 from tests.ui.test_model_picker import Env

@@ -12,8 +12,8 @@ from pytestqt.qtbot import QtBot
 
 from specchat import paths
 from specchat.settings import Settings
-from specchat.ui.model_picker import BAR_MAX, ModelPicker
-from specchat.ui.pair_list import DRAFTER_COLUMN
+from specchat.ui.pairs.model_picker import BAR_MAX, ModelPicker
+from specchat.ui.pairs.pair_list import DRAFTER_COLUMN
 from specchat.workers.download_payloads import PairStatus
 from tests.helpers import fake_hub
 from tests.helpers.drafter_files import MTP_PAIR_ID, serve_drafter_pairs

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pytestqt.qtbot import QtBot
 
-from specchat.ui.model_picker import ModelPicker
-from specchat.ui.pair_list import SIZE_COLUMN, UNKNOWN_SIZE
+from specchat.ui.pairs.model_picker import ModelPicker
+from specchat.ui.pairs.pair_list import SIZE_COLUMN, UNKNOWN_SIZE
 from tests.ui import test_model_picker as picker_tests
 from tests.ui.test_model_picker import Env
 

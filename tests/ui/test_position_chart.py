@@ -7,7 +7,7 @@ from itertools import pairwise
 import pytest
 from PySide6.QtCore import QRectF
 
-from specchat.ui.gauge import bar_rects
+from specchat.ui.panels.gauge import bar_rects
 
 
 @pytest.mark.parametrize("n", [1, 4, 16, 64])

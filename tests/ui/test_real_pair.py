@@ -10,9 +10,9 @@ from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
 from specchat.engine.types import StopReason, TokenKind
-from specchat.ui.answer import AnswerDone
-from specchat.ui.figures import MIN_SPEEDUP_TOKENS
-from specchat.ui.main_window import MainWindow
+from specchat.ui.chat.answer import AnswerDone
+from specchat.ui.panels.figures import MIN_SPEEDUP_TOKENS
+from specchat.ui.window.main_window import MainWindow
 
 pytestmark = [pytest.mark.real_model, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from pytestqt.qtbot import QtBot
 from specchat import settings as cfg
 from specchat.engine.llamacpp.model_size import format_params, sized_description
 from specchat.tinymodels import TinyModels, TinySpec, write_tiny_model
-from specchat.ui.regenerate_hint import WARMER
+from specchat.ui.chat.regenerate_hint import WARMER
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

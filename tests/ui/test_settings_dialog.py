@@ -18,8 +18,8 @@ from pytestqt.qtbot import QtBot
 
 from specchat import settings as cfg
 from specchat.settings import REGISTRY, Settings
-from specchat.ui import settings_dialog
-from specchat.ui.settings_dialog import SettingsDialog
+from specchat.ui.window import settings_dialog
+from specchat.ui.window.settings_dialog import SettingsDialog
 
 Maker = Callable[..., Any]
 

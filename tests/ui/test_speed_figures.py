@@ -12,8 +12,8 @@ from specchat import settings as cfg
 from specchat.engine.baseline import BaselineMeter as _BaselineMeter
 from specchat.engine.types import Stats
 from specchat.tinymodels import TinyModels
-from specchat.ui.figures import MIN_SPEEDUP_TOKENS, SpeedFigures
-from specchat.ui.gauge import StatsPanel
+from specchat.ui.panels.figures import MIN_SPEEDUP_TOKENS, SpeedFigures
+from specchat.ui.panels.gauge import StatsPanel
 from tests.ui.conftest import load_tiny
 
 Maker = Callable[..., Any]

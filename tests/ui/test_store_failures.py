@@ -13,7 +13,7 @@ from pytestqt.qtbot import QtBot
 from specchat.settings import Settings
 from specchat.store.conversations import ConversationStore
 from specchat.tinymodels import TinyModels
-from specchat.ui.main_window import MainWindow
+from specchat.ui.window.main_window import MainWindow
 from tests.ui.conftest import load_tiny
 
 

@@ -22,10 +22,10 @@ from specchat.engine.types import (
     TokenKind,
 )
 from specchat.tinymodels import TinyModels
-from specchat.ui.chat_view import ChatView
-from specchat.ui.main_window import MainWindow
-from specchat.ui.spans import Span
-from specchat.ui.thinking_fold import THOUGHT_SCHEME
+from specchat.ui.transcript.chat_view import ChatView
+from specchat.ui.transcript.spans import Span
+from specchat.ui.transcript.thinking_fold import THOUGHT_SCHEME
+from specchat.ui.window.main_window import MainWindow
 from tests.conftest import RealChatModels
 
 T, M = "thinking", "markup"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specchat.engine.types import TokenEvent, TokenKind
-from specchat.ui.spans import Span, span_tooltip
+from specchat.ui.transcript.spans import Span, span_tooltip
 
 
 def event(origin: str) -> TokenEvent:

@@ -12,8 +12,8 @@ import pytest
 from specchat import paths
 from specchat.models.catalog import load_catalog
 from specchat.models.download import fetch_pair, resolve_pair_files
-from specchat.workers.download import DownloadWorker
 from specchat.workers.download_payloads import FetchRequest, PairFetched, PairStatus
+from specchat.workers.download_worker import DownloadWorker
 from tests.helpers import fake_hub
 from tests.helpers.drafter_files import ASSISTANT_PAIR_ID, MTP_PAIR_ID, serve_drafter_pairs
 

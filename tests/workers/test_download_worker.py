@@ -15,7 +15,6 @@ from specchat import paths
 from specchat.models import hub_download as download
 from specchat.models.catalog import load_catalog
 from specchat.tinymodels import TinyModels
-from specchat.workers.download import DownloadService, DownloadWorker
 from specchat.workers.download_payloads import (
     FetchCancelled,
     FetchFailed,
@@ -26,6 +25,7 @@ from specchat.workers.download_payloads import (
     PairFetched,
     PairStatus,
 )
+from specchat.workers.download_worker import DownloadService, DownloadWorker
 from tests.helpers import fake_hub
 from tests.helpers.tiny_catalog import ODD_PAIR_ID, PAIR_ID, serve_tiny_pair
 

@@ -397,8 +397,8 @@ def test_the_windows_thinking_tags_are_the_apis_reasoning_tokens(
     """The worker and the API read an answer with one rule (AnswerReader.read_token): at
     T = 0 the same prompt's tokens the window tags thinking are those the API counts."""
     from specchat.host.chat_call import ChatCall
+    from specchat.host.job_runner import JobRunner
     from specchat.host.jobs import Finished, Job, JobEvent
-    from specchat.host.runner import JobRunner
     from specchat.store.conversations import THINKING, THINKING_MARKUP
 
     worker = GenerationWorker(n_threads=1)

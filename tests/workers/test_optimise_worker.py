@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from specchat import paths
-from specchat.assembly.quality import QualityBench
+from specchat.assembly.quality_bench import QualityBench
 from specchat.models.catalog import parse_catalog
 from specchat.tinymodels import TinyModels
 from specchat.workers.generation import GenerationWorker
-from specchat.workers.optimise import OptimiseEnded, OptimiseWorker, target_choices
+from specchat.workers.optimise_worker import OptimiseEnded, OptimiseWorker, target_choices
 
 CATALOG = """\
 schema = 1

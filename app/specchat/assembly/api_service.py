@@ -46,7 +46,7 @@ class ApiService:
         """Serve the loaded pair; returns the base URL. ValueError or OSError (the address
         is taken) say why it cannot."""
         from specchat.engine.llamacpp.prefix_cache import PrefixCache
-        from specchat.host.runner import JobRunner
+        from specchat.host.job_runner import JobRunner
         from specchat.serve.app import ServedModel, served_model
         from specchat.serve.guard import ServeOptions, check_options
         from specchat.serve.server import ApiServer

@@ -1,67 +1,58 @@
 """What any policy could reach on a recorded answer, knowing it: the ceiling over every
-recorded source (prompt lookup, the suffix index, the draft model, each draft head) and the
-best fixed setting."""
+drafter's column (engine/drafting/trace_column.py: what each recorded, or its text gives)
+and the best fixed setting. It knows no drafter: each column says what it proposes, what is
+kept, what a token costs and whether its drafter must be kept in step (catches up)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace, agreement
+from specchat.bench.trace import AnswerTrace, column_kinds
 from specchat.engine.costs.table import MachineCosts
+from specchat.engine.drafting.trace_column import TraceColumn
 
-#: Longest draft of prompt lookup (a pass of 64) and of the draft model.
-LOOKUP_K = 63
-DRAFT_K = DRAFT_DEPTH
-
-
-def _draft_ms(costs: MachineCosts) -> float | None:
-    return costs.draft_token_ms
+#: The ceiling's source that drafts nothing; every other source is a drafter's column, by
+#: the drafter's name.
+PLAIN_SOURCE = "plain"
 
 
-def head_prices(trace: AnswerTrace, costs: MachineCosts) -> dict[str, float]:
-    """A drafted token's time of each head the trace recorded and the costs price, by the
-    drafter that drafts with it: the heads a replay drafts with."""
-    prices = {name: costs.head_token_ms(name) for name in trace.heads}
-    return {name: ms for name, ms in prices.items() if ms is not None}
+@dataclass(frozen=True)
+class Source:
+    """One column the ceiling drafts from, with its price.
+
+    Attributes:
+        column: what it proposes at each position (the trace's, or worked out from its text).
+        token_ms: a drafted token's time.
+    """
+
+    column: TraceColumn
+    token_ms: float
+
+    @property
+    def name(self) -> str:
+        return self.column.name
 
 
-def suffix_proposals(trace: AnswerTrace) -> list[tuple[int, int]]:
-    """Per answer position, the suffix drafter's (proposal length, tokens kept) over this
-    chat: its main path's length, and what its best branch — or the copy carried through the
-    answer's substitutions — keeps (the ceiling's optimism)."""
-    from specchat.engine.drafting.matching import locate
-    from specchat.engine.drafting.substitutions import Substitutions
-    from specchat.engine.drafting.suffix import MIN_SHARE, TREE_BRANCHES
-    from specchat.engine.suffix.index import SuffixIndex
-
-    index = SuffixIndex()
-    substitutions = Substitutions(locate)
-    prompt, answer = list(trace.prompt_tokens), list(trace.answer)
-    index.prepare(prompt)
+def sources(trace: AnswerTrace, costs: MachineCosts, *, derived: bool = True) -> list[Source]:
+    """The ceiling's sources on `trace` under `costs`, in its order: every column the trace
+    records or (`derived`) its text gives, where the costs price its drafted tokens."""
     found = []
-    for i in range(len(answer)):
-        context = [*prompt, *answer[:i]]
-        index.sync(context)
-        found_paths = index.propose(LOOKUP_K, branches=TREE_BRANCHES, min_share=MIN_SHARE)
-        substitutions.track(context, found_paths[0].match_len if found_paths else 0)
-        paths = [p.tokens for p in found_paths]
-        carried = substitutions.copy(context, LOOKUP_K)
-        if carried is not None and carried[0]:
-            paths.append(carried[0])
-        if not paths:
-            found.append((0, 0))
+    for name, kind in column_kinds():
+        column = trace.columns.get(name)
+        if column is None and derived:
+            column = kind.derive(name, trace.prompt_tokens, trace.answer)
+        if column is None:
             continue
-        kept = max(agreement(path, answer[i:]) for path in paths)
-        found.append((max(len(path) for path in paths), kept))
+        token_ms = column.token_ms(costs)
+        if token_ms is not None:
+            found.append(Source(column, token_ms))
     return found
 
 
-#: The ceiling's sources, named by the record each reads (plain reads none); a draft head's
-#: is its drafter's name ("mtp").
-PLAIN_SOURCE = "plain"
-LOOKUP_SOURCE = "lookup"
-SUFFIX_SOURCE = "suffix"
-MODEL_SOURCE = "draft"
+def played_prices(trace: AnswerTrace, costs: MachineCosts) -> dict[str, float]:
+    """A drafted token's time of each column the trace records and the costs price, by the
+    drafter that drafts from it."""
+    return {s.name: s.token_ms for s in sources(trace, costs, derived=False)}
 
 
 @dataclass(frozen=True)
@@ -95,11 +86,13 @@ class Oracle:
             the catch-up it charges, and what each move's `total` is reckoned with, so that
             value[i] is exactly the best move's total at i.
         best: per position, each source's best move there (its lowest `total`), by source.
+        sources: the sources it drafted from (see sources()).
     """
 
     ms: float
     value: tuple[float, ...]
     best: tuple[dict[str, Move], ...]
+    sources: tuple[Source, ...] = ()
 
     @property
     def catchup_ms(self) -> float:
@@ -133,53 +126,48 @@ def oracle(trace: AnswerTrace, costs: MachineCosts) -> Oracle:
     ends, whatever came before (what the loss ledger compares auto's rounds with).
     """
     n = len(trace.answer)
-    suffix = suffix_proposals(trace)
     start = len(trace.prompt_tokens)
-    draft_token = _draft_ms(costs) if trace.draft is not None else None
-    catchup = costs.catchup_ms(3) / 3 if draft_token is not None else 0.0
-    heads = head_prices(trace, costs)
+    found = sources(trace, costs)
+    free = [src for src in found if not src.column.catches_up]
+    stepped = [src for src in found if src.column.catches_up]
+    assert len(stepped) <= 1, "the ceiling keeps one drafter in step, not several"
+    catchup = costs.catchup_ms(3) / 3 if stepped else 0.0
     inf = float("inf")
-    # never[i]: from position i on without the draft model; using[i]: with it kept in step.
+    # never[i]: from position i on without a stepped drafter; using[i]: with it kept in step.
     never = [0.0] * (n + 1)
-    using = [0.0 if draft_token is not None else inf] * (n + 1)
+    using = [0.0 if stepped else inf] * (n + 1)
     value = [0.0] * (n + 1)  # from position i on, catch-up free
     best: list[dict[str, Move]] = [{} for _ in range(n)]
+    answer = trace.answer
     for i in range(n - 1, -1, -1):
         room = n - i - 1
         depth = start + i  # passes cost more deeper in the text
         one = costs.target.target_ms(1, depth)
         assert one is not None
         moves = [(PLAIN_SOURCE, 0, one, i + 1)]
-        copies = (
-            (LOOKUP_SOURCE, trace.lookup_len[i], trace.lookup_kept(i)),
-            (SUFFIX_SOURCE, *suffix[i]),
-        )
-        for source, length, kept in copies:
-            for k in range(1, min(length, room, LOOKUP_K) + 1):
+        for src in free:
+            column, token_ms = src.column, src.token_ms
+            kept = column.kept(i, answer)
+            for k in range(1, min(column.reach(i), room, column.max_k) + 1):
                 ms = costs.target.target_ms(k + 1, depth)
                 assert ms is not None
-                moves.append((source, k, ms, i + min(k, kept) + 1))
-        for name, token_ms in heads.items():
-            kept = trace.head_kept(name, i)
-            for k in range(1, min(DRAFT_K, room) + 1):
-                ms = costs.target.target_ms(k + 1, depth)
-                assert ms is not None
-                moves.append((name, k, ms + k * token_ms, i + min(k, kept) + 1))
+                moves.append((src.name, k, ms + k * token_ms, i + min(k, kept) + 1))
         never[i] = min(ms + never[j] for _, _, ms, j in moves)
-        if draft_token is not None:
+        for src in stepped:
+            column, token_ms = src.column, src.token_ms
             best_using = min(ms + max(0, j - i - 2) * catchup + using[j] for _, _, ms, j in moves)
-            kept = trace.draft_kept(i)
-            for k in range(1, min(DRAFT_K, room) + 1):
+            kept = column.kept(i, answer)
+            for k in range(1, min(column.reach(i), room, column.max_k) + 1):
                 ms = costs.target.target_ms(k + 1, depth)
                 assert ms is not None
                 j = i + min(k, kept) + 1
-                best_using = min(best_using, ms + k * draft_token + min(using[j], never[j]))
-                moves.append((MODEL_SOURCE, k, ms + k * draft_token, j))
+                best_using = min(best_using, ms + k * token_ms + min(using[j], never[j]))
+                moves.append((src.name, k, ms + k * token_ms, j))
             using[i] = best_using
         for source, k, ms, j in moves:
             _keep_best(best[i], Move(source, k, ms, j, ms + value[j]))
         value[i] = min(move.total for move in best[i].values())
-    return Oracle(min(never[0], using[0]), tuple(value), tuple(best))
+    return Oracle(min(never[0], using[0]), tuple(value), tuple(best), tuple(found))
 
 
 def _keep_best(best: dict[str, Move], move: Move) -> None:
@@ -190,38 +178,30 @@ def _keep_best(best: dict[str, Move], move: Move) -> None:
 
 
 def best_fixed_ms(trace: AnswerTrace, costs: MachineCosts) -> tuple[float, str]:
-    """The least time of one fixed setting for the whole answer, chosen knowing it:
-    plain, lookup with K = 1 … 63, the draft model or a head with K = 1 … 16 (what a person
-    tuning the mode and K by hand for this very answer would reach). Returns (ms, "mode K")."""
+    """The least time of one fixed setting for the whole answer, chosen knowing it: plain,
+    or one drafter's column with K = 1 … its longest (lookup's 63, a model's or a head's
+    16): what a person tuning the mode and K by hand for this very answer would reach.
+    Returns (ms, "mode K")."""
     n = len(trace.answer)
     best = (plain_ms(trace, costs), "plain")
-    options = [("lookup", k) for k in range(1, LOOKUP_K + 1)]
-    if trace.draft is not None and costs.draft_token_ms is not None:
-        options += [("draft", k) for k in range(1, DRAFT_K + 1)]
-    heads = head_prices(trace, costs)
-    options += [(name, k) for name in heads for k in range(1, DRAFT_K + 1)]
-    for mode, k in options:
-        i, spent = 0, 0.0
+    options = [
+        (src, k)
+        for src in sources(trace, costs, derived=False)
+        if src.column.fixed
+        for k in range(1, src.column.max_k + 1)
+    ]
+    for src, k in options:
+        column, i, spent = src.column, 0, 0.0
         while i < n and spent < best[0]:
             room = min(k, n - i - 1)
-            if mode == "lookup":
-                drafted = min(room, trace.lookup_len[i])
-                kept = min(drafted, trace.lookup_kept(i))
-                extra = 0.0
-            elif mode in heads:
-                drafted = room
-                kept = min(drafted, trace.head_kept(mode, i))
-                extra = drafted * heads[mode]
-            else:
-                drafted = room
-                kept = min(drafted, trace.draft_kept(i))
-                extra = drafted * (costs.draft_token_ms or 0.0)
+            drafted = min(room, column.reach(i))
+            kept = min(drafted, column.kept(i, trace.answer))
             ms = costs.target.target_ms(drafted + 1, len(trace.prompt_tokens) + i)
             assert ms is not None
-            spent += ms + extra
+            spent += ms + drafted * src.token_ms
             i += kept + 1
         if i >= n and spent < best[0]:
-            best = (spent, f"{mode} K={k}")
+            best = (spent, f"{src.name} K={k}")
     return best
 
 

@@ -6,13 +6,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from specchat.bench.bounds import (
-    LOOKUP_SOURCE,
-    MODEL_SOURCE,
-    SUFFIX_SOURCE,
-    Oracle,
-    head_prices,
-)
+from specchat.bench.bounds import Oracle, Source
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.schedule import is_probe
@@ -64,9 +58,11 @@ KEYS = {
     Cause.OTHER: "other",
 }
 
-#: The ceiling's sources a copying drafter's round is compared with, and a model's.
-_COPIES = (LOOKUP_SOURCE, SUFFIX_SOURCE)
-_MODEL = (MODEL_SOURCE,)
+#: The kinds of columns (TraceColumn.kind) a round is compared with: a drafter that runs
+#: the draft model with the model's, one that copies with every copy's; a head drafter with
+#: its own column alone.
+MODEL_KIND = "model"
+COPY_KIND = "copy"
 
 
 @dataclass(frozen=True)
@@ -146,7 +142,8 @@ def attribute(
     follows the target's cache: it never catches up).
     """
     start, tok = len(trace.prompt_tokens), costs.draft_token_ms or 0.0
-    heads = head_prices(trace, costs)
+    found = oracle.sources
+    prices = {src.name: src.token_ms for src in found if src.column.kind == ""}
     loss = dict.fromkeys(Cause, 0.0)
     loss[Cause.ONE_OFF] = -oracle.catchup_ms
     i = 0
@@ -166,7 +163,7 @@ def attribute(
             linear = min(linear, pass_ms)
             tree = pass_ms - linear
         kept_pass = min(linear, _price(costs, a + 1, depth))
-        kept_model = min(model_ms, a * heads.get(r.choice.mode, tok))
+        kept_model = min(model_ms, a * prices.get(r.choice.mode, tok))
         unkept = (linear - kept_pass) + (model_ms - kept_model)
         # A round drafting only what was kept, then the ceiling's way from j, against the
         # ceiling's best move from i.
@@ -188,7 +185,7 @@ def attribute(
         else:
             loss[Cause.TREE] += tree
             loss[Cause.LONG] += unkept
-            cause, within = _same_source(oracle, r, i, j, base, rest)
+            cause, within = _same_source(oracle, found, r, i, j, base, rest)
             loss[cause] += within
             loss[Cause.SOURCE] += rest - within
         loss[Cause.ONE_OFF] += one_off
@@ -198,7 +195,13 @@ def attribute(
 
 
 def _same_source(
-    oracle: Oracle, r: RoundResult, i: int, j: int, base: float, rest: float
+    oracle: Oracle,
+    found: Sequence[Source],
+    r: RoundResult,
+    i: int,
+    j: int,
+    base: float,
+    rest: float,
 ) -> tuple[Cause, float]:
     """The part of a drafting round's `rest` that its own kind of source (a copy, the
     draft model, or its own head) would have saved at another K, and which cause that is: a
@@ -206,8 +209,10 @@ def _same_source(
     the copy's end), a shorter one; after a rejected token a longer draft keeps nothing
     more, so a further-reaching move of the same kind is another proposal: another source."""
     mode = r.choice.mode
-    sources = _MODEL if needs_model(mode) else (mode,) if reads_target(mode) else _COPIES
-    moves = [oracle.best[i][s] for s in sources if s in oracle.best[i]]
+    kind = MODEL_KIND if needs_model(mode) else "" if reads_target(mode) else COPY_KIND
+    same_kind = [src.name for src in found if src.column.kind == kind]
+    names = (mode,) if kind == "" else same_kind
+    moves = [oracle.best[i][s] for s in names if s in oracle.best[i]]
     if r.accepted == 0 or not moves:
         return Cause.SOURCE, 0.0
     same = min(moves, key=lambda move: move.total)

@@ -3,64 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from specchat.bench.trace import AnswerTrace
 from specchat.engine.costs.table import MachineCosts
+from specchat.engine.drafting.recorded import RecordedCache, VirtualClock, agreement_of
 from specchat.engine.llamacpp.model import MAX_BRANCHES
-from specchat.engine.llamacpp.recurrent_state import Rollback
+
+__all__ = ["RecordedPlacement", "RecordedTarget", "VirtualClock"]
 
 #: The margin a row ranks the answer's token by where the trace recorded none: wide, so that
 #: no drafter reads it as a near tie.
 UNRECORDED_MARGIN = 10.0
 
 
-class VirtualClock:
-    """A replay's clock: seconds of the recorded passes and drafts priced so far."""
-
-    def __init__(self) -> None:
-        self.ms = 0.0
-
-    def __call__(self) -> float:
-        return self.ms / 1000.0
-
-    def spend(self, ms: float) -> None:
-        self.ms += ms
-
-
-class RecordedCache:
-    """What a played-back model's cache holds, and its rollback, as LlamaModel keeps them.
+@dataclass(frozen=True)
+class RecordedPlacement:
+    """Where the recorded target's layers ran, as the cost file says (LoadInfo's one field
+    the round loop reads).
 
     Attributes:
-        tokens: what its cache holds.
+        gpu_layers: layers on a GPU (0: the CPU).
     """
 
-    def __init__(self) -> None:
-        self.tokens: list[int] = []
-
-    @property
-    def n_past(self) -> int:
-        return len(self.tokens)
-
-    def cached_prefix(self, tokens: Sequence[int]) -> int:
-        return _agreement(self.tokens, tokens)
-
-    def sync(self, tokens: Sequence[int]) -> int:
-        common = self.cached_prefix(tokens)
-        self.truncate(common)
-        return common
-
-    #: An attention cache: rejected drafts drop for nothing (see LlamaModel.rollback).
-    rollback = Rollback.CACHE
-    snapshot_depth = 0
-
-    def truncate(self, n_keep: int) -> None:
-        del self.tokens[n_keep:]
-
-    def mark(self, rows: int | None = None) -> None:
-        """Nothing to remember: the cache drops tokens on its own."""
+    gpu_layers: int
 
 
 class RecordedTarget(RecordedCache):
@@ -74,6 +43,7 @@ class RecordedTarget(RecordedCache):
     the same prompt.
 
     Attributes:
+        info: where its layers ran (the cost file's GPU or CPU).
         n_vocab: rows of logits: the trace's tokens (numbered densely) and one no answer holds.
         n_ctx: room for the prompt, the answer and any draft.
         tokens: what its cache holds.
@@ -91,6 +61,7 @@ class RecordedTarget(RecordedCache):
         self._costs = costs
         self._clock = clock
         super().__init__()
+        self.info = RecordedPlacement(gpu_layers=1 if costs.target.gpu else 0)
         self.n_vocab = n_vocab
         self.n_ctx = len(self._text) + 1024
         self.path = Path(trace.prompt)
@@ -141,7 +112,7 @@ class RecordedTarget(RecordedCache):
 
     def _rows(self, text: Sequence[int], first: int) -> np.ndarray:
         """Logits after text[: end] for every end past `first`."""
-        agree = _agreement(text, self._text)
+        agree = agreement_of(text, self._text)
         out = np.zeros((len(text) - first, self.n_vocab))
         for row, end in enumerate(range(first + 1, len(text) + 1)):
             i = end - self._start
@@ -151,13 +122,3 @@ class RecordedTarget(RecordedCache):
             else:
                 out[row, self.n_vocab - 1] = UNRECORDED_MARGIN
         return out
-
-
-def _agreement(a: Sequence[int], b: Sequence[int]) -> int:
-    limit = min(len(a), len(b))
-    if list(a[:limit]) == list(b[:limit]):
-        return limit
-    common = 0
-    while a[common] == b[common]:
-        common += 1
-    return common

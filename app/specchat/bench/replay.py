@@ -9,12 +9,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from specchat.bench.bounds import best_fixed_ms, head_prices, oracle, plain_ms
+from specchat.bench.bounds import best_fixed_ms, oracle, plain_ms
 from specchat.bench.ledger import Ledger, attribute, drafts_cost, ledger_lines
-from specchat.bench.recorded_head import RecordedHead
-from specchat.bench.recorded_model import RecordedModel
 from specchat.bench.recorded_target import RecordedTarget, VirtualClock
-from specchat.bench.trace import AnswerTrace
+from specchat.bench.trace import AnswerTrace, column_kinds
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.drafting import MAX_LOOKUP_K, Estimates
 from specchat.engine.types import Controls, RoundResult
@@ -178,12 +176,12 @@ def dense(trace: AnswerTrace) -> tuple[AnswerTrace, int]:
         return tuple(ids.setdefault(int(t), len(ids)) for t in tokens)
 
     prompt, answer = renumber(trace.prompt_tokens), renumber(trace.answer)
-    lookup = tuple(renumber(p) for p in trace.lookup)
-    draft = None if trace.draft is None else tuple(renumber(p) for p in trace.draft)
-    heads = {name: tuple(renumber(p) for p in drafts) for name, drafts in trace.heads.items()}
-    renamed = replace(
-        trace, prompt_tokens=prompt, answer=answer, lookup=lookup, draft=draft, heads=heads
-    )
+    columns = {
+        name: trace.columns[name].renumbered(renumber)
+        for name, _ in column_kinds()
+        if name in trace.columns
+    }
+    renamed = replace(trace, prompt_tokens=prompt, answer=answer, columns=columns)
     return renamed, len(ids)
 
 
@@ -222,9 +220,9 @@ def replay_answer(
     default their priors).
 
     The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
-    a drafter that runs the draft model runs it as the trace recorded it (RecordedModel),
-    when the trace holds a record and the cost file prices the draft model; a head drafter
-    drafts with its head as recorded (RecordedHead), where the cost file prices that head.
+    each column the trace holds plays back what its drafter drafts with, where the cost
+    file prices it (TraceColumn.played_model, played_head): a drafter that runs the draft
+    model runs it as the trace recorded it, a head drafter drafts with its head as recorded.
     Everything else
     (the policy, the drafters, how a pass is sized and filled, trees) is what runs live.
     """
@@ -238,16 +236,21 @@ def replay_answer(
     clock = VirtualClock()
     n_vocab = n_ids + 1  # and one token no answer holds
     target = RecordedTarget(trace, costs, clock, n_vocab=n_vocab)
+    # Each column plays back what its drafter drafts with, where the costs price it.
     model = None
-    if trace.draft is not None and costs.draft_token_ms is not None:
-        model = RecordedModel(trace, costs, clock=clock, n_vocab=n_vocab)
-    heads = {
-        name: RecordedHead(trace, name, costs, target, clock, unseen=n_vocab - 1)
-        for name in head_prices(trace, costs)
-    }
+    heads = {}
+    for name, _ in column_kinds():
+        column = trace.columns.get(name)
+        if column is None:
+            continue
+        played = column.played_model(trace, costs, clock, n_vocab)
+        model = played if played is not None else model
+        head = column.played_head(trace, costs, target, clock, n_vocab - 1)
+        if head is not None:
+            heads[name] = head
     pair = LoadedPair.of(
-        target,  # type: ignore[arg-type]  # what the round loop reads of a model
-        model,  # type: ignore[arg-type]
+        target,
+        model,
         costs=costs,
         clock=clock,
         heads=heads,

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specchat.commands.errors import UserError
 from specchat.commands.pairs import add_kv_cache_argument, load_engine
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.bench.first_answer import FirstAnswer

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from specchat.commands.errors import UserError
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine

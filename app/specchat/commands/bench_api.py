@@ -27,7 +27,7 @@ def run_via_api(
     """Run both kinds, print one line a prompt (or turn) and the goals, write their
     reports; 1 if a goal fails or an answer differs."""
     from specchat.bench.via_api import ApiRefused
-    from specchat.commands.errors import UserError
+    from specchat.commands.user_error import UserError
 
     chats = [p for p in prompts if p.turn_count > 1]
     singles = [p for p in prompts if p.turn_count == 1]

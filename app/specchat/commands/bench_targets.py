@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.commands.errors import UserError
 from specchat.commands.pairs import load_engine
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,7 +29,7 @@ def resolve(
     """(label, target file) per spec, the draft to use, and the first pair's K."""
     from specchat.models.catalog import CatalogError, get_pair
     from specchat.models.download import fetch_pair
-    from specchat.models.targets import TargetVariant, parse_target_spec
+    from specchat.models.target_files import TargetVariant, parse_target_spec
 
     specs = [spec.strip() for spec in text.split(",") if spec.strip()]
     if not specs:
@@ -55,7 +55,7 @@ def resolve(
         if variant is TargetVariant.SHIPPED:
             targets.append((spec, files.target))
             continue
-        from specchat.models.targets import resolve_target
+        from specchat.models.target_files import resolve_target
 
         found = resolve_target(pair, variant)
         if found is None:

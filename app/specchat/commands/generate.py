@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specchat.commands.errors import UserError
 from specchat.commands.pairs import add_kv_cache_argument, describe_load, model_files
+from specchat.commands.user_error import UserError
 from specchat.engine.drafting.registry import mode_names, needs_model
 from specchat.engine.types import (
     Controls,
@@ -23,7 +23,7 @@ from specchat.tokenstyle import ANSI_RESET, TOKEN_MEANINGS, ansi
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
-    from specchat.store.attachments import Attachment
+    from specchat.store.attachment_records import Attachment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

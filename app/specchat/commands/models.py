@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specchat.commands.errors import UserError
 from specchat.commands.pairs import find_pair, load_engine, load_pairs, pair_on_disk
 from specchat.commands.progress import TerminalProgress
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
@@ -39,7 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify.add_argument("pair_id", metavar="PAIR_ID")
     path = sub.add_parser("path", help="print the target and draft file paths")
     path.add_argument("pair_id", metavar="PAIR_ID")
-    from specchat.commands import optimise
+    from specchat.commands import models_optimise as optimise
 
     optimise.add_parser(sub)
     profile = sub.add_parser(
@@ -89,7 +89,7 @@ def _list() -> int:
 
 def _list_target_variants(pair: ModelPair) -> None:
     """The other target files: the catalog's CPU format and a copy made by `optimise`."""
-    from specchat.models.targets import TargetVariant, target_files
+    from specchat.models.target_files import TargetVariant, target_files
 
     for file in target_files(pair):
         if file.variant is TargetVariant.SHIPPED:
@@ -339,7 +339,7 @@ def run(args: argparse.Namespace) -> int:
     if command == "profile":
         return _profile(args)
     if command == "optimise":
-        from specchat.commands import optimise
+        from specchat.commands import models_optimise as optimise
 
         return optimise.run(args)
     raise UserError(f"unknown models action {command!r}")

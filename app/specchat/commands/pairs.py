@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.commands.errors import UserError
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.engine.costs.store import CostStore
@@ -37,7 +37,7 @@ def find_pair(pair_id: str) -> ModelPair:
 def pair_on_disk(pair_id: str) -> tuple[Path, Path | None]:
     """The pair's target and draft files; missing ones are a UserError saying how to fetch them."""
     from specchat.models.catalog import CatalogError
-    from specchat.models.targets import pair_files
+    from specchat.models.target_files import pair_files
 
     try:
         return pair_files(pair_id)

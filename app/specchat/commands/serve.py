@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.commands.errors import UserError
 from specchat.commands.pairs import add_kv_cache_argument
+from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.host.keeper import ChatKeeper

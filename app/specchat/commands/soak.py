@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from specchat.commands.errors import UserError
+from specchat.commands.user_error import UserError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.engine.session import ChatEngine
-    from specchat.soak import GROWTH_PER_ANSWER_LIMIT, SoakSample, soak
+    from specchat.memory_soak import GROWTH_PER_ANSWER_LIMIT, SoakSample, soak
 
     with tempfile.TemporaryDirectory(prefix="specchat-soak-") as scratch:
         if args.tiny:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.engine.templates.chat_message import ChatMessage
-from specchat.store.attachments import Attachment, fence_for
+from specchat.store.attachment_records import Attachment, fence_for
 
 __all__ = [
     "MAX_BYTES",

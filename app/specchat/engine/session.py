@@ -14,8 +14,8 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.head import HeadDrafter, head_files
-from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
+from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
+from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
@@ -120,7 +120,7 @@ def head_architecture(path: Path) -> str | None:
     """The architecture of a draft file that is a head over the target's hidden state, not
     a model of its own (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None."""
     architecture = _architecture(path)
-    return architecture if architecture in HEAD_ARCHITECTURES else None
+    return architecture if architecture in head_architectures() else None
 
 
 def _apply_markers(
@@ -148,7 +148,7 @@ class ChatEngine:
         pair: the loaded pair, built once here and handed to the decoder (which builds its
             drafters on it), the host and the bench: the models, their cost tables, and the
             session's suffix index.
-        target: the target model (the pair's).
+        target: the target model (the pair's, as the llama.cpp model the host drives).
         draft: the draft model, or None (the pair's).
         head: the draft file loaded as a head over the target's hidden state where it is
             one (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None (the pair's).
@@ -172,11 +172,14 @@ class ChatEngine:
         *,
         compat_reason: str = "",
         cost_store: CostStore | None = None,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
     ) -> None:
         # The machine's stored cost tables (empty ones the first time): `auto` prices passes
         # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
+        self.target = target
+        self.draft = draft
+        self.head = head
         store = cost_store or CostStore()
         self.costs = load_costs(target, draft, store=store)
         # The suffix index is this session's: fed through one door, handed to the drafters.
@@ -315,20 +318,6 @@ class ChatEngine:
             if draft_model is not None:
                 draft_model.close()
             raise
-
-    @property
-    def target(self) -> LlamaModel:
-        # The pair's `target` is optional only for a replay's pairs; a session loads one.
-        assert self.pair.target is not None
-        return self.pair.target
-
-    @property
-    def draft(self) -> LlamaModel | None:
-        return self.pair.draft
-
-    @property
-    def head(self) -> TargetHead | None:
-        return self.pair.head
 
     def head_files(self) -> dict[str, Path]:
         """The file each of its draft heads' weights come from, by drafter (what their cost

@@ -13,8 +13,8 @@ from specchat.engine.baseline import BaselineMeter, PlainBaseline, PlainRounds, 
 from specchat.host.chat_call import latest_question
 from specchat.host.errors import ApiError, busy
 from specchat.host.events import ApiEnded, ApiQueue, ApiRound, ApiStarted, HostEvent
+from specchat.host.job_runner import JobRunner
 from specchat.host.jobs import Failed, Finished, Job
-from specchat.host.runner import JobRunner
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache

@@ -10,8 +10,8 @@ from specchat.host.engine_host import DEFAULT_CAPACITY, EngineHost
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
+    from specchat.host.job_runner import JobRunner
     from specchat.host.jobs import Job
-    from specchat.host.runner import JobRunner
 
 
 class HostThread:

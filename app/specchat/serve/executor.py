@@ -8,7 +8,7 @@ from specchat.host.jobs import Job
 
 if TYPE_CHECKING:
     # Only named here: the HTTP side never loads the runner (and the engine code under it).
-    from specchat.host.runner import JobRunner
+    from specchat.host.job_runner import JobRunner
 
 
 class Executor(Protocol):

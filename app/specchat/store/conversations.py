@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from specchat import paths
-from specchat.store import attachments as attached
-from specchat.store.attachments import Attachment
+from specchat.store import attachment_records as attached
+from specchat.store.attachment_records import Attachment
 from specchat.store.changes import ChangeKind, Listener, StoreChange
 from specchat.store.recovery import back_up, move_aside, report
 from specchat.store.rows import (

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specchat.store.attachments import Attachment
+from specchat.store.attachment_records import Attachment
 
 #: [text, kind] or [text, kind, thinking tag] (conversations.THINKING, THINKING_MARKUP): an
 #: answer's token; rows stored before the tag have two elements.

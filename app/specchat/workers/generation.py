@@ -364,7 +364,7 @@ class GenerationWorker(QObject):
             raise ModelLoadError("no model pair chosen")
         self.load_progress.emit(LoadProgressUpdate(request.load_id, "resolving", 0.0))
         from specchat.models.catalog import CatalogError
-        from specchat.models.targets import pair_files
+        from specchat.models.target_files import pair_files
 
         try:
             return pair_files(request.pair_id, variant=request.target_variant)
@@ -374,7 +374,7 @@ class GenerationWorker(QObject):
     @staticmethod
     def _variant(pair: ModelPair, name: str) -> Path | None:
         """The pair's target file of variant `name` if it is on disk, else None."""
-        from specchat.models.targets import variant_file
+        from specchat.models.target_files import variant_file
 
         return variant_file(pair, name)
 

@@ -41,7 +41,7 @@ class LoadRequest:
         target_gpu_layers, draft_gpu_layers: layers to offload (-1 = all).
         calibrate: measure the plain rate right after loading.
         target_variant: which of the pair's target files runs ("target", "cpu" or
-            "optimised"; see models/targets.py); the shipped one when it is not on disk.
+            "optimised"; see models/target_files.py); the shipped one when it is not on disk.
     """
 
     load_id: int

@@ -24,7 +24,8 @@ from specchat.engine.drafting import (
     Outcome,
 )
 from specchat.engine.drafting.matching import locate
-from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
+from specchat.engine.llamacpp.model import ContextFullError
+from specchat.engine.llamacpp.target import DraftModel, Target
 from specchat.engine.types import (
     Controls,
     GenerationRequest,
@@ -93,7 +94,7 @@ class Generation(Iterator[RoundResult]):
 class _TextStream:
     """Turns token bytes into text without ever splitting a UTF-8 character."""
 
-    def __init__(self, model: LlamaModel) -> None:
+    def __init__(self, model: Target) -> None:
         self._model = model
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -525,7 +526,7 @@ def _add_round(
     )
 
 
-def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
+def rollback_refusal(target: Target, draft: DraftModel | None) -> str:
     """Why speculation cannot use this pair as it is, or "" when it can.
 
     Speculation drops rejected drafts from the caches after every round. Recurrent and

@@ -6,7 +6,7 @@ import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -18,14 +18,16 @@ from specchat.engine.costs.priors import (
     SCORED_HURDLE,
 )
 from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.drafting.head_protocol import Head as Head
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
-    from specchat.engine.llamacpp.draft_heads import TargetHead
-    from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.drafting.trace_column import TraceColumn
+    from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
+    from specchat.engine.llamacpp.target import DraftModel, Target
 
 
 def _never(token: int) -> bool:
@@ -244,20 +246,6 @@ class Answer:
     prediction: Sequence[int] = ()
 
 
-class Head(Protocol):
-    """A draft head as its drafter drives it: engine/llamacpp/mtp.py's DraftHead, which
-    follows the target's cache, or a stand-in with the same two members (a replay's record)."""
-
-    @property
-    def ready(self) -> bool:
-        """Whether it can draft after the target's cache now."""
-        ...
-
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
-        """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
-        ...
-
-
 class Estimates:
     """Where the drafters' learnt estimates start: where each drafter's own priors put them
     (this class), or where a subclass sets them (a tool that fits them on the very answers it
@@ -276,7 +264,8 @@ class LoadedPair:
         target: the target model (None where no model is loaded: a replay).
         draft: the draft model, or None.
         head: a draft file loaded beside the target as a head over its hidden state (a
-            Gemma 4 assistant, an EAGLE-3 or DFlash draft: engine/llamacpp/draft_heads.py),
+            Gemma 4 assistant, an EAGLE-3 or DFlash draft; its `serves` names the drafter
+            that drafts with it: drafting/head.py's `load_head`),
             or None.
         heads: heads made already, by the name of the drafter that drafts with them: it
             drafts with the one given here instead of making its own (a replay gives its
@@ -293,9 +282,9 @@ class LoadedPair:
         estimates: where its drafters' learnt estimates start (see Estimates).
     """
 
-    target: LlamaModel | None = None
-    draft: LlamaModel | None = None
-    head: TargetHead | None = None
+    target: Target | None = None
+    draft: DraftModel | None = None
+    head: HiddenStateHead | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
@@ -306,10 +295,10 @@ class LoadedPair:
     @classmethod
     def of(
         cls,
-        target: LlamaModel,
-        draft: LlamaModel | None = None,
+        target: Target,
+        draft: DraftModel | None = None,
         *,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
         heads: Mapping[str, Head] | None = None,
         costs: MachineCosts | None = None,
         clock: Callable[[], float] = time.perf_counter,
@@ -343,6 +332,8 @@ class Listing:
         reads_target: whether it drafts with a head over the target's hidden state (its
             drafter's `head`, a Head): the bench runs every such drafter a pair offers, and
             its cost per drafted token has a table of its own (MachineCosts.heads).
+        columns: its columns in a recorded answer (the bench's traces, replay and ceiling:
+            engine/drafting/trace_column.py), one for each kind it records or derives.
         subsumes: drafters whose proposals it makes too, from the same text and with a match
             at least as long: where it is built, `auto` does not ask them (see
             `auto_drafters`).
@@ -354,6 +345,7 @@ class Listing:
     needs_model: bool = False
     in_auto: bool = True
     reads_target: bool = False
+    columns: tuple[type[TraceColumn], ...] = ()
     subsumes: tuple[str, ...] = ()
     priority: int = 100
 

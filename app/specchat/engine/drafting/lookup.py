@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -12,11 +14,98 @@ from specchat.engine.drafting.copying import CopyDraft, CopyDrafter
 from specchat.engine.drafting.matching import FEW, locate
 from specchat.engine.drafting.registry import register
 from specchat.engine.drafting.substitutions import Substitutions
+from specchat.engine.drafting.trace_column import (
+    Live,
+    TraceColumn,
+    agreement,
+    read_as_verified,
+    renumbered_proposals,
+)
 from specchat.engine.types import SamplingParams
 
 # `locate` and its threshold live in matching.py, shared with the suffix drafter and the
 # decoder; they are imported from here too.
-__all__ = ["FEW", "PromptLookupDrafter", "locate"]
+__all__ = ["FEW", "LOOKUP_DEPTH", "LookupColumn", "PromptLookupDrafter", "locate"]
+
+
+#: Longest proposal recorded: what `auto` may ask of it.
+LOOKUP_DEPTH = MAX_LOOKUP_K
+
+
+@dataclass(frozen=True)
+class LookupColumn(TraceColumn):
+    """Prompt lookup's proposals along an answer.
+
+    Attributes:
+        proposals: per position, its proposal read as far as verification reads it.
+        lengths: per position, the proposal's full length.
+        matches: per position, how far back its match agreed with the text.
+    """
+
+    order = 10
+    max_k = LOOKUP_DEPTH - 1  # a pass of LOOKUP_DEPTH rows
+    kind = "copy"
+    fields: ClassVar[Mapping[str, Any]] = {"lookup": (), "lookup_len": (), "match_len": ()}
+
+    proposals: tuple[tuple[int, ...], ...] = ()
+    lengths: tuple[int, ...] = ()
+    matches: tuple[int, ...] = ()
+
+    @classmethod
+    def record(
+        cls, name: str, prompt: Sequence[int], answer: Sequence[int], live: Live
+    ) -> LookupColumn:
+        lookup = PromptLookupDrafter()
+        text = [*prompt, *answer]
+        proposals, lengths, matches = [], [], []
+        for i in range(len(answer)):
+            proposal, match = lookup.find(text[: len(prompt) + i], LOOKUP_DEPTH)
+            proposals.append(read_as_verified(proposal, answer[i:]))
+            lengths.append(len(proposal))
+            matches.append(match)
+        return cls(name, tuple(proposals), tuple(lengths), tuple(matches))
+
+    @classmethod
+    def from_record(cls, name: str, data: Mapping[str, Any]) -> LookupColumn:
+        return cls(
+            name,
+            tuple(tuple(int(t) for t in p) for p in data["lookup"]),
+            tuple(int(n) for n in data["lookup_len"]),
+            tuple(int(n) for n in data["match_len"]),
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "lookup": [list(p) for p in self.proposals],
+            "lookup_len": list(self.lengths),
+            "match_len": list(self.matches),
+        }
+
+    def list_lengths(self) -> set[int]:
+        return {len(self.proposals), len(self.lengths), len(self.matches)}
+
+    def renumbered(self, renumber: Callable[[Sequence[int]], tuple[int, ...]]) -> LookupColumn:
+        return LookupColumn(
+            self.name, renumbered_proposals(self.proposals, renumber), self.lengths, self.matches
+        )
+
+    def kept(self, i: int, answer: Sequence[int]) -> int:
+        return agreement(self.proposals[i], answer[i:])
+
+    def reach(self, i: int) -> int:
+        return self.lengths[i]
+
+    @property
+    def lookup(self) -> tuple[tuple[int, ...], ...]:
+        return self.proposals
+
+    @property
+    def lookup_len(self) -> tuple[int, ...]:
+        return self.lengths
+
+    @property
+    def match_len(self) -> tuple[int, ...]:
+        return self.matches
 
 
 @register
@@ -37,7 +126,7 @@ class PromptLookupDrafter(CopyDrafter[None]):
     """
 
     name = "lookup"
-    listing = Listing(label="Prompt lookup", priority=10)
+    listing = Listing(label="Prompt lookup", priority=10, columns=(LookupColumn,))
 
     def __init__(self, *, max_extent: int = 64, min_extent: int = 1) -> None:
         if not 1 <= min_extent <= max_extent:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -19,9 +19,11 @@ from specchat.engine.drafting.base import (
     end_cut,
 )
 from specchat.engine.drafting.copying import CopyDraft, CopyDrafter, Search
+from specchat.engine.drafting.lookup import LOOKUP_DEPTH
 from specchat.engine.drafting.matching import locate
 from specchat.engine.drafting.registry import register
 from specchat.engine.drafting.substitutions import Substitutions
+from specchat.engine.drafting.trace_column import TraceColumn, agreement
 from specchat.engine.suffix.index import Continuation, Source, SuffixIndex
 from specchat.engine.types import SamplingParams
 
@@ -30,6 +32,56 @@ TREE_BRANCHES = 3
 #: A continuation that followed less than this share of the time ends the main path (the
 #: remaining budget goes to the runners-up, as branches).
 MIN_SHARE = 0.3
+
+
+@dataclass(frozen=True)
+class SuffixColumn(TraceColumn):
+    """Per answer position, the suffix drafter's proposal over this chat: its main path's
+    length, and what its best branch — or the copy carried through the answer's
+    substitutions — keeps (the ceiling's optimism).
+
+    Attributes:
+        reaches: per position, the longest of its paths.
+        keeps: per position, what the best of them keeps.
+    """
+
+    order = 11
+    fixed = False
+    max_k = LOOKUP_DEPTH - 1
+    kind = "copy"
+
+    reaches: tuple[int, ...] = ()
+    keeps: tuple[int, ...] = ()
+
+    @classmethod
+    def derive(cls, name: str, prompt: Sequence[int], answer: Sequence[int]) -> SuffixColumn:
+        index = SuffixIndex()
+        substitutions = Substitutions(locate)
+        prompt, answer = list(prompt), list(answer)
+        index.prepare(prompt)
+        reaches, keeps = [], []
+        for i in range(len(answer)):
+            context = [*prompt, *answer[:i]]
+            index.sync(context)
+            found_paths = index.propose(cls.max_k, branches=TREE_BRANCHES, min_share=MIN_SHARE)
+            substitutions.track(context, found_paths[0].match_len if found_paths else 0)
+            paths = [p.tokens for p in found_paths]
+            carried = substitutions.copy(context, cls.max_k)
+            if carried is not None and carried[0]:
+                paths.append(carried[0])
+            if not paths:
+                reaches.append(0)
+                keeps.append(0)
+                continue
+            reaches.append(max(len(path) for path in paths))
+            keeps.append(max(agreement(path, answer[i:]) for path in paths))
+        return cls(name, tuple(reaches), tuple(keeps))
+
+    def kept(self, i: int, answer: Sequence[int]) -> int:
+        return self.keeps[i]
+
+    def reach(self, i: int) -> int:
+        return self.reaches[i]
 
 
 @register
@@ -52,7 +104,12 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
 
     name = "suffix"
     # Prompt lookup's search is one of the index's: the index finds the longest match too.
-    listing = Listing(label="Suffix index (everything said)", priority=5, subsumes=("lookup",))
+    listing = Listing(
+        label="Suffix index (everything said)",
+        priority=5,
+        columns=(SuffixColumn,),
+        subsumes=("lookup",),
+    )
     _fills_pass = True  # the runners-up ride in the rows a cheap pass size leaves over
 
     def __init__(self, index: SuffixIndex | None = None) -> None:

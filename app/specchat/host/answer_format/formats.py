@@ -18,7 +18,7 @@ from specchat.engine.templates.thinking import (
 )
 from specchat.host.answer_format import (
     functionary,
-    gemma4,
+    gemma4_calls,
     harmony,
     json_lists,
     kimi_k3,
@@ -38,8 +38,8 @@ from specchat.host.answer_format.json_calls import (
     syntax_of,
 )
 from specchat.host.answer_format.messages import Segment
-from specchat.host.answer_format.thinking import ThinkingSyntax
 from specchat.host.answer_format.thinking_space import analysed
+from specchat.host.answer_format.thinking_splitter import ThinkingSyntax
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ GEMMA4 = ToolSyntax(
     "Gemma 4 <|tool_call>",
     (Opening("<|tool_call>", closing="<tool_call|>"),),
     name_first=False,
-    markup=Markup(gemma4.read_calls, before_name="<|tool_call>call:", after_name="{"),
+    markup=Markup(gemma4_calls.read_calls, before_name="<|tool_call>call:", after_name="{"),
 )
 
 #: DeepSeek V3.1 and R1: `<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from specchat.host.answer_format.json_calls import HERMES, ParsedCall, Schemas
-from specchat.host.answer_format.thinking import marker_start
+from specchat.host.answer_format.thinking_splitter import marker_start
 
 
 def _arguments(value: Any) -> str:

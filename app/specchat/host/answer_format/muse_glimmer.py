@@ -13,7 +13,7 @@ from typing import Any
 from specchat.host.answer_format.json_calls import Schemas
 from specchat.host.answer_format.messages import Segment
 from specchat.host.answer_format.qwen_xml import value_json
-from specchat.host.answer_format.thinking import marker_start
+from specchat.host.answer_format.thinking_splitter import marker_start
 
 #: The markers, which the engine must spell in the answer's text.
 MARKERS = (

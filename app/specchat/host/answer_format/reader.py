@@ -18,7 +18,7 @@ from specchat.host.answer_format.splitter import (
     SplitCall,
     call_id,
 )
-from specchat.host.answer_format.thinking import Part, ThinkingSplitter, marker_start
+from specchat.host.answer_format.thinking_splitter import Part, ThinkingSplitter, marker_start
 from specchat.store.conversations import THINKING, THINKING_MARKUP
 
 Piece = Reasoning | Content | CallOpened | Arguments

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from specchat.engine.templates.chat_template import ChatTemplate
 from specchat.engine.templates.guards import ChatTemplateError
-from specchat.host.answer_format.thinking import ThinkingSyntax
+from specchat.host.answer_format.thinking_splitter import ThinkingSyntax
 
 #: llama.cpp's probe texts: a chat whose last answer has this reasoning and this content.
 _USER = "U_USER_MSG Hello END_U"

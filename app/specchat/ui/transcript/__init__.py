@@ -1,0 +1,2 @@
+"""The transcript's document: messages painted as spans, thinking folds, attachments, Markdown
+and code blocks."""
