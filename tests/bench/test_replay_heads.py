@@ -26,6 +26,7 @@ from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.mtp.mtp_driver import DraftHead
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, StopReason
@@ -154,13 +155,14 @@ def test_a_replayed_answer_gives_the_live_head_rounds_back_choice_for_choice(
     # replay, whose recorded target prices rollback as an attention cache's.
     with LlamaModel(target, n_ctx=2048, n_threads=1, load_mtp=True, snapshot_depth=64) as model:
         priced = copy.deepcopy(costs)
-        decoder = SpeculativeDecoder(
+        pair = LoadedPair.of(
             PricedModel(model, priced, clock),  # type: ignore[arg-type]
             None,
-            auto=AutoPolicy(gpu=priced.target.gpu, costs=priced),
+            costs=priced,
             clock=clock,
             heads={"mtp": PricedHead(DraftHead(model), "mtp", priced, clock)},
         )
+        decoder = SpeculativeDecoder(pair, auto=AutoPolicy(gpu=priced.target.gpu, costs=priced))
         prompt = tuple(model.tokenize(COPIED_CODE_PROMPT))
         request = GenerationRequest(prompt, max_tokens=120, controls=Controls(mode=AUTO))
         live = [r for r in decoder.generate(request) if r.rows]

@@ -10,6 +10,7 @@ import pytest
 from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
@@ -30,7 +31,9 @@ def test_trace_matches_drafting_live_at_every_position(
 ) -> None:
     target, draft = pair
     prompt = target.tokenize("the cat sat on the mat, the cat sat on the hat, the cat")
-    answer = run(SpeculativeDecoder(target, None), prompt, mode="plain", max_tokens=40)
+    answer = run(
+        SpeculativeDecoder(LoadedPair.of(target, None)), prompt, mode="plain", max_tokens=40
+    )
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
     from specchat.bench.hindsight.replay import read_costs

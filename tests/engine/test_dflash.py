@@ -17,6 +17,7 @@ import pytest
 
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.dflash import load_dflash
 from specchat.engine.drafting.dflash.dflash_driver import DFlashDraft
 from specchat.engine.drafting.dflash.dflash_tiny import BLOCK_SIZE
@@ -46,7 +47,7 @@ def target(files: dict[str, Path]) -> Iterator[LlamaModel]:
 
 @pytest.fixture(scope="module")
 def decoder(files: dict[str, Path], target: LlamaModel) -> SpeculativeDecoder:
-    return SpeculativeDecoder(target, head=load_dflash(files["dflash"], target))
+    return SpeculativeDecoder(LoadedPair.of(target, head=load_dflash(files["dflash"], target)))
 
 
 def _block(decoder: SpeculativeDecoder) -> DFlashDraft:

@@ -39,7 +39,9 @@ def test_the_profiler_measures_and_stores_the_heads_table(hybrid: Path, tmp_path
             model, None, head_files=head_files(LoadedPair(target=model)), store=store
         )
         assert set(costs.heads) == {"mtp"} and costs.head_token_ms("mtp") is None
-        decoder = SpeculativeDecoder(model, auto=AutoPolicy(costs=costs))
+        decoder = SpeculativeDecoder(
+            LoadedPair.of(model, costs=costs), auto=AutoPolicy(costs=costs)
+        )
         drafter = decoder.drafters["mtp"]
         assert drafter.table is costs.heads["mtp"]  # type: ignore[attr-defined]
 
@@ -142,5 +144,7 @@ def test_a_gemma4_assistants_table_is_keyed_by_its_own_file(tmp_path: Path) -> N
         key = costs.heads["assistant"].key
         assert key is not None and key.head == "assistant"
         assert key.file == str(assistant_file.resolve())
-        decoder = SpeculativeDecoder(target, head=assistant, auto=AutoPolicy(costs=costs))
+        decoder = SpeculativeDecoder(
+            LoadedPair.of(target, head=assistant, costs=costs), auto=AutoPolicy(costs=costs)
+        )
         assert decoder.drafters["assistant"].table is costs.heads["assistant"]  # type: ignore[attr-defined]

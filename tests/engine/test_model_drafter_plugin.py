@@ -104,7 +104,7 @@ def _decoder(target: LlamaModel, draft: LlamaModel) -> SpeculativeDecoder:
     draft.reset()
     auto = AutoPolicy(gpu=True)
     auto.costs.seed(FLAT, draft_token_ms=1.0)
-    return SpeculativeDecoder(target, draft, auto=auto)
+    return SpeculativeDecoder(LoadedPair.of(target, draft, costs=auto.costs), auto=auto)
 
 
 def test_auto_prices_it_from_its_offer_and_chooses_it(

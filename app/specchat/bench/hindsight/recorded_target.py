@@ -88,14 +88,14 @@ class RecordedTarget(RecordedCache):
         self.tokens.extend(int(t) for t in tokens)
         if logits == "none":
             return np.zeros((0, self.n_vocab))
-        self._spend(len(tokens))
+        self._spend(len(tokens), first)
         if logits == "last":
             first = len(self.tokens) - 1
         return self._rows(self.tokens, first)
 
     def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
         nodes = {tuple(path[: i + 1]) for path in paths for i in range(len(path))}
-        self._spend(len(nodes))
+        self._spend(len(nodes), len(self.tokens))
         self._tree = [list(path) for path in paths]
         return [self._rows([*self.tokens, *path], len(self.tokens)) for path in paths]
 
@@ -103,8 +103,9 @@ class RecordedTarget(RecordedCache):
         self.tokens.extend(self._tree[path][:n_keep])
         self._tree = []
 
-    def _spend(self, rows: int) -> None:
-        ms = self._costs.cost_ms(rows)
+    def _spend(self, rows: int, depth: int) -> None:
+        """Spend a pass of `rows` after `depth` cached tokens on the clock."""
+        ms = self._costs.target.cost_ms(rows, depth)
         if ms is None:
             raise ValueError(f"the cost table prices no pass of {rows} rows")
         self._clock.spend(ms)

@@ -14,7 +14,7 @@ from specchat.bench.hindsight.ledger import Ledger, attribute, drafts_cost, ledg
 from specchat.bench.hindsight.recorded_target import RecordedTarget, VirtualClock
 from specchat.bench.live.trace import AnswerTrace, column_kinds
 from specchat.engine.costs.table import MachineCosts
-from specchat.engine.drafting import MAX_LOOKUP_K
+from specchat.engine.drafting import MAX_LOOKUP_K, Estimates
 from specchat.engine.types import Controls, RoundResult
 
 #: Longest draft `auto` may ask for (a pass of MAX_LOOKUP_K rows).
@@ -109,7 +109,7 @@ class ReplayResult:
         rounds: auto's rounds per drafter ('plain' included).
         kept: tokens auto's drafts had kept, per drafter.
         sizes: auto's target passes by size.
-        ledger: where auto's time over the ceiling's went, by cause (see bench/ledger.py).
+        ledger: where auto's time over the ceiling's went, by cause (see bench/hindsight/ledger.py).
     """
 
     prompt: str
@@ -209,10 +209,15 @@ def replay_rounds(trace: AnswerTrace, costs: MachineCosts) -> list[RoundResult]:
 
 
 def replay_answer(
-    trace: AnswerTrace, costs: MachineCosts, *, controls: Controls | None = None
+    trace: AnswerTrace,
+    costs: MachineCosts,
+    *,
+    controls: Controls | None = None,
+    estimates: Estimates | None = None,
 ) -> ReplayedAnswer:
     """The decoder's own round loop on `trace` under `costs`, with the auto policy (or the
-    mode and K of `controls`).
+    mode and K of `controls`); `estimates`: where the drafters' learnt estimates start (by
+    default their priors).
 
     The target is the recorded answer (RecordedTarget: its passes priced by the cost table);
     each column the trace holds plays back what its drafter drafts with, where the cost
@@ -223,7 +228,7 @@ def replay_answer(
     """
     from specchat.engine.decoding.decoder import SpeculativeDecoder
     from specchat.engine.decoding.schedule import AutoPolicy
-    from specchat.engine.drafting import AUTO
+    from specchat.engine.drafting import AUTO, LoadedPair
     from specchat.engine.types import GenerationRequest
 
     trace, n_ids = dense(trace)
@@ -243,13 +248,15 @@ def replay_answer(
         head = column.played_head(trace, costs, target, clock, n_vocab - 1)
         if head is not None:
             heads[name] = head
-    decoder = SpeculativeDecoder(
+    pair = LoadedPair.of(
         target,
         model,
-        auto=AutoPolicy(gpu=costs.target.gpu, costs=costs),
+        costs=costs,
         clock=clock,
         heads=heads,
+        estimates=estimates,
     )
+    decoder = SpeculativeDecoder(pair, auto=AutoPolicy(gpu=costs.target.gpu, costs=costs))
     request = GenerationRequest(
         prompt_tokens=trace.prompt_tokens,
         max_tokens=len(trace.answer),
@@ -292,8 +299,11 @@ def replay_auto(
     return spent, rounds, kept, sizes
 
 
-def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayResult]:
-    """Auto and the ceiling on every trace under `costs`."""
+def replay(
+    traces: Iterable[AnswerTrace], costs: MachineCosts, *, estimates: Estimates | None = None
+) -> list[ReplayResult]:
+    """Auto and the ceiling on every trace under `costs` (`estimates`: where the drafters'
+    learnt estimates start, see replay_answer)."""
     one = costs.target_ms(1)
     if one is None:
         raise ReplayError("the cost table has no pass of 1 token")
@@ -304,7 +314,7 @@ def replay(traces: Iterable[AnswerTrace], costs: MachineCosts) -> list[ReplayRes
     for trace in traces:
         if not trace.answer:
             continue
-        replayed = replay_answer(trace, costs)
+        replayed = replay_answer(trace, costs, estimates=estimates)
         auto, rounds, kept, sizes = replay_auto(trace, costs, replayed.rounds)
         fixed_ms, fixed = best_fixed_ms(trace, costs)
         best = oracle(trace, costs)

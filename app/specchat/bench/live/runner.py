@@ -46,7 +46,7 @@ class BenchConfig:
         physical: measure batch and draft costs first.
         seed: base seed of sampled runs (each prompt and repeat derives its own).
         first_answer: also time the first answer after a fresh load, plain against auto
-            (see bench/first_answer.py; run by the command, which can load pairs).
+            (see bench/live/first_answer.py; run by the command, which can load pairs).
     """
 
     modes: tuple[str, ...] = (PLAIN, "lookup", "draft", HEADS, AUTO)
@@ -91,12 +91,12 @@ class BenchOutcome:
         config: what was asked.
         info: load details for the report header.
         ceilings: per prompt, the best speed-up any lookup policy could reach on plain's
-            T = 0 answer with the measured pass costs (see bench/ceiling.py).
+            T = 0 answer with the measured pass costs (see bench/live/ceiling.py).
         traces: per prompt, every drafter's proposal at every position of plain's T = 0
-            answer, so any policy can be replayed on other costs (see bench/replay.py).
+            answer, so any policy can be replayed on other costs (see bench/hindsight/replay.py).
         first_answer: the first answers after a fresh load (empty when not measured).
         kv_cache: the KV cache the run used and each cache type's batch noise on its
-            target (bench/kv_noise.py; empty when not measured).
+            target (bench/live/kv_noise.py; empty when not measured).
     """
 
     records: tuple[RunRecord, ...]

@@ -258,7 +258,7 @@ def _identity(row: dict) -> str:
 
 
 def _kv_cache_lines(kv: dict | None) -> list[str]:
-    """Which key cache the run used, and the batch noise of each (bench/kv_noise.py)."""
+    """Which key cache the run used, and the batch noise of each (bench/live/kv_noise.py)."""
     if not kv:
         return []
     caches = kv["caches"]

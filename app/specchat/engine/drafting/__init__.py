@@ -7,15 +7,13 @@ drafter, its llama.cpp driver, its replay column, its tiny test model), one line
 the copying drafters share (lookup, suffix, prediction) is copies/.
 """
 
+from specchat.engine.costs.priors import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE
 from specchat.engine.drafting.base import (
-    HURDLE,
-    MAX_K,
-    MAX_LOOKUP_K,
-    SCORED_HURDLE,
     Acceptance,
     Answer,
     Draft,
     Drafter,
+    Estimates,
     Head,
     Listing,
     LoadedPair,
@@ -74,6 +72,7 @@ __all__ = [
     "Drafter",
     "Drafters",
     "Eagle3Drafter",
+    "Estimates",
     "Head",
     "HeadDrafter",
     "Listing",

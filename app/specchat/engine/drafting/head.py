@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specchat.engine.costs.priors import HEAD_PRIOR, HURDLE, MAX_K, UNMEASURED_HEAD_SHARE
 from specchat.engine.costs.table import CostTable
 from specchat.engine.drafting.base import (
-    HURDLE,
-    MAX_K,
     Acceptance,
     Draft,
     Drafter,
@@ -81,9 +80,7 @@ class HeadDrafter(Drafter):
         self.driver = driver
         self.min_confidence = min_confidence
         self._clock = clock
-        # A head trained on the target's own hidden state agrees with it more often than a
-        # separate draft model does.
-        self._acceptance = Acceptance.prior(0.7, 0.6)
+        self._acceptance = Acceptance.prior(*HEAD_PRIOR)
         self.table = CostTable(sizes=(1,))
 
     @classmethod
@@ -145,8 +142,7 @@ class HeadDrafter(Drafter):
         alpha, continued = self._acceptance.alpha, self._acceptance.continued
         token_ms = self.table.cost_ms(1)
         if token_ms is None:
-            # Before any measurement: a head is one layer, a small share of the target's.
-            token_ms = prices[1] / 8.0 if prices is not None else 0.0
+            token_ms = prices[1] / UNMEASURED_HEAD_SHARE if prices is not None else 0.0
         return Offer(
             source=self.name,
             k_max=k_max,

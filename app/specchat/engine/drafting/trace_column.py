@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from specchat.engine.costs.priors import MAX_K
+
 if TYPE_CHECKING:
     from specchat.engine.costs.table import MachineCosts
     from specchat.engine.drafting.head_protocol import Head
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
 
 #: Longest proposal recorded of a drafter that runs a model or a head: what `auto` may ask.
-DRAFT_DEPTH = 16
+DRAFT_DEPTH = MAX_K
 
 
 def agreement(proposal: Sequence[int], answer: Sequence[int]) -> int:

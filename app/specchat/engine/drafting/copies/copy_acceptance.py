@@ -17,30 +17,23 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from specchat.engine.costs.priors import (
+    LOOKUP_BANDS,
+    LOOKUP_DECAY,
+    LOOKUP_EXTENTS,
+    LOOKUP_PRIOR_CONTINUED,
+    LOOKUP_PRIOR_FIRST,
+    LOOKUP_PRIOR_WEIGHT,
+    OWN_PRIOR_CONTINUED,
+    OWN_PRIOR_FIRST,
+    SAMPLED_DECAY,
+    SAMPLED_PRIOR_WEIGHT,
+    SURE_MARGIN,
+    SURE_ODDS,
+    UNKNOWN_ODDS,
+    UNSURE_ODDS,
+)
 from specchat.engine.drafting.copies.matching import locate
-
-#: Lower bounds of the match-length buckets for prompt lookup's acceptance estimate: how far
-#: back the text agrees with the copied source predicts how far forward it will go on.
-LOOKUP_EXTENTS = (1, 2, 3, 4, 8, 16, 32)
-#: Prior acceptance of the first lookup token and of each later one, per bucket: measured
-#: over the shipped bench prompts' answers (a one-token match is kept a quarter of the time,
-#: a 32-token one almost always, and then runs on for twenty-odd tokens).
-LOOKUP_PRIOR_FIRST = (0.25, 0.45, 0.65, 0.75, 0.85, 0.95, 0.97)
-LOOKUP_PRIOR_CONTINUED = (0.6, 0.7, 0.75, 0.8, 0.9, 0.95, 0.96)
-#: The same priors for a copy of the answer's own earlier text (a repeated line, a stanza, a
-#: list item's pattern): the answer echoes itself and then varies, so such copies are kept
-#: less often and break sooner than copies of text it was given, at every match length
-#: (docs/costs.md, "Copies of the answer itself").
-OWN_PRIOR_FIRST = (0.23, 0.35, 0.6, 0.6, 0.8, 0.9, 0.9)
-OWN_PRIOR_CONTINUED = (0.45, 0.6, 0.65, 0.7, 0.85, 0.9, 0.9)
-#: Lookup acceptance is scored at every position (see LookupLedger), so its memory is counted
-#: in tokens of text: about the last hundred.
-LOOKUP_DECAY = 0.99
-#: Weight of the lookup priors, in proposals: they never age (see LookupSurvival).
-LOOKUP_PRIOR_WEIGHT = 5.0
-#: First draft positions (1-based) of the bands that share one refusal rate in a lookup
-#: bucket's survival estimate: positions far out are reached rarely, so they pool their counts.
-LOOKUP_BANDS = (1, 2, 3, 5, 9, 17, 33)
 
 _BAND_INDEX = range(len(LOOKUP_BANDS))
 
@@ -201,26 +194,6 @@ class _Pending(Generic[Regime]):
 
 #: Longest match `own_match` measures: past it every match is as good as another.
 MAX_OWN_EXTENT = 64
-
-#: The target was sure of a token when its top logit led the runner-up by at least this
-#: (about a 99 % top probability on a 150k-token vocabulary).
-SURE_MARGIN = 5.0
-#: Prior odds of keeping a copied token, relative to the match-length priors above, after a
-#: token the target was sure of and after one it hesitated over: (first token, later ones).
-#: Measured over answers at T = 0 (code edits, extraction, explanations, prose): a 2–3-token
-#: match's first token is kept 58 % of the time after a sure token and 37 % after an unsure
-#: one (the priors, 45–65 %, pool both); 4–7-token matches 81 % and 65 %; one-token matches
-#: 28 % and 17 %. Once a copy's first token is kept, the next ones are kept as often as the
-#: priors say after a sure token (67–80 %), and less often after an unsure one (55–65 %).
-SURE_ODDS = (1.4, 1.0)
-UNSURE_ODDS = (0.55, 0.55)
-UNKNOWN_ODDS = (1.0, 1.0)
-
-#: When sampling, how fast the mean of the written tokens' probabilities forgets (per token:
-#: about the last fifty count), and its prior (a mean of 1, worth this many tokens): see
-#: CopyAcceptance.ceiling.
-SAMPLED_DECAY = 0.98
-SAMPLED_PRIOR_WEIGHT = 2.0
 
 
 def match_bucket(match_len: int) -> int:

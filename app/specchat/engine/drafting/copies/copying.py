@@ -9,14 +9,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from specchat.engine.drafting.base import (
-    MAX_LOOKUP_K,
-    Answer,
-    Draft,
-    Drafter,
-    Offer,
-    Outcome,
-)
+from specchat.engine.costs.priors import MAX_LOOKUP_K
+from specchat.engine.drafting.base import Answer, Draft, Drafter, Offer, Outcome
 from specchat.engine.drafting.copies.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.copies.substitutions import Source, Substitutions
 

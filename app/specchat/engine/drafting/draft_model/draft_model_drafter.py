@@ -9,10 +9,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specchat.engine.costs.table import CostTable, MachineCosts, estimate_catchup_ms
-from specchat.engine.drafting.base import (
+from specchat.engine.costs.priors import (
+    DRAFT_MODEL_PRIOR,
     HURDLE,
     MAX_K,
+    MIN_CONFIDENCE,
+    UNMEASURED_DRAFT_SHARE,
+)
+from specchat.engine.costs.table import CostTable, MachineCosts, estimate_catchup_ms
+from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
     Drafter,
@@ -34,18 +39,6 @@ from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.target import DraftModel
-
-
-#: The draft model stops a draft at a token it gives less than this probability (after the
-#: first). Measured on the default pair (Qwen2.5-Coder 0.5B drafting for 1.5B, 354 positions
-#: of six bench answers, tests/bench/data): below 0.4 its argmax was the target's choice 45 %
-#: of the time, from 0.4 to 0.8 about 80 %, above 0.8 98 %. A token kept less than half the
-#: time costs a drafted token and a verified row for less than half a token: on a GPU, where
-#: the draft model pays, that is below the rate of the round it would lengthen.
-MIN_CONFIDENCE = 0.4
-
-#: Before any measurement, a draft model is typically a third of the target's cost a token.
-UNMEASURED_DRAFT_SHARE = 3.0
 
 
 @dataclass(frozen=True)
@@ -110,9 +103,7 @@ class DraftModelDrafter(Drafter):
         self.model = model
         self.min_confidence = min_confidence
         self._clock = clock
-        # A same-family draft model usually agrees more often than not; every written token
-        # teaches it from there (see model_acceptance.py).
-        self._acceptance: Acceptance = TextAcceptance(0.6, 0.6)
+        self._acceptance: Acceptance = TextAcceptance(*DRAFT_MODEL_PRIOR)
         # How often a drafted token is kept by how sure it was, greedy or sampled.
         self.confidence = {True: ConfidenceCalibration(), False: ConfidenceCalibration()}
         # The machine's costs, which size each draft (see DraftLength); None: not known,
@@ -171,7 +162,8 @@ class DraftModelDrafter(Drafter):
         tokens: list[int] = []
         qs: list[np.ndarray] = []
         sure: list[float] = []
-        length = self._length(k)
+        # The target's cache holds the context less its last token (the round loop's rule).
+        length = self._length(k, len(context) - 1)
         calibration = self.confidence[sampling.greedy]
         decodes = 1
         for i in range(k):
@@ -220,10 +212,10 @@ class DraftModelDrafter(Drafter):
             confidences=tuple(sure),
         )
 
-    def _length(self, k: int) -> DraftLength | None:
+    def _length(self, k: int, depth: int) -> DraftLength | None:
         """What ends a draft of up to k tokens where going on stops paying, on the machine's
-        prices at the cache's depth now (None before any: the confidence stop ends it)."""
-        prices = None if self._costs is None else self._costs.price_list(k + 1)
+        prices at the target cache's `depth` (None before any: the confidence stop ends it)."""
+        prices = None if self._costs is None else self._costs.target.price_list(k + 1, depth)
         if prices is None:
             return None
         token_ms = self.draft_token_ms

@@ -20,16 +20,14 @@ import bisect
 import math
 from collections.abc import Sequence
 
+from specchat.engine.costs.priors import (
+    CALIBRATION_WEIGHT,
+    CONFIDENCE_BANDS,
+    MARGIN_BANDS,
+    PRIOR_WEIGHT,
+    TEXT_DECAY,
+)
 from specchat.engine.drafting.base import Acceptance
-
-#: Lower margin edges of the bands the calibration learns agreement in.
-MARGIN_BANDS = (0.0, 1.0, 2.0, 3.0, 5.0, 8.0)
-#: Weight of each band's prior (σ of its lower edge), in drafted positions. The calibration is
-#: the pair's, not the text's, so it never ages: a few dozen drafted positions settle it.
-CALIBRATION_WEIGHT = 4.0
-#: Per written token: how fast the text's agreement is forgotten (about the last twenty
-#: tokens: a sentence, a line or two of code).
-TEXT_DECAY = 0.95
 
 
 def _sigmoid(x: float) -> float:
@@ -79,7 +77,7 @@ class TextAcceptance(Acceptance):
             draft token is kept by another rule).
     """
 
-    def __init__(self, alpha: float, continued: float, weight: float = 2.0) -> None:
+    def __init__(self, alpha: float, continued: float, weight: float = PRIOR_WEIGHT) -> None:
         super().__init__(alpha * weight, weight, continued * weight, weight, decay=TEXT_DECAY)
         self.calibration = {True: MarginCalibration(), False: MarginCalibration()}
         self._previous: float | None = None  # the last written token's agreement
@@ -117,10 +115,6 @@ class TextAcceptance(Acceptance):
             self.cont_kept += self._previous * agreement
             self.cont_trials += self._previous
         self._previous = agreement
-
-
-#: Lower edges of the bands the draft model's confidence calibration learns in.
-CONFIDENCE_BANDS = (0.0, 0.2, 0.4, 0.6, 0.8, 0.9, 0.95, 0.99)
 
 
 class ConfidenceCalibration:

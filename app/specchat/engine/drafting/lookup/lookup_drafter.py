@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from specchat.engine.drafting.base import MAX_LOOKUP_K, Listing, Offer, through_end
+from specchat.engine.costs.priors import MAX_LOOKUP_K
+from specchat.engine.drafting.base import Listing, Offer, through_end
 from specchat.engine.drafting.copies.copying import CopyDraft, CopyDrafter
 from specchat.engine.drafting.copies.matching import FEW, locate
 from specchat.engine.drafting.copies.substitutions import Substitutions
@@ -28,7 +29,7 @@ __all__ = ["FEW", "LOOKUP_DEPTH", "LookupColumn", "PromptLookupDrafter", "locate
 
 
 #: Longest proposal recorded: what `auto` may ask of it.
-LOOKUP_DEPTH = 64
+LOOKUP_DEPTH = MAX_LOOKUP_K
 
 
 @dataclass(frozen=True)

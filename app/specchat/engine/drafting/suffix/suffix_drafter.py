@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from specchat.engine.costs.priors import MAX_LOOKUP_K
 from specchat.engine.drafting.base import (
-    MAX_LOOKUP_K,
     Answer,
     Drafter,
     Listing,
