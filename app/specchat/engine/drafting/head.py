@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specchat.engine.costs.priors import HEAD_PRIOR, HURDLE, MAX_K, UNMEASURED_HEAD_SHARE
-from specchat.engine.costs.table import CostTable
+from specchat.engine.costs.table import CostTable, estimate_catchup_ms
 from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
@@ -41,8 +41,9 @@ class HeadDrafter(Drafter):
 
     Its drafts are its head's argmax, also when sampling (a deterministic proposal: the
     verifier's one-hot rejection sampling keeps the target's law). It times itself per
-    drafted token; feeding the head the target's rows happens inside the target's passes,
-    whose measured costs include it.
+    drafted token. The head keeps the target's rows of the passes it did not draft for and
+    is fed them in one batch before it drafts (its catch-up, priced in its offer as the
+    draft model's is, and timed apart), so a head left unused costs nothing per round.
 
     A subclass says where its head comes from: a draft file of its `architecture` loaded
     beside the target (`load_beside`, found again in the pair by the head's `serves`), or
@@ -58,7 +59,12 @@ class HeadDrafter(Drafter):
             (after the first); 0, llama.cpp's default, never stops.
         table: its cost table (one size: a drafted token): the machine's stored one where
             the pair's costs hold it (measured between answers, engine/costs/profiling.py).
+        catchup_token_ms: smoothed milliseconds per position of its catch-up (None before
+            one was timed).
     """
+
+    #: Weight of a new catch-up timing in `catchup_token_ms`.
+    smoothing = 0.3
 
     #: Where its kept tokens came from, for people: the tooltip's "drafted from …", the
     #: kept-drafts line, the API's `specchat` object.
@@ -82,6 +88,8 @@ class HeadDrafter(Drafter):
         self._clock = clock
         self._acceptance = Acceptance.prior(*HEAD_PRIOR)
         self.table = CostTable(sizes=(1,))
+        self.catchup_token_ms: float | None = None
+        self._catchup_ms = 0.0  # the last proposal's catch-up, apart from its drafted tokens
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
@@ -143,15 +151,23 @@ class HeadDrafter(Drafter):
         token_ms = self.table.cost_ms(1)
         if token_ms is None:
             token_ms = prices[1] / UNMEASURED_HEAD_SHARE if prices is not None else 0.0
+        lag = 0 if self.driver is None else self.driver.lag
         return Offer(
             source=self.name,
             k_max=k_max,
             curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
             token_ms=token_ms,
+            extra_ms=estimate_catchup_ms(lag, self.catchup_token_ms, self.table),
             hurdle=HURDLE,
             probed=True,
             detail=f"α ≈ {alpha:.2f}",
         )
+
+    def ready(self, prompt: Sequence[int]) -> None:
+        """Feed the head what it kept of the prompt now (where the answer will likely draft
+        with it)."""
+        if self.driver is not None and self.head.ready:
+            self._catch_up()
 
     def propose(
         self,
@@ -160,16 +176,34 @@ class HeadDrafter(Drafter):
         sampling: SamplingParams,
         rng: np.random.Generator,
     ) -> Draft:
+        catchup_ms = self._catch_up() if self.driver is not None and self.head.ready else 0.0
+        self._catchup_ms = catchup_ms
         began = self._clock()
         tokens = self.head.draft(context[-1], k, min_confidence=self.min_confidence)
         ms = (self._clock() - began) * 1000.0
-        return Draft(through_end(tokens, self._ends_answer), None, ms, self.name, self.origin)
+        return Draft(
+            through_end(tokens, self._ends_answer), None, ms + catchup_ms, self.name, self.origin
+        )
+
+    def _catch_up(self) -> float:
+        """Feed the head what it kept; its time (ms), learnt per position where it was more
+        than a round's."""
+        assert self.driver is not None
+        began = self._clock()
+        fed = self.driver.catch_up()
+        ms = (self._clock() - began) * 1000.0
+        if fed > 2:
+            new = ms / fed
+            old = self.catchup_token_ms
+            self.catchup_token_ms = new if old is None else old + self.smoothing * (new - old)
+        return ms
 
     def observe(self, outcome: Outcome) -> None:
         super().observe(outcome)
         drafted = len(outcome.draft.tokens)
         if outcome.draft.source == self.name and drafted:
-            self.table.observe(1, outcome.draft.ms / drafted)
+            # Its catch-up is timed apart (catchup_token_ms): a drafted token's time is the rest.
+            self.table.observe(1, max(0.0, outcome.draft.ms - self._catchup_ms) / drafted)
 
 
 def head_drafters() -> tuple[type[HeadDrafter], ...]:

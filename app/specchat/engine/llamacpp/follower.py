@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class CacheFollower(Protocol):
@@ -14,6 +14,12 @@ class CacheFollower(Protocol):
 
     def dropped(self, n_keep: int) -> None:
         """Every cached token from position n_keep on was dropped."""
+
+    def state(self) -> Any:
+        """What it holds now, kept beside the model's state (a prefix-cache snapshot)."""
+
+    def adopt(self, state: Any) -> bool:
+        """Come back to `state` once the model adopted the state it was kept with."""
 
     def close(self) -> None:
         """The model is closing: free what runs over its weights."""

@@ -4,9 +4,14 @@ target's, started and freed with it, following the target's cache from its first
 from __future__ import annotations
 
 import abc
+import ctypes
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import llama_cpp
+import numpy as np
 
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.beside_target import free_draft
@@ -17,6 +22,10 @@ if TYPE_CHECKING:
 
 #: Rows of target hidden state kept by position: a verify pass's, and the row before it.
 KEEP_ROWS = 256
+#: Target positions a head keeps unfed at most (plain rounds, other drafters' passes, a
+#: prompt): past it they are fed in one batch, so what it holds stays bounded (a row each:
+#: 4–30 KB at real sizes) and a catch-up never outgrows a batch by much.
+UNFED_ROWS = 1024
 
 
 class HiddenStateHead(abc.ABC):
@@ -55,6 +64,13 @@ class HiddenStateHead(abc.ABC):
         # Target layers whose inputs the target keeps for it (turned off again on close).
         self._layers: list[int] = []
         self._n_layer_target = 0
+        # Calls kept for the next catch-up, the target positions held or kept, those fed,
+        # and whether the next call is fed at once (the verify pass of its own draft).
+        self._unfed: list[_Call] = []
+        self._covered = 0
+        self._fed_end = 0
+        self._follow_next = False
+        self._lost = False
         try:
             self._start(target, weights)
             if target.n_past:
@@ -82,20 +98,206 @@ class HiddenStateHead(abc.ABC):
         self._batch = self._ctx = self._weights = None
 
     # --- following the target's cache ----------------------------------------------------------
-    @abc.abstractmethod
     def decoded(self, tokens: Sequence[int], start: int) -> None:
-        """`tokens` were evaluated at positions start, start + 1, ... in one target call."""
+        """`tokens` were evaluated at positions start, start + 1, ... in one target call:
+        what the head reads of it is taken now (the target's outputs are overwritten by its
+        next call) and fed to the head at its next catch-up, or now where the head drafted
+        this call (a verify pass of its own draft: it drafts again next round)."""
+        if start != self._covered:
+            # The target holds positions the head never saw (a state adopted without the
+            # head's): it cannot follow until the target's cache starts again.
+            self._lost = True
+        if self._lost:
+            return
+        self._unfed.append(_Call(start, list(tokens), self._capture(tokens, start)))
+        self._covered = start + len(tokens)
+        if self._follow_next or self.lag > UNFED_ROWS:
+            self.catch_up()
+        self._follow_next = False
 
-    @abc.abstractmethod
     def dropped(self, n_keep: int) -> None:
         """Every token the target cached from position n_keep on was dropped."""
+        kept: list[_Call] = []
+        for call in self._unfed:
+            if call.start >= n_keep:
+                continue
+            if call.start + len(call.tokens) > n_keep:
+                call = call.cut(n_keep - call.start)
+            kept.append(call)
+        self._unfed = kept
+        self._covered = min(self._covered, n_keep)
+        if n_keep == 0:
+            self._lost = False
+        if n_keep <= self._fed_end:
+            self._fed_end = n_keep
+            self._dropped(n_keep)
+        self._follow_next = False
+
+    def _forget_all(self) -> None:
+        self._unfed = []
+        self._covered = self._fed_end = 0
+        self._lost = False
+        self._dropped(0)
+
+    @property
+    def lag(self) -> int:
+        """Target positions the head has kept but not yet been fed (its next catch-up)."""
+        return self._covered - self._fed_end
+
+    def catch_up(self) -> int:
+        """Feed the head every call it kept, contiguous ones in one batch of at most the
+        target's batch size; returns the positions fed."""
+        calls, self._unfed = self._unfed, []
+        fed = 0
+        for call in _merged(calls, self.target.n_batch):
+            self._feed(call.tokens, call.start, call.data)
+            self._fed_end = call.start + len(call.tokens)
+            fed += len(call.tokens)
+        return fed
+
+    @abc.abstractmethod
+    def _capture(self, tokens: Sequence[int], start: int) -> np.ndarray:
+        """What the head reads of a target call, one row per token (the target's rows or
+        layer features), read before the target's next call overwrites them."""
+
+    @abc.abstractmethod
+    def _feed(self, tokens: Sequence[int], start: int, data: np.ndarray) -> None:
+        """Run the head over positions start, start + 1, ... of the target's cache (rows
+        `data`, as `_capture` took them), following on from what it was fed before."""
+
+    @abc.abstractmethod
+    def _dropped(self, n_keep: int) -> None:
+        """Every position from n_keep on that the head was fed was dropped."""
+
+    # --- kept states -----------------------------------------------------------------------------
+    def state(self) -> HeadState:
+        """What the head holds now, to come back to with the target's kept state (a
+        prefix-cache snapshot, a conversation kept on disk): its own cache and rows, and
+        what it has yet to be fed."""
+        data = b""
+        if self._own_cache:
+            size = int(llama_cpp.llama_state_seq_get_size(self._ctx, 0))
+            if size > 0:
+                buffer = (ctypes.c_ubyte * size)()
+                written = int(llama_cpp.llama_state_seq_get_data(self._ctx, buffer, size, 0))
+                data = bytes(buffer)[: max(written, 0)]
+        return HeadState(
+            covered=self._covered,
+            fed_end=self._fed_end,
+            cache=data,
+            unfed=tuple(self._unfed),
+            fields=self._fields(),
+        )
+
+    def adopt(self, state: HeadState) -> bool:
+        """Come back to `state` after the target adopted the state it was kept with (the
+        target's cache holds its first `state.covered` tokens); False where llama.cpp
+        refused the head's cache (the head then starts again, as before a restore)."""
+        self._forget_all()
+        if state.covered > self.target.n_past:
+            self._lost = True
+            return False
+        if state.cache:
+            buffer = (ctypes.c_ubyte * len(state.cache)).from_buffer_copy(state.cache)
+            if not int(llama_cpp.llama_state_seq_set_data(self._ctx, buffer, len(state.cache), 0)):
+                self._forget_all()
+                self._lost = True
+                return False
+        self._covered, self._fed_end = state.covered, state.fed_end
+        self._unfed = list(state.unfed)
+        self._set_fields(state.fields)
+        return True
+
+    @property
+    def _own_cache(self) -> bool:
+        """Whether it keeps a cache of its own (the MTP head, EAGLE-3, DFlash; not a Gemma 4
+        assistant, which reads the target's)."""
+        return True
+
+    def _fields(self) -> dict[str, Any]:
+        """Its kind's own bookkeeping, as `state` keeps it (copies: the head goes on)."""
+        return {}
+
+    def _set_fields(self, fields: dict[str, Any]) -> None:
+        """Its kind's own bookkeeping back from `_fields`."""
 
     # --- drafting ----------------------------------------------------------------------------
     @property
-    @abc.abstractmethod
     def ready(self) -> bool:
-        """Whether it can draft after the target's cache now."""
+        """Whether it can draft after the target's cache now (after a catch-up): it holds
+        or has kept every position the target cached."""
+        if self._lost or self.target.n_past == 0 or self._covered != self.target.n_past:
+            return False
+        return bool(self._unfed) or self._ready_now()
+
+    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
+        """Up to k greedy tokens after the target's cache and `last` (not cached yet), after
+        a catch-up; the target's next call (the verify pass) is fed at once."""
+        if not self.ready or k <= 0:
+            return []
+        self.catch_up()
+        self._follow_next = True
+        return self._draft(last, k, min_confidence=min_confidence)
 
     @abc.abstractmethod
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
-        """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
+    def _ready_now(self) -> bool:
+        """Whether, fed up to the target's cache, it can draft (it has the last row)."""
+
+    @abc.abstractmethod
+    def _draft(self, last: int, k: int, *, min_confidence: float) -> list[int]:
+        """Its kind's draft, fed up to the target's cache."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One target call the head kept but has not been fed: its positions, tokens and what
+    the head reads of it, a row per token."""
+
+    start: int
+    tokens: list[int]
+    data: np.ndarray
+
+    def cut(self, n: int) -> _Call:
+        return _Call(self.start, self.tokens[:n], self.data[:n])
+
+
+def _merged(calls: Sequence[_Call], limit: int) -> list[_Call]:
+    """Contiguous calls joined, in pieces of at most `limit` rows."""
+    joined: list[_Call] = []
+    for call in calls:
+        last = joined[-1] if joined else None
+        if last is not None and last.start + len(last.tokens) == call.start:
+            data = np.concatenate([last.data, call.data])
+            joined[-1] = _Call(last.start, last.tokens + call.tokens, data)
+        else:
+            joined.append(call)
+    pieces: list[_Call] = []
+    for call in joined:
+        for begin in range(0, len(call.tokens), max(1, limit)):
+            end = begin + max(1, limit)
+            pieces.append(_Call(call.start + begin, call.tokens[begin:end], call.data[begin:end]))
+    return pieces
+
+
+@dataclass(frozen=True)
+class HeadState:
+    """A head as it was beside a kept target state (see HiddenStateHead.state).
+
+    Attributes:
+        covered: target positions it held or had kept.
+        fed_end: positions its own cache held.
+        cache: llama.cpp's state of its own cache (empty: it keeps none).
+        unfed: the calls it had kept but not been fed.
+        fields: its kind's bookkeeping.
+    """
+
+    covered: int
+    fed_end: int
+    cache: bytes
+    unfed: tuple[_Call, ...]
+    fields: dict[str, Any]
+
+    @property
+    def size_bytes(self) -> int:
+        """Memory it holds: the head's cache and the rows it has yet to be fed."""
+        return len(self.cache) + sum(call.data.nbytes for call in self.unfed)

@@ -384,14 +384,20 @@ class LlamaModel:
         if len(kept) > len(self.tokens):
             self.decode(kept[len(self.tokens) :], logits="none")
 
-    def adopt_state(self, tokens: Sequence[int]) -> None:
+    def adopt_state(self, tokens: Sequence[int], followers: Sequence[Any] = ()) -> None:
         """The cache now holds `tokens`, loaded into the context from outside (a kept
-        state): nothing of it can be dropped natively, no checkpoint describes it, and a
-        follower starts again from it."""
+        state): nothing of it can be dropped natively, no checkpoint describes it, and each
+        follower adopts its state kept with it (`followers`, from `follower_states`)."""
         self._cut(0)
         self.tokens[:] = list(tokens)
         self._last_call_start = len(self.tokens)
         self._snapshot_used = True
+        for follower, state in zip(self._followers, followers, strict=False):
+            follower.adopt(state)
+
+    def follower_states(self) -> list[Any]:
+        """What each follower holds now, kept beside this cache's state (see adopt_state)."""
+        return [follower.state() for follower in self._followers]
 
     def put_back_after_raw_decodes(self) -> None:
         """Bring the cache back to `tokens` after llama.cpp decoded past them directly (the
@@ -443,15 +449,9 @@ class LlamaModel:
         self._cut(0)
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
-        """Append `tokens` to the cache and return logits.
-
-        Args:
-            tokens: tokens to evaluate after the cached ones.
-            logits: 'last' for the final row only, 'all' for one row per token, 'none'.
-
-        Returns:
-            An array of shape (rows, n_vocab) (rows = 0 for 'none'), copied out of llama.cpp.
-        """
+        """Append `tokens` to the cache and return logits (`logits`: 'last' for the final row
+        only, 'all' for one row per token, 'none'): an array of shape (rows, n_vocab), rows = 0
+        for 'none', copied out of llama.cpp."""
         if not tokens:
             raise ValueError("nothing to decode")
         if len(self.tokens) + len(tokens) > self.n_ctx:

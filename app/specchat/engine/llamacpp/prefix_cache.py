@@ -7,7 +7,7 @@ import ctypes
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
@@ -28,6 +28,12 @@ class _Snapshot:
     model: str
     tokens: tuple[int, ...]
     data: bytes
+    #: What the model's followers (a draft head) held beside it (LlamaModel.follower_states).
+    heads: tuple[Any, ...] = ()
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.data) + sum(getattr(head, "size_bytes", 0) for head in self.heads)
 
 
 class PrefixCache:
@@ -51,7 +57,7 @@ class PrefixCache:
 
     @property
     def size_bytes(self) -> int:
-        return sum(len(s.data) for s in self._snapshots)
+        return sum(s.size_bytes for s in self._snapshots)
 
     def __len__(self) -> int:
         return len(self._snapshots)
@@ -96,7 +102,8 @@ class PrefixCache:
         if written <= 0:
             log.info("llama.cpp could not copy a cache's state")
             return
-        self._snapshots.append(_Snapshot(_key(model), tokens, bytes(buffer)[:written]))
+        heads = tuple(model.follower_states())
+        self._snapshots.append(_Snapshot(_key(model), tokens, bytes(buffer)[:written], heads))
         while self.size_bytes > self.max_bytes and len(self._snapshots) > 1:
             self._snapshots.pop(0)
 
@@ -111,7 +118,7 @@ class PrefixCache:
             model.reset()
             self._snapshots.remove(snapshot)
             return False
-        model.adopt_state(snapshot.tokens)
+        model.adopt_state(snapshot.tokens, snapshot.heads)
         return True
 
     def forget(self, model: LlamaModel) -> None:

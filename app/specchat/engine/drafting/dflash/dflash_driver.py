@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import llama_cpp
+import numpy as np
 
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.beside_target import (
@@ -112,12 +113,13 @@ class DFlashDraft(HiddenStateHead):
         self._fed = 0  # positions of the draft's cache that mirror the target's
 
     # --- following the target's cache (llama.cpp's process) ------------------------------------
-    def decoded(self, tokens: Sequence[int], start: int) -> None:
+    def _capture(self, tokens: Sequence[int], start: int) -> np.ndarray:
+        return target_features(self.target, self._layers, len(tokens), n_layer=self._n_layer_target)
+
+    def _feed(self, tokens: Sequence[int], start: int, data: np.ndarray) -> None:
         batch = self._batch
         assert batch is not None
-        features = target_features(
-            self.target, self._layers, len(tokens), n_layer=self._n_layer_target
-        )
+        features = data
         for begin in range(0, len(tokens), self._n_ubatch):
             for offset, row in enumerate(features[begin : begin + self._n_ubatch]):
                 p = start + begin + offset
@@ -125,21 +127,27 @@ class DFlashDraft(HiddenStateHead):
             batch.process()
         self._fed = start + len(tokens)
 
-    def dropped(self, n_keep: int) -> None:
+    def _dropped(self, n_keep: int) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1)
         self._fed = min(self._fed, n_keep)
 
+    # --- kept states -----------------------------------------------------------------------------
+    def _fields(self) -> dict[str, Any]:
+        return {"fed": self._fed}
+
+    def _set_fields(self, fields: dict[str, Any]) -> None:
+        self._fed = fields["fed"]
+
     # --- drafting (llama.cpp's draft) ------------------------------------------------------------
-    @property
-    def ready(self) -> bool:
-        """Whether it can draft now: its cache mirrors the target's."""
+    def _ready_now(self) -> bool:
+        """Its cache mirrors the target's."""
         return self._fed == self.target.n_past
 
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
+    def _draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
         """Up to k greedy draft tokens after the context whose last token, `last`, the
         target has not cached yet (the first k of the block's n_max). Stops at a token
         whose share of the top 10 is below `min_confidence` (llama.cpp's p-min)."""
-        if not self.ready or k <= 0:
+        if not self._ready_now():
             return []
         batch = self._batch
         assert batch is not None

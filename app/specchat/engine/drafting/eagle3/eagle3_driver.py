@@ -99,10 +99,12 @@ class Eagle3Draft(HiddenStateHead):
         self._pending_g = np.zeros(self.n_embd, dtype=np.float32)
 
     # --- following the target's cache (llama.cpp's process and accept) ------------------------
-    def decoded(self, tokens: Sequence[int], start: int) -> None:
+    def _capture(self, tokens: Sequence[int], start: int) -> np.ndarray:
+        return target_features(self.target, self._layers, len(tokens), n_layer=self._n_layer_target)
+
+    def _feed(self, tokens: Sequence[int], start: int, data: np.ndarray) -> None:
         n = len(tokens)
-        features = target_features(self.target, self._layers, n, n_layer=self._n_layer_target)
-        g = self._encode(features)
+        g = self._encode(data)
         batch = self._batch
         assert batch is not None
         pending = self._pending_pos
@@ -120,7 +122,7 @@ class Eagle3Draft(HiddenStateHead):
         if batch.size:
             batch.process()
 
-    def dropped(self, n_keep: int) -> None:
+    def _dropped(self, n_keep: int) -> None:
         self._forget_from(max(n_keep - 1, 0))
         for position in [p for p in self._g if p >= n_keep]:
             del self._g[position]
@@ -155,16 +157,24 @@ class Eagle3Draft(HiddenStateHead):
         llama_cpp.llama_memory_seq_rm(self._memory, 0, position, -1)
 
     # --- drafting (llama.cpp's draft) ------------------------------------------------------------
-    @property
-    def ready(self) -> bool:
-        """Whether it can draft now: its boundary is the target's last cached position."""
+    # --- kept states -----------------------------------------------------------------------------
+    def _fields(self) -> dict[str, Any]:
+        return {"g": dict(self._g), "pos": self._pending_pos, "pending": self._pending_g}
+
+    def _set_fields(self, fields: dict[str, Any]) -> None:
+        self._g = dict(fields["g"])
+        self._pending_pos = fields["pos"]
+        self._pending_g = fields["pending"]
+
+    def _ready_now(self) -> bool:
+        """Its boundary is the target's last cached position."""
         return self._pending_pos >= 0 and self._pending_pos == self.target.n_past - 1
 
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
+    def _draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
         """Up to k greedy draft tokens after the context whose last token, `last`, the
         target has not cached yet. Stops at a token whose share of the top 10 is below
         `min_confidence` (llama.cpp's p-min: checked at every step)."""
-        if not self.ready or k <= 0:
+        if not self._ready_now():
             return []
         batch = self._batch
         assert batch is not None

@@ -102,20 +102,32 @@ class DraftHead(HiddenStateHead):
         self._fed = 0  # positions of the head's own cache that mirror the target's
 
     # --- following the target's cache ----------------------------------------------------------
-    def decoded(self, tokens: Sequence[int], start: int) -> None:
+    def _capture(self, tokens: Sequence[int], start: int) -> np.ndarray:
         rows = staging_api.nextn_rows(self.target.context, len(tokens), self.n_embd)
+        return np.asarray(rows, dtype=np.float32)
+
+    def _feed(self, tokens: Sequence[int], start: int, data: np.ndarray) -> None:
+        """Pair each token with the target's row one position back (the first with the row
+        before these) and run the head's cache over them (an assistant keeps no cache: its
+        rows alone)."""
         if not self.shared:
-            if self._pending is None or start == 0:
+            pending = self._pending
+            if pending is None or start == 0:
                 # No row for the position before (the start of the cache, or a row long
                 # forgotten): that one pair is the head's poorer, never the answer.
-                self._pending = np.zeros(self.n_embd, dtype=np.float32)
-            self._feed(tokens, start, rows)
-        for offset, row in enumerate(rows):
+                pending = np.zeros(self.n_embd, dtype=np.float32)
+            assert self._batch is not None
+            paired = np.vstack([pending[None, :], data[:-1]]).astype(np.float32)
+            for offset, token in enumerate(tokens):
+                self._batch.add_token(token, start + offset, embd=paired[offset])
+            self._batch.process()
+            self._fed = start + len(tokens)
+        for offset, row in enumerate(data):
             self._rows[start + offset] = row
-        self._pending = rows[-1]
+        self._pending = data[-1]
         self._forget_rows_before(start + len(tokens) - KEEP_ROWS)
 
-    def dropped(self, n_keep: int) -> None:
+    def _dropped(self, n_keep: int) -> None:
         if not self.shared and self._fed > n_keep:
             llama_cpp.llama_memory_seq_rm(self._memory, 0, n_keep, -1)
             self._fed = n_keep
@@ -123,34 +135,35 @@ class DraftHead(HiddenStateHead):
         for position in [p for p in self._rows if p >= n_keep]:
             del self._rows[position]
 
-    def _feed(self, tokens: Sequence[int], start: int, rows: np.ndarray) -> None:
-        """Pair each token with the target's row one position back (the first with the row
-        before this call) and run the head's cache over them."""
-        assert self._pending is not None and self._batch is not None
-        paired = np.vstack([self._pending[None, :], rows[:-1]]).astype(np.float32)
-        for offset, token in enumerate(tokens):
-            self._batch.add_token(token, start + offset, embd=paired[offset])
-        self._batch.process()
-        self._fed = start + len(tokens)
-
     def _forget_rows_before(self, position: int) -> None:
         for old in [p for p in self._rows if p < position]:
             del self._rows[old]
 
-    # --- drafting ----------------------------------------------------------------------------
+    # --- kept states -----------------------------------------------------------------------------
     @property
-    def ready(self) -> bool:
-        """Whether it can draft now: it has the target's last row, and (an MTP head) its
-        cache mirrors the target's."""
+    def _own_cache(self) -> bool:
+        return not self.shared
+
+    def _fields(self) -> dict[str, Any]:
+        return {"rows": dict(self._rows), "pending": self._pending, "fed": self._fed}
+
+    def _set_fields(self, fields: dict[str, Any]) -> None:
+        self._rows = dict(fields["rows"])
+        self._pending = fields["pending"]
+        self._fed = fields["fed"]
+
+    # --- drafting ----------------------------------------------------------------------------
+    def _ready_now(self) -> bool:
+        """It has the target's last row, and (an MTP head) its cache mirrors the target's."""
         if self._pending is None:
             return False
         return self.shared or self._fed == self.target.n_past
 
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
+    def _draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
         """Up to k greedy draft tokens after the context whose last token, `last`, the
         target has not cached yet (at position pos0 = target.n_past). Stops early at a
         token whose probability under the head is below `min_confidence`."""
-        if not self.ready or k <= 0:
+        if not self._ready_now():
             return []
         pos0 = self.target.n_past
         batch = self._batch
