@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
-from specchat.commands.pairs import add_kv_cache_argument, load_engine
+from specchat.commands.pairs import add_kv_cache_argument, add_rpc_arguments, load_engine
 
 if TYPE_CHECKING:
     from specchat.bench.first_answer import FirstAnswer
@@ -93,6 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="decode threads")
     parser.add_argument("--ctx", type=int, default=4096, help="context window")
     add_kv_cache_argument(parser)
+    add_rpc_arguments(parser)
     parser.add_argument(
         "--gpu-layers", type=int, default=-1, help="layers to offload where the build can (-1: all)"
     )

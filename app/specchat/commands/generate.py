@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from specchat.commands.errors import UserError
-from specchat.commands.pairs import add_kv_cache_argument, describe_load, model_files
+from specchat.commands.pairs import (
+    add_kv_cache_argument,
+    add_rpc_arguments,
+    describe_load,
+    model_files,
+    remote_target,
+)
 from specchat.engine.drafting.registry import mode_names, needs_model
 from specchat.engine.types import (
     Controls,
@@ -44,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--n-ctx", type=int, default=4096)
     add_kv_cache_argument(parser)
+    add_rpc_arguments(parser)
     parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--system", default=None, help="system message")
@@ -196,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
             draft_gpu_layers=args.gpu_layers,
             n_threads=args.threads,
             kv_cache=args.kv_cache,
+            remote=remote_target(args),
         )
     except ModelLoadError as error:
         raise UserError(str(error)) from None

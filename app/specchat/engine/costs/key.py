@@ -28,6 +28,8 @@ class CostKey:
             changes attention kernels' shapes; nearby windows share a table).
         head: the drafter whose head over the target's hidden state the table times ("mtp":
             a target file's own MTP layers); "" for the model itself.
+        remote: the RPC servers the model's layers are spread over (LoadInfo.remote): a pass
+            over the network costs more per pass and less per row; "" on this machine alone.
     """
 
     file: str
@@ -37,6 +39,7 @@ class CostKey:
     threads: int
     ctx_band: int
     head: str = ""
+    remote: str = ""
 
     @classmethod
     def of(cls, model: LlamaModel, *, head: str = "", file: Path | None = None) -> CostKey:
@@ -53,6 +56,7 @@ class CostKey:
             threads=model.info.n_threads,
             ctx_band=1 << max(0, math.ceil(math.log2(max(1, model.n_ctx)))),
             head=head,
+            remote=model.info.remote,
         )
 
     def digest(self) -> str:
@@ -61,5 +65,7 @@ class CostKey:
             # A model's own key digests as it did before heads had tables: stored files keep
             # their names.
             del fields["head"]
+        if not self.remote:
+            del fields["remote"]  # likewise: a table of this machine alone keeps its name
         text = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
