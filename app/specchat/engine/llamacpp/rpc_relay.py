@@ -18,6 +18,7 @@ import logging
 import socket
 import struct
 import threading
+import time
 
 from specchat.engine.llamacpp.rpc_wire import (
     Command,
@@ -44,6 +45,17 @@ abort_flag = ctypes.create_string_buffer(2)
 _lock = threading.Lock()
 _relays: dict[str, Relay] = {}
 _lost: dict[str, str] = {}
+#: A round trip added to every response (set_added_rtt): the bench's stand-in for a slower
+#: network, with no network interface touched.
+_added_rtt_s = 0.0
+
+
+def set_added_rtt(seconds: float) -> None:
+    """Hold every server's response `seconds` longer, as a network with that much more round
+    trip would: one round trip per request that waits for an answer, none for those that
+    do not (they stream ahead, as on a real connection)."""
+    global _added_rtt_s
+    _added_rtt_s = max(0.0, seconds)
 
 
 def relay_for(endpoint: str) -> Relay:
@@ -156,6 +168,8 @@ class Relay:
         if upstream is not None:
             try:
                 (answer_size,) = struct.unpack("<Q", recv_exact(upstream, 8))
+                if _added_rtt_s:
+                    time.sleep(_added_rtt_s)
                 client.sendall(struct.pack("<Q", answer_size))
                 header_sent, expected = True, answer_size
                 buffer = memoryview(bytearray(min(answer_size, _CHUNK) or 1))
