@@ -238,6 +238,7 @@ class MainWindow(QMainWindow):
         gpu = self.controls.gpu_layers()
         self.settings.set(cfg.N_CTX, self.controls.memory.n_ctx())  # the loader reads them
         self.settings.set(cfg.KV_CACHE, self.controls.memory.kv_cache())
+        self.settings.set(cfg.RPC_SERVERS, self.controls.memory.rpc_servers())
         self.loader.load(target_gpu_layers=gpu.target, draft_gpu_layers=gpu.draft, **what)
 
     @Slot(LoadRequest)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from specchat.engine.history import StoredHistory
     from specchat.engine.llamacpp.kv_store import KVStore
     from specchat.engine.llamacpp.prompt_reading import PromptRate, PromptReading
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import ModelPair
     from specchat.store.conversations import ConversationStore
@@ -210,6 +211,7 @@ class GenerationWorker(QObject):
                 n_threads=self._n_threads,
                 progress=progress,
                 cancel=cancel,
+                remote=_remote_target(request.rpc_servers),
             )
             calibrated = None
             if request.calibrate:
@@ -463,3 +465,9 @@ class GenerationWorker(QObject):
             engine, self.engine = self.engine, None
             self.host.attach(None)
             engine.close()
+
+
+def _remote_target(servers: str) -> RemoteTarget | None:
+    from specchat.engine.llamacpp.rpc_placement import remote_target
+
+    return remote_target(servers)

@@ -19,7 +19,13 @@ import llama_cpp
 from specchat.engine.llamacpp.backend import gpu_backend_name
 from specchat.engine.llamacpp.rpc_devices import Device, local_devices, remote_devices
 from specchat.engine.llamacpp.rpc_relay import clear_lost
-from specchat.engine.llamacpp.rpc_wire import ServerInfo, parse_endpoints, probe
+from specchat.engine.llamacpp.rpc_wire import (
+    RpcServerError,
+    ServerInfo,
+    parse_endpoints,
+    probe,
+    remember_servers,
+)
 from specchat.ggml_backends import ggml_function
 
 
@@ -65,6 +71,15 @@ class RemoteTarget:
         return text
 
 
+def remote_target(servers: str) -> RemoteTarget | None:
+    """The window's setting as a RemoteTarget (None when empty); RpcServerError when it
+    does not read as servers."""
+    try:
+        return RemoteTarget.parse(servers)
+    except ValueError as error:
+        raise RpcServerError(servers.strip(), f"not a server list: {error}") from None
+
+
 @dataclass
 class Placement:
     """A target's devices and split as llama_model_params takes them.
@@ -100,6 +115,7 @@ def place(remote: RemoteTarget, path: Path) -> Placement:
     """Check every server (RpcServerError naming the first that cannot be used) and place
     `path`'s layers over this machine and them."""
     servers = tuple(probe(endpoint) for endpoint in remote.endpoints)
+    remember_servers(servers)
     clear_lost()
     n_layer = _block_count(path)
     remote_devs = [(e, remote_devices(e)) for e in remote.endpoints]

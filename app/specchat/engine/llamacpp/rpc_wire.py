@@ -111,6 +111,20 @@ class ServerInfo:
         return f"{self.endpoint}: {devices}, {self.free_bytes / 2**30:.1f} GiB free"
 
 
+_last_servers: tuple[ServerInfo, ...] = ()
+
+
+def remember_servers(servers: tuple[ServerInfo, ...]) -> None:
+    """What the last load found on its servers (their free memory before it), for the window:
+    a loaded target holds its servers' one connection, so they cannot be asked again."""
+    global _last_servers
+    _last_servers = servers
+
+
+def last_servers() -> tuple[ServerInfo, ...]:
+    return _last_servers
+
+
 def parse_endpoints(text: str | Sequence[str]) -> tuple[str, ...]:
     """'HOST:PORT[,HOST:PORT…]' (or those items) as normalised endpoints; a missing port is
     DEFAULT_PORT. Raises ValueError naming the item at fault."""
