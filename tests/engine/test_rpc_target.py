@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.costs.key import CostKey
-from specchat.engine.llamacpp import rpc_devices, rpc_relay
+from specchat.engine.llamacpp import rpc_devices
 from specchat.engine.llamacpp.load import RemoteLoadError
 from specchat.engine.llamacpp.model import DecodeError, LlamaModel
 from specchat.engine.llamacpp.rpc_placement import RemoteTarget
@@ -134,7 +134,6 @@ def test_a_server_lost_mid_answer_is_named_and_the_answer_so_far_kept(
         assert len(kept) >= 4
         engine.close()
     # The pair reloads on this machine alone, and answers as before the loss.
-    rpc_relay.clear_lost()
     local = ChatEngine.load(tiny_models.target, None, n_ctx=512, n_threads=1)
     try:
         assert _answer(local, "plain", n=len(kept))[:4] == kept[:4]

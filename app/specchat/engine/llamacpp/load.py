@@ -140,6 +140,9 @@ def load_weights(
     params = llama_cpp.llama_model_default_params()
     params.load_mtp = load_mtp
     params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else _ALL_LAYERS
+    from specchat.engine.llamacpp.rpc_relay import clear_lost
+
+    clear_lost()  # a server lost before is no reason for this load's failures
     if remote is not None:
         from specchat.engine.llamacpp.rpc_placement import place
         from specchat.engine.llamacpp.rpc_wire import RpcServerError

@@ -18,7 +18,6 @@ import llama_cpp
 
 from specchat.engine.llamacpp.backend import gpu_backend_name
 from specchat.engine.llamacpp.rpc_devices import Device, local_devices, remote_devices
-from specchat.engine.llamacpp.rpc_relay import clear_lost
 from specchat.engine.llamacpp.rpc_wire import (
     RpcServerError,
     ServerInfo,
@@ -116,7 +115,6 @@ def place(remote: RemoteTarget, path: Path) -> Placement:
     `path`'s layers over this machine and them."""
     servers = tuple(probe(endpoint) for endpoint in remote.endpoints)
     remember_servers(servers)
-    clear_lost()
     n_layer = _block_count(path)
     remote_devs = [(e, remote_devices(e)) for e in remote.endpoints]
     gpus = list(local_devices()) if gpu_backend_name() is not None else []
