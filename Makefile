@@ -31,7 +31,7 @@ LLAMA_BUILD_ARGS = $(LLAMA_CMAKE_ARGS) -DGGML_RPC=on
 # CI) installs llama-cpp-python in seconds after the first build, a CPU wheel is never taken for
 # CUDA, and a wheel built with other flags (one without RPC) is never reused: the folder's name
 # ends in a hash of the version and the CMake flags, and so does the venv's stamp.
-LLAMA_BUILD_KEY = $(shell printf '%s' "$(LLAMA_VERSION) $(LLAMA_BUILD_ARGS)" | sha256sum | cut -c1-10)
+LLAMA_BUILD_KEY := $(shell printf '%s' "$(LLAMA_VERSION) $(LLAMA_BUILD_ARGS)" | sha256sum | cut -c1-10)
 WHEELHOUSE ?= $(HOME)/.cache/specchat/wheelhouse/$(BACKEND)-$(LLAMA_BUILD_KEY)
 
 # `make package` bundles a llama.cpp that runs on any x86-64 CPU: no -march=native, every CPU

@@ -170,3 +170,19 @@ def test_the_default_pair_spread_over_two_servers_answers_as_it_does_here(
         ]
         if parted:
             assert reference.events[parted[0]].margin < NEAR_TIE, (parted, reference.text)
+
+
+def test_a_hybrids_mtp_head_drafts_here_and_answers_as_plain_does(
+    tmp_path: Path, servers: Sequence[RpcServer]
+) -> None:
+    """The target's own MTP layers stay on this machine with its output layer; the rest
+    spread over the servers, and drafting with the head changes no answer."""
+    from specchat.tinyarch import write_tiny_qwen35
+
+    hybrid = write_tiny_qwen35(tmp_path / "qwen35-mtp.gguf", mtp=True)
+    engine = ChatEngine.load(hybrid, None, n_ctx=512, n_threads=1, remote=_remote(servers, "0,1,1"))
+    try:
+        assert "mtp" in engine.info.drafters
+        assert _answer(engine, "mtp", n=16) == _answer(engine, "plain", n=16)
+    finally:
+        engine.close()

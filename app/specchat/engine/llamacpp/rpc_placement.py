@@ -115,7 +115,7 @@ def place(remote: RemoteTarget, path: Path) -> Placement:
     `path`'s layers over this machine and them."""
     servers = tuple(probe(endpoint) for endpoint in remote.endpoints)
     remember_servers(servers)
-    n_layer = _block_count(path)
+    n_layer, n_head_layers = _block_count(path)
     remote_devs = [(e, remote_devices(e)) for e in remote.endpoints]
     gpus = list(local_devices()) if gpu_backend_name() is not None else []
     cpu_free = 0 if gpus else sum(d.free for d in local_devices())
@@ -156,7 +156,7 @@ def place(remote: RemoteTarget, path: Path) -> Placement:
         tuple(layers.items()),
         handles,
         split,
-        _output_on_cpu(),
+        _kept_here(n_layer, n_head_layers),
     )
 
 
@@ -181,18 +181,22 @@ class _BufferOverride(ctypes.Structure):
 _OUTPUT_TENSORS = (b"^output", b"^token_embd")
 
 
-def _output_on_cpu() -> Any:
+def _kept_here(n_layer: int, n_head_layers: int) -> Any:
     """Overrides keeping the output layer in this machine's memory, so its CPU computes each
-    pass's end (llama.cpp would offload the output layer first)."""
+    pass's end (llama.cpp would offload the output layer first), and the target's own MTP
+    layers (its last `n_head_layers`), which draft here."""
     cpu = ggml_function("ggml_backend_dev_by_type", ctypes.c_void_p, ctypes.c_int)(0)
     buft = ggml_function("ggml_backend_dev_buffer_type", ctypes.c_void_p, ctypes.c_void_p)(cpu)
-    overrides = [_BufferOverride(pattern, buft) for pattern in _OUTPUT_TENSORS]
+    heads = tuple(f"^blk\\.{i}\\.".encode() for i in range(n_layer - n_head_layers, n_layer))
+    overrides = [_BufferOverride(pattern, buft) for pattern in (*_OUTPUT_TENSORS, *heads)]
     return (_BufferOverride * (len(overrides) + 1))(*overrides, _BufferOverride(None, None))
 
 
-def _block_count(path: Path) -> int:
+def _block_count(path: Path) -> tuple[int, int]:
+    """The file's layers, and how many of the last are MTP (nextn) layers."""
     from specchat.models.gguf_reader import read_metadata
 
     meta = read_metadata(path, arrays=False)
     architecture = str(meta.values.get("general.architecture", ""))
-    return int(meta.values.get(f"{architecture}.block_count", 0))
+    n_layer = int(meta.values.get(f"{architecture}.block_count", 0))
+    return n_layer, min(n_layer, int(meta.values.get(f"{architecture}.nextn_predict_layers", 0)))
