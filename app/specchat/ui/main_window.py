@@ -306,6 +306,11 @@ class MainWindow(QMainWindow):
     def _on_reload_requested(self) -> None:
         self._request_load(**self.loader.reload())
 
+    def _reload_here(self) -> None:
+        """The pair again with its target on this machine alone (the RPC servers cleared)."""
+        self.controls.memory.set_rpc_servers("")
+        self._on_reload_requested()
+
     # --- conversations -------------------------------------------------------------------
     def new_conversation(self) -> None:
         """Ctrl+N: an empty transcript; the conversation is created with the first message."""
@@ -443,7 +448,17 @@ class MainWindow(QMainWindow):
 
     @Slot(AnswerEnded)
     def _on_answer_ended(self, ended: AnswerEnded) -> None:
-        if ended.error:
+        if ended.error and self.controls.memory.rpc_servers() and "RPC server" in ended.error:
+            # A server the target spread over was lost: reload here alone, or (the user's
+            # choice) wait for it and Reload as it is.
+            self.banner.show_message(
+                ended.error,
+                kind="error",
+                palette=self.palette_,
+                action=("Reload here", self._reload_here),
+            )
+            self.error_shown.emit(ended.error)
+        elif ended.error:
             self._show_error(ended.error)
         self.latency.stop()
         if ended.gave_back:
