@@ -180,7 +180,7 @@ def index_attachments(engine: ChatEngine, attachments: list[Attachment]) -> None
 def run(args: argparse.Namespace) -> int:
     from specchat.engine.attachments import attached_message
     from specchat.engine.context import ContextOverflowError
-    from specchat.engine.llamacpp.model import ContextFullError, ModelLoadError
+    from specchat.engine.llamacpp.model import ContextFullError, DecodeError, ModelLoadError
     from specchat.engine.session import ChatEngine
     from specchat.engine.templates.chat_template import ChatMessage
     from specchat.engine.templates.guards import ChatTemplateError
@@ -235,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
         err.write("stopped\n")
         return 130
     except (ContextFullError, ContextOverflowError, ChatTemplateError) as error:
+        raise UserError(str(error)) from None
+    except DecodeError as error:  # a lost RPC server among them: what was printed stays
+        out.write("\n")
         raise UserError(str(error)) from None
     finally:
         engine.close()
