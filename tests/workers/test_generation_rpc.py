@@ -81,3 +81,20 @@ def test_a_server_lost_mid_answer_fails_it_by_name_after_what_was_written(
         worker._on_generate_requested(
             GenerateRequest(4, QUESTION, max_tokens=16, controls=Controls("plain", 0))
         )
+
+
+def test_a_reload_over_the_same_server_lets_the_old_pair_go_first(
+    qtbot: QtBot, tiny_models: TinyModels
+) -> None:
+    """A server serves one client at a time: the second load would wait on the first pair's
+    connection, so the worker releases that pair before it loads over the server again."""
+    worker = GenerationWorker(n_threads=1)
+    with rpc_servers(1) as (server,):
+        for load_id in (1, 2):
+            with qtbot.waitSignal(worker.loaded, timeout=60_000):
+                worker._on_load_requested(_load(tiny_models, load_id, server.endpoint))
+        with qtbot.waitSignal(worker.finished, timeout=60_000):
+            worker._on_generate_requested(
+                GenerateRequest(5, QUESTION, max_tokens=16, controls=Controls("plain", 0))
+            )
+        worker._release_engine()

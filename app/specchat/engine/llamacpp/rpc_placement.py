@@ -61,6 +61,11 @@ class RemoteTarget:
                 )
         return cls(endpoints, shares)
 
+    @staticmethod
+    def servers_in(key: str) -> tuple[str, ...]:
+        """The servers a key (LoadInfo.remote) names."""
+        return tuple(e for e in key.split(" ", 1)[0].split(",") if e)
+
     def key(self) -> str:
         """The device set for cost tables and reports: '10.0.0.2:50052,10.0.0.3:50052' with
         the shares when given ('… split 1/2/2')."""
