@@ -144,12 +144,13 @@ def load_weights(
 
     clear_lost()  # a server lost before is no reason for this load's failures
     if remote is not None:
+        from specchat.engine.llamacpp.rpc_devices import RpcUnavailable
         from specchat.engine.llamacpp.rpc_placement import place
         from specchat.engine.llamacpp.rpc_wire import RpcServerError
 
         try:
             placement = place(remote, path)  # held until the load is done: it owns the arrays
-        except RpcServerError as error:
+        except (RpcServerError, RpcUnavailable) as error:
             raise RemoteLoadError(str(error)) from None
         placement.apply(params)
         log.info("%s placed: %s", path.name, placement.describe())
