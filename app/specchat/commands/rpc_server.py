@@ -45,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from specchat.engine.llamacpp import rpc_devices
     from specchat.engine.llamacpp.backend import default_threads
     from specchat.engine.llamacpp.rpc_devices import RpcUnavailable, local_devices, serve
     from specchat.engine.llamacpp.rpc_wire import is_loopback
@@ -61,9 +62,10 @@ def run(args: argparse.Namespace) -> int:
     if not is_loopback(args.host):
         print(EXPOSED_WARNING.format(host=args.host, port=args.port), file=sys.stderr)
     try:
-        devices = local_devices()
+        rpc_devices.check_available()
     except RpcUnavailable as error:
         raise UserError(str(error)) from None
+    devices = local_devices()
     if not devices:
         raise UserError("llama.cpp found no device to serve")
     host = f"[{args.host}]" if ":" in args.host else args.host

@@ -73,6 +73,11 @@ def _proc(name: str) -> Any:
     return address
 
 
+def check_available() -> None:
+    """Raise RpcUnavailable, saying how to get it, unless this llama.cpp has the backend."""
+    _proc("ggml_backend_rpc_start_server")
+
+
 def available() -> bool:
     """Whether this llama.cpp can use and serve other machines' devices."""
     try:
