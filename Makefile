@@ -88,7 +88,7 @@ $(STAMP_LLAMA): | $(PY)
 	  CMAKE_ARGS="$(LLAMA_BUILD_ARGS)" $(PIP) wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
 	    llama-cpp-python==$(LLAMA_VERSION); \
 	else echo "Using cached llama-cpp-python wheel from $(WHEELHOUSE)"; fi
-	$(PIP) install -q --no-deps $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	$(PIP) install -q --no-deps --force-reinstall $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	@rm -f $(VENV)/.llama-*
 	@touch $@
 
