@@ -125,6 +125,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "side by side (writes via-api.json); a chat of several turns goes through the API "
         "turn by turn, each follow-up's first token timed (writes follow-up.json)",
     )
+    from specchat.commands import bench_peers
+
+    bench_peers.add_arguments(parser)
     parser.add_argument(
         "--replay",
         type=Path,
@@ -318,10 +321,20 @@ def run(args: argparse.Namespace) -> int:
             return run_via_api(engine, prompts, args)
         finally:
             engine.close()
+    peers = None
     try:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
+        if args.peers:
+            from specchat.commands import bench_peers
+
+            peers = bench_peers.prepare(engine, prompts, args, draft)
     finally:
         engine.close()
+    if peers is not None:
+        from specchat.commands import bench_peers
+
+        # After the pair is closed: one model in memory at a time.
+        outcome = replace(outcome, peers=bench_peers.run(peers, args))
     unserved = [
         m
         for m in config.modes
