@@ -111,3 +111,62 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> dict[str, object]
         },
         "records": records,
     }
+
+
+def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace) -> bool:
+    """`--via-api --peers`: `specchat serve` over the loaded pair and every llama-server type
+    through the same `openai` client; writes via-api-peers.json, prints one line a server.
+    False when no llama-server could answer."""
+    import json
+
+    import llama_cpp
+
+    from specchat.bench.peers.api_peers import SPECCHAT_SERVE, compare_servers, summarise
+    from specchat.bench.peers.configs import peer_configs
+    from specchat.bench.peers.llama_server import PeerError, find_llama_server
+    from specchat.serve.guard import ServeOptions
+    from specchat.serve.server import ApiServer
+
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        print("specchat bench: --via-api --peers needs the `openai` package", file=sys.stderr)
+        return False
+    draft = engine.info.draft.path if engine.info.draft else None
+    setup = prepare(engine, (), args, draft)
+    try:
+        binary = find_llama_server(
+            llama_cpp.__version__, setup["backend"], getattr(args, "llama_server", None)
+        )
+    except PeerError as error:
+        print(f"specchat bench: {error}", file=sys.stderr)
+        return False
+    configs = [c for c in peer_configs(draft=draft, heads=setup["heads"]) if c.is_server]
+    server = ApiServer.for_engine(
+        engine, ServeOptions(port=0), calibrate_plain=False, profile=False
+    )
+    address = server.start()
+    try:
+        answers = compare_servers(
+            address.port,
+            configs,
+            prompts,
+            setup["settings"],
+            binary,
+            max_tokens=args.max_tokens,
+            repeat=args.repeat,
+            progress=lambda name: print(f"[via API] {name}", file=sys.stderr, flush=True),
+        )
+    finally:
+        server.stop()
+    report = summarise(answers)
+    report["settings"] = {"server": str(binary), "server_arguments": setup["settings"].arguments()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "via-api-peers.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    for name, tok_s in report["tok_s"].items():
+        mark = " (best llama-server)" if name == report["best_llama_server"] else ""
+        print(f"{name:40} {tok_s:8.1f} tok/s through the API{mark}")
+    for prompt, ratio in report["specchat_over_best"].items():
+        print(f"{prompt:32} {SPECCHAT_SERVE} ÷ best llama-server ×{ratio:.3f}")
+    print(f"report: {args.out / 'via-api-peers.json'}")
+    return report["best_llama_server"] is not None

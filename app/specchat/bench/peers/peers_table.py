@@ -110,8 +110,8 @@ def peers_section(
     }
 
 
-def _cell(value: float | None, fmt: str) -> str:
-    return "–" if value is None else format(value, fmt)
+def _cell(value: float | None, fmt: str, unit: str = "") -> str:
+    return "–" if value is None else format(value, fmt) + unit
 
 
 def render_peers(section: Mapping[str, Any] | None) -> list[str]:
@@ -154,7 +154,7 @@ def render_peers(section: Mapping[str, Any] | None) -> list[str]:
         if row["errors"]:
             equal += f" ({row['errors']} failed)"
         lines.append(
-            f"| {name} | {_cell(row['tok_s'], '.1f')} | {_cell(row['speedup'], '.3f')}× "
+            f"| {name} | {_cell(row['tok_s'], '.1f')} | {_cell(row['speedup'], '.3f', '×')} "
             f"| {worst} | {row['drafted']} / {row['accepted']} | {equal} |"
         )
     lines += [
@@ -171,7 +171,7 @@ def render_peers(section: Mapping[str, Any] | None) -> list[str]:
             equal = f"failed: {row['error'][:80]}"
         lines.append(
             f"| {row['prompt']} | {row['peer']} | {_cell(row['tok_s'], '.1f')} "
-            f"| {_cell(row['speedup'], '.3f')}× | {row['drafted']} / {row['accepted']} "
+            f"| {_cell(row['speedup'], '.3f', '×')} | {row['drafted']} / {row['accepted']} "
             f"| {equal} | {_cell(row['prompt_tokens'], 'd')} |"
         )
     return [*lines, ""]
