@@ -99,6 +99,9 @@ class ServerSettings:
             str(self.batch),
             "-ctk",
             self.key_type,
+            # A draft model's keys too, as SpecChat stores both models' keys alike.
+            "-ctkd",
+            self.key_type,
             "-ngl",
             "all" if self.gpu_layers < 0 else str(self.gpu_layers),
             # One slot, as SpecChat answers one request at a time; its thinking left in the

@@ -110,6 +110,11 @@ def peers_section(
     }
 
 
+def _drafts(peer: str, drafted: int, accepted: int) -> str:
+    # llama-cpp-python does not say what its prompt lookup drafted.
+    return "–" if peer.startswith("llama-cpp-python") else f"{drafted} / {accepted}"
+
+
 def _cell(value: float | None, fmt: str, unit: str = "") -> str:
     return "–" if value is None else format(value, fmt) + unit
 
@@ -155,7 +160,7 @@ def render_peers(section: Mapping[str, Any] | None) -> list[str]:
             equal += f" ({row['errors']} failed)"
         lines.append(
             f"| {name} | {_cell(row['tok_s'], '.1f')} | {_cell(row['speedup'], '.3f', '×')} "
-            f"| {worst} | {row['drafted']} / {row['accepted']} | {equal} |"
+            f"| {worst} | {_drafts(peer, row['drafted'], row['accepted'])} | {equal} |"
         )
     lines += [
         "",
@@ -169,9 +174,10 @@ def render_peers(section: Mapping[str, Any] | None) -> list[str]:
         equal = {True: "yes", False: "**no**", None: "–"}[row["equal_to_specchat_plain"]]
         if row["error"]:
             equal = f"failed: {row['error'][:80]}"
+        drafts = _drafts(row["peer"], row["drafted"], row["accepted"])
         lines.append(
             f"| {row['prompt']} | {row['peer']} | {_cell(row['tok_s'], '.1f')} "
-            f"| {_cell(row['speedup'], '.3f', '×')} | {row['drafted']} / {row['accepted']} "
+            f"| {_cell(row['speedup'], '.3f', '×')} | {drafts} "
             f"| {equal} | {_cell(row['prompt_tokens'], 'd')} |"
         )
     return [*lines, ""]
