@@ -40,9 +40,17 @@ def specchat_rows(records: Sequence[RunRecord]) -> list[PeerRecord]:
                 accepted=r.accepted,
                 text=r.text,
                 prompt_tokens=r.prompt_tokens,
+                token_ids=r.tokens,
             )
         )
     return rows
+
+
+def same_answer(a: PeerRecord, b: PeerRecord) -> bool:
+    """By tokens where both have them, else by text."""
+    if a.token_ids and b.token_ids:
+        return a.token_ids == b.token_ids
+    return a.text == b.text
 
 
 def best_n_max(per_set: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -61,7 +69,7 @@ def peers_section(
     """The report.json section: `rows` per prompt and peer, `set` per peer."""
     everyone = [*specchat, *peers]
     base = {(r.prompt, r.repeat): r.tok_s for r in everyone if r.peer == SERVER_PLAIN and r.tok_s}
-    plain_text = {r.prompt: r.text for r in specchat if r.peer == "SpecChat plain" and not r.repeat}
+    plain = {r.prompt: r for r in specchat if r.peer == "SpecChat plain" and not r.repeat}
     grouped: dict[tuple[str, str], list[PeerRecord]] = defaultdict(list)
     for r in everyone:
         grouped[(r.peer, r.prompt)].append(r)
@@ -69,7 +77,7 @@ def peers_section(
     for (peer, prompt), runs in grouped.items():
         ok = [r for r in runs if not r.error]
         ratios = [r.tok_s / base[(r.prompt, r.repeat)] for r in ok if (r.prompt, r.repeat) in base]
-        equal = [r.text == plain_text[prompt] for r in ok if prompt in plain_text]
+        equal = [same_answer(r, plain[prompt]) for r in ok if prompt in plain]
         rows.append(
             {
                 "peer": peer,

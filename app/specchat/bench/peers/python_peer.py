@@ -22,6 +22,7 @@ class PythonAnswer:
     Attributes:
         text: the answer (end-of-generation token excluded).
         tokens: tokens generated.
+        token_ids: the tokens themselves.
         decode_s: from the first token to the last (the prompt's pass and the first token's
             sampling excluded, as llama-server's figure reads: see ChatReply.decode_tok_s).
     """
@@ -29,6 +30,7 @@ class PythonAnswer:
     text: str
     tokens: int
     decode_s: float
+    token_ids: tuple[int, ...] = ()
 
     @property
     def decode_tok_s(self) -> float:
@@ -76,4 +78,4 @@ def answer(llm: llama_cpp.Llama, prompt: Sequence[int], *, max_tokens: int) -> P
         if len(out) >= max_tokens:
             break
     text = llm.detokenize(out).decode("utf-8", "replace")
-    return PythonAnswer(text, len(out), last - first)
+    return PythonAnswer(text, len(out), last - first, tuple(out))

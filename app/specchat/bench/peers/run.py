@@ -46,6 +46,8 @@ class PeerRecord:
         prompt_tokens: the prompt's length as the peer read it (llama-server renders the
             chat itself: a length unlike SpecChat's shows another rendering).
         error: why there is no answer ("" when there is one).
+        token_ids: the answer's tokens where the peer gives them (llama-cpp-python, SpecChat):
+            two such answers compare by tokens, not by a text a cut character may end.
     """
 
     peer: str
@@ -59,6 +61,7 @@ class PeerRecord:
     text: str = ""
     prompt_tokens: int = 0
     error: str = ""
+    token_ids: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -140,6 +143,7 @@ def _python_records(
                         tok_s=got.decode_tok_s,
                         text=got.text,
                         prompt_tokens=len(p.tokens),
+                        token_ids=got.token_ids,
                     )
                 )
     except (ValueError, RuntimeError, OSError) as error:
