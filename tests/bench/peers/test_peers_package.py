@@ -104,3 +104,42 @@ def test_bench_peers_on_the_tiny_pair(
     ), "llama-server rendered no prompt as SpecChat does"
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert "## Peers: llama-server and llama-cpp-python" in markdown
+
+
+def test_via_api_peers_on_the_tiny_pair(
+    tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`specchat serve` and every llama-server type through the same `openai` client."""
+    out = tmp_path / "out"
+    argv = [
+        "bench",
+        "--target",
+        str(tiny_models.target),
+        "--draft",
+        str(tiny_models.draft_close),
+        "--prompts",
+        str(write_prompts(tmp_path)),
+        "--max-tokens",
+        "16",
+        "--threads",
+        "1",
+        "--ctx",
+        "512",
+        "--kv-cache",
+        "f16",
+        "--via-api",
+        "--peers",
+        "--llama-server",
+        str(_llama_server()),
+        "--out",
+        str(out),
+    ]
+    main(argv)  # 1: the API's overhead goal, which tiny models' microsecond passes miss
+    assert "via-api-peers.json" in capsys.readouterr().out
+    report = json.loads((out / "via-api-peers.json").read_text(encoding="utf-8"))
+    assert not [a for a in report["answers"] if a["error"]]
+    servers = {a["server"] for a in report["answers"]}
+    assert {"specchat serve (auto)", SERVER_PLAIN, "llama-server draft-simple n-max 8"} <= servers
+    assert report["best_llama_server"] in servers
+    assert set(report["specchat_over_best"]) == {"edit", "chat"}
+    assert all(a["tokens"] > 0 and a["tok_s"] > 0 for a in report["answers"])
