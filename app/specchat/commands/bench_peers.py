@@ -124,8 +124,7 @@ def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.N
     from specchat.bench.peers.api_peers import SPECCHAT_SERVE, compare_servers, summarise
     from specchat.bench.peers.configs import peer_configs
     from specchat.bench.peers.llama_server import PeerError, find_llama_server
-    from specchat.serve.guard import ServeOptions
-    from specchat.serve.server import ApiServer
+    from specchat.bench.via_api import serving
 
     try:
         import openai  # noqa: F401
@@ -142,13 +141,9 @@ def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.N
         print(f"specchat bench: {error}", file=sys.stderr)
         return False
     configs = [c for c in peer_configs(draft=draft, heads=setup["heads"]) if c.is_server]
-    server = ApiServer.for_engine(
-        engine, ServeOptions(port=0), calibrate_plain=False, profile=False
-    )
-    address = server.start()
-    try:
+    with serving(engine) as (_, port):
         answers = compare_servers(
-            address.port,
+            port,
             configs,
             prompts,
             setup["settings"],
@@ -157,8 +152,6 @@ def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.N
             repeat=args.repeat,
             progress=lambda name: print(f"[via API] {name}", file=sys.stderr, flush=True),
         )
-    finally:
-        server.stop()
     report = summarise(answers)
     report["settings"] = {"server": str(binary), "server_arguments": setup["settings"].arguments()}
     args.out.mkdir(parents=True, exist_ok=True)
