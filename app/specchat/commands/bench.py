@@ -425,6 +425,10 @@ def _print_summary(report: dict, out: Path) -> None:
             f"{medians}"
             + (f"; auto ÷ plain {ratio:.3f}× (goal ≤ {first['goal']:.2f}×)" if ratio else "")
         )
+    from specchat.bench.peers.peers_table import summary_lines
+
+    for line in summary_lines(report.get("peers")):
+        print(line)
     for goal in report["goals"]:
         print(f"{goal['result']:<4}  {goal['name']}: {goal['detail']}")
     print(f"report: {out / 'report.md'}")

@@ -19,7 +19,12 @@ from specchat.bench.peers.llama_server import (
     ServerSettings,
     find_llama_server,
 )
-from specchat.bench.peers.peers_table import peers_section, render_peers, specchat_rows
+from specchat.bench.peers.peers_table import (
+    peers_section,
+    render_peers,
+    specchat_rows,
+    summary_lines,
+)
 from specchat.bench.peers.run import PeerRecord
 from specchat.bench.records import RunRecord, Variant
 
@@ -83,6 +88,9 @@ def test_section_speedups_equality_and_best_n_max() -> None:
     assert "| **SpecChat auto** |" in markdown
     assert "failed: could not load" in markdown
     assert render_peers(None) == []
+    console = "\n".join(summary_lines(section))
+    assert "llama-server draft-simple n-max 2" in console and "(best n-max for this set)" in console
+    assert "2 failed" in console and summary_lines(None) == []
 
 
 def test_speedups_pair_by_pass() -> None:

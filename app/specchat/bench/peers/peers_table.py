@@ -189,3 +189,18 @@ def render_peers(section: Mapping[str, Any] | None) -> list[str]:
             f"| {equal} | {_cell(row['prompt_tokens'], 'd')} |"
         )
     return [*lines, ""]
+
+
+def summary_lines(section: Mapping[str, Any] | None) -> list[str]:
+    """One console line a peer: its tokens/s and speed-up over llama-server plain."""
+    if not section:
+        return []
+    lines = ["peers, T = 0 (decode tok/s; × llama-server plain, geometric mean over prompts):"]
+    for peer, row in section["set"].items():
+        best = " (best n-max for this set)" if peer == section["best_draft_simple"] else ""
+        failed = f", {row['errors']} failed" if row["errors"] else ""
+        lines.append(
+            f"  {peer:38} {_cell(row['tok_s'], '8.1f')} tok/s "
+            f"{_cell(row['speedup'], '.3f', '×')}{best}{failed}"
+        )
+    return lines
