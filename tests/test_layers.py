@@ -105,6 +105,33 @@ def test_ui_top_level_holds_only_the_palette() -> None:
     assert top == ["__init__.py", "palette.py"]
 
 
+#: bench/'s rooms, each allowed to import only the rooms before it (and bench/prompts.py,
+#: the prompt sets every room reads): the timed runs and the traces they record, the replay
+#: that reads those traces, the bench through the API, the agent bench over it, the peers
+#: (llama-server and llama-cpp-python on the same prompts), the report.
+BENCH_ROOMS = ("live", "hindsight", "api", "agent", "peers", "reports")
+
+
+def test_bench_rooms_import_only_the_rooms_below_them() -> None:
+    graph = import_graph(PACKAGE)
+    rooms = {p.name for p in (PACKAGE / "bench").iterdir() if (p / "__init__.py").exists()}
+    assert rooms == set(BENCH_ROOMS)  # a new room takes its place in the order
+    for index, room in enumerate(BENCH_ROOMS):
+        allowed = (
+            *(f"specchat.bench.{r}" for r in BENCH_ROOMS[: index + 1]),
+            "specchat.bench.prompts",
+        )
+        for module in (m for m in graph if _within(m, (f"specchat.bench.{room}",))):
+            for name in graph[module]:
+                if name.startswith("specchat.bench") and name != "specchat.bench":
+                    assert _within(name, allowed), f"{module} imports {name}"
+
+
+def test_bench_top_level_holds_only_the_prompts() -> None:
+    top = sorted(p.name for p in (PACKAGE / "bench").glob("*.py"))
+    assert top == ["__init__.py", "prompts.py"]
+
+
 def test_engine_top_level_is_small() -> None:
     top = [p for p in (PACKAGE / "engine").glob("*.py") if p.stem != "__init__"]
     assert len(top) <= 15, sorted(p.name for p in top)
@@ -142,9 +169,9 @@ def test_the_engine_host_never_imports_qt() -> None:
 SERVE_STARTERS = (
     "commands.serve",
     "assembly.api_service",
-    "bench.agent_bench",
-    "bench.via_api",
-    "bench.follow_up",
+    "bench.agent.agent_bench",
+    "bench.api.via_api",
+    "bench.api.follow_up",
 )
 SERVE_STARTING = {
     "serve.server": {"ApiServer"},
@@ -203,7 +230,8 @@ def test_the_serve_rule_sees_every_import(tmp_path: Path) -> None:
         "pkg/commands/serve.py": "from pkg.serve.server import ApiServer\n"
         "from pkg.serve.guard import ServeOptions\n",
         "pkg/bench/__init__.py": "",
-        "pkg/bench/via_api.py": "from pkg.serve.shaping import evaluated\n",
+        "pkg/bench/api/__init__.py": "",
+        "pkg/bench/api/via_api.py": "from pkg.serve.shaping import evaluated\n",
         "pkg/ui/__init__.py": "",
         "pkg/ui/window.py": "from pkg import serve\n",
     }
@@ -212,7 +240,7 @@ def test_the_serve_rule_sees_every_import(tmp_path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text), encoding="utf-8")
     assert sorted(_serve_imports(tmp_path / "pkg")) == [
-        "pkg.bench.via_api takes ['evaluated'] from pkg.serve.shaping",
+        "pkg.bench.api.via_api takes ['evaluated'] from pkg.serve.shaping",
         "pkg.host.jobs imports pkg.serve.guard",
         "pkg.host.runner imports pkg.serve",
         "pkg.ui.window imports pkg.serve",

@@ -16,7 +16,15 @@ import pytest
 from pytestqt.qtbot import QtBot
 
 from specchat.cli import main
-from specchat.engine.drafting import Draft, Drafter, Listing, mode_names, register, unregister
+from specchat.engine.drafting import (
+    Draft,
+    Drafter,
+    Listing,
+    LoadedPair,
+    mode_names,
+    register,
+    unregister,
+)
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
@@ -68,7 +76,7 @@ def test_greedy_output_is_plain_output(tiny_models: TinyModels, repeat: type[Dra
         LlamaModel(tiny_models.target, n_ctx=512, n_threads=1) as target,
         LlamaModel(tiny_models.draft_close, n_ctx=512, n_threads=1) as draft,
     ):
-        decoder = SpeculativeDecoder(target, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
         assert "repeat" in decoder.drafters.names()
         for text in CHAT_PROMPTS:
             prompt = target.tokenize(text)

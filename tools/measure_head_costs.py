@@ -39,8 +39,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "app"), str(ROOT)]
 
+from specchat.engine.drafting.mtp import load_assistant  # noqa: E402
+from specchat.engine.drafting.mtp.mtp_driver import DraftHead  # noqa: E402
 from specchat.engine.llamacpp.model import LlamaModel  # noqa: E402
-from specchat.engine.llamacpp.mtp import DraftHead, load_assistant  # noqa: E402
 from specchat.engine.llamacpp.recurrent_state import Rollback  # noqa: E402
 
 SYNTHETIC = Path.home() / ".cache" / "specchat" / "synthetic"

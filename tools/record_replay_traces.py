@@ -37,8 +37,8 @@ MAX_TOKENS = 64
 def main(argv: list[str]) -> int:
     import argparse
 
+    from specchat.bench.live.trace import record_trace
     from specchat.bench.prompts import load_prompts, prompt_file
-    from specchat.bench.trace import record_trace
     from specchat.engine.session import ChatEngine
     from specchat.engine.templates.chat_template import ChatMessage
     from specchat.engine.types import Controls, GenerationRequest, SamplingParams
@@ -89,7 +89,8 @@ def main(argv: list[str]) -> int:
 def add_past_misses(path: Path) -> int:
     from dataclasses import replace
 
-    from specchat.bench.trace import AnswerTrace, draft_past_misses
+    from specchat.bench.live.trace import AnswerTrace
+    from specchat.engine.drafting.draft_model.draft_model_column import draft_past_misses
     from specchat.engine.session import ChatEngine
     from specchat.models.download import fetch_pair
 

@@ -10,6 +10,10 @@ confidence band, counted over every position of the set). `--fit copies`: copy a
 of the set). Each fitted rate stands in for its prior at a weight of FITTED_WEIGHT, so what
 one answer learns online barely moves it. Prints auto, best fixed and the ceiling (geometric
 means), and auto's share of the ceiling's gain, beside the same replay with online estimates.
+
+The fitted rates reach the drafters through the replay's one seam for estimates
+(`replay(..., estimates=...)`, engine/drafting/base.py's Estimates): every drafter the
+replay builds is handed to it before its first round.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ import bisect
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specchat.engine.drafting import Drafter, Estimates
 
 FITTED_WEIGHT = 1000.0
 #: Fewer observations than this leave a cell at its prior.
@@ -26,9 +34,10 @@ MIN_SEEN = 5
 
 
 def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
-    from specchat.engine.drafting import model_acceptance as ma
+    from specchat.engine.costs import priors
+    from specchat.engine.drafting.draft_model import model_acceptance as ma
 
-    bands = len(ma.CONFIDENCE_BANDS)
+    bands = len(priors.CONFIDENCE_BANDS)
     kept, seen = [0.0] * bands, [0.0] * bands
     next_kept, next_seen = [0.0] * bands, [0.0] * bands
     for trace in traces:
@@ -54,13 +63,14 @@ def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
 
 
 def fit_copies(traces: Sequence) -> Callable[[object], None]:
-    from specchat.engine.drafting import copy_acceptance as ca
+    from specchat.engine.costs import priors
+    from specchat.engine.drafting.copies import copy_acceptance as ca
+    from specchat.engine.drafting.copies.matching import locate
 
-    n_bands = len(ca.LOOKUP_BANDS)
-    from specchat.engine.drafting.matching import locate
+    n_bands = len(priors.LOOKUP_BANDS)
 
     counts = {
-        (sure, own): [[[0.0, 0.0] for _ in range(n_bands)] for _ in ca.LOOKUP_EXTENTS]
+        (sure, own): [[[0.0, 0.0] for _ in range(n_bands)] for _ in priors.LOOKUP_EXTENTS]
         for sure in (None, True, False)
         for own in (False, True)
     }
@@ -74,12 +84,12 @@ def fit_copies(traces: Sequence) -> Callable[[object], None]:
             # Where the match lies, as the live drafters tell (CopyAcceptance.own).
             start, longest = locate(context)
             own = start - longest >= len(trace.prompt_tokens)
-            regime = (None if margin is None else margin >= ca.SURE_MARGIN, own)
+            regime = (None if margin is None else margin >= priors.SURE_MARGIN, own)
             cells = counts[regime][ca.match_bucket(trace.match_len[i])]
             kept = trace.lookup_kept(i)
             offered = min(trace.lookup_len[i], len(trace.answer) - i)
             for position in range(1, min(kept, offered) + 2 if kept < offered else kept + 1):
-                cell = cells[bisect.bisect_right(ca.LOOKUP_BANDS, position) - 1]
+                cell = cells[bisect.bisect_right(priors.LOOKUP_BANDS, position) - 1]
                 cell[1] += 1
                 cell[0] += position > kept
 
@@ -94,8 +104,30 @@ def fit_copies(traces: Sequence) -> Callable[[object], None]:
     return fitted
 
 
+def fitted_estimates(
+    *,
+    draft: Callable[[object], None] | None = None,
+    copies: Callable[[object], None] | None = None,
+) -> Estimates:
+    """Estimates that start the draft model's confidence calibrations (`draft`) or every
+    copying drafter's copy acceptance (`copies`) at rates fitted in hindsight, instead of at
+    their priors."""
+    from specchat.engine.drafting import DraftModelDrafter, Estimates
+    from specchat.engine.drafting.copies.copying import CopyDrafter
+
+    class Fitted(Estimates):
+        def start(self, drafter: Drafter) -> None:
+            if draft is not None and isinstance(drafter, DraftModelDrafter):
+                for calibration in drafter.confidence.values():
+                    draft(calibration)
+            if copies is not None and isinstance(drafter, CopyDrafter):
+                copies(drafter.copies)
+
+    return Fitted()
+
+
 def summary(results: Sequence) -> str:
-    from specchat.bench.runner import geomean
+    from specchat.bench.live.runner import geomean
 
     auto = geomean([r.speedup for r in results])
     fixed = geomean([r.best_fixed for r in results])
@@ -109,9 +141,7 @@ def summary(results: Sequence) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from specchat.bench.replay import read_costs, read_traces, replay
-    from specchat.engine.drafting import copy_acceptance as ca
-    from specchat.engine.drafting import model_acceptance as ma
+    from specchat.bench.hindsight.replay import read_costs, read_traces, replay
 
     parser = argparse.ArgumentParser()
     parser.add_argument("traces", type=Path)
@@ -122,20 +152,10 @@ def main(argv: list[str]) -> int:
     costs = read_costs(args.costs)
     print(f"online estimates:  {summary(replay(traces, costs))}")
     if args.fit == "draft":
-        owner, fit = ma.ConfidenceCalibration, fit_draft_confidence(traces)
+        estimates = fitted_estimates(draft=fit_draft_confidence(traces))
     else:
-        owner, fit = ca.CopyAcceptance, fit_copies(traces)
-    built = owner.__init__
-
-    def init(self: object) -> None:
-        built(self)
-        fit(self)
-
-    owner.__init__ = init  # type: ignore[method-assign]
-    try:
-        print(f"fitted in hindsight: {summary(replay(traces, costs))}")
-    finally:
-        owner.__init__ = built  # type: ignore[method-assign]
+        estimates = fitted_estimates(copies=fit_copies(traces))
+    print(f"fitted in hindsight: {summary(replay(traces, costs, estimates=estimates))}")
     return 0
 
 

@@ -358,8 +358,9 @@ def fill(path: Path, deferred: set[str], seed: int = 0) -> Counter[str]:
 
 def check(files: dict[str, Path]) -> None:
     """SpecChat's GGUF validation, then a load through LlamaModel that decodes and drafts."""
+    from specchat.engine.drafting.mtp import load_assistant
+    from specchat.engine.drafting.mtp.mtp_driver import DraftHead
     from specchat.engine.llamacpp.model import LlamaModel
-    from specchat.engine.llamacpp.mtp import DraftHead, load_assistant
     from specchat.models.gguf_reader import validate
 
     for name, path in files.items():

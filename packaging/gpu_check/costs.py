@@ -91,7 +91,8 @@ def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
 
 def _heads(pair: Pair, target: Any, args: argparse.Namespace) -> tuple[dict[str, Any], dict]:
     """Each head of the pair, loaded beside `target`, and the file its weights come from."""
-    from specchat.engine.llamacpp.mtp import DraftHead, load_assistant
+    from specchat.engine.drafting.mtp import load_assistant
+    from specchat.engine.drafting.mtp.mtp_driver import DraftHead
 
     heads: dict[str, Any] = {}
     files = {}

@@ -11,13 +11,13 @@ from gpu_check import child
 from gpu_check.pairs import PAIRS, model_file
 
 SIZES, SMALL_SIZES = (2, 4, 8, 16, 32, 64), (2, 4, 8)
-#: Tokens cached before the rows compared, as bench/quality.py's check.
+#: Tokens cached before the rows compared, as bench/live/quality.py's check.
 CACHED = 100
 
 
 def check(path: Any, args: argparse.Namespace, *, load_mtp: bool = False) -> dict[str, Any]:
     """One model's noise by size, with the spread of its logits to judge it against."""
-    from specchat.bench.quality import batch_noise
+    from specchat.bench.live.quality import batch_noise
     from specchat.engine.llamacpp.model import LlamaModel
 
     sizes = SMALL_SIZES if args.small else SIZES

@@ -18,7 +18,7 @@ SMALL_TRACES = 2
 
 def tables(out: Path) -> dict[str, Any]:
     """The cost files to replay under, by name: the measured ones, then the shipped one."""
-    from specchat.bench.replay import read_costs
+    from specchat.bench.hindsight.replay import read_costs
 
     found: dict[str, Any] = {}
     for pair in PAIRS:
@@ -32,7 +32,7 @@ def tables(out: Path) -> dict[str, Any]:
 
 
 def summary(results: list[Any]) -> dict[str, Any]:
-    from specchat.bench.runner import geomean
+    from specchat.bench.live.runner import geomean
 
     return {
         "answers": len(results),
@@ -47,7 +47,7 @@ def summary(results: list[Any]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
     import specchat.bench
-    from specchat.bench.replay import read_traces, replay
+    from specchat.bench.hindsight.replay import read_traces, replay
 
     folder = Path(specchat.bench.__file__).parent / "traces"
     traces = {name: read_traces(folder / f"{name}.jsonl") for name in SETS}

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.agent_bench import measure_agents
-from specchat.bench.agent_loop import run_task
-from specchat.bench.agent_report import build_agent_report, summary_lines, write_agent_report
-from specchat.bench.agent_tasks import AGENT_SETS, AgentTask, Toolbox, load_tasks
+from specchat.bench.agent.agent_bench import measure_agents
+from specchat.bench.agent.agent_loop import run_task
+from specchat.bench.agent.agent_report import build_agent_report, summary_lines, write_agent_report
+from specchat.bench.agent.agent_tasks import AGENT_SETS, AgentTask, Toolbox, load_tasks
 from specchat.bench.prompts import PromptFileError
 from specchat.cli import main
 from specchat.engine.llamacpp.prefix_cache import PrefixCache

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.compare import compare
+from specchat.bench.live.runner import HEADS, BenchConfig, BenchOutcome, for_pair, run_bench
 from specchat.bench.prompts import BenchPrompt
-from specchat.bench.report import write_report
-from specchat.bench.runner import HEADS, BenchConfig, BenchOutcome, for_pair, run_bench
+from specchat.bench.reports.compare import compare
+from specchat.bench.reports.report import write_report
 from specchat.cli import main
 from specchat.engine.drafting import AUTO, PLAIN
 from specchat.engine.session import ChatEngine

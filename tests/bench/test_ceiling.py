@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.bench.ceiling import lookup_ceiling
+from specchat.bench.live.ceiling import lookup_ceiling
 
 
 def test_nothing_to_copy_means_plain_is_best() -> None:

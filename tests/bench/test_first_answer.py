@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.first_answer import FirstAnswer, goal_line, measure, plan, summary
+from specchat.bench.live.first_answer import FirstAnswer, goal_line, measure, plan, summary
 from specchat.bench.prompts import BenchPrompt
 from specchat.engine.costs.store import CostStore
 from specchat.engine.session import ChatEngine

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.follow_up import measure_follow_ups
+from specchat.bench.api.follow_up import measure_follow_ups
 from specchat.bench.prompts import FOLLOW_UP_PROMPTS, BenchPrompt, load_prompts, prompt_file
 from specchat.cli import main
 from specchat.engine.attachments import Attachment

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.bounds import MODEL_SOURCE, PLAIN_SOURCE, Oracle, oracle
-from specchat.bench.ledger import LABELS, Cause, Ledger, attribute
-from specchat.bench.replay import read_costs, read_traces, replay
-from specchat.bench.trace import AnswerTrace, record_trace
+from specchat.bench.hindsight.bounds import PLAIN_SOURCE, Oracle, oracle
+from specchat.bench.hindsight.ledger import LABELS, Cause, Ledger, attribute
+from specchat.bench.hindsight.replay import read_costs, read_traces, replay
+from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.engine.costs.table import MachineCosts
+from specchat.engine.drafting.draft_model.draft_model_column import MODEL_SOURCE
 from specchat.engine.types import PolicyChoice, RoundResult, Stats, TokenEvent, TokenKind
 from tests.helpers.traces import linear_costs, with_model
 
@@ -230,9 +231,9 @@ def test_the_replay_prints_the_ledger_and_writes_it_to_replay_json(
 def test_the_bench_report_replays_its_answers_at_the_costs_it_measured(
     traces: list[AnswerTrace],
 ) -> None:
-    from specchat.bench.physical import PhysicalCosts
-    from specchat.bench.replay_report import render_replay, replay_section
-    from specchat.bench.runner import BenchConfig, BenchOutcome
+    from specchat.bench.live.physical import PhysicalCosts
+    from specchat.bench.live.runner import BenchConfig, BenchOutcome
+    from specchat.bench.reports.replay_report import render_replay, replay_section
 
     gpu = read_costs("gpu")
     measured = {n: gpu.target.pass_ms[n] for n in (1, 2, 4, 8, 16, 32, 64)}

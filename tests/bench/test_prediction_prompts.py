@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from specchat.bench.live.records import Variant
+from specchat.bench.live.runner import BenchConfig, run_one
 from specchat.bench.prompts import (
     PREDICTION_PROMPTS,
     BenchPrompt,
@@ -16,8 +18,6 @@ from specchat.bench.prompts import (
     parse_prompts,
     prompt_file,
 )
-from specchat.bench.records import Variant
-from specchat.bench.runner import BenchConfig, run_one
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.tinymodels import TinyModels

@@ -1,4 +1,4 @@
-"""bench/quality.py: agreement, KL and batch noise of a converted file, on real tiny models."""
+"""bench/live/quality.py: agreement, KL and batch noise of a converted file, on real tiny models."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.bench.prompts import load_prompts
-from specchat.bench.quality import (
+from specchat.bench.live.quality import (
     NOISE_CONTEXT,
     QualityReport,
     batch_noise,
@@ -16,6 +15,7 @@ from specchat.bench.quality import (
     measure_quality,
     texts,
 )
+from specchat.bench.prompts import load_prompts
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinyModels
@@ -97,7 +97,7 @@ def test_batch_noise_compares_batched_rows_with_single_ones(tiny_models: TinyMod
 def test_a_cancelled_measurement_stops(tiny_models: TinyModels, converted: Path) -> None:
     import threading
 
-    from specchat.bench.quality import QualityCancelled
+    from specchat.bench.live.quality import QualityCancelled
 
     cancel = threading.Event()
     calls: list[int] = []

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.bounds import ceiling_ms
-from specchat.bench.replay import (
+from specchat.bench.hindsight.bounds import ceiling_ms
+from specchat.bench.hindsight.replay import (
     ReplayError,
     read_costs,
     read_traces,
     replay,
 )
-from specchat.bench.trace import AnswerTrace
+from specchat.bench.live.trace import AnswerTrace
 from specchat.engine.costs.table import CostTable, MachineCosts
 
 ROUNDS = Path(__file__).parent / "data" / "default-pair-rounds.jsonl"
@@ -113,7 +113,7 @@ def test_a_rename_is_copied_through_its_later_occurrences(
 ) -> None:
     # edit-rename renames `x` to `per_customer`: the answer's first occurrence teaches the
     # rename, and the copy goes on through the next one instead of breaking there.
-    from specchat.engine.drafting.substitutions import Substitutions
+    from specchat.engine.drafting.copies.substitutions import Substitutions
 
     [trace] = [t for t in traces if t.prompt == "edit-rename"]
     carried = replay([trace], read_costs("cpu"))[0]

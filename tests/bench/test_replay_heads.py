@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.recorded_target import VirtualClock
-from specchat.bench.replay import (
+from specchat.bench.hindsight.recorded_target import VirtualClock
+from specchat.bench.hindsight.replay import (
     dense,
     read_costs,
     read_traces,
@@ -20,14 +20,15 @@ from specchat.bench.replay import (
     replay_rounds,
     summary_lines,
 )
-from specchat.bench.trace import AnswerTrace, record_trace
+from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.cli import main
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.mtp.mtp_driver import DraftHead
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.llamacpp.mtp import DraftHead
 from specchat.engine.types import Controls, GenerationRequest, StopReason
 from specchat.tinyarch import write_tiny_qwen35
 from tests.helpers.priced import PricedHead, PricedModel
@@ -154,13 +155,14 @@ def test_a_replayed_answer_gives_the_live_head_rounds_back_choice_for_choice(
     # replay, whose recorded target prices rollback as an attention cache's.
     with LlamaModel(target, n_ctx=2048, n_threads=1, load_mtp=True, snapshot_depth=64) as model:
         priced = copy.deepcopy(costs)
-        decoder = SpeculativeDecoder(
+        pair = LoadedPair.of(
             PricedModel(model, priced, clock),  # type: ignore[arg-type]
             None,
-            auto=AutoPolicy(gpu=priced.target.gpu, costs=priced),
+            costs=priced,
             clock=clock,
             heads={"mtp": PricedHead(DraftHead(model), "mtp", priced, clock)},
         )
+        decoder = SpeculativeDecoder(pair, auto=AutoPolicy(gpu=priced.target.gpu, costs=priced))
         prompt = tuple(model.tokenize(COPIED_CODE_PROMPT))
         request = GenerationRequest(prompt, max_tokens=120, controls=Controls(mode=AUTO))
         live = [r for r in decoder.generate(request) if r.rows]

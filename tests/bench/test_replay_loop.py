@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import copy
 
-from specchat.bench.recorded_target import VirtualClock
-from specchat.bench.replay import read_costs, replay_rounds
-from specchat.bench.trace import record_trace
+from specchat.bench.hindsight.recorded_target import VirtualClock
+from specchat.bench.hindsight.replay import read_costs, replay_rounds
+from specchat.bench.live.trace import record_trace
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, StopReason
 from specchat.tinymodels import TinyModels
@@ -26,12 +27,13 @@ def test_a_replayed_answer_gives_the_live_rounds_back_choice_for_choice(
     clock = VirtualClock()
     with LlamaModel(tiny_models.target, n_ctx=2048) as model:
         priced = copy.deepcopy(costs)
-        decoder = SpeculativeDecoder(
+        pair = LoadedPair.of(
             PricedModel(model, priced, clock),  # type: ignore[arg-type]
             None,
-            auto=AutoPolicy(gpu=priced.target.gpu, costs=priced),
+            costs=priced,
             clock=clock,
         )
+        decoder = SpeculativeDecoder(pair, auto=AutoPolicy(gpu=priced.target.gpu, costs=priced))
         prompt = tuple(model.tokenize(COPIED_CODE_PROMPT))
         request = GenerationRequest(prompt, max_tokens=120, controls=Controls(mode=AUTO))
         live = [r for r in decoder.generate(request) if r.rows]

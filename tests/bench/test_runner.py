@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.compare import compare, divergence
-from specchat.bench.physical import BATCH_SIZES, best_speedups, cpp_floor
+from specchat.bench.live.physical import BATCH_SIZES, best_speedups, cpp_floor
+from specchat.bench.live.runner import FLOOR, BenchConfig, plan_runs, run_bench
 from specchat.bench.prompts import BenchPrompt
-from specchat.bench.report import write_report
-from specchat.bench.runner import FLOOR, BenchConfig, plan_runs, run_bench
+from specchat.bench.reports.compare import compare, divergence
+from specchat.bench.reports.report import write_report
 from specchat.engine.drafting import mode_names
 from specchat.engine.llamacpp.backend import compute_backends
 from specchat.engine.session import ChatEngine
@@ -178,8 +178,8 @@ def test_divergence_positions() -> None:
 
 
 def test_compare_marks_near_ties(engine: ChatEngine) -> None:
-    from specchat.bench.records import RunRecord, Variant
-    from specchat.bench.runner import BenchOutcome
+    from specchat.bench.live.records import RunRecord, Variant
+    from specchat.bench.live.runner import BenchOutcome
 
     def record(mode: str, tokens: tuple[int, ...], margins: tuple[float, ...]) -> RunRecord:
         return RunRecord("p", "c", Variant(mode, None), 0.0, 0, tokens, margins, "", 1.0)
@@ -202,7 +202,7 @@ def test_compare_marks_near_ties(engine: ChatEngine) -> None:
 
 
 def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
-    from specchat.bench.report import check_goals
+    from specchat.bench.reports.report import check_goals
 
     def row(prompt: str, mode: str, speedup: float, drafted: int) -> dict:
         return {
@@ -231,8 +231,8 @@ def test_a_shortfall_without_drafting_is_labelled_as_noise() -> None:
 
 
 def test_in_run_speedup_prices_rounds_at_the_runs_own_plain_rounds() -> None:
-    from specchat.bench.compare import in_run_speedup
-    from specchat.bench.records import RoundLog, RunRecord, Variant
+    from specchat.bench.live.records import RoundLog, RunRecord, Variant
+    from specchat.bench.reports.compare import in_run_speedup
 
     def log(drafted: int, accepted: int, wall_ms: float) -> RoundLog:
         return RoundLog(
@@ -295,7 +295,7 @@ def test_a_session_runs_turn_by_turn_after_plains_answers(engine: ChatEngine) ->
 
 
 def test_the_report_gives_sessions_per_turn() -> None:
-    from specchat.bench.session_report import render_sessions, session_goals, session_rows
+    from specchat.bench.reports.session_report import render_sessions, session_goals, session_rows
 
     def row(turn: int, mode: str, speedup: float, kept: dict[str, int]) -> dict:
         return {
@@ -377,9 +377,9 @@ def test_every_run_times_its_first_token(report: tuple[dict, Path]) -> None:
 
 
 def test_ttft_ratios_pair_each_run_with_plains() -> None:
-    from specchat.bench.records import RunRecord, Variant
-    from specchat.bench.runner import BenchOutcome
-    from specchat.bench.ttft_report import ttft_rows
+    from specchat.bench.live.records import RunRecord, Variant
+    from specchat.bench.live.runner import BenchOutcome
+    from specchat.bench.reports.ttft_report import ttft_rows
 
     def record(prompt: str, mode: str, ttft_ms: float) -> RunRecord:
         return RunRecord(

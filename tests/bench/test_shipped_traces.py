@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import specchat.bench
+from specchat.bench.hindsight.replay import read_traces
 from specchat.bench.prompts import load_prompts, prompt_file
-from specchat.bench.replay import read_traces
 
 TRACES = Path(specchat.bench.__file__).parent / "traces"
 
@@ -31,7 +31,7 @@ def test_where_nothing_pays_auto_keeps_within_two_percent_of_plain_on_every_answ
 ) -> None:
     """A pass of n rows at n one-token passes: no draft can beat plain, and auto's guesses
     (probes, hopeful drafts) may cost it at most 2 % on any answer."""
-    from specchat.bench.replay import read_costs, replay
+    from specchat.bench.hindsight.replay import read_costs, replay
 
     costs = read_costs("nothing-pays")
     assert costs.target_ms(16) == pytest.approx(16 * costs.target_ms(1))
@@ -45,8 +45,8 @@ def test_on_a_gpu_auto_beats_the_best_fixed_setting_chosen_knowing_each_answer(n
     """Under the shipped GPU table, where a draft model pays on most text: auto, which must
     guess, against the one mode and K per answer picked knowing the answer (geometric means
     over the set)."""
-    from specchat.bench.replay import read_costs, replay
-    from specchat.bench.runner import geomean
+    from specchat.bench.hindsight.replay import read_costs, replay
+    from specchat.bench.live.runner import geomean
 
     results = replay(read_traces(TRACES / f"{name}.jsonl"), read_costs("gpu"))
     auto = geomean([r.speedup for r in results])

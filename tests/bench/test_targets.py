@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.targets import compare_targets, render_comparison
+from specchat.bench.live.targets import compare_targets, render_comparison
 from specchat.cli import main
 from specchat.models.optimise import optimise
 from specchat.tinymodels import TinyModels
@@ -102,7 +102,7 @@ def test_comparison_pairs_prompts_and_needs_a_target() -> None:
 
 def test_png_of_a_run_whose_auto_never_drafted(tmp_path: Path) -> None:
     # A CPU-fast target can make auto choose plain throughout: no acceptance line to label.
-    from specchat.bench.report import render_png
+    from specchat.bench.reports.report import render_png
 
     rows = [
         {

@@ -7,9 +7,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from specchat.bench.trace import AnswerTrace, record_trace
+from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import DraftModelDrafter, PromptLookupDrafter
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
@@ -30,11 +31,13 @@ def test_trace_matches_drafting_live_at_every_position(
 ) -> None:
     target, draft = pair
     prompt = target.tokenize("the cat sat on the mat, the cat sat on the hat, the cat")
-    answer = run(SpeculativeDecoder(target, None), prompt, mode="plain", max_tokens=40)
+    answer = run(
+        SpeculativeDecoder(LoadedPair.of(target, None)), prompt, mode="plain", max_tokens=40
+    )
     trace = record_trace("p", prompt, answer.tokens, draft_model=draft)
     assert trace.answer == tuple(answer.tokens) and trace.draft is not None
-    from specchat.bench.recorded_model import RecordedModel
-    from specchat.bench.replay import read_costs
+    from specchat.bench.hindsight.replay import read_costs
+    from specchat.engine.drafting.draft_model.draft_model_column import RecordedModel
 
     lookup, drafter = PromptLookupDrafter(), DraftModelDrafter(draft, min_confidence=0.0)
     # The draft model as it runs (its confidence stop on), and as replay predicts it.
@@ -81,7 +84,9 @@ def test_trace_matches_drafting_live_at_every_position(
 
 
 def test_a_malformed_trace_is_refused() -> None:
-    row = AnswerTrace("p", (1,), (2, 3), ((2,), (3,)), (1, 1), (1, 1), None).to_json()
+    row = AnswerTrace(
+        "p", (1,), (2, 3), lookup=((2,), (3,)), lookup_len=(1, 1), match_len=(1, 1)
+    ).to_json()
     row["match_len"] = [1]
     with pytest.raises(ValueError, match="different lengths"):
         AnswerTrace.from_json(row)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from specchat.bench.api.via_api import compare_via_api
 from specchat.bench.prompts import BenchPrompt
-from specchat.bench.via_api import compare_via_api
 from specchat.cli import main
 from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels

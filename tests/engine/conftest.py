@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.tinymodels import TinyModels
 
@@ -30,4 +31,4 @@ def decoder(tiny_target: LlamaModel, tiny_draft: LlamaModel) -> SpeculativeDecod
     """A fresh decoder (fresh auto policy) over the module's tiny target and close draft."""
     tiny_target.reset()
     tiny_draft.reset()
-    return SpeculativeDecoder(tiny_target, tiny_draft)
+    return SpeculativeDecoder(LoadedPair.of(tiny_target, tiny_draft))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.history import ATTACHMENT_KEY, StoredHistory
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.said import SaidIndex
@@ -162,7 +163,7 @@ def test_sampling_from_an_attachment_keeps_the_plain_law(tiny_models: TinyModels
     from tests.engine.test_sampling_law import SETTINGS, _answers, _padded, chi_square
 
     with LlamaModel(tiny_models.target, n_ctx=256, n_threads=1) as target:
-        decoder = SpeculativeDecoder(target)
+        decoder = SpeculativeDecoder(LoadedPair.of(target))
         prompt = target.tokenize("the cat sat")
         greedy = run(decoder, prompt, mode="plain", max_tokens=12).tokens
         index = decoder.drafters.pair.index

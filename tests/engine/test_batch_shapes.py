@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 from specchat.tinymodels import TinyModels
@@ -36,7 +37,7 @@ def pinned(tiny_models: TinyModels, request: pytest.FixtureRequest) -> Iterator[
         draft = None
         if request.param is not None:
             draft = LlamaModel(getattr(tiny_models, request.param), n_ctx=1024)
-        decoder = SpeculativeDecoder(target, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
         auto = decoder.auto
         auto.costs.seed(JAGGED)
         auto.costs.observe_batch = lambda *args, **kwargs: None  # type: ignore[method-assign]
@@ -73,7 +74,7 @@ def test_an_answer_times_nothing_but_its_own_rounds(tiny_models: TinyModels) -> 
         LlamaModel(tiny_models.target, n_ctx=1024) as target,
         LlamaModel(tiny_models.draft_close, n_ctx=1024) as draft,
     ):
-        decoder = SpeculativeDecoder(target, draft)  # nothing measured yet
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))  # nothing measured yet
         passes: list[int] = []
         real_decode = target.decode
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from specchat.engine.costs.priors import SURE_MARGIN
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import CopyAcceptance, Draft, Outcome, PromptLookupDrafter
-from specchat.engine.drafting.copy_acceptance import SURE_MARGIN
 from tests.helpers.engine import CHAT_PROMPTS, run
 
 # A 2-core CPU running a Q4_0 target: a pass of 4 costs what a pass of 2 does.

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from specchat.engine.costs.priors import GAIN
 from specchat.engine.costs.store import CostStore
-from specchat.engine.costs.table import GAIN, CostTable, prior_shape
+from specchat.engine.costs.table import CostTable, prior_shape
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
 from specchat.tinymodels import TinyModels

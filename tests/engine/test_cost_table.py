@@ -9,13 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specchat.engine.costs.priors import CLIP, GAIN
 from specchat.engine.costs.profiling import PairProfiler, TableMeasurer, load_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.costs.table import (
     CATCHUP_ROWS,
-    CLIP,
     COARSE_SIZES,
-    GAIN,
     MAX_ROWS,
     MAX_TRIES,
     CostKey,

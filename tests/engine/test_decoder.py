@@ -8,9 +8,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from specchat.engine.costs.priors import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import PromptLookupDrafter
-from specchat.engine.drafting.copy_acceptance import SAMPLED_DECAY, SAMPLED_PRIOR_WEIGHT
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
 from specchat.engine.types import (
     Controls,
@@ -172,7 +173,7 @@ def test_full_context_stops_cleanly(tiny_models: TinyModels) -> None:
         LlamaModel(tiny_models.target, n_ctx=64) as target,
         LlamaModel(tiny_models.draft_close, n_ctx=64) as draft,
     ):
-        decoder = SpeculativeDecoder(target, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
         prompt = target.tokenize("the cat sat on the mat")
         result = run(decoder, prompt, mode="draft", k=8, max_tokens=5000)
         assert result.rounds[-1].stop == StopReason.CONTEXT_FULL
@@ -210,7 +211,7 @@ def test_auto_evaluates_the_prompt_in_the_draft_model_only_where_it_expects_to_d
     """The first token never waits for a draft model `auto` does not expect to use: not
     before the target's cost is known, not where the costs say plain wins (a CPU); where
     they say it pays (a GPU), the prompt is evaluated up front."""
-    from specchat.bench.replay import read_costs
+    from specchat.bench.hindsight.replay import read_costs
 
     with (
         LlamaModel(tiny_models.target, n_ctx=512) as target,
@@ -219,7 +220,7 @@ def test_auto_evaluates_the_prompt_in_the_draft_model_only_where_it_expects_to_d
         prompt = target.tokenize(CHAT_PROMPTS[0])
         readied = {}
         for costs in ("none", "cpu", "gpu"):
-            decoder = SpeculativeDecoder(target, draft)
+            decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
             if costs != "none":
                 decoder.auto.costs = read_costs(costs)
             draft.truncate(0)

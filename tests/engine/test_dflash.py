@@ -17,11 +17,13 @@ import pytest
 
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
-from specchat.engine.llamacpp.dflash import DFlashDraft, load_dflash
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.dflash import load_dflash
+from specchat.engine.drafting.dflash.dflash_driver import DFlashDraft
+from specchat.engine.drafting.dflash.dflash_tiny import BLOCK_SIZE
 from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_dflash, write_tiny_qwen35
-from specchat.tinyarch.dflash import BLOCK_SIZE
 from specchat.tinymodels import TinySpec, write_tiny_model
 from tests.helpers.engine import CHAT_PROMPTS, run
 
@@ -45,7 +47,7 @@ def target(files: dict[str, Path]) -> Iterator[LlamaModel]:
 
 @pytest.fixture(scope="module")
 def decoder(files: dict[str, Path], target: LlamaModel) -> SpeculativeDecoder:
-    return SpeculativeDecoder(target, head=load_dflash(files["dflash"], target))
+    return SpeculativeDecoder(LoadedPair.of(target, head=load_dflash(files["dflash"], target)))
 
 
 def _block(decoder: SpeculativeDecoder) -> DFlashDraft:

@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.bench.physical import cpp_floor
+from specchat.bench.live.physical import cpp_floor
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.mtp import load_assistant
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.engine.llamacpp.recurrent_state import Rollback
 from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
@@ -74,7 +75,7 @@ def test_a_hybrid_pair_drafts_and_answers_as_plain(
 ) -> None:
     with LlamaModel(files[draft_key], n_ctx=1024, n_threads=1) as draft:
         assert draft.rollback is Rollback.SNAPSHOTS
-        decoder = SpeculativeDecoder(hybrid, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(hybrid, draft))
         assert decoder.drafting_refused == ""
         prompt = hybrid.tokenize(CHAT_PROMPTS[0])
         plain = run(decoder, prompt, mode="plain", max_tokens=300)
@@ -96,7 +97,7 @@ def test_a_hybrid_target_without_snapshots_rolls_back_from_a_checkpoint(
         LlamaModel(files["qwen35_far"], n_ctx=1024, n_threads=1) as draft,
     ):
         assert target.rollback is Rollback.CHECKPOINT and target.checkpoint_bytes > 0
-        decoder = SpeculativeDecoder(target, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
         prompt = target.tokenize(CHAT_PROMPTS[1])
         plain = run(decoder, prompt, mode="plain", max_tokens=300)
         spec = run(decoder, prompt, mode="draft", k=4, max_tokens=300)
@@ -105,7 +106,7 @@ def test_a_hybrid_target_without_snapshots_rolls_back_from_a_checkpoint(
 
 
 def test_the_mtp_head_drafts_and_answers_as_plain(hybrid: LlamaModel) -> None:
-    decoder = SpeculativeDecoder(hybrid)
+    decoder = SpeculativeDecoder(LoadedPair.of(hybrid))
     assert "mtp" in decoder.drafters.names()
     for text in CHAT_PROMPTS[:2]:
         prompt = hybrid.tokenize(text)
@@ -119,14 +120,14 @@ def test_the_mtp_head_drafts_and_answers_as_plain(hybrid: LlamaModel) -> None:
 def test_a_target_without_mtp_layers_offers_no_mtp_head(files: dict[str, Path]) -> None:
     with LlamaModel(files["qwen35_far"], n_ctx=256, n_threads=1, load_mtp=True) as model:
         assert not model.has_mtp
-        assert "mtp" not in SpeculativeDecoder(model).drafters.names()
+        assert "mtp" not in SpeculativeDecoder(LoadedPair.of(model)).drafters.names()
 
 
 def test_the_gemma4_assistant_drafts_and_answers_as_plain(files: dict[str, Path]) -> None:
     with LlamaModel(files["gemma4"], n_ctx=1024, n_threads=1) as target:
         head = load_assistant(files["assistant"], target)
         assert head.shared  # it reads the target's cache
-        decoder = SpeculativeDecoder(target, head=head)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, head=head))
         prompt = target.tokenize(CHAT_PROMPTS[0])
         plain = run(decoder, prompt, mode="plain", max_tokens=200)
         spec = run(decoder, prompt, mode="assistant", k=3, max_tokens=200)

@@ -9,7 +9,7 @@ import pytest
 
 from specchat.engine.costs.table import CostTable, MachineCosts, prior_shape
 from specchat.engine.drafting import DraftModelDrafter, LoadedPair
-from specchat.engine.drafting.draft_length import DraftLength
+from specchat.engine.drafting.draft_model.draft_length import DraftLength
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 

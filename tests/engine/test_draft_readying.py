@@ -11,7 +11,8 @@ import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
-from specchat.engine.drafting.model import DraftModelDrafter
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.draft_model.draft_model_drafter import DraftModelDrafter
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult
 from tests.helpers.engine import CHAT_PROMPTS, run
@@ -42,7 +43,7 @@ def _decoder(target: LlamaModel, draft: LlamaModel, costs: dict[int, float]) -> 
     draft.reset()
     auto = AutoPolicy()
     auto.costs.seed(costs, draft_token_ms=DRAFT_TOKEN_MS)
-    return SpeculativeDecoder(target, draft, auto=auto)
+    return SpeculativeDecoder(LoadedPair.of(target, draft, costs=auto.costs), auto=auto)
 
 
 def _follow_up(decoder: SpeculativeDecoder) -> list[int]:

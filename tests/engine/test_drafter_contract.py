@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from specchat.bench.trace import agreement
+from specchat.bench.live.trace import agreement
 from specchat.engine.drafting import (
     Answer,
     Draft,
     Drafter,
     Drafters,
     Listing,
+    LoadedPair,
     Outcome,
     auto_drafters,
 )
@@ -83,7 +84,10 @@ def test_an_offer_changes_nothing_and_the_draft_is_the_same_without_it(
     tiny_draft.reset()
     prompt = tiny_target.tokenize("the cat sat on the mat. the dog sat on the hat. the cat")
     answer = tiny_target.tokenize(" sat on the mat. the dog sat on the hat. the", add_special=False)
-    offered, unoffered = Drafters(tiny_target, tiny_draft), Drafters(tiny_target, tiny_draft)
+    offered, unoffered = (
+        Drafters(LoadedPair.of(tiny_target, tiny_draft)),
+        Drafters(LoadedPair.of(tiny_target, tiny_draft)),
+    )
     names = [d.name for d in auto_drafters(offered)]
     assert {"suffix", "draft"} <= set(names)
     names += ["lookup"]  # subsumed under auto, offered under its own mode all the same

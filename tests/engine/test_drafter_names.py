@@ -15,7 +15,7 @@ GENERIC = (
     "engine/decoding/decoder.py",
     "engine/session.py",
     "engine/decoding/schedule.py",
-    "bench/replay.py",
+    "bench/hindsight/replay.py",
 )
 
 
@@ -43,7 +43,7 @@ def test_no_drafter_is_named_in_the_generic_modules(file: str) -> None:
 
 def test_the_replay_names_no_drafter_at_all() -> None:
     """Not even in passing: the replay runs whatever the registry holds."""
-    text = (APP / "bench" / "replay.py").read_text(encoding="utf-8")
+    text = (APP / "bench" / "hindsight" / "replay.py").read_text(encoding="utf-8")
     for cls in drafter_classes():
         assert not re.search(rf"[\"']{re.escape(cls.name)}[\"']", text), cls.name
         assert cls.__name__ not in text, cls.__name__

@@ -16,7 +16,9 @@ import pytest
 
 from specchat.cli import main
 from specchat.engine.decoding.decoder import SpeculativeDecoder
-from specchat.engine.llamacpp.eagle3 import Eagle3Draft, load_eagle3
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.eagle3 import load_eagle3
+from specchat.engine.drafting.eagle3.eagle3_driver import Eagle3Draft
 from specchat.engine.llamacpp.model import LlamaModel, ModelLoadError
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_eagle3
@@ -44,7 +46,7 @@ def target(files: dict[str, Path]) -> Iterator[LlamaModel]:
 
 @pytest.fixture(scope="module")
 def decoder(files: dict[str, Path], target: LlamaModel) -> SpeculativeDecoder:
-    return SpeculativeDecoder(target, head=load_eagle3(files["eagle3"], target))
+    return SpeculativeDecoder(LoadedPair.of(target, head=load_eagle3(files["eagle3"], target)))
 
 
 @pytest.mark.parametrize("text", CHAT_PROMPTS)
@@ -119,7 +121,7 @@ def test_a_draft_that_agrees_in_part_answers_as_plain(tmp_path: Path) -> None:
     # so the draft's boundary moves by each amount, or not at all.
     target_path, draft_path = write_chain_pair(tmp_path)
     with LlamaModel(target_path, n_ctx=1024, n_threads=1) as target:
-        decoder = SpeculativeDecoder(target, head=load_eagle3(draft_path, target))
+        decoder = SpeculativeDecoder(LoadedPair.of(target, head=load_eagle3(draft_path, target)))
         for text in CHAT_PROMPTS:
             prompt = target.tokenize(text)
             plain = run(decoder, prompt, mode="plain", max_tokens=200)

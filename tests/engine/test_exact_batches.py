@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specchat.bench.quality import batch_noise
+from specchat.bench.live.quality import batch_noise
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.kv_store import KVStore
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.models.optimise import optimise
@@ -80,7 +81,7 @@ def decoder(wide_q4_0: tuple[Path, Path]) -> Iterator[SpeculativeDecoder]:
         LlamaModel(target_path, n_ctx=1024, n_threads=2) as target,
         LlamaModel(draft_path, n_ctx=1024, n_threads=2) as draft,
     ):
-        yield SpeculativeDecoder(target, draft)
+        yield SpeculativeDecoder(LoadedPair.of(target, draft))
 
 
 @pytest.mark.parametrize("mode", ["lookup", "suffix", "draft", "auto"])

@@ -20,8 +20,8 @@ from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.head import head_files
+from specchat.engine.drafting.mtp import load_assistant
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.session import ChatEngine
 from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
 from tests.helpers.models_cli import run_cli
@@ -39,7 +39,9 @@ def test_the_profiler_measures_and_stores_the_heads_table(hybrid: Path, tmp_path
             model, None, head_files=head_files(LoadedPair(target=model)), store=store
         )
         assert set(costs.heads) == {"mtp"} and costs.head_token_ms("mtp") is None
-        decoder = SpeculativeDecoder(model, auto=AutoPolicy(costs=costs))
+        decoder = SpeculativeDecoder(
+            LoadedPair.of(model, costs=costs), auto=AutoPolicy(costs=costs)
+        )
         drafter = decoder.drafters["mtp"]
         assert drafter.table is costs.heads["mtp"]  # type: ignore[attr-defined]
 
@@ -142,5 +144,7 @@ def test_a_gemma4_assistants_table_is_keyed_by_its_own_file(tmp_path: Path) -> N
         key = costs.heads["assistant"].key
         assert key is not None and key.head == "assistant"
         assert key.file == str(assistant_file.resolve())
-        decoder = SpeculativeDecoder(target, head=assistant, auto=AutoPolicy(costs=costs))
+        decoder = SpeculativeDecoder(
+            LoadedPair.of(target, head=assistant, costs=costs), auto=AutoPolicy(costs=costs)
+        )
         assert decoder.drafters["assistant"].table is costs.heads["assistant"]  # type: ignore[attr-defined]

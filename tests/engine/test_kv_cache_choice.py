@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from specchat import settings as cfg
-from specchat.bench.kv_noise import cache_noise
+from specchat.bench.live.kv_noise import cache_noise
 from specchat.bench.prompts import load_prompts
-from specchat.bench.report import _kv_cache_lines
+from specchat.bench.reports.report import _kv_cache_lines
 from specchat.cli import main
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import KV_CACHES

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from specchat.engine.drafting.lookup import FEW, locate
+from specchat.engine.drafting.lookup.lookup_drafter import FEW, locate
 
 
 def by_definition(context: Sequence[int], max_extent: int) -> tuple[int, int]:

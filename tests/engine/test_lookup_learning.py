@@ -10,7 +10,7 @@ import numpy as np
 from specchat.engine.decoding.schedule import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, AutoPolicy
 from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter
 from specchat.engine.drafting.base import Answer, Drafter, Listing, Offer
-from specchat.engine.drafting.copy_acceptance import LookupLedger
+from specchat.engine.drafting.copies.copy_acceptance import LookupLedger
 from specchat.engine.types import PolicyChoice, SamplingParams
 
 # Costs shaped like a 2-core CPU: one row 36 ms, then ≈ 20 ms a row at 16 and 13 at 64.

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specchat.engine.drafting.model_acceptance import (
+from specchat.engine.drafting.draft_model.model_acceptance import (
     ConfidenceCalibration,
     MarginCalibration,
     TextAcceptance,

@@ -9,8 +9,8 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pytest
 
-from specchat.bench.replay import replay
-from specchat.bench.trace import record_trace
+from specchat.bench.hindsight.replay import replay
+from specchat.bench.live.trace import record_trace
 from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
@@ -104,7 +104,7 @@ def _decoder(target: LlamaModel, draft: LlamaModel) -> SpeculativeDecoder:
     draft.reset()
     auto = AutoPolicy(gpu=True)
     auto.costs.seed(FLAT, draft_token_ms=1.0)
-    return SpeculativeDecoder(target, draft, auto=auto)
+    return SpeculativeDecoder(LoadedPair.of(target, draft, costs=auto.costs), auto=auto)
 
 
 def test_auto_prices_it_from_its_offer_and_chooses_it(

@@ -6,8 +6,8 @@ import pytest
 
 from specchat.engine.drafting import CopyAcceptance, Draft, Outcome, PromptLookupDrafter
 from specchat.engine.drafting.base import Answer
-from specchat.engine.drafting.copying import CopyDrafter
-from specchat.engine.drafting.suffix import SuffixDrafter
+from specchat.engine.drafting.copies.copying import CopyDrafter
+from specchat.engine.drafting.suffix.suffix_drafter import SuffixDrafter
 
 GIVEN = list(range(100, 120))  # a stretch of text with no repeats in it
 NO_DRAFT = Draft((), None, 0.0, "plain")

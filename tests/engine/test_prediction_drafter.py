@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
-from specchat.engine.drafting.prediction import ANCHOR_FIRST, PredictionDrafter, locate_in
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.prediction.prediction_drafter import (
+    ANCHOR_FIRST,
+    PredictionDrafter,
+    locate_in,
+)
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import Controls, GenerationRequest, RoundResult, SamplingParams
 from specchat.tinymodels import TinyModels
@@ -50,7 +55,7 @@ def _from_prediction(rounds: list[RoundResult]) -> tuple[int, int]:
 def _pinned(decoder: SpeculativeDecoder, costs: PinnedCosts) -> SpeculativeDecoder:
     """A fresh decoder on the same models (nothing said yet), pricing from `costs` rather
     than from timings taken on a busy machine."""
-    fresh = SpeculativeDecoder(decoder.target, decoder.draft)
+    fresh = SpeculativeDecoder(LoadedPair.of(decoder.target, decoder.draft))
     pin(SimpleNamespace(decoder=fresh), costs)  # type: ignore[arg-type]
     return fresh
 
@@ -75,7 +80,7 @@ def decoder(tiny_models: TinyModels):  # type: ignore[no-untyped-def]
         LlamaModel(tiny_models.target, n_ctx=1024, n_threads=1) as target,
         LlamaModel(tiny_models.draft_close, n_ctx=1024, n_threads=1) as draft,
     ):
-        yield SpeculativeDecoder(target, draft)
+        yield SpeculativeDecoder(LoadedPair.of(target, draft))
 
 
 def test_greedy_output_is_plain_with_any_prediction(decoder: SpeculativeDecoder) -> None:
@@ -118,7 +123,7 @@ def test_a_garbage_prediction_costs_next_to_nothing_under_auto(
 ) -> None:
     prompt = decoder.target.tokenize(CHAT_PROMPTS[1])
     garbage = tuple(int(t) for t in np.random.default_rng(5).integers(3, 250, 2000))
-    fresh = SpeculativeDecoder(decoder.target, decoder.draft)
+    fresh = SpeculativeDecoder(LoadedPair.of(decoder.target, decoder.draft))
     pinned = _answer(fresh, prompt, mode="prediction", prediction=garbage, max_tokens=200)
     assert _from_prediction(pinned)[0] > 500  # the copies it offers are wrong
     fresh = _pinned(decoder, costs)

@@ -81,7 +81,7 @@ COPY_QUESTION = (
 
 @pytest.mark.slow
 def test_auto_copies_a_long_run_in_passes_longer_than_a_fixed_k(engine: ChatEngine) -> None:
-    from specchat.bench.replay import read_costs
+    from specchat.bench.hindsight.replay import read_costs
     from specchat.engine.decoding.schedule import MAX_K
 
     # Passes priced by the measured 2-core CPU table (a row costs less the longer the pass),
@@ -110,7 +110,7 @@ RENAME_QUESTION = (
 def test_a_rename_is_copied_through_its_later_occurrences(
     engine: ChatEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specchat.engine.drafting.substitutions import Substitutions
+    from specchat.engine.drafting.copies.substitutions import Substitutions
 
     prompt = engine.prepare([ChatMessage("user", RENAME_QUESTION)], max_tokens=120).tokens
     plain = run(engine.decoder, prompt, mode="plain", max_tokens=120)

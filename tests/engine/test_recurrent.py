@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.tinymodels import TinyModels
 from tests.helpers.engine import CHAT_PROMPTS, run
@@ -24,7 +25,7 @@ def mamba_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Speculative
         LlamaModel(target_path, n_ctx=512, n_threads=1) as target,
         LlamaModel(draft_path, n_ctx=512, n_threads=1) as draft,
     ):
-        yield SpeculativeDecoder(target, draft)
+        yield SpeculativeDecoder(LoadedPair.of(target, draft))
 
 
 @pytest.mark.parametrize("mode", ["draft", "lookup", "auto"])
@@ -49,7 +50,7 @@ def test_a_recurrent_draft_model_drafts_for_a_transformer(
     mamba_pair: SpeculativeDecoder, tiny_models: TinyModels
 ) -> None:
     with LlamaModel(tiny_models.target, n_ctx=512, n_threads=1) as target:
-        decoder = SpeculativeDecoder(target, mamba_pair.target)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, mamba_pair.target))
         assert decoder.drafting_refused == ""
         assert "draft" in decoder.drafters.names()
         prompt = target.tokenize(CHAT_PROMPTS[1])

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import Draft, Outcome, PromptLookupDrafter, SuffixDrafter
 from specchat.engine.drafting.base import Answer, Drafter
-from specchat.engine.drafting.copy_acceptance import CopyAcceptance
+from specchat.engine.drafting.copies.copy_acceptance import CopyAcceptance
 from specchat.engine.types import PolicyChoice, SamplingParams
 from tests.engine.test_lookup_learning import CPU_COSTS
 

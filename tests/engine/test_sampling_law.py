@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams, TokenKind
 from specchat.tinymodels import TinyModels
@@ -43,7 +44,7 @@ def decoder(tiny_models: TinyModels) -> Iterator[SpeculativeDecoder]:
         LlamaModel(tiny_models.target, n_ctx=256, n_threads=1) as target,
         LlamaModel(tiny_models.draft_close, n_ctx=256, n_threads=1) as draft,
     ):
-        yield SpeculativeDecoder(target, draft)
+        yield SpeculativeDecoder(LoadedPair.of(target, draft))
 
 
 def _chi2_quantile_9999(df: int) -> float:

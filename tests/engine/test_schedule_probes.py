@@ -6,7 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from specchat.engine.costs.table import CLIP, GAIN
+from specchat.engine.costs.priors import CLIP, GAIN
+from specchat.engine.decoding.pricer import RoundContext
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import (
     Acceptance,
@@ -208,13 +209,14 @@ def test_a_catch_up_is_spread_over_no_more_rounds_than_the_answer_has_left() -> 
     # As above, but the answer may write 6 more tokens: one or two rounds, which cannot win
     # back four plain tokens' catch-up.
     policy, drafter = _paying_draft_behind()
-    policy.budget = 6
+    at = RoundContext(budget=6)
     for lag, chosen in ((60, "plain"), (2, "draft")):  # in step, nothing to win back
         drafter.lag = lag
         # The decoder drafts no further than the budget either.
-        offer = drafter.offer([0] * (lag + 1), policy.budget - 1, policy.prices())
+        assert at.budget is not None
+        offer = drafter.offer([0] * (lag + 1), at.budget - 1, policy.prices(at))
         assert offer is not None
-        assert policy.choose([offer]).mode == chosen
+        assert policy.choose([offer], at=at).mode == chosen
 
 
 def test_a_draft_model_sat_out_a_whole_prompt_comes_back_where_catching_up_is_cheap() -> None:

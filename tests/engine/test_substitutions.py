@@ -8,9 +8,9 @@ import numpy as np
 
 from specchat.engine.drafting import PromptLookupDrafter, SuffixDrafter
 from specchat.engine.drafting.base import Answer, Draft, Outcome
-from specchat.engine.drafting.lookup import locate
-from specchat.engine.drafting.prediction import PredictionDrafter
-from specchat.engine.drafting.substitutions import MAX_NEW, RESYNC, Substitutions
+from specchat.engine.drafting.copies.substitutions import MAX_NEW, RESYNC, Substitutions
+from specchat.engine.drafting.lookup.lookup_drafter import locate
+from specchat.engine.drafting.prediction.prediction_drafter import PredictionDrafter
 from specchat.engine.types import SamplingParams
 
 OLD = 7  # the name being renamed (one token in the source) ...

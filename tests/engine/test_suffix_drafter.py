@@ -8,6 +8,7 @@ import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting import SuffixDrafter, mode_names
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.suffix.index import Source
 from specchat.engine.types import TokenKind
@@ -101,7 +102,7 @@ def test_sampling_law_matches_plain(tiny_models: TinyModels) -> None:
     from tests.engine.test_sampling_law import SETTINGS, _answers, _padded, chi_square
 
     with LlamaModel(tiny_models.target, n_ctx=256, n_threads=1) as target:
-        decoder = SpeculativeDecoder(target)
+        decoder = SpeculativeDecoder(LoadedPair.of(target))
         prompt = target.tokenize("the cat sat")
         plain = _answers(decoder, prompt, "plain", SETTINGS["t0.8"])
         spec = _answers(decoder, prompt, "suffix", SETTINGS["t0.8"])

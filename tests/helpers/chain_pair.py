@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from specchat.engine.drafting.eagle3.eagle3_tiny import draft_vocabulary_ids
 from specchat.tinyarch import write_tiny_eagle3
-from specchat.tinyarch.eagle3 import draft_vocabulary_ids
 from specchat.tinymodels import TinySpec, vocabulary, write_tiny_model
 
 SPEC = TinySpec(seed=1, name="tiny-chain-target")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.bench.prompts import load_prompts
+from specchat.engine.decoding.pricer import RoundContext
 from specchat.engine.drafting import DraftModelDrafter, Offer
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
@@ -108,10 +109,13 @@ def decisions(target: Path, draft: Path, costs: PinnedCosts) -> list[Decision]:
         choose = auto.choose
 
         def recording(
-            offers: Sequence[Offer], prices: Sequence[float] | None = None
+            offers: Sequence[Offer],
+            prices: Sequence[float] | None = None,
+            at: RoundContext | None = None,
         ) -> PolicyChoice:
-            choice = choose(offers, prices)
-            made.append(Decision(tuple(offers), tuple(prices or ()), choice, auto.budget))
+            choice = choose(offers, prices, at)
+            budget = None if at is None else at.budget
+            made.append(Decision(tuple(offers), tuple(prices or ()), choice, budget))
             return choice
 
         auto.choose = recording  # type: ignore[method-assign]

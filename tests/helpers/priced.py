@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.bench.recorded_target import VirtualClock
+from specchat.bench.hindsight.recorded_target import VirtualClock
 from specchat.engine.costs.table import MachineCosts
 from specchat.engine.decoding.decoder import tree_prefixes
 from specchat.engine.drafting import Head
@@ -29,18 +29,21 @@ class PricedModel:
         return getattr(self._model, name)
 
     def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+        depth = self._model.n_past
         rows = self._model.decode(tokens, logits=logits)
         if logits != "none":
-            self._spend(len(tokens))
+            self._spend(len(tokens), depth)
         return rows
 
     def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        depth = self._model.n_past
         rows = self._model.decode_tree(paths)
-        self._spend(len(tree_prefixes(paths)))
+        self._spend(len(tree_prefixes(paths)), depth)
         return rows
 
-    def _spend(self, rows: int) -> None:
-        ms = self._costs.cost_ms(rows)
+    def _spend(self, rows: int, depth: int) -> None:
+        # At the cache's depth before the pass, as the round loop prices it (RoundContext).
+        ms = self._costs.target.cost_ms(rows, depth)
         assert ms is not None
         self._clock.spend(ms)
 

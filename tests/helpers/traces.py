@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from specchat.bench.trace import DRAFT_DEPTH, AnswerTrace
+from specchat.bench.live.trace import DRAFT_DEPTH, AnswerTrace
 from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.types import RoundResult
 

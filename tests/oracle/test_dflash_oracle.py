@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
-from specchat.engine.llamacpp.dflash import load_dflash
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.dflash import load_dflash
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinyarch import write_tiny_dflash, write_tiny_qwen35
@@ -56,7 +57,7 @@ def decoder(files: tuple[Path, Path]) -> Iterator[SpeculativeDecoder]:
     with LlamaModel(target_path, n_ctx=N_CTX, n_threads=1, exact_keys=False) as target:
         head = load_dflash(draft_path, target)
         head.n_max = K  # llama.cpp's --spec-draft-n-max
-        yield SpeculativeDecoder(target, head=head)
+        yield SpeculativeDecoder(LoadedPair.of(target, head=head))
 
 
 @pytest.mark.parametrize("text", [*CHAT_PROMPTS, LONG_PROMPT])

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinymodels import TinyModels
@@ -72,7 +73,7 @@ def _decoder(target: LlamaModel, draft: LlamaModel) -> SpeculativeDecoder:
     caches empty as llama.cpp's are at its start."""
     target.reset()
     draft.reset()
-    decoder = SpeculativeDecoder(target, draft)
+    decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
     decoder.drafters["draft"].min_confidence = 0.0
     return decoder
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
-from specchat.engine.llamacpp.eagle3 import load_eagle3
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.eagle3 import load_eagle3
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
 from specchat.tinyarch import write_tiny_eagle3
@@ -61,7 +62,7 @@ def pair(
 ) -> Iterator[tuple[Path, Path, SpeculativeDecoder]]:
     target_path, draft_path = pairs[request.param]
     with LlamaModel(target_path, n_ctx=N_CTX, n_threads=1, exact_keys=False) as target:
-        decoder = SpeculativeDecoder(target, head=load_eagle3(draft_path, target))
+        decoder = SpeculativeDecoder(LoadedPair.of(target, head=load_eagle3(draft_path, target)))
         yield target_path, draft_path, decoder
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
+from specchat.engine.drafting.mtp import load_assistant
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.llamacpp.mtp import load_assistant
 from specchat.engine.types import SamplingParams
 from specchat.tinyarch import write_tiny_gemma4, write_tiny_gemma4_assistant, write_tiny_qwen35
 from tests.helpers.engine import Run, run
@@ -72,7 +73,7 @@ def test_the_mtp_head_drafts_as_llama_cpp_round_for_round(
     hybrid: LlamaModel, files: dict[str, Path], text: str
 ) -> None:
     hybrid.reset()
-    decoder = SpeculativeDecoder(hybrid)
+    decoder = SpeculativeDecoder(LoadedPair.of(hybrid))
     prompt = hybrid.tokenize(text)
     ours = run(decoder, prompt, mode="mtp", k=K, max_tokens=N_TOKENS, sampling=GREEDY)
     plain = run(decoder, prompt, mode="plain", max_tokens=N_TOKENS, sampling=GREEDY)
@@ -87,7 +88,9 @@ def test_the_gemma4_assistant_drafts_as_llama_cpp_round_for_round(
     files: dict[str, Path], text: str
 ) -> None:
     with _load(files["gemma4"]) as target:
-        decoder = SpeculativeDecoder(target, head=load_assistant(files["assistant"], target))
+        decoder = SpeculativeDecoder(
+            LoadedPair.of(target, head=load_assistant(files["assistant"], target))
+        )
         prompt = target.tokenize(text)
         ours = run(decoder, prompt, mode="assistant", k=K, max_tokens=N_TOKENS, sampling=GREEDY)
         plain = run(decoder, prompt, mode="plain", max_tokens=N_TOKENS, sampling=GREEDY)
@@ -109,7 +112,7 @@ def test_a_hybrid_draft_model_drafts_as_llama_cpp_where_both_draft(
 ) -> None:
     hybrid.reset()
     with _load(files["qwen35_draft"]) as draft:
-        decoder = SpeculativeDecoder(hybrid, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(hybrid, draft))
         decoder.drafters["draft"].min_confidence = 0.0
         prompt = hybrid.tokenize(text)
         ours = run(decoder, prompt, mode="draft", k=K, max_tokens=N_TOKENS, sampling=GREEDY)

@@ -12,8 +12,8 @@ from typing import Any
 import openai
 import pytest
 
-from specchat.bench.agent_tasks import SYSTEM as SYSTEM_AGENT
-from specchat.bench.agent_tasks import TOOLS as AGENT_TOOLS
+from specchat.bench.agent.agent_tasks import SYSTEM as SYSTEM_AGENT
+from specchat.bench.agent.agent_tasks import TOOLS as AGENT_TOOLS
 from specchat.serve.server import ApiServer
 from tests.helpers.api_server import running_server
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from specchat.engine.decoding.decoder import SpeculativeDecoder
+from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.models.gguf_reader import validate
 from specchat.tinyarch import DenseShape, write_tiny_dense
@@ -34,7 +35,7 @@ def test_qwen2_carries_qkv_biases_and_drafts_for_itself_as_plain(tmp_path: Path)
         LlamaModel(target, n_ctx=512, n_threads=1) as model,
         LlamaModel(draft, n_ctx=512, n_threads=1) as drafting,
     ):
-        decoder = SpeculativeDecoder(model, drafting)
+        decoder = SpeculativeDecoder(LoadedPair.of(model, drafting))
         prompt = model.tokenize(CHAT_PROMPTS[0])
         plain = run(decoder, prompt, mode="plain", max_tokens=40)
         spec = run(decoder, prompt, mode="draft", k=3, max_tokens=40)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import llama_cpp
 import numpy as np
 
+from specchat.engine.drafting.dflash.dflash_tiny import BLOCK_SIZE
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.tinyarch.dflash import BLOCK_SIZE
 from specchat.tinyarch.qwen35 import Qwen35Shape
 from tests.helpers import llama_ext
 from tests.tinyarch.conftest import TinyArchFiles

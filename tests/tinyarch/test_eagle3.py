@@ -8,8 +8,8 @@ from __future__ import annotations
 import llama_cpp
 import numpy as np
 
+from specchat.engine.drafting.eagle3.eagle3_tiny import default_target_layers, draft_vocabulary_ids
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.tinyarch.eagle3 import default_target_layers, draft_vocabulary_ids
 from specchat.tinymodels import TinySpec
 from tests.helpers import llama_ext
 from tests.tinyarch.conftest import TinyArchFiles

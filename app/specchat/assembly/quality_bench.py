@@ -11,11 +11,11 @@ from specchat.workers.optimise_worker import QualityNotMeasured
 
 
 class QualityBench:
-    """bench/quality.py for the optimise worker (its `QualityCheck`); the bench and llama.cpp
+    """bench/live/quality.py for the optimise worker (its `QualityCheck`); the bench and llama.cpp
     are imported when a measurement is asked for, never when the window opens."""
 
     def stored(self, path: Path) -> str:
-        from specchat.bench.quality import QualityReport
+        from specchat.bench.live.quality import QualityReport
 
         return QualityReport.load(path).summary()
 
@@ -28,7 +28,7 @@ class QualityBench:
         progress: Callable[[int, int], None],
         cancel: threading.Event,
     ) -> str:
-        from specchat.bench.quality import QualityCancelled, measure_quality
+        from specchat.bench.live.quality import QualityCancelled, measure_quality
         from specchat.engine.llamacpp.model import ModelLoadError
         from specchat.models.optimise import quality_path
 

@@ -15,7 +15,7 @@ from specchat.commands.pairs import add_kv_cache_argument, load_engine
 from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
-    from specchat.bench.first_answer import FirstAnswer
+    from specchat.bench.live.first_answer import FirstAnswer
     from specchat.bench.prompts import BenchPrompt
 
 #: Longest answer unless --max-tokens says otherwise.
@@ -156,7 +156,7 @@ def _split(text: str, what: str, parse: type) -> tuple:
 def _modes(text: str, what: str) -> tuple[str, ...]:
     """Mode names from a comma list ("all": auto, every registered drafter and plain;
     "heads": every head drafter the pair offers, named once it is loaded)."""
-    from specchat.bench.runner import HEADS
+    from specchat.bench.live.runner import HEADS
     from specchat.engine.drafting.registry import mode_names, parse_mode
 
     if text.strip().lower() == "all":
@@ -177,7 +177,7 @@ class BenchBar:
         self.started = time.monotonic()
 
     def __call__(self, event: object) -> None:
-        from specchat.bench.runner import BenchProgress
+        from specchat.bench.live.runner import BenchProgress
 
         if not isinstance(event, BenchProgress):
             return
@@ -202,8 +202,14 @@ class BenchBar:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from specchat.bench.ledger import Ledger
-    from specchat.bench.replay import ReplayError, read_costs, read_traces, replay, summary_lines
+    from specchat.bench.hindsight.ledger import Ledger
+    from specchat.bench.hindsight.replay import (
+        ReplayError,
+        read_costs,
+        read_traces,
+        replay,
+        summary_lines,
+    )
 
     if not args.costs:
         raise UserError(
@@ -239,10 +245,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.out is None:
         raise UserError("--out DIR is required")
-    from specchat.bench.agent_tasks import AGENT_SETS
+    from specchat.bench.agent.agent_tasks import AGENT_SETS
+    from specchat.bench.live.runner import HEADS, BenchConfig, run_bench
     from specchat.bench.prompts import PromptFileError, load_prompts, prompt_file
-    from specchat.bench.report import write_report
-    from specchat.bench.runner import HEADS, BenchConfig, run_bench
+    from specchat.bench.reports.report import write_report
     from specchat.engine.drafting.registry import AUTO, needs_model
 
     agents = args.prompts in AGENT_SETS
@@ -358,8 +364,8 @@ def run(args: argparse.Namespace) -> int:
 def _cache_noise(
     target: Path, prompts: Sequence[BenchPrompt], args: argparse.Namespace
 ) -> dict[str, object]:
-    """The cache this run used and each cache type's batch noise (bench/kv_noise.py)."""
-    from specchat.bench.kv_noise import cache_noise
+    """The cache this run used and each cache type's batch noise (bench/live/kv_noise.py)."""
+    from specchat.bench.live.kv_noise import cache_noise
 
     print("specchat bench: batch noise of each KV cache …", file=sys.stderr)
     return cache_noise(
@@ -370,9 +376,10 @@ def _cache_noise(
 def _first_answers(
     target: Path, draft: Path | None, prompt: BenchPrompt, args: argparse.Namespace
 ) -> tuple[FirstAnswer, ...]:
-    """Plain's and auto's first answers, each on a pair loaded fresh (bench/first_answer.py)."""
-    from specchat.bench.first_answer import measure
-    from specchat.bench.runner import BenchProgress
+    """Plain's and auto's first answers, each on a pair loaded fresh
+    (bench/live/first_answer.py)."""
+    from specchat.bench.live.first_answer import measure
+    from specchat.bench.live.runner import BenchProgress
 
     bar = BenchBar()
     return measure(

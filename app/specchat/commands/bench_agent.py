@@ -16,17 +16,17 @@ if TYPE_CHECKING:
 def run_agent_bench(engine: ChatEngine, set_name: str, args: argparse.Namespace) -> int:
     """Measure the set's tasks, print one line a turn, write the report; 1 if the two modes
     said different things (exactness broken)."""
-    from specchat.bench.agent_bench import measure_agents
-    from specchat.bench.agent_report import (
+    from specchat.bench.agent.agent_bench import measure_agents
+    from specchat.bench.agent.agent_report import (
         CURVE_SIZES,
         build_agent_report,
         summary_lines,
         write_agent_report,
     )
-    from specchat.bench.agent_tasks import AGENT_SETS, load_tasks
+    from specchat.bench.agent.agent_tasks import AGENT_SETS, load_tasks
+    from specchat.bench.api.via_api import ApiRefused
+    from specchat.bench.live.runner import bench_info
     from specchat.bench.prompts import PromptFileError
-    from specchat.bench.runner import bench_info
-    from specchat.bench.via_api import ApiRefused
 
     try:
         tasks = load_tasks(AGENT_SETS[set_name])

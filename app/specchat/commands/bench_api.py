@@ -26,7 +26,7 @@ def run_via_api(
 ) -> int:
     """Run both kinds, print one line a prompt (or turn) and the goals, write their
     reports; 1 if a goal fails or an answer differs."""
-    from specchat.bench.via_api import ApiRefused
+    from specchat.bench.api.via_api import ApiRefused
     from specchat.commands.user_error import UserError
 
     chats = [p for p in prompts if p.turn_count > 1]
@@ -49,7 +49,7 @@ def run_via_api(
 
 
 def _compare(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace) -> bool:
-    from specchat.bench.via_api import compare_via_api, write_via_api
+    from specchat.bench.api.via_api import compare_via_api, write_via_api
 
     results = compare_via_api(
         engine,
@@ -78,7 +78,11 @@ def _compare(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.
 def _follow_ups(
     engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace
 ) -> bool:
-    from specchat.bench.follow_up import FIRST_TOKEN_GOAL_S, measure_follow_ups, write_follow_ups
+    from specchat.bench.api.follow_up import (
+        FIRST_TOKEN_GOAL_S,
+        measure_follow_ups,
+        write_follow_ups,
+    )
 
     results = measure_follow_ups(
         engine,

@@ -121,10 +121,10 @@ def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.N
 
     import llama_cpp
 
+    from specchat.bench.api.via_api import serving
     from specchat.bench.peers.api_peers import SPECCHAT_SERVE, compare_servers, summarise
     from specchat.bench.peers.configs import peer_configs
     from specchat.bench.peers.llama_server import PeerError, find_llama_server
-    from specchat.bench.via_api import serving
 
     try:
         import openai  # noqa: F401

@@ -13,8 +13,8 @@ from specchat.commands.user_error import UserError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from specchat.bench.live.runner import BenchConfig, BenchProgress
     from specchat.bench.prompts import BenchPrompt
-    from specchat.bench.runner import BenchConfig, BenchProgress
 
 HELP = (
     "comma-separated targets to compare in one run: a pair id (its target), ID:cpu (the "
@@ -88,9 +88,9 @@ def run_all(
     """Benchmark each target in turn (one loaded at a time), then write the comparison."""
     from dataclasses import replace
 
-    from specchat.bench.report import write_report
-    from specchat.bench.runner import run_bench
-    from specchat.bench.targets import summary_lines, write_comparison
+    from specchat.bench.live.runner import run_bench
+    from specchat.bench.live.targets import summary_lines, write_comparison
+    from specchat.bench.reports.report import write_report
     from specchat.commands import bench_peers
 
     reports: list[tuple[str, dict]] = []

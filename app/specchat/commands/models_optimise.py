@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
-    from specchat.bench.quality import QualityReport
+    from specchat.bench.live.quality import QualityReport
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def _source(pair_id: str) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specchat.bench.quality import QualityReport, measure_quality
+    from specchat.bench.live.quality import QualityReport, measure_quality
     from specchat.commands.progress import TerminalProgress
     from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.models.optimise import (

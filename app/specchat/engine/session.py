@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
-from specchat.engine.costs.profiling import PairProfiler, load_costs
+from specchat.engine.costs.profiling import PairProfiler, load_costs, load_head_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
-from specchat.engine.drafting.head import HeadDrafter, head_files
-from specchat.engine.llamacpp.draft_heads import HEAD_ARCHITECTURES, TargetHead, load_head
+from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
+from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
@@ -120,7 +120,7 @@ def head_architecture(path: Path) -> str | None:
     """The architecture of a draft file that is a head over the target's hidden state, not
     a model of its own (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None."""
     architecture = _architecture(path)
-    return architecture if architecture in HEAD_ARCHITECTURES else None
+    return architecture if architecture in head_architectures() else None
 
 
 def _apply_markers(
@@ -145,10 +145,13 @@ class ChatEngine:
     """A target (and optional draft) model ready to chat.
 
     Attributes:
-        target: the target model.
-        draft: the draft model, or None.
+        pair: the loaded pair, built once here and handed to the decoder (which builds its
+            drafters on it), the host and the bench: the models, their cost tables, and the
+            session's suffix index.
+        target: the target model (the pair's, as the llama.cpp model the host drives).
+        draft: the draft model, or None (the pair's).
         head: the draft file loaded as a head over the target's hidden state where it is
-            one (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None.
+            one (a Gemma 4 assistant, an EAGLE-3 or DFlash draft), or None (the pair's).
         decoder: the speculative decoder over them.
         said: what was said before this chat (earlier chats, API chats, attached files),
             for the drafters that copy: the one door into the session's suffix index.
@@ -169,27 +172,24 @@ class ChatEngine:
         *,
         compat_reason: str = "",
         cost_store: CostStore | None = None,
-        head: TargetHead | None = None,
+        head: HiddenStateHead | None = None,
     ) -> None:
-        self.target = target
-        self.draft = draft
-        self.head = head
         # The machine's stored cost tables (empty ones the first time): `auto` prices passes
         # from them, and the profiler fills them between answers (see engine/costs/profiling.py).
         # The bench gives a first answer after a load an empty store of its own.
+        self.target = target
+        self.draft = draft
+        self.head = head
         store = cost_store or CostStore()
-        self.costs = load_costs(
-            target,
-            draft,
-            head_files=head_files(LoadedPair(target=target, draft=draft, head=head)),
-            store=store,
-        )
-        auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
+        self.costs = load_costs(target, draft, store=store)
         # The suffix index is this session's: fed through one door, handed to the drafters.
         self.said = SaidIndex()
-        self.decoder = SpeculativeDecoder(
-            target, draft, auto=auto, index=self.said.index, head=head
-        )
+        self.pair = LoadedPair.of(target, draft, head=head, costs=self.costs, index=self.said.index)
+        # Each head's table is stored under the file its weights come from, which the pair
+        # tells; the drafters built on the pair (by the decoder, next) price with them.
+        self.costs.heads.update(load_head_costs(target, self.head_files(), store=store))
+        auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
+        self.decoder = SpeculativeDecoder(self.pair, auto=auto)
         self.profiler = PairProfiler(
             self.costs, target, draft, heads=self.decoder.drafters.heads(), store=store
         )
@@ -322,7 +322,7 @@ class ChatEngine:
     def head_files(self) -> dict[str, Path]:
         """The file each of its draft heads' weights come from, by drafter (what their cost
         tables are stored under)."""
-        return head_files(LoadedPair(target=self.target, draft=self.draft, head=self.head))
+        return head_files(self.pair)
 
     def close(self) -> None:
         self.target.close()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from specchat.engine.baseline import PlainRounds
 from specchat.engine.context import ContextOverflowError, OverflowPolicy
 from specchat.engine.decoding.kept_sources import KeptSources
-from specchat.engine.drafting.prediction import PredictionDrafter
+from specchat.engine.drafting.prediction.prediction_drafter import PredictionDrafter
 from specchat.engine.templates.chat_template import ToolCall
 from specchat.engine.templates.guards import ChatTemplateError
 from specchat.engine.templates.prompt_tokens import MessageTextError

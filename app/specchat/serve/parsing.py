@@ -7,7 +7,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from specchat.engine.drafting.base import MAX_K
+from specchat.engine.costs.priors import MAX_K
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, SamplingParams
 from specchat.host.chat_call import ChatCall

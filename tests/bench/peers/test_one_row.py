@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from specchat.bench.one_row import goal, one_row_check, plain_round_ms
-from specchat.bench.records import RoundLog, RunRecord, Variant
+from specchat.bench.live.records import RoundLog, RunRecord, Variant
+from specchat.bench.reports.one_row import goal, one_row_check, plain_round_ms
 
 
 def _record(mode: str, rounds: list[tuple[int, float]]) -> RunRecord:

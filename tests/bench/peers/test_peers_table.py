@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from specchat.bench.live.records import RunRecord, Variant
 from specchat.bench.peers.configs import (
     DRAFT_SIMPLE_DEFAULT,
     PYTHON_LOOKUP,
@@ -26,7 +27,6 @@ from specchat.bench.peers.peers_table import (
     summary_lines,
 )
 from specchat.bench.peers.run import PeerRecord
-from specchat.bench.records import RunRecord, Variant
 
 
 def _peer(peer: str, prompt: str, tok_s: float, repeat: int = 0, **kw: object) -> PeerRecord:

@@ -9,9 +9,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from specchat.bench.live.records import RunRecord
 from specchat.bench.peers.configs import DRAFT_SIMPLE_PREFIX, SERVER_PLAIN
 from specchat.bench.peers.run import PeerRecord
-from specchat.bench.records import RunRecord
 
 #: SpecChat's modes shown beside the peers, as the table names them.
 SPECCHAT_MODES = {"plain": "SpecChat plain", "auto": "SpecChat auto"}

@@ -405,12 +405,19 @@ def load_costs(
     file each head's weights come from, by drafter; fresh, empty tables where none is
     stored): the drafters are built after, each pricing itself from its own."""
     store = store or CostStore()
-    files = head_files or {}
     return MachineCosts(
         target=store.load(target),
         draft=None if draft is None else store.load(draft, rows=1),
-        heads={name: store.load_head(target, name, file) for name, file in files.items()},
+        heads=load_head_costs(target, head_files or {}, store=store),
     )
+
+
+def load_head_costs(
+    target: LlamaModel, head_files: Mapping[str, Path], *, store: CostStore
+) -> dict[str, CostTable]:
+    """The stored table of each draft head over `target`, by drafter (`head_files`: the file
+    each head's weights come from; a fresh, empty table where none is stored)."""
+    return {name: store.load_head(target, name, file) for name, file in head_files.items()}
 
 
 class PairProfiler:

@@ -12,6 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from specchat.engine.costs.key import CostKey
+from specchat.engine.costs.priors import (
+    CLIP,
+    FLOOR,
+    GAIN,
+    PRIOR_CPU_SHAPE,
+    PRIOR_GPU_ROW_SLOPE,
+    SLOPE_FIT_SPREAD,
+    UNMEASURED_CATCHUP_SHARE,
+)
 
 #: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
 MAX_ROWS = 64
@@ -42,30 +51,6 @@ SAMPLES = 2
 AGREE = 0.15
 #: Samples of one size before the best of them stands as its cost, agreeing or not.
 MAX_TRIES = 6
-
-#: A pass never costs less than this share of a pass over fewer rows: kernel structure makes
-#: the curve jagged, by a half at most (docs/costs.md). A smaller pass dearer than that was
-#: measured stalled: it is priced from the larger one by the prior's shape and measured again.
-FLOOR = 0.5
-
-#: Spread (standard deviation, in cached tokens) of the depths plain rounds ran at before the
-#: line through their times sets the slope: closer together, timing noise swamps the growth.
-SLOPE_FIT_SPREAD = 128
-
-#: A real round moves its price this far toward what it took (geometrically: 0.5 is halfway).
-GAIN = 0.5
-#: A real round counts as at most this many times its price, or this share of it: one stall
-#: moves a price by a factor of two at most.
-CLIP = 4.0
-
-#: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows
-#: are nearly free until the GPU is compute-bound.
-PRIOR_GPU_ROW_SLOPE = 0.05
-
-#: A CPU pass over n tokens (logits for every row) as a multiple of one token, before this
-#: machine's sizes are measured: the powers of two measured for the 1.5B Q4_K_M target on a
-#: 2-core CPU (resources/costs/cpu-2core-qwen1.5b-q4_k_m.json), linear in between.
-PRIOR_CPU_SHAPE = ((1, 1.0), (2, 1.63), (4, 2.61), (8, 4.56), (16, 5.16), (32, 9.21), (64, 17.5))
 
 
 @functools.lru_cache(maxsize=512)
@@ -435,7 +420,7 @@ def estimate_catchup_ms(tokens: int, per_token_ms: float | None, draft: CostTabl
         per_token_ms = draft.catchup_row_ms
         if per_token_ms is None:
             # Before measuring: a batched catch-up costs a fraction of decoding token by token.
-            per_token_ms = 0.3 * (draft.cost_ms(1) or 0.0)
+            per_token_ms = UNMEASURED_CATCHUP_SHARE * (draft.cost_ms(1) or 0.0)
     return (per_token_ms or 0.0) * tokens
 
 
@@ -452,8 +437,9 @@ class MachineCosts:
             not seen in one batch (learnt from rounds; a share of a drafted token before).
         name: what machine the costs describe (for tables read from a file).
         sources: where the figures come from (for tables read from a file).
-        context: tokens in the target's cache before the next pass (set each round by whoever
-            runs the rounds): target passes are priced, and rounds learnt from, at this depth.
+        context: tokens in the target's cache that the methods here price passes at (None:
+            the table's own depth); the round loop prices each round at its own depth
+            instead, through the policy's Pricer (engine/decoding/pricer.py).
     """
 
     target: CostTable
@@ -511,9 +497,10 @@ class MachineCosts:
             table = self.heads.setdefault(name, CostTable(sizes=(1,), gpu=self.target.gpu))
             table.pass_ms[1] = float(ms)
 
-    def observe_batch(self, n: int, ms: float) -> None:
-        """A real round's target pass of n rows took `ms` (at `context`)."""
-        self.target.observe(n, ms, self.context)
+    def observe_batch(self, n: int, ms: float, context: int | None = None) -> None:
+        """A real round's target pass of n rows took `ms` after `context` cached tokens (None:
+        at `self.context`)."""
+        self.target.observe(n, ms, self.context if context is None else context)
 
     # --- machine cost files (shipped profiles, `profile --out`, `bench --replay --costs`) ---
     def to_json(self) -> dict[str, Any]:

@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import codecs
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 import numpy as np
 
-from specchat.engine.decoding.rollback_cost import priced_for_rollback
+from specchat.engine.decoding.pricer import RoundContext
 from specchat.engine.decoding.schedule import AutoPolicy, FixedPolicy
 from specchat.engine.decoding.stop_strings import StopStringFilter
 from specchat.engine.decoding.verify import Verdict, verify
-from specchat.engine.drafting import AUTO, PLAIN, Answer, Draft, Drafters, Head, Offer, Outcome
-from specchat.engine.drafting.matching import locate
-from specchat.engine.llamacpp.draft_heads import TargetHead
-from specchat.engine.llamacpp.model import ContextFullError, LlamaModel
-from specchat.engine.suffix.index import SuffixIndex
+from specchat.engine.drafting import (
+    AUTO,
+    PLAIN,
+    Answer,
+    Draft,
+    Drafters,
+    LoadedPair,
+    Offer,
+    Outcome,
+)
+from specchat.engine.drafting.copies.matching import locate
+from specchat.engine.llamacpp.model import ContextFullError
+from specchat.engine.llamacpp.target import DraftModel, Target
 from specchat.engine.types import (
     Controls,
     GenerationRequest,
@@ -87,7 +94,7 @@ class Generation(Iterator[RoundResult]):
 class _TextStream:
     """Turns token bytes into text without ever splitting a UTF-8 character."""
 
-    def __init__(self, model: LlamaModel) -> None:
+    def __init__(self, model: Target) -> None:
         self._model = model
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
@@ -103,46 +110,34 @@ class SpeculativeDecoder:
     target's: greedy settings give its argmax tokens, sampling gives its distribution.
 
     Attributes:
-        target: the model whose output this is.
-        draft: the draft model, if any.
+        pair: what it decodes with (the models, their costs, the suffix index, the clock),
+            built once by whoever loaded it (engine/session.py, a replay, a test).
+        target: the model whose output this is (the pair's).
+        draft: the draft model, if any (the pair's).
         drafters: the drafters this pair offers (from the registry).
-        auto: the auto policy (kept across generations, so what it learnt carries over).
+        auto: the auto policy (kept across generations, so what it learnt carries over); it
+            prices with the pair's costs, which its drafters price their own part with.
         drafting_refused: why this pair never drafts, or "" (see `rollback_refusal`).
         clock: seconds; what the round loop and the drafters time themselves by (a replay
             passes the virtual clock its recorded passes are priced on).
     """
 
-    def __init__(
-        self,
-        target: LlamaModel,
-        draft: LlamaModel | None = None,
-        *,
-        drafters: Drafters | None = None,
-        auto: AutoPolicy | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-        index: SuffixIndex | None = None,
-        head: TargetHead | None = None,
-        heads: Mapping[str, Head] | None = None,
-    ) -> None:
-        """`heads`: heads made already, by the drafter that drafts with them (see
-        LoadedPair.heads)."""
-        self.target = target
-        self.clock = clock
-        self.draft = draft
-        self.drafting_refused = rollback_refusal(target, draft)
-        self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0)
-        # A draft model whose cache cannot be rolled back at all would re-read the whole
-        # context after every proposal: the drafters that need it are not built.
-        self.drafters = drafters or Drafters(
-            target,
-            draft if draft is not None and draft.can_rollback else None,
-            head=head,
-            heads=heads,
-            costs=self.auto.costs,
-            clock=clock,
-            index=index,
-        )
+    def __init__(self, pair: LoadedPair, *, auto: AutoPolicy | None = None) -> None:
+        """`auto`: a policy of the caller's (it should price with `pair.costs`, which the
+        drafters are built on); by default one pricing with them."""
+        if pair.target is None:
+            raise ValueError("a decoder needs the pair's target model")
+        self.pair = pair
+        self.target = target = pair.target
+        self.clock = pair.clock
+        self.draft = pair.draft
+        self.drafting_refused = rollback_refusal(target, pair.draft)
+        self.auto = auto or AutoPolicy(gpu=target.info.gpu_layers > 0, costs=pair.costs)
+        self.drafters = Drafters(pair)
         self._fixed = FixedPolicy()
+        # Where the last round priced the target (the first answer's readying: at the table's
+        # own depth): an answer's drafters are readied at it, before its first round.
+        self._last_round = RoundContext()
 
     # --- one generation ----------------------------------------------------------------------
     def generate(
@@ -183,11 +178,16 @@ class SpeculativeDecoder:
                 policy.longest, request.max_tokens - stats.emitted - stops.held - 1, room - 1
             )
             # Passes are priced, and learnt from, at the cache's depth (attention grows with it).
-            self.auto.costs.context = target.n_past
-            self.auto.budget = request.max_tokens - stats.emitted - stops.held
-            made, choice = self._draft(context, mode, controls, k_cap, rng)
+            at = RoundContext(
+                depth=target.n_past,
+                budget=request.max_tokens - stats.emitted - stops.held,
+                rollback=target.rollback,
+                snapshot_depth=target.snapshot_depth,
+            )
+            self._last_round = at
+            made, choice = self._draft(context, mode, controls, k_cap, rng, at)
             # Auto pays for the cheapest pass holding the draft; extra rows carry more tokens.
-            draft = self._fill(context, made, k_cap) if mode == AUTO else made
+            draft = self._fill(context, made, k_cap, at) if mode == AUTO else made
 
             verify_began = self.clock()
             last = context[-1]
@@ -226,7 +226,12 @@ class SpeculativeDecoder:
                 position_kept=j,
             )
             policy.observe(
-                choice, batch=rows, verify_ms=verify_ms, drafted=len(made.tokens), accepted=kept
+                choice,
+                batch=rows,
+                verify_ms=verify_ms,
+                drafted=len(made.tokens),
+                accepted=kept,
+                at=at,
             )
             yield RoundResult(
                 index=round_index,
@@ -283,7 +288,8 @@ class SpeculativeDecoder:
             conversation=request.conversation,
             prediction=request.prediction,
         )
-        prices = self.auto.prices()
+        readying = self._last_round
+        prices = self.auto.prices(readying)
         for drafter in self.drafters:
             drafter.begin(answer)
             # Auto readies a drafter that runs a model (its prompt evaluation, before the
@@ -294,7 +300,7 @@ class SpeculativeDecoder:
                 drafter.ready(prompt)
             elif mode == AUTO and drafter in self.drafters.for_auto and drafter.listing.needs_model:
                 offer = drafter.offer(prompt, target.n_ctx - len(prompt), prices)
-                if offer is not None and self.auto.worth_readying(offer):
+                if offer is not None and self.auto.worth_readying(offer, readying):
                     drafter.ready(prompt)
         return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=self._ms_since(began))
 
@@ -353,8 +359,9 @@ class SpeculativeDecoder:
         controls: Controls,
         k_cap: int,
         rng: np.random.Generator,
+        at: RoundContext,
     ) -> tuple[Draft, PolicyChoice]:
-        """The policy picks (drafter, K); the drafter proposes."""
+        """The policy picks (drafter, K) for the round `at`; the drafter proposes."""
         if not self.target.can_rollback:
             # Rejected drafts could only be dropped by re-reading the whole context.
             return _NO_DRAFT, PolicyChoice(PLAIN, 0, f"plain: {self.drafting_refused}")
@@ -362,14 +369,13 @@ class SpeculativeDecoder:
             return _NO_DRAFT, PolicyChoice(PLAIN, 0, "plain: last token")
         fills_pass = False
         if mode == AUTO:
-            prices = self.auto.prices()
+            prices = self.auto.prices(at)
             offers: list[Offer] = []
             for drafter in self.drafters.for_auto:
                 offer = drafter.offer(context, k_cap, prices)
                 if offer is not None:
                     offers.append(offer)
-            offers = priced_for_rollback(self.target, self.auto.costs, offers, prices)
-            choice = self.auto.choose(offers, prices)
+            choice = self.auto.choose(offers, prices, at)
             fills_pass = any(o.fills_pass for o in offers if o.source == choice.mode)
         else:
             choice = self._fixed.choose(mode, min(controls.k, k_cap))
@@ -379,11 +385,11 @@ class SpeculativeDecoder:
         drafter = self.drafters[choice.mode]
         if fills_pass:
             # Auto pays for the cheapest pass holding k + 1 rows: the drafter may use them all.
-            k = min(self.auto.costs.pass_size(k + 1), k_cap + 1) - 1
+            k = min(self.auto.pass_size(k + 1, at), k_cap + 1) - 1
         draft = drafter.propose(context, k, controls.sampling, rng)
         return draft, choice
 
-    def _fill(self, context: Sequence[int], draft: Draft, k_cap: int) -> Draft:
+    def _fill(self, context: Sequence[int], draft: Draft, k_cap: int, at: RoundContext) -> Draft:
         """The draft grown to the cheapest pass at or above its size (see pass_size).
 
         A pass of 16 can cost less than one of 15 on a CPU (kernels work on rows in groups):
@@ -395,7 +401,7 @@ class SpeculativeDecoder:
             return draft  # plain chose not to draft
         # The extra rows lengthen a tree's main path.
         used = draft_rows(draft)
-        rows = min(self.auto.costs.pass_size(used), k_cap + 1)
+        rows = min(self.auto.pass_size(used, at), k_cap + 1)
         extra = rows - used
         if extra <= 0:
             return draft
@@ -520,7 +526,7 @@ def _add_round(
     )
 
 
-def rollback_refusal(target: LlamaModel, draft: LlamaModel | None) -> str:
+def rollback_refusal(target: Target, draft: DraftModel | None) -> str:
     """Why speculation cannot use this pair as it is, or "" when it can.
 
     Speculation drops rejected drafts from the caches after every round. Recurrent and

@@ -5,8 +5,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from specchat.engine.costs.priors import (
+    CATCHUP_ROUNDS,
+    HURDLE,
+    MAX_K,
+    MAX_LOOKUP_K,
+    PROBE_BUDGET,
+    REFERENCE_ROUNDS,
+    SCORED_HURDLE,
+)
 from specchat.engine.costs.table import CostTable, MachineCosts
-from specchat.engine.drafting.base import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE, Offer
+from specchat.engine.decoding.pricer import Pricer, RoundContext
+from specchat.engine.drafting.base import Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
 from specchat.engine.types import PolicyChoice
 
@@ -23,29 +33,14 @@ __all__ = [
     "is_probe",
 ]
 
-#: Share of decoding time that probing may cost: a probe is made only when its expected
-#: extra cost is at most this share of the plain time since the last one. Its one-off part
-#: (a draft model catching up on text it has not seen) must also fit this share of the plain
-#: time of the answer so far: spread over many answers a catch-up of a thousand tokens fits
-#: the budget, yet all of it lands on the one answer that probes (a 1.1 s catch-up 118
-#: tokens into an answer cost that answer 9 %).
-PROBE_BUDGET = 0.03
-
-#: Rounds over which auto spreads a one-off cost (a draft model's catch-up over text written
-#: while it sat out) when pricing a drafter: the catch-up is paid once, and the rounds after
-#: it draft with a cache in step. Charging it all to one round would keep a drafter that
-#: pays out for good, since its catch-up only grows while it is not used. Near the end of an
-#: answer's budget fewer rounds can follow, and the cost is spread over those only.
-CATCHUP_ROUNDS = 8
-
-#: Rounds after which `auto` makes a plain round to time one token again, whatever the
-#: offers: every price is a shape times one token's time, and only a plain round shows that
-#: time. Without it a table measured while the machine was busy (one token timed slow, so
-#: every larger pass looked cheap next to it) was never corrected while drafting went on.
-REFERENCE_ROUNDS = 32
 
 #: How a probe's reason ends: the replay's loss ledger reads a round as a probe by it.
 PROBING = "probing whether it pays now"
+
+
+#: A round priced at the cost table's own depth, with no budget known: where a caller names
+#: no round (tests, tools pricing one offer).
+_ANYWHERE = RoundContext()
 
 
 def is_probe(choice: PolicyChoice) -> bool:
@@ -76,7 +71,14 @@ class FixedPolicy:
         return PolicyChoice(mode, k, f"{_short(mode)}, K = {k} (fixed)")
 
     def observe(
-        self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int, accepted: int
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        drafted: int,
+        accepted: int,
+        at: RoundContext | None = None,
     ) -> None:
         """Fixed K learns nothing (the drafters still learn on their own)."""
 
@@ -85,19 +87,20 @@ class AutoPolicy:
     """Chooses plain or a drafter and K each round to maximise tokens per second.
 
     An argmax over the drafters' offers: each offer is priced as expected tokens ÷ expected
-    time, with the target pass's cost (`costs.target_ms(n)`: the machine's measured table,
-    the cheapest pass holding n rows) and the drafter's own costs and acceptance curve, all
-    from the offer; the best one that beats plain by its hurdle is taken. An offer marked
-    `probed` (acceptance learnt only from rounds that use it) is tried with K = 1 now and
-    then, at intervals that double while probes fail, so a stretch where it starts to pay is
-    found without paying much where it never does.
+    time, with the target pass's cost (its Pricer: the machine's measured table at the
+    round's depth, the cheapest pass holding n rows, and a recurrent target's rollback) and
+    the drafter's own costs and acceptance curve, all from the offer; the best one that
+    beats plain by its hurdle is taken. Whoever runs the rounds hands each call that prices
+    one a RoundContext (the cache's depth, the answer's budget); the policy keeps none of
+    it. An offer marked `probed` (acceptance learnt only from rounds that use it) is tried
+    with K = 1 now and then, at intervals that double while probes fail, so a stretch where
+    it starts to pay is found without paying much where it never does.
 
     Attributes:
-        costs: the machine's cost table (measured outside answers, refreshed by rounds).
+        pricer: prices the target's part of a round (its `costs`: the machine's cost table,
+            measured outside answers, refreshed by rounds).
         longest: the longest draft it may ask for.
         base_probe_interval: rounds between probes after one that succeeded.
-        budget: tokens the answer under way may still write (set each round by whoever
-            runs the rounds; None: no limit known).
     """
 
     longest = MAX_LOOKUP_K
@@ -106,7 +109,9 @@ class AutoPolicy:
         self, *, gpu: bool = False, costs: MachineCosts | None = None, probe_interval: int = 32
     ) -> None:
         # Without a stored table: priors until rounds (and the background measurement) teach.
-        self.costs = costs or MachineCosts(CostTable(gpu=gpu))
+        self.pricer = Pricer(
+            costs or MachineCosts(CostTable(gpu=gpu)), limit=max(self.longest, MAX_K) + 1
+        )
         self.base_probe_interval = probe_interval
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
@@ -115,17 +120,29 @@ class AutoPolicy:
         self._answer_rounds = 0  # rounds of the answer under way
         self._since_plain = 0  # rounds since one token was timed
         self._rounds = 0  # rounds seen: a probed drafter first offered now was never used
-        self.budget: int | None = None
 
     def begin_answer(self) -> None:
         """A new answer starts: the probing budget of its own begins at nothing."""
         self._answer_rounds = 0
 
-    def prices(self) -> list[float] | None:
+    @property
+    def costs(self) -> MachineCosts:
+        """The machine's cost tables its pricer prices with."""
+        return self.pricer.costs
+
+    @costs.setter
+    def costs(self, costs: MachineCosts) -> None:
+        self.pricer.costs = costs
+
+    def prices(self, at: RoundContext | None = None) -> list[float] | None:
         """The target's time to check n tokens, by n up to the longest pass a round may make
-        (index 1 is plain's token), priced once a round rather than once per drafter and
-        length; None before anything is measured."""
-        return self.costs.price_list(max(self.longest, MAX_K) + 1)
+        (index 1 is plain's token), at the round `at` (None: at the table's own depth); None
+        before anything is measured (see Pricer.prices)."""
+        return self.pricer.prices(at or _ANYWHERE)
+
+    def pass_size(self, n: int, at: RoundContext) -> int:
+        """Rows of the pass that checks n tokens in the round `at` (see Pricer.pass_size)."""
+        return self.pricer.pass_size(n, at)
 
     @staticmethod
     def _rate(
@@ -183,7 +200,7 @@ class AutoPolicy:
         )
         return best > 1.0 / plain_ms
 
-    def worth_readying(self, offer: Offer) -> bool:
+    def worth_readying(self, offer: Offer, at: RoundContext | None = None) -> bool:
         """Whether to ready the drafter of `offer` (made for the prompt) before an answer's
         first token: only where the current estimates would choose it over plain. Before the
         target's cost is measured nothing is chosen (the first round is plain); a drafter
@@ -191,10 +208,11 @@ class AutoPolicy:
 
         Readying costs the offer's one-off part (the draft model reading a prompt it has not
         seen): that read must also be one it could repay at all (`could_pay`, as for a
-        probe), else the first token waits for nothing.
+        probe), else the first token waits for nothing. `at`: where the answer's first
+        round is priced.
         """
-        prices = self.prices()
-        if prices is None or self.costs.target_ms(1) is None:
+        prices = self.prices(at)
+        if prices is None or self.pricer.target_ms(1, at or _ANYWHERE) is None:
             return False
         if offer.extra_ms and not self.could_pay(offer, prices=prices):
             return False
@@ -211,11 +229,18 @@ class AutoPolicy:
         return best > (1.0 + offer.hurdle) / plain_ms
 
     def choose(
-        self, offers: Sequence[Offer], prices: Sequence[float] | None = None
+        self,
+        offers: Sequence[Offer],
+        prices: Sequence[float] | None = None,
+        at: RoundContext | None = None,
     ) -> PolicyChoice:
-        """The best option for the next round, among the drafters' offers (in their order);
-        `prices`: the round's (see prices()), if the caller has them."""
-        prices = prices or self.prices()
+        """The best option for the next round `at` (None: at the table's own depth, no budget
+        known), among the drafters' offers (in their order), each priced with the rollback
+        it would cost the target; `prices`: the round's (see prices()), if the caller has
+        them."""
+        at = at or _ANYWHERE
+        prices = prices or self.prices(at)
+        offers = self.pricer.with_rollback(offers, prices, at)
         for offer in offers:
             if offer.probed:
                 self._since_used.setdefault(offer.source, self._rounds)
@@ -235,7 +260,7 @@ class AutoPolicy:
         best_score = plain_rate
         notes: list[str] = []
         for offer in offers:
-            k, rate = self.best_k(offer, prices, self.budget)
+            k, rate = self.best_k(offer, prices, at.budget)
             needs = 1.0 + offer.hurdle
             speed = rate / plain_rate
             name = _short(offer.source)
@@ -298,11 +323,19 @@ class AutoPolicy:
         return extra <= PROBE_BUDGET * interval * plain_ms
 
     def observe(
-        self, choice: PolicyChoice, *, batch: int, verify_ms: float, drafted: int, accepted: int
+        self,
+        choice: PolicyChoice,
+        *,
+        batch: int,
+        verify_ms: float,
+        drafted: int,
+        accepted: int,
+        at: RoundContext | None = None,
     ) -> None:
-        """Learn the target's cost from one round, and settle a probe (one whose token was
-        kept is weighed at the next offer of its drafter, which has learnt from it)."""
-        self.costs.observe_batch(batch, verify_ms)
+        """Learn the target's cost from one round (`at`: the round, as choose() had it), and
+        settle a probe (one whose token was kept is weighed at the next offer of its
+        drafter, which has learnt from it)."""
+        self.pricer.observe(batch, verify_ms, at or _ANYWHERE)
         self._answer_rounds += 1
         self._rounds += 1
         self._since_plain = 0 if batch == 1 else self._since_plain + 1

@@ -1,18 +1,19 @@
 """Drafters: propose the next tokens cheaply, for the target to check in one pass.
 
-One module per drafter; each registers itself (`@register`), and importing this package
+One package per drafter; each registers itself (`@register`), and importing this package
 registers the built-in ones (their `priority` orders them: lookup, the draft model, chain).
+The import lines below are the registry's list: a drafter is a package of its own (its
+drafter, its llama.cpp driver, its replay column, its tiny test model), one line here. What
+the copying drafters share (lookup, suffix, prediction) is copies/.
 """
 
+from specchat.engine.costs.priors import HURDLE, MAX_K, MAX_LOOKUP_K, SCORED_HURDLE
 from specchat.engine.drafting.base import (
-    HURDLE,
-    MAX_K,
-    MAX_LOOKUP_K,
-    SCORED_HURDLE,
     Acceptance,
     Answer,
     Draft,
     Drafter,
+    Estimates,
     Head,
     Listing,
     LoadedPair,
@@ -21,13 +22,17 @@ from specchat.engine.drafting.base import (
     expected_tokens,
 )
 from specchat.engine.drafting.chain import ChainDrafter
-from specchat.engine.drafting.copy_acceptance import CopyAcceptance, LookupLedger, LookupSurvival
-from specchat.engine.drafting.copying import CopyDraft
+from specchat.engine.drafting.copies.copy_acceptance import (
+    CopyAcceptance,
+    LookupLedger,
+    LookupSurvival,
+)
+from specchat.engine.drafting.copies.copying import CopyDraft
 from specchat.engine.drafting.dflash import DFlashDrafter
+from specchat.engine.drafting.draft_model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.eagle3 import Eagle3Drafter
-from specchat.engine.drafting.head import HeadDrafter, head_files
+from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
 from specchat.engine.drafting.lookup import PromptLookupDrafter
-from specchat.engine.drafting.model import DraftModelDrafter, ModelDraft
 from specchat.engine.drafting.mtp import AssistantDrafter, MtpDrafter
 from specchat.engine.drafting.prediction import PredictionDrafter
 from specchat.engine.drafting.registry import (
@@ -67,6 +72,7 @@ __all__ = [
     "Drafter",
     "Drafters",
     "Eagle3Drafter",
+    "Estimates",
     "Head",
     "HeadDrafter",
     "Listing",
@@ -83,7 +89,9 @@ __all__ = [
     "SuffixDrafter",
     "auto_drafters",
     "expected_tokens",
+    "head_architectures",
     "head_files",
+    "load_head",
     "mode_info",
     "mode_name",
     "mode_names",

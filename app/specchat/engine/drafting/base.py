@@ -6,28 +6,28 @@ import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from specchat.engine.costs.priors import (
+    DRAFTER_PRIOR,
+    MAX_K,
+    PRIOR_WEIGHT,
+    ROUND_DECAY,
+    SCORED_HURDLE,
+)
+from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.drafting.head_protocol import Head as Head
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
     # Only for annotations: importing the drafters must not load llama_cpp, so that the
     # window can list them before any model is loaded.
-    from specchat.engine.costs.table import MachineCosts
-    from specchat.engine.llamacpp.draft_heads import TargetHead
-    from specchat.engine.llamacpp.model import LlamaModel
-
-#: Longest draft of a fixed K (the window's slider) and of the draft model under `auto`.
-MAX_K = 16
-
-#: Longest draft under `auto`. Prompt-lookup drafts cost nothing to make, and on a CPU a
-#: target pass's cost per row keeps falling with its size (≈ 36 ms for one token, ≈ 20 ms a
-#: row at 16, ≈ 13 ms at 64 on a 2-core laptop), so a long copy is checked fastest in big
-#: batches; the auto policy only asks for them where the match says the copy will go on.
-MAX_LOOKUP_K = 64
+    from specchat.engine.drafting.trace_column import TraceColumn
+    from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
+    from specchat.engine.llamacpp.target import DraftModel, Target
 
 
 def _never(token: int) -> bool:
@@ -97,12 +97,10 @@ class Acceptance:
     first_trials: float
     cont_kept: float
     cont_trials: float
-    # Short memory: acceptance changes with the kind of text being written, and rounds spent
-    # on a drafter that stopped paying are lost time.
-    decay: float = 0.9
+    decay: float = ROUND_DECAY
 
     @classmethod
-    def prior(cls, alpha: float, continued: float, weight: float = 2.0) -> Acceptance:
+    def prior(cls, alpha: float, continued: float, weight: float = PRIOR_WEIGHT) -> Acceptance:
         return cls(alpha * weight, weight, continued * weight, weight)
 
     @property
@@ -165,20 +163,6 @@ class Draft:
     source: str
     origin: str = ""
     branches: tuple[tuple[int, ...], ...] = ()
-
-
-#: Expected gain over plain the draft model must promise before it is used: none. Its
-#: estimate follows every written token (model_acceptance.py), so it is not one that came
-#: out high on the few rounds that chose it; being used is how it calibrates that estimate;
-#: and leaving it costs a catch-up on return, which its offer prices over the rounds the
-#: answer has left.
-HURDLE = 0.0
-#: The hurdle of a drafter whose acceptance is learnt at every position, drafted or not (a
-#: copy is scored against the text that follows it): waiting for a clear case costs it no
-#: knowledge, and its marginal cases are the ones its estimate overrates, since they are
-#: chosen where the estimate came out high (docs/costs.md: replayed over 74 answers, 0.2
-#: rather than 0.1 left far fewer answers below plain at the same geometric mean).
-SCORED_HURDLE = 0.2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,18 +246,14 @@ class Answer:
     prediction: Sequence[int] = ()
 
 
-class Head(Protocol):
-    """A draft head as its drafter drives it: engine/llamacpp/mtp.py's DraftHead, which
-    follows the target's cache, or a stand-in with the same two members (a replay's record)."""
+class Estimates:
+    """Where the drafters' learnt estimates start: where each drafter's own priors put them
+    (this class), or where a subclass sets them (a tool that fits them on the very answers it
+    replays: tools/replay_with_hindsight.py). The one seam for estimates: the registry hands
+    every drafter of a pair to `start` as it is built, before any round."""
 
-    @property
-    def ready(self) -> bool:
-        """Whether it can draft after the target's cache now."""
-        ...
-
-    def draft(self, last: int, k: int, *, min_confidence: float = 0.0) -> list[int]:
-        """Up to k greedy tokens after the target's cache and `last` (not cached yet)."""
-        ...
+    def start(self, drafter: Drafter) -> None:
+        """Set where `drafter`'s estimates start (here: the priors it was built with)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,7 +264,8 @@ class LoadedPair:
         target: the target model (None where no model is loaded: a replay).
         draft: the draft model, or None.
         head: a draft file loaded beside the target as a head over its hidden state (a
-            Gemma 4 assistant, an EAGLE-3 or DFlash draft: engine/llamacpp/draft_heads.py),
+            Gemma 4 assistant, an EAGLE-3 or DFlash draft; its `serves` names the drafter
+            that drafts with it: drafting/head.py's `load_head`),
             or None.
         heads: heads made already, by the name of the drafter that drafts with them: it
             drafts with the one given here instead of making its own (a replay gives its
@@ -298,16 +279,46 @@ class LoadedPair:
             chat itself, for a drafter that copies from it: the session's suffix index,
             which the session alone feeds (engine/said.py); an empty one of its own where
             no session feeds it (a decoder built alone, a replay).
+        estimates: where its drafters' learnt estimates start (see Estimates).
     """
 
-    target: LlamaModel | None = None
-    draft: LlamaModel | None = None
-    head: TargetHead | None = None
+    target: Target | None = None
+    draft: DraftModel | None = None
+    head: HiddenStateHead | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     costs: MachineCosts | None = None
     ends_answer: Callable[[int], bool] = _never
     clock: Callable[[], float] = time.perf_counter
     index: SuffixIndex = field(default_factory=SuffixIndex)
+    estimates: Estimates = field(default_factory=Estimates)
+
+    @classmethod
+    def of(
+        cls,
+        target: Target,
+        draft: DraftModel | None = None,
+        *,
+        head: HiddenStateHead | None = None,
+        heads: Mapping[str, Head] | None = None,
+        costs: MachineCosts | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        index: SuffixIndex | None = None,
+        estimates: Estimates | None = None,
+    ) -> LoadedPair:
+        """The pair a round loop drafts over: its answers end at the target's
+        end-of-generation tokens, and without `costs` its target's table starts at the
+        priors for where the target runs (a CPU's or a GPU's) until rounds teach it."""
+        return cls(
+            target=target,
+            draft=draft,
+            head=head,
+            heads=dict(heads or {}),
+            costs=costs or MachineCosts(CostTable(gpu=target.info.gpu_layers > 0)),
+            ends_answer=EndTokens(target.is_eog),
+            clock=clock,
+            index=index if index is not None else SuffixIndex(),
+            estimates=estimates or Estimates(),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -321,6 +332,8 @@ class Listing:
         reads_target: whether it drafts with a head over the target's hidden state (its
             drafter's `head`, a Head): the bench runs every such drafter a pair offers, and
             its cost per drafted token has a table of its own (MachineCosts.heads).
+        columns: its columns in a recorded answer (the bench's traces, replay and ceiling:
+            engine/drafting/trace_column.py), one for each kind it records or derives.
         subsumes: drafters whose proposals it makes too, from the same text and with a match
             at least as long: where it is built, `auto` does not ask them (see
             `auto_drafters`).
@@ -332,6 +345,7 @@ class Listing:
     needs_model: bool = False
     in_auto: bool = True
     reads_target: bool = False
+    columns: tuple[type[TraceColumn], ...] = ()
     subsumes: tuple[str, ...] = ()
     priority: int = 100
 
@@ -356,7 +370,7 @@ class Drafter(abc.ABC):
     def __init__(self) -> None:
         # Its acceptance estimate, learnt from the rounds it drafted (a drafter that knows
         # better overrides `offer`).
-        self._acceptance = Acceptance.prior(0.5, 0.5)
+        self._acceptance = Acceptance.prior(*DRAFTER_PRIOR)
         self._ends_answer: Callable[[int], bool] = _never
 
     @classmethod

@@ -1,19 +1,22 @@
 """The drafter of every head that reads the target's hidden state: an MTP head, a Gemma 4
-assistant, an EAGLE-3 or DFlash draft (engine/llamacpp drives each; the drafters that build
-them for a pair live in mtp.py, eagle3.py and dflash.py)."""
+assistant, an EAGLE-3 or DFlash draft. Each lives in a package of its own (mtp/, eagle3/,
+dflash/) with its llama.cpp driver (over engine/llamacpp/hidden_state_head.py); this module
+is what they share, and how a draft file beside the target is loaded for the drafter that
+drafts with it (`head_architectures`, `load_head`)."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specchat.engine.costs.priors import HEAD_PRIOR, HURDLE, MAX_K, UNMEASURED_HEAD_SHARE
 from specchat.engine.costs.table import CostTable
 from specchat.engine.drafting.base import (
-    HURDLE,
-    MAX_K,
     Acceptance,
     Draft,
     Drafter,
@@ -27,21 +30,30 @@ from specchat.engine.drafting.base import (
 from specchat.engine.drafting.registry import drafter_classes
 from specchat.engine.types import SamplingParams
 
+if TYPE_CHECKING:
+    from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
+    from specchat.engine.llamacpp.load import ProgressCallback
+    from specchat.engine.llamacpp.model import LlamaModel
+
 
 class HeadDrafter(Drafter):
-    """Drafts with a head that reads the target's hidden state (see engine/llamacpp/mtp.py).
+    """Drafts with a head that reads the target's hidden state (see mtp/mtp_driver.py).
 
     Its drafts are its head's argmax, also when sampling (a deterministic proposal: the
     verifier's one-hot rejection sampling keeps the target's law). It times itself per
     drafted token; feeding the head the target's rows happens inside the target's passes,
     whose measured costs include it.
 
-    A subclass says where its head comes from (`own_head`) and which file's weights it
-    runs (`weights_file`, what its stored cost table is keyed by); `create` is the same for
-    every head.
+    A subclass says where its head comes from: a draft file of its `architecture` loaded
+    beside the target (`load_beside`, found again in the pair by the head's `serves`), or
+    one it makes itself (`own_head`), and which file's weights it runs (`weights_file`,
+    what its stored cost table is keyed by); `create` is the same for every head.
 
     Attributes:
         head: the head it drafts with.
+        driver: its head where that is a llama.cpp driver of its own (None: a head given
+            made, a replay's record): its `n_max` bounds a round's draft (a DFlash block's
+            masks).
         min_confidence: stop a draft at a token the head gives less than this probability
             (after the first); 0, llama.cpp's default, never stops.
         table: its cost table (one size: a drafted token): the machine's stored one where
@@ -51,10 +63,9 @@ class HeadDrafter(Drafter):
     #: Where its kept tokens came from, for people: the tooltip's "drafted from …", the
     #: kept-drafts line, the API's `specchat` object.
     origin: str = ""
-    #: The type of the head it drafts with when that is a draft file loaded beside the
-    #: target (LoadedPair.head), by name so that pricing a pair loads no llama.cpp; "" for
-    #: a head it makes itself.
-    beside_target: str = ""
+    #: The architecture (general.architecture) of the draft file it drafts with, loaded
+    #: beside the target (LoadedPair.head); "" for a head it makes itself.
+    architecture: str = ""
 
     def __init__(
         self,
@@ -62,24 +73,24 @@ class HeadDrafter(Drafter):
         *,
         min_confidence: float = 0.0,
         clock: Callable[[], float] = time.perf_counter,
+        driver: HiddenStateHead | None = None,
     ) -> None:
         super().__init__()
         self.head = head
+        self.driver = driver
         self.min_confidence = min_confidence
         self._clock = clock
-        # A head trained on the target's own hidden state agrees with it more often than a
-        # separate draft model does.
-        self._acceptance = Acceptance.prior(0.7, 0.6)
+        self._acceptance = Acceptance.prior(*HEAD_PRIOR)
         self.table = CostTable(sizes=(1,))
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
-        head = pair.heads.get(cls.name)
-        if head is None:
-            head = cls.own_head(pair)
+        given = pair.heads.get(cls.name)
+        own = cls.own_head(pair) if given is None else None
+        head: Head | None = given if given is not None else own
         if head is None:
             return None
-        drafter = cls(head, clock=pair.clock)
+        drafter = cls(head, clock=pair.clock, driver=own)
         drafter._ends_answer = pair.ends_answer
         if pair.costs is not None and cls.name in pair.costs.heads:
             # The stored table the background measurement fills is the one it prices with.
@@ -87,11 +98,25 @@ class HeadDrafter(Drafter):
         return drafter
 
     @classmethod
-    def own_head(cls, pair: LoadedPair) -> Head | None:
+    def load_beside(
+        cls,
+        path: Path,
+        target: LlamaModel,
+        *,
+        n_gpu_layers: int = 0,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+    ) -> HiddenStateHead:
+        """The draft file at `path` (of its `architecture`) loaded beside `target`, serving
+        this drafter."""
+        raise NotImplementedError(f"the {cls.name} drafter loads no draft file")
+
+    @classmethod
+    def own_head(cls, pair: LoadedPair) -> HiddenStateHead | None:
         """The head `pair` offers this drafter, made now (None: it offers none); by
-        default the draft file loaded beside the target, where it is of `beside_target`."""
+        default the draft file loaded beside the target, where it serves this drafter."""
         head = pair.head
-        if not cls.beside_target or type(head).__name__ != cls.beside_target:
+        if not cls.architecture or head is None or head.serves != cls.name:
             return None
         return head
 
@@ -99,14 +124,14 @@ class HeadDrafter(Drafter):
     def weights_file(cls, pair: LoadedPair) -> Path | None:
         """The file whose weights its head runs, where `pair` offers one (None: it offers
         none), without making the head: the costs are loaded before the drafters are built."""
-        head = cls.own_head(pair) if cls.beside_target else None
-        path = getattr(head, "path", None)
-        return path if isinstance(path, Path) else None
+        head = cls.own_head(pair) if cls.architecture else None
+        return None if head is None else head.path
 
     @property
     def k_limit(self) -> int:
         """The most tokens its head drafts in one round."""
-        return MAX_K
+        n_max = None if self.driver is None else self.driver.n_max
+        return MAX_K if n_max is None else n_max
 
     def offer(
         self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
@@ -117,8 +142,7 @@ class HeadDrafter(Drafter):
         alpha, continued = self._acceptance.alpha, self._acceptance.continued
         token_ms = self.table.cost_ms(1)
         if token_ms is None:
-            # Before any measurement: a head is one layer, a small share of the target's.
-            token_ms = prices[1] / 8.0 if prices is not None else 0.0
+            token_ms = prices[1] / UNMEASURED_HEAD_SHARE if prices is not None else 0.0
         return Offer(
             source=self.name,
             k_max=k_max,
@@ -148,13 +172,45 @@ class HeadDrafter(Drafter):
             self.table.observe(1, outcome.draft.ms / drafted)
 
 
+def head_drafters() -> tuple[type[HeadDrafter], ...]:
+    """Every registered drafter that drafts with a head over the target's hidden state."""
+    return tuple(
+        cls
+        for cls in drafter_classes()
+        if cls.listing.reads_target and issubclass(cls, HeadDrafter)
+    )
+
+
+def head_architectures() -> frozenset[str]:
+    """The architectures (general.architecture) of the draft files loaded as heads."""
+    return frozenset(cls.architecture for cls in head_drafters() if cls.architecture)
+
+
+def load_head(
+    path: Path,
+    architecture: str,
+    target: LlamaModel,
+    *,
+    n_gpu_layers: int = 0,
+    progress: ProgressCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> HiddenStateHead:
+    """The draft file at `path`, of `architecture` (one of head_architectures()), loaded
+    beside `target` for the drafter that drafts with it."""
+    for cls in head_drafters():
+        if cls.architecture == architecture:
+            return cls.load_beside(
+                path, target, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel
+            )
+    raise KeyError(architecture)
+
+
 def head_files(pair: LoadedPair) -> dict[str, Path]:
     """The weights file of every head `pair` offers, by the drafter that drafts with it:
     what each head's stored cost table is keyed by."""
     files: dict[str, Path] = {}
-    for cls in drafter_classes():
-        if cls.listing.reads_target and issubclass(cls, HeadDrafter):
-            path = cls.weights_file(pair)
-            if path is not None:
-                files[cls.name] = path
+    for cls in head_drafters():
+        path = cls.weights_file(pair)
+        if path is not None:
+            files[cls.name] = path
     return files

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-from specchat.engine.drafting.base import Drafter, EndTokens, Head, Listing, LoadedPair
-from specchat.engine.suffix.index import SuffixIndex
-
-if TYPE_CHECKING:
-    from specchat.engine.costs.table import MachineCosts
-    from specchat.engine.llamacpp.draft_heads import TargetHead
-    from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.drafting.base import Drafter, Head, Listing, LoadedPair
+from specchat.engine.drafting.head_protocol import DraftsWithHead
 
 #: The modes that are not drafters: the policy chooses per round, or no drafting at all.
 AUTO = "auto"
@@ -120,13 +114,18 @@ def mode_name(mode: object) -> str:
 
 
 def build(pair: LoadedPair) -> dict[str, Drafter]:
-    """Every registered drafter `pair` can serve, by name, in the registry's order."""
+    """Every registered drafter `pair` can serve, by name, in the registry's order, its
+    estimates started where the pair's `estimates` say."""
+    # A draft model whose cache cannot be rolled back at all would re-read the whole context
+    # after every proposal: the drafters that need it are not built.
+    model = pair.draft is not None and pair.draft.can_rollback
     built: dict[str, Drafter] = {}
     for cls in drafter_classes():
-        if cls.listing.needs_model and pair.draft is None:
+        if cls.listing.needs_model and not model:
             continue
         drafter = cls.create(pair, dict(built))
         if drafter is not None:
+            pair.estimates.start(drafter)
             built[cls.name] = drafter
     return built
 
@@ -135,33 +134,14 @@ class Drafters:
     """The drafters a loaded pair offers, built from the registry in its order.
 
     Attributes:
-        pair: what they were built on: the models, and the suffix index they copy from
-            (`index`: the session's, else a new one).
+        pair: what they were built on: the models, their costs, and the suffix index they
+            copy from (the session's, or the pair's own).
         for_auto: the ones `auto` asks each round (see auto_drafters).
     """
 
-    def __init__(
-        self,
-        target: LlamaModel,
-        draft: LlamaModel | None,
-        *,
-        head: TargetHead | None = None,
-        heads: Mapping[str, Head] | None = None,
-        costs: MachineCosts | None = None,
-        clock: Callable[[], float] = time.perf_counter,
-        index: SuffixIndex | None = None,
-    ) -> None:
-        self.pair = LoadedPair(
-            target=target,
-            draft=draft,
-            head=head,
-            heads=dict(heads or {}),
-            costs=costs,
-            ends_answer=EndTokens(target.is_eog),
-            clock=clock,
-            index=index if index is not None else SuffixIndex(),
-        )
-        self._built = build(self.pair)
+    def __init__(self, pair: LoadedPair) -> None:
+        self.pair = pair
+        self._built = build(pair)
         self.for_auto = auto_drafters(self._built.values())
 
     def __iter__(self) -> Iterator[Drafter]:
@@ -183,9 +163,8 @@ class Drafters:
         """The heads over the target's hidden state its drafters draft with, by drafter."""
         heads: dict[str, Head] = {}
         for drafter in self._built.values():
-            if drafter.listing.reads_target:
-                # Listing.reads_target promises the drafter's `head`.
-                heads[drafter.name] = drafter.head  # type: ignore[attr-defined]
+            if drafter.listing.reads_target and isinstance(drafter, DraftsWithHead):
+                heads[drafter.name] = drafter.head
         return heads
 
     def resolve(self, mode: object) -> str:

@@ -100,7 +100,7 @@ class LlamaModel:
         """Load `path`; `exact_keys=False` keeps a CPU context's keys in F16 (llama.cpp's
         default) instead of EXACT_KEY_TYPE (engine/llamacpp/load.py). A recurrent model asks
         for `snapshot_depth` state snapshots (used where its architecture supports them);
-        `load_mtp` loads the file's MTP layers too (engine/llamacpp/mtp.py)."""
+        `load_mtp` loads the file's MTP layers too (engine/drafting/mtp/mtp_driver.py)."""
         ensure_backend()
         self.path = Path(path)
         check_file(self.path)

@@ -1,0 +1,305 @@
+"""The draft model: a small model sharing the target's vocabulary drafts token by token."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from specchat.engine.costs.priors import (
+    DRAFT_MODEL_PRIOR,
+    HURDLE,
+    MAX_K,
+    MIN_CONFIDENCE,
+    UNMEASURED_DRAFT_SHARE,
+)
+from specchat.engine.costs.table import CostTable, MachineCosts, estimate_catchup_ms
+from specchat.engine.drafting.base import (
+    Acceptance,
+    Draft,
+    Drafter,
+    Listing,
+    LoadedPair,
+    Offer,
+    Outcome,
+    expected_tokens,
+)
+from specchat.engine.drafting.draft_model.draft_length import DraftLength
+from specchat.engine.drafting.draft_model.draft_model_column import DraftModelColumn
+from specchat.engine.drafting.draft_model.model_acceptance import (
+    ConfidenceCalibration,
+    TextAcceptance,
+)
+from specchat.engine.drafting.registry import register
+from specchat.engine.sampling import probabilities, sample, token_probability
+from specchat.engine.types import SamplingParams
+
+if TYPE_CHECKING:
+    from specchat.engine.llamacpp.target import DraftModel
+
+
+@dataclass(frozen=True)
+class ModelDraft(Draft):
+    """The draft model's draft.
+
+    Attributes:
+        catchup: context tokens it had to evaluate before drafting (1–2 normally; the whole
+            prompt the first time).
+        catchup_ms: the part of `ms` spent on that catch-up.
+        decodes: the model's passes, the catch-up's included (more than the tokens where a
+            stop refused the last one it evaluated, or the draft was cut back).
+        confidences: its top probability at each drafted token (how sure it was).
+    """
+
+    catchup: int = 0
+    catchup_ms: float = 0.0
+    decodes: int = 0
+    confidences: tuple[float, ...] = ()
+
+
+@register
+class DraftModelDrafter(Drafter):
+    """Draft with a small model sharing the target's vocabulary.
+
+    Its KV cache is kept in step with the accepted text: each proposal first syncs the cache
+    to the context (reusing the common prefix, so only the last round's correction is new),
+    then decodes one token at a time. Greedy settings draft the argmax; otherwise tokens are
+    sampled from q, the draft's distribution under the same sampling settings, and q is
+    returned for rejection sampling. It times itself: per drafted token, and per token of a
+    catch-up (text written while it was not used, evaluated in one batch).
+
+    On a machine whose costs it knows, a draft of up to K ends where going on stops paying
+    (DraftLength: by how sure it is of each token, at the target's prices), under `auto` and a
+    fixed K alike; K is the longest it may draft.
+
+    Attributes:
+        model: the draft model.
+        min_confidence: without the machine's costs, stop drafting once the draft's top
+            probability falls below this (0 disables); low confidence predicts rejection,
+            and each extra token costs.
+        confidence: how often a drafted token is kept by how sure it was (greedy, sampled).
+        table: its cost table (one size: a drafted token), measured outside answers.
+        draft_token_ms: milliseconds per drafted token (None before any measurement).
+        catchup_token_ms: smoothed milliseconds per token of a catch-up.
+        smoothing: weight of each new timing.
+    """
+
+    name = "draft"
+    listing = Listing(
+        label="Draft model", priority=20, needs_model=True, columns=(DraftModelColumn,)
+    )
+
+    def __init__(
+        self,
+        model: DraftModel,
+        *,
+        min_confidence: float = MIN_CONFIDENCE,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.min_confidence = min_confidence
+        self._clock = clock
+        self._acceptance: Acceptance = TextAcceptance(*DRAFT_MODEL_PRIOR)
+        # How often a drafted token is kept by how sure it was, greedy or sampled.
+        self.confidence = {True: ConfidenceCalibration(), False: ConfidenceCalibration()}
+        # The machine's costs, which size each draft (see DraftLength); None: not known,
+        # and the confidence stop alone ends a draft.
+        self._costs: MachineCosts | None = None
+        # Its time per token, refreshed by every round it drafts (see create).
+        self.table = CostTable(sizes=(1,))
+        self.catchup_token_ms: float | None = None
+        self.smoothing = 0.2
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        if pair.draft is None:
+            return None
+        drafter = cls(pair.draft, clock=pair.clock)
+        drafter._ends_answer = pair.ends_answer
+        if pair.costs is not None:
+            if pair.costs.draft is not None:
+                # The stored table the background measurement fills is the one it prices with.
+                drafter.table = pair.costs.draft
+            drafter.catchup_token_ms = pair.costs.catchup_token_ms
+            drafter._costs = pair.costs
+        return drafter
+
+    # --- the protocol --------------------------------------------------------------------
+    def ready(self, prompt: Sequence[int]) -> None:
+        """Evaluate the prompt now (only when likely to draft: on a CPU `auto` rarely uses
+        the draft model, and its prompt evaluation would be paid for nothing)."""
+        cached = self.model.sync(prompt[:-1])
+        if cached < len(prompt) - 1:
+            self.model.decode(prompt[cached:-1], logits="none")
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        sampling: SamplingParams,
+        rng: np.random.Generator,
+    ) -> ModelDraft:
+        clock = self._clock
+        began = clock()
+        model = self.model
+        k = min(k, model.n_ctx - len(context))
+        if k <= 0:
+            return ModelDraft((), None if sampling.greedy else (), 0.0, self.name)
+        cached = model.sync(context)
+        if cached == len(context):
+            # The whole context is cached but its last logits are gone: re-evaluate it.
+            model.truncate(cached - 1)
+            cached -= 1
+        catchup = len(context) - cached
+        logits = model.decode(context[cached:], logits="last")[0]
+        # The drafted tokens are dropped again next round, over several decode calls.
+        model.mark()
+        catchup_ms = (clock() - began) * 1000.0
+        tokens: list[int] = []
+        qs: list[np.ndarray] = []
+        sure: list[float] = []
+        # The target's cache holds the context less its last token (the round loop's rule).
+        length = self._length(k, len(context) - 1)
+        calibration = self.confidence[sampling.greedy]
+        decodes = 1
+        for i in range(k):
+            if sampling.greedy:
+                token = int(np.argmax(logits))
+                confidence = token_probability(logits, token)
+            else:
+                q = probabilities(logits, sampling)
+                token = sample(q, rng)
+                confidence = float(q.max())
+            unsure = i > 0 and confidence < self.min_confidence
+            if length is None and unsure:
+                break  # without prices, the fixed confidence stop
+            if not sampling.greedy:
+                qs.append(q)
+            tokens.append(token)
+            sure.append(confidence)
+            if self._ends_answer(token):
+                break  # nothing after the answer's end can be kept
+            if length is not None:
+                length.add(calibration.kept_rate(confidence), calibration.next_rate(confidence))
+                if not length.goes_on(k):
+                    break
+            if i + 1 < k:
+                logits = model.decode([token], logits="last")[0]
+                decodes += 1
+        if length is not None and sampling.greedy:
+            # Drafting is paid; rows are not: check only the prefix worth its rows. Only at
+            # T = 0: the best prefix weighs later tokens' confidence, which depends on the
+            # tokens sampled before them, and whether a sampled token is checked must not
+            # depend on which token was sampled, or the output would no longer follow the
+            # target's distribution. (Where to stop drafting depends on the confidences
+            # before the next token only, and holds at any temperature.)
+            keep = length.best_length()
+            tokens, sure, qs = tokens[:keep], sure[:keep], qs[:keep]
+        ms = (clock() - began) * 1000.0
+        probs = None if sampling.greedy else tuple(qs)
+        return ModelDraft(
+            tuple(tokens),
+            probs,
+            ms,
+            self.name,
+            catchup=catchup,
+            catchup_ms=catchup_ms,
+            decodes=decodes,
+            confidences=tuple(sure),
+        )
+
+    def _length(self, k: int, depth: int) -> DraftLength | None:
+        """What ends a draft of up to k tokens where going on stops paying, on the machine's
+        prices at the target cache's `depth` (None before any: the confidence stop ends it)."""
+        prices = None if self._costs is None else self._costs.target.price_list(k + 1, depth)
+        if prices is None:
+            return None
+        token_ms = self.draft_token_ms
+        if token_ms is None:
+            token_ms = prices[1] / UNMEASURED_DRAFT_SHARE
+        return DraftLength(prices, token_ms, self._acceptance.continued)
+
+    def observe(self, outcome: Outcome) -> None:
+        draft = outcome.draft
+        mine = draft.source == self.name and isinstance(draft, ModelDraft)
+        drafted = len(draft.tokens) if mine else 0
+        acceptance = self._acceptance
+        greedy = outcome.sampling is None or outcome.sampling.greedy
+        if isinstance(acceptance, TextAcceptance):
+            acceptance.learn(outcome.margins, drafted, outcome.accepted, greedy=greedy)
+        elif drafted:  # an estimate set by hand learns from its own rounds only
+            acceptance.update(drafted, outcome.accepted)
+        if not drafted or not isinstance(draft, ModelDraft):
+            return
+        if draft.confidences:
+            self.confidence[greedy].learn(draft.confidences, outcome.accepted)
+        # A drafted token's price is one pass of the model: a draft its confidence stop ended
+        # made one pass more than it kept tokens, and charging that pass to the tokens would
+        # price every later draft dearer by what only a stopped one pays. The first pass of
+        # a round evaluates one or two tokens as well as drafting the first token: only a
+        # longer catch-up is priced on its own, and the passes after it made the rest (none
+        # at K = 1: charging the remainder to one token taught a drafted token costs 0 ms,
+        # and damped against 0 the estimate never rose again; auto then kept drafting at a
+        # loss).
+        if draft.catchup > 2:
+            self.observe_catchup(draft.catchup, draft.catchup_ms)
+            self.observe_draft(draft.decodes - 1, draft.ms - draft.catchup_ms)
+        else:
+            self.observe_draft(draft.decodes, draft.ms)
+
+    def offer(
+        self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None
+    ) -> Offer | None:
+        """Drafts of up to MAX_K, paying first for the text it has not seen: a long-idle
+        draft model must earn its catch-up back. Its acceptance is learnt from every token
+        written (see TextAcceptance), its calibration only from the rounds it drafts, so
+        `auto` probes it. Priced by `auto`, it sizes its own draft (see DraftLength)."""
+        k_max = min(MAX_K, k_cap)
+        if k_max <= 0:
+            return None
+        lag = len(context) - self.model.cached_prefix(context)
+        alpha, continued = self._acceptance.alpha, self._acceptance.continued
+        token_ms = self.draft_token_ms
+        if token_ms is None:
+            token_ms = prices[1] / UNMEASURED_DRAFT_SHARE if prices is not None else 0.0
+        return Offer(
+            source=self.name,
+            k_max=k_max,
+            curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
+            token_ms=token_ms,
+            extra_ms=self.catchup_ms(lag),
+            hurdle=HURDLE,
+            probed=True,
+            sizes_itself=self._costs is not None and prices is not None,
+            detail=f"α ≈ {alpha:.2f}",
+        )
+
+    # --- timing --------------------------------------------------------------------------
+    @property
+    def draft_token_ms(self) -> float | None:
+        return self.table.cost_ms(1)
+
+    @draft_token_ms.setter
+    def draft_token_ms(self, ms: float | None) -> None:
+        self.table.scale = None
+        if ms is None:
+            self.table.pass_ms.pop(1, None)
+        else:
+            self.table.pass_ms[1] = ms
+
+    def observe_draft(self, tokens: int, ms: float) -> None:
+        if tokens > 0:
+            self.table.observe(1, ms / tokens)
+
+    def observe_catchup(self, tokens: int, ms: float) -> None:
+        if tokens > 0:
+            old, new = self.catchup_token_ms, ms / tokens
+            self.catchup_token_ms = new if old is None else old + self.smoothing * (new - old)
+
+    def catchup_ms(self, tokens: int) -> float:
+        """Estimated time to evaluate `tokens` of text it has not seen."""
+        return estimate_catchup_ms(tokens, self.catchup_token_ms, self.table)
