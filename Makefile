@@ -62,7 +62,8 @@ help:
 	@echo "make test-slow         the long checks: soak, stress, real-pair sessions"
 	@echo "make test-package      build the portable llama.cpp and the bundle, check them"
 	@echo "make llama-tools       build spec-oracle and chat-oracle (llama.cpp's own speculative loop"
-	@echo "                       and chat templates and parsers, for test-package)"
+	@echo "                       and chat templates and parsers, for test-package) and llama-server"
+	@echo "                       (the peer of specchat bench --peers)"
 	@echo "make gpu-check-payload the GPU check's trimmed llama.cpp and wheels (build/gpu-check/payload)"
 	@echo "make gpu-check         the GPU check (docs/gpu.md): CUDA build, costs, replays, exactness"
 	@echo "make lint     ruff + mypy"
@@ -136,9 +137,13 @@ test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools gpu-check-payload
 # ~/.cache/specchat/llama-tools/, like the wheel: later runs only print its path.
 # chat-oracle: llama.cpp's chat templates and output parsers (common/chat.h), which record
 # tests/fixtures/chat_oracle (tools/record_chat_oracle.py) and check it is current.
+# llama-server: llama.cpp's own server from the same source, with .venv's backend flags
+# (LLAMA_CMAKE_ARGS), the peer `specchat bench --peers` measures SpecChat against.
 llama-tools: | $(PY)
 	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh spec-oracle
 	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh chat-oracle
+	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+	  bash tools/build_llama_tools.sh llama-server
 
 # The GPU check (packaging/gpu_check, docs/gpu.md): its payload is made here, where pip
 # reaches the package index, cached by hash in ~/.cache/specchat/gpu-check and copied into

@@ -128,6 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "side by side (writes via-api.json); a chat of several turns goes through the API "
         "turn by turn, each follow-up's first token timed (writes follow-up.json)",
     )
+    from specchat.commands import bench_peers
+
+    bench_peers.add_arguments(parser)
     parser.add_argument(
         "--replay",
         type=Path,
@@ -333,10 +336,20 @@ def run(args: argparse.Namespace) -> int:
             return run_via_api(engine, prompts, args)
         finally:
             engine.close()
+    peers = None
     try:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
+        if args.peers:
+            from specchat.commands import bench_peers
+
+            peers = bench_peers.prepare(engine, prompts, args, draft)
     finally:
         engine.close()
+    if peers is not None:
+        from specchat.commands import bench_peers
+
+        # After the pair is closed: one model in memory at a time.
+        outcome = replace(outcome, peers=bench_peers.run(peers, args))
     unserved = [
         m
         for m in config.modes
@@ -428,6 +441,10 @@ def _print_summary(report: dict, out: Path) -> None:
             f"{medians}"
             + (f"; auto ÷ plain {ratio:.3f}× (goal ≤ {first['goal']:.2f}×)" if ratio else "")
         )
+    from specchat.bench.peers.peers_table import summary_lines
+
+    for line in summary_lines(report.get("peers")):
+        print(line)
     for goal in report["goals"]:
         print(f"{goal['result']:<4}  {goal['name']}: {goal['detail']}")
     print(f"report: {out / 'report.md'}")
