@@ -24,9 +24,15 @@ else
   BACKEND ?= cpu
   LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=on
 endif
-# Built wheels are kept per backend outside the checkout, so a fresh clone (and CI) installs
-# llama-cpp-python in seconds after the first build, and a CPU wheel is never taken for CUDA.
-WHEELHOUSE ?= $(HOME)/.cache/specchat/wheelhouse/$(BACKEND)
+# Every build carries llama.cpp's RPC backend (GGML_RPC): `specchat rpc-server` offers this
+# machine's devices to another, and `--rpc` places a target's layers on other machines.
+LLAMA_BUILD_ARGS = $(LLAMA_CMAKE_ARGS) -DGGML_RPC=on
+# Built wheels are kept per backend and build flags outside the checkout, so a fresh clone (and
+# CI) installs llama-cpp-python in seconds after the first build, a CPU wheel is never taken for
+# CUDA, and a wheel built with other flags (one without RPC) is never reused: the folder's name
+# ends in a hash of the version and the CMake flags, and so does the venv's stamp.
+LLAMA_BUILD_KEY := $(shell printf '%s' "$(LLAMA_VERSION) $(LLAMA_BUILD_ARGS)" | sha256sum | cut -c1-10)
+WHEELHOUSE ?= $(HOME)/.cache/specchat/wheelhouse/$(BACKEND)-$(LLAMA_BUILD_KEY)
 
 # `make package` bundles a llama.cpp that runs on any x86-64 CPU: no -march=native, every CPU
 # kernel variant built as its own library (libggml-cpu-haswell.so, ...-skylakex.so, ...) and
@@ -41,7 +47,7 @@ PORTABLE_BACKEND ?= cpu-portable
 PORTABLE_CMAKE_ARGS ?= -DGGML_NATIVE=off -DGGML_BACKEND_DL=on -DGGML_CPU_ALL_VARIANTS=on \
   -DGGML_BACKEND_DIR:STRING=llama_cpp/lib
 
-STAMP_LLAMA := $(VENV)/.llama-$(LLAMA_VERSION)-$(BACKEND)
+STAMP_LLAMA = $(VENV)/.llama-$(LLAMA_VERSION)-$(BACKEND)-$(LLAMA_BUILD_KEY)
 STAMP_APP := $(VENV)/.app-installed
 STAMP_TEST := $(VENV)/.test-installed
 STAMP_SYS := $(VENV)/.system-deps
@@ -56,7 +62,8 @@ help:
 	@echo "make test-slow         the long checks: soak, stress, real-pair sessions"
 	@echo "make test-package      build the portable llama.cpp and the bundle, check them"
 	@echo "make llama-tools       build spec-oracle and chat-oracle (llama.cpp's own speculative loop"
-	@echo "                       and chat templates and parsers, for test-package)"
+	@echo "                       and chat templates and parsers, for test-package) and llama-server"
+	@echo "                       (the peer of specchat bench --peers)"
 	@echo "make gpu-check-payload the GPU check's trimmed llama.cpp and wheels (build/gpu-check/payload)"
 	@echo "make gpu-check         the GPU check (docs/gpu.md): CUDA build, costs, replays, exactness"
 	@echo "make lint     ruff + mypy"
@@ -75,14 +82,14 @@ $(STAMP_SYS): packaging/system-deps.sh | $(PY)
 	@touch $@
 
 $(STAMP_LLAMA): | $(PY)
-	@echo "llama.cpp backend: $(BACKEND) ($(LLAMA_CMAKE_ARGS))"
+	@echo "llama.cpp backend: $(BACKEND) ($(LLAMA_BUILD_ARGS)), wheelhouse $(WHEELHOUSE)"
 	@if ! ls $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
 	  echo "Building llama-cpp-python $(LLAMA_VERSION) for $(BACKEND) (one time, ~10 min on 2 cores)"; \
 	  mkdir -p $(WHEELHOUSE); \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
+	  CMAKE_ARGS="$(LLAMA_BUILD_ARGS)" $(PIP) wheel --no-cache-dir --no-deps -w $(WHEELHOUSE) \
 	    llama-cpp-python==$(LLAMA_VERSION); \
 	else echo "Using cached llama-cpp-python wheel from $(WHEELHOUSE)"; fi
-	$(PIP) install -q --no-deps $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
+	$(PIP) install -q --no-deps --force-reinstall $(WHEELHOUSE)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	@rm -f $(VENV)/.llama-*
 	@touch $@
 
@@ -130,9 +137,13 @@ test-package: $(STAMP_TEST) $(STAMP_PACKAGE) llama-tools gpu-check-payload
 # ~/.cache/specchat/llama-tools/, like the wheel: later runs only print its path.
 # chat-oracle: llama.cpp's chat templates and output parsers (common/chat.h), which record
 # tests/fixtures/chat_oracle (tools/record_chat_oracle.py) and check it is current.
+# llama-server: llama.cpp's own server from the same source, with .venv's backend flags
+# (LLAMA_CMAKE_ARGS), the peer `specchat bench --peers` measures SpecChat against.
 llama-tools: | $(PY)
 	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh spec-oracle
 	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) bash tools/build_llama_tools.sh chat-oracle
+	@LLAMA_VERSION=$(LLAMA_VERSION) PYTHON=$(abspath $(PY)) LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+	  bash tools/build_llama_tools.sh llama-server
 
 # The GPU check (packaging/gpu_check, docs/gpu.md): its payload is made here, where pip
 # reaches the package index, cached by hash in ~/.cache/specchat/gpu-check and copied into

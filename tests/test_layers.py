@@ -107,8 +107,9 @@ def test_ui_top_level_holds_only_the_palette() -> None:
 
 #: bench/'s rooms, each allowed to import only the rooms before it (and bench/prompts.py,
 #: the prompt sets every room reads): the timed runs and the traces they record, the replay
-#: that reads those traces, the bench through the API, the agent bench over it, the report.
-BENCH_ROOMS = ("live", "hindsight", "api", "agent", "reports")
+#: that reads those traces, the bench through the API, the agent bench over it, the peers
+#: (llama-server and llama-cpp-python on the same prompts), the report.
+BENCH_ROOMS = ("live", "hindsight", "api", "agent", "peers", "reports")
 
 
 def test_bench_rooms_import_only_the_rooms_below_them() -> None:

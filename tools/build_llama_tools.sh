@@ -2,6 +2,9 @@
 # Builds one of the llama.cpp harnesses in tools/llama_oracle (the first argument:
 # spec-oracle, the default, or chat-oracle) against the llama.cpp that llama-cpp-python
 # $LLAMA_VERSION vendors, the one SpecChat's libllama is built from, and prints its path.
+# `llama-server` builds llama.cpp's own server from that same source instead, with the
+# backend flags SpecChat's wheel is built with ($LLAMA_CMAKE_ARGS, the Makefile's): the
+# peer `specchat bench --peers` measures SpecChat against (bench/peers).
 #
 # Cached in the user cache like the wheelhouse: the binary sits under a directory named
 # after the llama-cpp-python version and a hash of the harness sources, so a second run
@@ -9,7 +12,8 @@
 # CMake build tree are kept as well: after a harness change only the harness recompiles.
 #
 # Environment: LLAMA_VERSION (0.3.36), PYTHON (python3; its pip fetches the sdist),
-# JOBS (parallel compile jobs; all cores by default).
+# JOBS (parallel compile jobs; all cores by default), LLAMA_CMAKE_ARGS (llama-server only:
+# -DGGML_NATIVE=on by default, -DGGML_CUDA=on / -DGGML_METAL=on where the Makefile says so).
 set -euo pipefail
 
 LLAMA_VERSION=${LLAMA_VERSION:-0.3.36}
@@ -18,8 +22,11 @@ JOBS=${JOBS:-$(nproc)}
 target=${1:-spec-oracle}
 case $target in
   spec-oracle | chat-oracle) ;;
+  llama-server)
+    exec bash "$(dirname "$0")/build_llama_server.sh"
+    ;;
   *)
-    echo "usage: $0 [spec-oracle|chat-oracle]" >&2
+    echo "usage: $0 [spec-oracle|chat-oracle|llama-server]" >&2
     exit 2
     ;;
 esac

@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "models": "List, fetch, verify and locate catalog model pairs",
     "soak": "Generate continuously and report memory over time",
     "serve": "Serve an OpenAI-compatible API (with Predicted Outputs) on this machine",
+    "rpc-server": "Offer this machine's CPU or GPUs to another SpecChat's target (llama.cpp RPC)",
 }
 
 
@@ -33,6 +34,11 @@ class _VersionAction(argparse._VersionAction):
             line = f"llama.cpp: not loadable ({type(error).__name__}: {error})"
         print(f"{self.version}\n{line}")
         parser.exit()
+
+
+def _module(command: str) -> str:
+    """The module of a subcommand: 'rpc-server' is specchat.commands.rpc_server."""
+    return command.replace("-", "_")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,10 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, help_text in SUBCOMMANDS.items():
         try:
-            module = importlib.import_module(f"specchat.commands.{name}")
+            module = importlib.import_module(f"specchat.commands.{_module(name)}")
         except ModuleNotFoundError as error:
             # A subcommand still being written must not take the others down with it.
-            if error.name != f"specchat.commands.{name}":
+            if error.name != f"specchat.commands.{_module(name)}":
                 raise
             continue
         command_parser = sub.add_parser(name, help=help_text, description=help_text)

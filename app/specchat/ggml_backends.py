@@ -68,6 +68,10 @@ def _ggml(name: str, restype: type | None, *argtypes: type) -> Any:
     return function
 
 
+#: ggml's functions by name, for the modules that bind more of them (engine/llamacpp/rpc_devices).
+ggml_function = _ggml
+
+
 def _variants(folder: Path) -> tuple[str, ...]:
     found = (_VARIANT.match(path.name) for path in folder.iterdir()) if folder.is_dir() else ()
     return tuple(sorted(match["name"] for match in found if match))

@@ -159,6 +159,13 @@ KV_CACHE = declare(
 )
 TARGET_GPU_LAYERS = declare("gpu.target_layers", int, -1, "Target layers offloaded (-1 = all)")
 DRAFT_GPU_LAYERS = declare("gpu.draft_layers", int, -1, "Draft layers offloaded (-1 = all)")
+RPC_SERVERS = declare(
+    "gpu.rpc_servers",
+    str,
+    "",
+    "Other machines' `specchat rpc-server`s the target's layers spread over, as HOST:PORT "
+    "separated by commas (the draft stays here); empty: this machine alone",
+)
 CONTEXT_OVERFLOW = declare(
     "chat.context_overflow",
     str,

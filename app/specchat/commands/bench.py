@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specchat.commands.pairs import add_kv_cache_argument, load_engine
+from specchat.commands import bench_rpc
+from specchat.commands.pairs import add_kv_cache_argument, add_rpc_arguments, load_engine
 from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="decode threads")
     parser.add_argument("--ctx", type=int, default=4096, help="context window")
     add_kv_cache_argument(parser)
+    add_rpc_arguments(parser)
+    bench_rpc.add_arguments(parser)
     parser.add_argument(
         "--gpu-layers", type=int, default=-1, help="layers to offload where the build can (-1: all)"
     )
@@ -125,6 +128,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "side by side (writes via-api.json); a chat of several turns goes through the API "
         "turn by turn, each follow-up's first token timed (writes follow-up.json)",
     )
+    from specchat.commands import bench_peers
+
+    bench_peers.add_arguments(parser)
     parser.add_argument(
         "--replay",
         type=Path,
@@ -307,6 +313,12 @@ def run(args: argparse.Namespace) -> int:
     skipped = [m for m in config.modes if needs_model(m)]
     if draft is None and skipped:
         print(f"specchat bench: no draft model; skipping {', '.join(skipped)}", file=sys.stderr)
+    if args.rpc_rtt:
+        from specchat.commands.bench_rpc import run_rpc_bench
+
+        return run_rpc_bench(target, draft, prompts, config, args, progress=BenchBar())
+    if args.rpc_loopback:
+        raise UserError("--rpc-loopback goes with --rpc-rtt")
     if args.targets and not agents:
         return bench_targets.run_all(targets, draft, prompts, config, args, progress=BenchBar)
     engine = load_engine(target, draft, args)
@@ -324,10 +336,20 @@ def run(args: argparse.Namespace) -> int:
             return run_via_api(engine, prompts, args)
         finally:
             engine.close()
+    peers = None
     try:
         outcome = run_bench(engine, prompts, config, progress=BenchBar())
+        if args.peers:
+            from specchat.commands import bench_peers
+
+            peers = bench_peers.prepare(engine, prompts, args, draft)
     finally:
         engine.close()
+    if peers is not None:
+        from specchat.commands import bench_peers
+
+        # After the pair is closed: one model in memory at a time.
+        outcome = replace(outcome, peers=bench_peers.run(peers, args))
     unserved = [
         m
         for m in config.modes
@@ -419,6 +441,10 @@ def _print_summary(report: dict, out: Path) -> None:
             f"{medians}"
             + (f"; auto ÷ plain {ratio:.3f}× (goal ≤ {first['goal']:.2f}×)" if ratio else "")
         )
+    from specchat.bench.peers.peers_table import summary_lines
+
+    for line in summary_lines(report.get("peers")):
+        print(line)
     for goal in report["goals"]:
         print(f"{goal['result']:<4}  {goal['name']}: {goal['detail']}")
     print(f"report: {out / 'report.md'}")

@@ -37,6 +37,11 @@ def run_via_api(
             passed = _compare(engine, singles, args) and passed
         if chats:
             passed = _follow_ups(engine, chats, args) and passed
+        if singles and getattr(args, "peers", False):
+            from specchat.commands import bench_peers
+
+            # The same requests to llama-server through the same client (bench/peers).
+            passed = bench_peers.via_api(engine, singles, args) and passed
     except ApiRefused as error:
         print(file=sys.stderr)
         raise UserError(str(error)) from None

@@ -86,19 +86,28 @@ def run_all(
     progress: Callable[[], Callable[[BenchProgress], None]],
 ) -> int:
     """Benchmark each target in turn (one loaded at a time), then write the comparison."""
+    from dataclasses import replace
+
     from specchat.bench.live.runner import run_bench
     from specchat.bench.live.targets import summary_lines, write_comparison
     from specchat.bench.reports.report import write_report
+    from specchat.commands import bench_peers
 
     reports: list[tuple[str, dict]] = []
     failed = False
     for label, target in targets:
         print(f"target {label}: {target}", flush=True)
         engine = load_engine(target, draft, args, label=label)
+        peers = None
         try:
             outcome = run_bench(engine, prompts, config, progress=progress())
+            if getattr(args, "peers", False):
+                peers = bench_peers.prepare(engine, prompts, args, draft)
         finally:
             engine.close()
+        if peers is not None:
+            # After the pair is closed: one model in memory at a time (bench/peers).
+            outcome = replace(outcome, peers=bench_peers.run(peers, args))
         report = write_report(outcome, args.out / _folder(label))
         failed = failed or any(g["result"] == "FAIL" for g in report["goals"])
         reports.append((label, report))

@@ -8,7 +8,13 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from specchat.commands.pairs import add_kv_cache_argument, describe_load, model_files
+from specchat.commands.pairs import (
+    add_kv_cache_argument,
+    add_rpc_arguments,
+    describe_load,
+    model_files,
+    remote_target,
+)
 from specchat.commands.user_error import UserError
 from specchat.engine.drafting.registry import mode_names, needs_model
 from specchat.engine.types import (
@@ -44,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--n-ctx", type=int, default=4096)
     add_kv_cache_argument(parser)
+    add_rpc_arguments(parser)
     parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--system", default=None, help="system message")
@@ -173,7 +180,7 @@ def index_attachments(engine: ChatEngine, attachments: list[Attachment]) -> None
 def run(args: argparse.Namespace) -> int:
     from specchat.engine.attachments import attached_message
     from specchat.engine.context import ContextOverflowError
-    from specchat.engine.llamacpp.model import ContextFullError, ModelLoadError
+    from specchat.engine.llamacpp.model import ContextFullError, DecodeError, ModelLoadError
     from specchat.engine.session import ChatEngine
     from specchat.engine.templates.chat_template import ChatMessage
     from specchat.engine.templates.guards import ChatTemplateError
@@ -196,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
             draft_gpu_layers=args.gpu_layers,
             n_threads=args.threads,
             kv_cache=args.kv_cache,
+            remote=remote_target(args),
         )
     except ModelLoadError as error:
         raise UserError(str(error)) from None
@@ -227,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
         err.write("stopped\n")
         return 130
     except (ContextFullError, ContextOverflowError, ChatTemplateError) as error:
+        raise UserError(str(error)) from None
+    except DecodeError as error:  # a lost RPC server among them: what was printed stays
+        out.write("\n")
         raise UserError(str(error)) from None
     finally:
         engine.close()

@@ -10,6 +10,7 @@ from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
     from specchat.engine.costs.store import CostStore
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import Catalog, ModelPair
 
@@ -84,7 +85,42 @@ def describe_load(engine: ChatEngine) -> str:
         text += f"drafts from the target's hidden state: {', '.join(info.head_labels)}\n"
     if info.drafting_refused:
         text += f"note: {info.drafting_refused}\n"
+    if target.remote:
+        text += f"target spread over RPC servers: {target.remote} (drafts stay here)\n"
     return text
+
+
+def add_rpc_arguments(parser: argparse.ArgumentParser) -> None:
+    """--rpc and --tensor-split: the target's layers spread over other machines."""
+    parser.add_argument(
+        "--rpc",
+        default="",
+        metavar="HOST:PORT[,HOST:PORT…]",
+        help="spread the target's layers over these `specchat rpc-server`s as well "
+        "(the draft stays here)",
+    )
+    parser.add_argument(
+        "--tensor-split",
+        default="",
+        metavar="A,B,…",
+        help="with --rpc: this machine's share of the layers, then each server's "
+        "(default: in proportion to free memory)",
+    )
+
+
+def remote_target(args: argparse.Namespace) -> RemoteTarget | None:
+    """The servers --rpc names (None without), or a UserError saying what is wrong."""
+    servers = getattr(args, "rpc", "") or ""
+    if not servers.strip():
+        if getattr(args, "tensor_split", ""):
+            raise UserError("--tensor-split needs --rpc")
+        return None
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
+
+    try:
+        return RemoteTarget.parse(servers, getattr(args, "tensor_split", "") or "")
+    except ValueError as error:
+        raise UserError(f"--rpc: {error}") from None
 
 
 def add_kv_cache_argument(parser: argparse.ArgumentParser) -> None:
@@ -125,6 +161,7 @@ def load_engine(
             draft_gpu_layers=args.gpu_layers,
             cost_store=cost_store,
             kv_cache=getattr(args, "kv_cache", KV_CACHES[0]),
+            remote=remote_target(args),
         )
     except (ModelLoadError, ChatTemplateError) as error:
         raise UserError(f"{label}: {error}" if label else str(error)) from None

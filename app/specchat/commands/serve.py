@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.commands.pairs import add_kv_cache_argument
+from specchat.commands.pairs import add_kv_cache_argument, add_rpc_arguments
 from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-layers", type=int, default=-1, help="-1 = all that fit")
     parser.add_argument("--threads", type=int, default=None)
     add_kv_cache_argument(parser)
+    add_rpc_arguments(parser)
     parser.add_argument(
         "--cors",
         action="append",

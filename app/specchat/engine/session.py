@@ -17,6 +17,7 @@ from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
 from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
+from specchat.engine.llamacpp.rpc_placement import RemoteTarget
 from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template
@@ -240,10 +241,12 @@ class ChatEngine:
         cancel: threading.Event | None = None,
         cost_store: CostStore | None = None,
         kv_cache: str = KV_CACHES[0],
+        remote: RemoteTarget | None = None,
     ) -> ChatEngine:
         """Load a pair, checking the draft's vocabulary before any weights are read
         (`cost_store`: where its cost tables are kept, by default the user's cache;
-        `kv_cache`: how a CPU context stores keys, one of KV_CACHES)."""
+        `kv_cache`: how a CPU context stores keys, one of KV_CACHES; `remote`: other
+        machines the target's layers spread over, the draft and heads staying here)."""
         if kv_cache not in KV_CACHES:
             raise ValueError(f"unknown KV cache {kv_cache!r} (use {' or '.join(KV_CACHES)})")
         target = Path(target)
@@ -273,6 +276,7 @@ class ChatEngine:
             cancel=cancel,
             exact_keys=kv_cache == "q8_0",
             load_mtp=True,
+            remote=remote,
         )
         draft_model = None
         head = None

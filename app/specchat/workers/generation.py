@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from specchat.engine.history import StoredHistory
     from specchat.engine.llamacpp.kv_store import KVStore
     from specchat.engine.llamacpp.prompt_reading import PromptRate, PromptReading
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
     from specchat.engine.session import ChatEngine
     from specchat.models.catalog import ModelPair
     from specchat.store.conversations import ConversationStore
@@ -196,6 +197,9 @@ class GenerationWorker(QObject):
                 )
 
         engine: ChatEngine | None = None
+        if self.engine is not None and _shares_servers(self.engine, request.rpc_servers):
+            # An rpc-server serves one client at a time: the pair holding it lets go first.
+            self._release_engine()
         try:
             target, draft = self._resolve(request)
             if cancel.is_set():
@@ -210,6 +214,7 @@ class GenerationWorker(QObject):
                 n_threads=self._n_threads,
                 progress=progress,
                 cancel=cancel,
+                remote=_remote_target(request.rpc_servers),
             )
             calibrated = None
             if request.calibrate:
@@ -463,3 +468,21 @@ class GenerationWorker(QObject):
             engine, self.engine = self.engine, None
             self.host.attach(None)
             engine.close()
+
+
+def _remote_target(servers: str) -> RemoteTarget | None:
+    from specchat.engine.llamacpp.rpc_placement import remote_target
+
+    return remote_target(servers)
+
+
+def _shares_servers(engine: ChatEngine, servers: str) -> bool:
+    """Whether a load over `servers` needs a server `engine`'s target holds."""
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
+    from specchat.engine.llamacpp.rpc_wire import parse_endpoints
+
+    held = RemoteTarget.servers_in(engine.info.target.remote)
+    try:
+        return bool(set(held) & set(parse_endpoints(servers)))
+    except ValueError:
+        return False

@@ -42,6 +42,8 @@ class LoadRequest:
         calibrate: measure the plain rate right after loading.
         target_variant: which of the pair's target files runs ("target", "cpu" or
             "optimised"; see models/target_files.py); the shipped one when it is not on disk.
+        rpc_servers: other machines the target's layers spread over ("HOST:PORT,…"); ""
+            for this machine alone.
     """
 
     load_id: int
@@ -55,6 +57,7 @@ class LoadRequest:
     draft_gpu_layers: int = -1
     calibrate: bool = True
     target_variant: str = "target"
+    rpc_servers: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ def describe_error(error: BaseException) -> str:
         LoadCancelled,
         ModelLoadError,
     )
+    from specchat.engine.llamacpp.rpc_wire import RpcServerError
     from specchat.engine.session import IncompatibleDraftError
     from specchat.engine.templates.guards import ChatTemplateError
 
@@ -227,7 +231,7 @@ def describe_error(error: BaseException) -> str:
         return f"Incompatible draft model: {error}"
     if isinstance(error, LoadCancelled):
         return "Loading was cancelled."
-    if isinstance(error, ModelLoadError):
+    if isinstance(error, (ModelLoadError, RpcServerError)):
         return f"The model could not be loaded: {error}"
     if isinstance(error, ContextOverflowError):
         return f"The conversation does not fit the context window: {error}"

@@ -11,7 +11,8 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,22 @@ def _api(
     if reply.status != 200:
         raise ApiRefused.of(reply.status, data)
     return json.loads(data), elapsed
+
+
+@contextmanager
+def serving(engine: ChatEngine) -> Iterator[tuple[str, int]]:
+    """`specchat serve` over `engine` on 127.0.0.1 at a free port while the block runs:
+    (host, port). `--via-api --peers` asks it beside llama-server (bench/peers)."""
+    from specchat.serve.guard import ServeOptions
+
+    server = ApiServer.for_engine(
+        engine, ServeOptions(port=0), calibrate_plain=False, profile=False
+    )
+    address = server.start()
+    try:
+        yield address.host, address.port
+    finally:
+        server.stop()
 
 
 def compare_via_api(

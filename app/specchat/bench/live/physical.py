@@ -113,7 +113,8 @@ def measure_physical(
     tokens (`heads`, by drafter: they follow the target's cache) after `context`.
 
     Each pass is appended after the same cached context and rolled back, so every sample
-    sees the same attention length; one unmeasured pass per size warms caches first. Then
+    sees the same attention length; one unmeasured pass per size warms caches first, and
+    the sizes are measured in turn, `repeats` rounds of all of them (medians). Then
     compares each batch's logits with the same positions decoded one token at a time, after
     a conversation's length of cached text (the cache is left holding it).
     """
@@ -121,17 +122,19 @@ def measure_physical(
     filler = (context * (1 + max(sizes) // max(1, len(context))))[: max(sizes)]
     _prime(target, context)
     base = target.n_past
-    batch_ms: dict[int, float] = {}
-    for n in sizes:
-        samples = []
-        for i in range(repeats + 1):
+    by_size: dict[int, list[float]] = {n: [] for n in sizes}
+    # One unmeasured pass of each size warms caches; then the sizes take turns, repeat by
+    # repeat, so a slow spell of the machine lands on every size alike instead of bending
+    # the curve at whichever size it hit (the median of each size's turns is its cost).
+    for i in range(repeats + 1):
+        for n in sizes:
             began = time.perf_counter()
             target.decode(filler[:n], logits="all")
             elapsed = time.perf_counter() - began
             target.truncate(base)
-            if i:  # the first pass of each size is the warm-up
-                samples.append(elapsed)
-        batch_ms[n] = _median_ms(samples)
+            if i:
+                by_size[n].append(elapsed)
+    batch_ms = {n: _median_ms(by_size[n]) for n in sizes}
     # At a conversation's length, not the prompt's: see quality.NOISE_CONTEXT.
     noise = batch_noise(target, context, sizes=sizes)
     draft_ms = None

@@ -97,6 +97,8 @@ class BenchOutcome:
         first_answer: the first answers after a fresh load (empty when not measured).
         kv_cache: the KV cache the run used and each cache type's batch noise on its
             target (bench/live/kv_noise.py; empty when not measured).
+        peers: with --peers, the peers' settings and answers (bench/peers: "settings",
+            "records"; empty when not run).
     """
 
     records: tuple[RunRecord, ...]
@@ -108,6 +110,7 @@ class BenchOutcome:
     traces: dict[str, AnswerTrace] = field(default_factory=dict)
     first_answer: tuple[FirstAnswer, ...] = ()
     kv_cache: dict[str, object] = field(default_factory=dict)
+    peers: dict[str, object] = field(default_factory=dict)
 
 
 def for_pair(config: BenchConfig, drafters: Drafters) -> BenchConfig:

@@ -13,7 +13,10 @@ from specchat.bench.live.first_answer import goal_line, summary
 from specchat.bench.live.index_cost import render_index_cost
 from specchat.bench.live.quality import NOISE_CONTEXT
 from specchat.bench.live.runner import BenchOutcome, geomean
+from specchat.bench.peers.peers_table import peers_section, render_peers, specchat_rows
 from specchat.bench.reports.compare import compare, floor_rows, round_table
+from specchat.bench.reports.one_row import goal as one_row_goal
+from specchat.bench.reports.one_row import one_row_check
 from specchat.bench.reports.replay_report import render_replay, replay_section
 from specchat.bench.reports.session_report import render_sessions, session_goals, session_rows
 from specchat.bench.reports.ttft_report import render_first_answer, render_ttft, ttft_rows
@@ -182,6 +185,19 @@ def build_report(outcome: BenchOutcome) -> dict:
     first = summary(outcome.first_answer)
     if first is not None:
         goals.append(Goal(*goal_line(first)))
+    physical = outcome.physical.to_json() if outcome.physical else None
+    if outcome.physical is not None and physical is not None:
+        # Is the curve the ceilings and replays price with the pass the rounds really paid?
+        check = one_row_check(outcome.physical.batch_ms[1], outcome.records)
+        physical["one_row_check"] = check
+        goals.append(Goal(*one_row_goal(check)))
+    peers = None
+    if outcome.peers:
+        peers = peers_section(
+            outcome.peers["records"],  # type: ignore[arg-type]
+            specchat_rows(outcome.records),
+            outcome.peers["settings"],  # type: ignore[arg-type]
+        )
     config = outcome.config
     return {
         "info": outcome.info,
@@ -194,7 +210,7 @@ def build_report(outcome: BenchOutcome) -> dict:
             "repeat": config.repeat,
             "first_answer": config.first_answer,
         },
-        "physical": outcome.physical.to_json() if outcome.physical else None,
+        "physical": physical,
         "floor": floors,
         "verify_by_batch": {
             str(n): {"mean_ms": round(v["mean_ms"], 3), "rounds": v["rounds"]}
@@ -207,6 +223,7 @@ def build_report(outcome: BenchOutcome) -> dict:
         "ttft": ttft_rows(results),
         "first_answer": first,
         "kv_cache": outcome.kv_cache or None,
+        "peers": peers,
         "results": results,
     }
 
@@ -348,6 +365,20 @@ def render_markdown(report: dict) -> str:
             + ", ".join(f"n = {n}: {v:.3f}" for n, v in physical["logit_noise"].items())
             + ".",
         ]
+        check = physical.get("one_row_check")
+        if check:
+            lines += [
+                "",
+                f"One-row pass {check['curve_ms']:.2f} ms against the run's rounds without a "
+                f"draft, median {check['engine_ms']:.2f} ms ({check['rounds']} rounds): "
+                f"{check['ratio']:.3f}×"
+                + (
+                    "."
+                    if check["agrees"]
+                    else " — **more than 10 % apart: the ceilings "
+                    "and replays above are priced off**."
+                ),
+            ]
     vb = report["verify_by_batch"]
     if vb:
         lines += ["", "In-engine target pass + verification by batch size (all runs):", ""]
@@ -432,6 +463,7 @@ def render_markdown(report: dict) -> str:
                 row.append(f"**{geomean(vals):.2f}×**" if vals else "–")
             pivot[-1].append(f"**{geomean(list(ceilings.values())):.2f}×**")
         lines += _table(header, pivot)
+    lines += render_peers(report.get("peers"))
     lines += render_replay(report.get("replay"))
     lines += render_ttft(report.get("ttft", []), results)
     lines += render_first_answer(report.get("first_answer"))

@@ -22,7 +22,9 @@ class CostKey:
         file: the model file's resolved path.
         size: its size in bytes.
         mtime_ns: its modification time (a rewritten file is another model).
-        backend: 'CPU' or the GPU backend.
+        backend: 'CPU' or the GPU backend, and the RPC servers the model's layers spread
+            over ('CPU + RPC 10.0.0.2:50052'): a pass over the network costs more per pass
+            and less per row, so each set of servers has tables of its own.
         threads: decode threads.
         ctx_band: the context window rounded up to a power of two (the KV cache's size
             changes attention kernels' shapes; nearby windows share a table).
@@ -45,11 +47,12 @@ class CostKey:
         model's context, on its backend and threads."""
         path = Path(file if file is not None else model.info.path).resolve()
         stat = path.stat()
+        remote = f" + RPC {model.info.remote}" if model.info.remote else ""
         return cls(
             file=str(path),
             size=stat.st_size,
             mtime_ns=stat.st_mtime_ns,
-            backend=model.info.backend,
+            backend=model.info.backend + remote,
             threads=model.info.n_threads,
             ctx_band=1 << max(0, math.ceil(math.log2(max(1, model.n_ctx)))),
             head=head,

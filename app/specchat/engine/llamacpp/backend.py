@@ -86,7 +86,9 @@ def system_info() -> str:
 def gpu_backend_name() -> str | None:
     """'CUDA', 'Metal', 'Vulkan'... when this llama.cpp build can offload, else None."""
     ensure_backend()
-    if not llama_cpp.llama_supports_gpu_offload():
+    # llama_supports_gpu_offload is also true for a CPU build with the RPC backend (its
+    # devices are other machines'): only a device of this machine's own counts here.
+    if not llama_cpp.llama_supports_gpu_offload() or not compute_backends().devices:
         return None
     info = system_info()
     for name in ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL"):

@@ -8,12 +8,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 
 from specchat.engine.llamacpp.backend import forget_log, gpu_backend_name, last_error_line
 from specchat.engine.llamacpp.model_size import kv_bytes_per_token, sized_description
+
+if TYPE_CHECKING:
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,31 @@ class ModelLoadError(RuntimeError):
 
 class LoadCancelled(ModelLoadError):
     """Loading was cancelled by the user."""
+
+
+class RemoteLoadError(ModelLoadError):
+    """An RPC server the target was to be spread over cannot be used (the message names it)."""
+
+
+class ContextFullError(RuntimeError):
+    """Evaluating more tokens would overflow the context window."""
+
+
+class DecodeError(RuntimeError):
+    """llama_decode reported a failure."""
+
+
+def decode_failure(status: int) -> str:
+    """Why llama_decode failed with `status`, for people: a lost RPC server by name."""
+    from specchat.engine.llamacpp.rpc_relay import lost_message
+
+    lost = lost_message()
+    if lost:
+        return (
+            f"{lost}. The answer so far is kept; reload the pair, on this machine alone "
+            "or once the server is back"
+        )
+    return f"llama_decode failed with status {status}"
 
 
 @dataclass(frozen=True)
@@ -46,6 +74,8 @@ class LoadInfo:
             in every layer), 0 when the model does not say.
         key_type: how the cache stores keys: "Q8_0" on a CPU (see EXACT_KEY_TYPE), "F16"
             otherwise.
+        remote: the RPC servers its layers are spread over and how (RemoteTarget.key), ""
+            when it runs on this machine alone.
     """
 
     path: Path
@@ -59,6 +89,7 @@ class LoadInfo:
     description: str
     kv_bytes_per_token: int = 0
     key_type: str = "F16"
+    remote: str = ""
 
 
 #: How a CPU context stores keys. llama.cpp's CPU attention for ONE token over 512 or more
@@ -100,12 +131,29 @@ def load_weights(
     progress: ProgressCallback | None,
     cancel: threading.Event | None,
     load_mtp: bool = False,
+    remote: RemoteTarget | None = None,
 ) -> llama_cpp.llama_model_p:
     """The model's weights, `n_gpu_layers` of them offloaded (-1: all); `cancel` stops it.
-    `load_mtp` loads a file's MTP (nextn) layers too, which llama.cpp skips by default."""
+    `load_mtp` loads a file's MTP (nextn) layers too, which llama.cpp skips by default.
+    `remote` places the layers over other machines instead (rpc_placement; a server that
+    cannot be used raises RemoteLoadError, naming it)."""
     params = llama_cpp.llama_model_default_params()
     params.load_mtp = load_mtp
     params.n_gpu_layers = n_gpu_layers if n_gpu_layers >= 0 else _ALL_LAYERS
+    from specchat.engine.llamacpp.rpc_relay import clear_lost
+
+    clear_lost()  # a server lost before is no reason for this load's failures
+    if remote is not None:
+        from specchat.engine.llamacpp.rpc_devices import RpcUnavailable
+        from specchat.engine.llamacpp.rpc_placement import place
+        from specchat.engine.llamacpp.rpc_wire import RpcServerError
+
+        try:
+            placement = place(remote, path)  # held until the load is done: it owns the arrays
+        except (RpcServerError, RpcUnavailable) as error:
+            raise RemoteLoadError(str(error)) from None
+        placement.apply(params)
+        log.info("%s placed: %s", path.name, placement.describe())
     # Held in a local so the ctypes callback outlives the load that calls it.
     callback = _progress_callback(progress, cancel)
     params.progress_callback = callback
@@ -162,6 +210,7 @@ def create_context(
     n_seq_max: int,
     exact_keys: bool,
     n_rs_seq: int = 0,
+    abort_on_lost_server: bool = False,
 ) -> tuple[llama_cpp.llama_context_p, str]:
     """A context over `model` and the type its keys are stored as ("Q8_0" or "F16").
 
@@ -171,8 +220,15 @@ def create_context(
     gets llama.cpp's default, F16. Raises ModelLoadError, naming `name`, when no context can
     be made. `n_rs_seq` asks a recurrent model for that many state snapshots (llama.cpp
     grants them only where the architecture supports them: see recurrent_state).
+    `abort_on_lost_server` fails a pass during which an RPC server was lost (rpc_relay).
     """
     params = llama_cpp.llama_context_default_params()
+    if abort_on_lost_server:
+        from specchat.engine.llamacpp.rpc_devices import abort_callback
+        from specchat.engine.llamacpp.rpc_relay import abort_flag
+
+        params.abort_callback = abort_callback()
+        params.abort_callback_data = ctypes.cast(abort_flag, ctypes.c_void_p)
     params.n_rs_seq = n_rs_seq
     params.n_ctx = n_ctx
     params.n_batch = n_batch
@@ -216,6 +272,7 @@ def load_info(
     backend: str,
     n_threads: int,
     key_type: str,
+    remote: str = "",
 ) -> LoadInfo:
     """What loading `path` did, read back from the model and its context."""
     n_layers = int(llama_cpp.llama_model_n_layer(model))
@@ -243,4 +300,5 @@ def load_info(
             key_type=key_type,
         ),
         key_type=key_type,
+        remote=remote,
     )

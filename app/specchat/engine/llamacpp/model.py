@@ -17,12 +17,15 @@ import numpy as np
 from specchat.engine.llamacpp.backend import default_threads, ensure_backend
 from specchat.engine.llamacpp.ctrl_c import ctrl_c_held
 from specchat.engine.llamacpp.load import (
+    ContextFullError,
+    DecodeError,
     LoadCancelled,
     LoadInfo,
     ModelLoadError,
     ProgressCallback,
     check_file,
     create_context,
+    decode_failure,
     is_recurrent,
     load_info,
     load_weights,
@@ -34,6 +37,7 @@ from specchat.engine.types import SpecialToken
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.follower import CacheFollower
+    from specchat.engine.llamacpp.rpc_placement import RemoteTarget
 
 __all__ = [
     "MAX_BRANCHES",
@@ -47,14 +51,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-class ContextFullError(RuntimeError):
-    """Evaluating more tokens would overflow the context window."""
-
-
-class DecodeError(RuntimeError):
-    """llama_decode reported a failure."""
 
 
 #: Most drafts one tree pass checks (sequences per context).
@@ -96,11 +92,12 @@ class LlamaModel:
         load_mtp: bool = False,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
+        remote: RemoteTarget | None = None,
     ) -> None:
         """Load `path`; `exact_keys=False` keeps a CPU context's keys in F16 (llama.cpp's
         default) instead of EXACT_KEY_TYPE (engine/llamacpp/load.py). A recurrent model asks
         for `snapshot_depth` state snapshots (used where its architecture supports them);
-        `load_mtp` loads the file's MTP layers too (engine/drafting/mtp/mtp_driver.py)."""
+        `load_mtp` loads its MTP layers (drafting/mtp/), `remote` spreads it (rpc_placement)."""
         ensure_backend()
         self.path = Path(path)
         check_file(self.path)
@@ -127,6 +124,7 @@ class LlamaModel:
                 progress=progress,
                 cancel=cancel,
                 load_mtp=load_mtp,
+                remote=remote,
             )
             recurrent = is_recurrent(model)
             # A recurrent model would hold a whole state per sequence of a tree pass, and
@@ -143,6 +141,7 @@ class LlamaModel:
                     n_seq_max=self.max_branches,
                     exact_keys=exact_keys and not gpu_layers,
                     n_rs_seq=snapshot_depth if recurrent else 0,
+                    abort_on_lost_server=remote is not None,
                 )
             except ModelLoadError:
                 self.close()
@@ -168,6 +167,7 @@ class LlamaModel:
             backend=backend,
             n_threads=threads,
             key_type=key_type,
+            remote=remote.key() if remote is not None else "",
         )
         self.n_vocab = self.info.n_vocab
         self.n_ctx = self.info.n_ctx
@@ -497,7 +497,7 @@ class LlamaModel:
             # recurrent state cannot drop part of itself: it is cleared, and `tokens` with it).
             if not llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1):
                 self.reset()
-            raise DecodeError(f"llama_decode failed with status {status}")
+            raise DecodeError(decode_failure(status))
         self.tokens.extend(chunk)
         self._last_call_start = base
         self._snapshot_used = False
@@ -554,7 +554,7 @@ class LlamaModel:
         if status != 0:
             llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1)
             self._drop_branches(len(paths))
-            raise DecodeError(f"llama_decode failed with status {status}")
+            raise DecodeError(decode_failure(status))
         pointer = llama_cpp.llama_get_logits(self._ctx)
         block = np.ctypeslib.as_array(pointer, shape=(len(tokens), self.n_vocab)).copy()
         self._tree = (base, [list(p) for p in paths])

@@ -172,6 +172,7 @@ class PairLoader(QObject):
             draft_gpu_layers=draft_gpu_layers,
             calibrate=self.settings.get(cfg.CALIBRATE_PLAIN),
             target_variant=self.settings.get(cfg.TARGET_FILE),
+            rpc_servers=self.settings.get(cfg.RPC_SERVERS),
             **what,
         )
         self._load_id = request.load_id

@@ -1,5 +1,5 @@
-"""The context size, the key cache and GPU layers, with what the context costs in memory; applied
-on reload."""
+"""The context size, the key cache, GPU layers and other machines' RPC servers, with what the
+context costs in memory; applied on reload."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QSizePolicy,
     QSpinBox,
     QWidget,
 )
 
+from specchat.engine.llamacpp.rpc_wire import last_servers, parse_endpoints
 from specchat.engine.types import KV_CACHES
 
 #: The context sizes offered (tokens); a saved size outside the list is added to it.
@@ -63,6 +65,8 @@ class MemorySection(QWidget):
         cache_box: how a CPU context stores keys (KV_CACHES), with `cache_note` its effect.
         cost_label: what the chosen context costs in KV cache memory.
         target_layers, draft_layers: GPU layer spin boxes.
+        rpc_edit: other machines' RPC servers the target spreads over ("HOST:PORT, …"), with
+            `rpc_note` what the last load found on them (each one's free memory).
 
     Signals:
         context_changed(int): a context size was chosen.
@@ -136,6 +140,22 @@ class MemorySection(QWidget):
             row.addWidget(name)
             row.addWidget(spin, 1)
         form.addRow("GPU layers", layers)
+        self.rpc_edit = QLineEdit()
+        self.rpc_edit.setObjectName("rpc_servers")
+        self.rpc_edit.setPlaceholderText("none: this machine alone")
+        self.rpc_edit.setToolTip(
+            "Other machines running `specchat rpc-server`, as HOST:PORT separated by commas: "
+            "the target's layers spread over them in proportion to their free memory, the "
+            "draft stays here. Checked on Reload. Serve only on a network you trust."
+        )
+        self.rpc_edit.textEdited.connect(self._on_rpc_edited)
+        form.addRow("RPC servers", self.rpc_edit)
+        self.rpc_note = QLabel("")
+        self.rpc_note.setObjectName("rpc_servers_found")
+        self.rpc_note.setWordWrap(True)
+        self.rpc_note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        form.addRow(self.rpc_note)
+        self._loaded_rpc: str | None = None
         self._refresh()
 
     def n_ctx(self) -> int:
@@ -147,6 +167,13 @@ class MemorySection(QWidget):
     def gpu_layers(self) -> GpuLayers:
         return GpuLayers(self.target_layers.value(), self.draft_layers.value())
 
+    def rpc_servers(self) -> str:
+        return self.rpc_edit.text().strip()
+
+    def set_rpc_servers(self, servers: str) -> None:
+        self.rpc_edit.setText(servers)
+        self._refresh()
+
     def set_loaded(
         self, *, n_ctx: int | None, kv_bytes_per_token: int, key_type: str | None = None
     ) -> None:
@@ -157,6 +184,7 @@ class MemorySection(QWidget):
         self._loaded_keys = key_type
         # What the pair was loaded with is what the box said when it was asked for.
         self._loaded_cache = self.kv_cache() if n_ctx is not None else None
+        self._loaded_rpc = self.rpc_servers() if n_ctx is not None else None
         self._refresh()
 
     def summary(self) -> str:
@@ -164,7 +192,9 @@ class MemorySection(QWidget):
         gpu = self.gpu_layers()
         layers = "" if gpu == ALL_LAYERS else f" · GPU {gpu.target}/{gpu.draft}"
         cost = self._cost()
-        return f"{self.n_ctx():,} tokens" + (f" ≈ {cost}" if cost else "") + layers
+        servers = len(self._endpoints())
+        rpc = f" · {servers} RPC server{'s' if servers > 1 else ''}" if servers else ""
+        return f"{self.n_ctx():,} tokens" + (f" ≈ {cost}" if cost else "") + layers + rpc
 
     def _cost(self) -> str:
         if not self._kv_bytes_per_token:
@@ -180,6 +210,25 @@ class MemorySection(QWidget):
         self.cost_label.setText(text)
         loaded = f" Loaded: {self._loaded_keys} keys." if self._loaded_keys else ""
         self.cache_note.setText(CACHE_EFFECTS[self.kv_cache()] + loaded)
+        self.rpc_note.setText(self._rpc_text())
+        self.rpc_note.setVisible(bool(self.rpc_note.text()))
+
+    def _endpoints(self) -> tuple[str, ...]:
+        try:
+            return parse_endpoints(self.rpc_servers())
+        except ValueError:
+            return ()
+
+    def _rpc_text(self) -> str:
+        servers = self.rpc_servers()
+        try:
+            parse_endpoints(servers)
+        except ValueError as error:
+            return f"Not a server list: {error}"
+        if self._loaded_rpc is None or servers != self._loaded_rpc:
+            return "Reload to apply (each server is checked then)" if servers else ""
+        found = {s.endpoint: s for s in last_servers()}
+        return "\n".join(found[e].describe() if e in found else e for e in parse_endpoints(servers))
 
     def _cache_moved(self) -> bool:
         # Compared with the choice, not the key type: a GPU context (and a model whose heads
@@ -195,6 +244,10 @@ class MemorySection(QWidget):
     def _on_context_changed(self, _index: int) -> None:
         self._refresh()
         self.context_changed.emit(self.n_ctx())
+
+    @Slot(str)
+    def _on_rpc_edited(self, _text: str) -> None:
+        self._refresh()
 
     @Slot(int)
     def _on_layers_changed(self, _value: int) -> None:

@@ -46,6 +46,7 @@ class SidePanel(QScrollArea):
             n_ctx=max(256, s.get(cfg.N_CTX)),
             kv_cache=s.get(cfg.KV_CACHE),
         )
+        self.controls.memory.set_rpc_servers(s.get(cfg.RPC_SERVERS))
         self.stats_panel = StatsPanel(palette=palette)
         side = QWidget()
         side_layout = QVBoxLayout(side)

@@ -238,6 +238,7 @@ class MainWindow(QMainWindow):
         gpu = self.controls.gpu_layers()
         self.settings.set(cfg.N_CTX, self.controls.memory.n_ctx())  # the loader reads them
         self.settings.set(cfg.KV_CACHE, self.controls.memory.kv_cache())
+        self.settings.set(cfg.RPC_SERVERS, self.controls.memory.rpc_servers())
         self.loader.load(target_gpu_layers=gpu.target, draft_gpu_layers=gpu.draft, **what)
 
     @Slot(LoadRequest)
@@ -304,6 +305,11 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_reload_requested(self) -> None:
         self._request_load(**self.loader.reload())
+
+    def _reload_here(self) -> None:
+        """The pair again with its target on this machine alone (the RPC servers cleared)."""
+        self.controls.memory.set_rpc_servers("")
+        self._on_reload_requested()
 
     # --- conversations -------------------------------------------------------------------
     def new_conversation(self) -> None:
@@ -442,7 +448,17 @@ class MainWindow(QMainWindow):
 
     @Slot(AnswerEnded)
     def _on_answer_ended(self, ended: AnswerEnded) -> None:
-        if ended.error:
+        if ended.error and self.controls.memory.rpc_servers() and "RPC server" in ended.error:
+            # A server the target spread over was lost: reload here alone, or (the user's
+            # choice) wait for it and Reload as it is.
+            self.banner.show_message(
+                ended.error,
+                kind="error",
+                palette=self.palette_,
+                action=("Reload here", self._reload_here),
+            )
+            self.error_shown.emit(ended.error)
+        elif ended.error:
             self._show_error(ended.error)
         self.latency.stop()
         if ended.gave_back:

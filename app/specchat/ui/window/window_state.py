@@ -32,6 +32,7 @@ def save_controls(settings: Settings, controls: ControlsPanel) -> None:
     settings.set(cfg.DRAFT_GPU_LAYERS, gpu.draft)
     settings.set(cfg.ADVANCED_OPEN, controls.advanced_button.isChecked())
     settings.set(cfg.N_CTX, controls.memory.n_ctx())
+    settings.set(cfg.RPC_SERVERS, controls.memory.rpc_servers())
 
 
 def overflow_policy(settings: Settings) -> OverflowPolicy:

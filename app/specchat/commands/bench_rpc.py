@@ -1,0 +1,155 @@
+"""`specchat bench --rpc … --rpc-rtt 0,1,5`: plain and auto with the target over RPC at each
+added round trip, beside the same prompts with the target on this machine alone."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specchat.commands.user_error import UserError
+
+if TYPE_CHECKING:
+    from specchat.bench.live.runner import BenchConfig, BenchProgress
+    from specchat.bench.prompts import BenchPrompt
+
+#: How long a loopback server may take to start.
+_START_TIMEOUT_S = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rpc-rtt",
+        default="",
+        metavar="MS[,MS…]",
+        help="with --rpc or --rpc-loopback: run plain and auto locally, then over RPC with "
+        "each round trip added to every server response (e.g. 0,1,5), and write rpc.md",
+    )
+    parser.add_argument(
+        "--rpc-loopback",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start N `specchat rpc-server`s on 127.0.0.1 for this run and use them as --rpc",
+    )
+
+
+def rtts(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UserError(f"--rpc-rtt {text!r}: write milliseconds, such as 0,1,5") from None
+    if not values or min(values) < 0:
+        raise UserError("--rpc-rtt needs round trips of 0 ms or more")
+    return values
+
+
+def _server_command(port: int) -> list[str]:
+    program = (
+        [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m", "specchat"]
+    )
+    return [*program, "rpc-server", "--port", str(port)]
+
+
+@contextmanager
+def loopback_servers(count: int) -> Iterator[str]:
+    """`count` rpc-servers on 127.0.0.1, as one --rpc value; stopped when the block ends."""
+    import socket
+
+    from specchat.engine.llamacpp.rpc_wire import RpcServerError, probe
+
+    processes: list[subprocess.Popen[bytes]] = []
+    endpoints: list[str] = []
+    try:
+        for _ in range(count):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            processes.append(
+                subprocess.Popen(
+                    _server_command(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
+            endpoints.append(f"127.0.0.1:{port}")
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        for endpoint, process in zip(endpoints, processes, strict=True):
+            while True:
+                try:
+                    probe(endpoint, timeout=2.0)
+                    break
+                except RpcServerError as error:
+                    if process.poll() is not None or time.monotonic() > deadline:
+                        raise UserError(f"the loopback server did not start: {error}") from None
+                    time.sleep(0.2)
+        yield ",".join(endpoints)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait(timeout=30)
+
+
+def run_rpc_bench(
+    target: Path,
+    draft: Path | None,
+    prompts: Sequence[BenchPrompt],
+    config: BenchConfig,
+    args: argparse.Namespace,
+    *,
+    progress: Callable[[BenchProgress], None] | None = None,
+) -> int:
+    """Plain and auto locally, then over the servers at each --rpc-rtt; rpc.md in --out.
+    Each setting prices with a cost table of its own, measured in that setting."""
+    from dataclasses import replace
+
+    from specchat.bench.live.runner import run_bench
+    from specchat.bench.reports.rpc_report import LOCAL, report, setting_result, write
+    from specchat.commands.pairs import load_engine
+    from specchat.engine.costs.store import CostStore
+    from specchat.engine.llamacpp.rpc_relay import set_added_rtt
+
+    round_trips = rtts(args.rpc_rtt)
+    config = replace(config, modes=("plain", "auto"), floor=False, first_answer=False)
+    with servers_for(args) as servers, tempfile.TemporaryDirectory() as costs:
+        results = []
+        settings = [(LOCAL, "", 0.0)] + [(f"{ms:g} ms", servers, ms) for ms in round_trips]
+        for name, rpc, ms in settings:
+            print(f"specchat bench: {name} …", file=sys.stderr)
+            set_added_rtt(ms / 1000)
+            try:
+                engine = load_engine(
+                    target,
+                    draft,
+                    argparse.Namespace(**{**vars(args), "rpc": rpc}),
+                    cost_store=CostStore(Path(costs) / name.replace(" ", "")),
+                )
+                try:
+                    outcome = run_bench(engine, prompts, config, progress=progress)
+                    results.append(setting_result(name, engine.info.target.remote, outcome))
+                finally:
+                    engine.close()
+            finally:
+                set_added_rtt(0.0)
+    data = report(results)
+    _, md_path = write(data, args.out)
+    print(md_path.read_text(encoding="utf-8"))
+    goals = data["goals"]
+    assert isinstance(goals, list)
+    return 1 if any(g["result"] == "FAIL" for g in goals) else 0
+
+
+@contextmanager
+def servers_for(args: argparse.Namespace) -> Iterator[str]:
+    """--rpc-loopback's servers, started here, or --rpc's."""
+    if args.rpc_loopback:
+        with loopback_servers(args.rpc_loopback) as servers:
+            yield servers
+    elif args.rpc.strip():
+        yield args.rpc
+    else:
+        raise UserError("--rpc-rtt needs --rpc HOST:PORT[,…] or --rpc-loopback N")
