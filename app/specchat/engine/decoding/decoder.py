@@ -25,6 +25,7 @@ from specchat.engine.drafting import (
 )
 from specchat.engine.drafting.copies.matching import locate
 from specchat.engine.llamacpp.model import ContextFullError
+from specchat.engine.llamacpp.recurrent_state import prompt_tail
 from specchat.engine.llamacpp.target import DraftModel, Target
 from specchat.engine.types import (
     Controls,
@@ -274,8 +275,14 @@ class SpeculativeDecoder:
         # The target's cache always holds the context minus its last token: each round then
         # evaluates [last, d1..dK] in one pass and reads K + 1 rows of logits.
         cached = target.sync(prompt[:-1])
-        if cached < len(prompt) - 1:
-            target.decode(prompt[cached:-1], logits="none")
+        # A recurrent target keeps its state a few tokens before the prompt's end, where a
+        # later prompt of this chat may part from it (recurrent_state.prompt_tail).
+        tail = prompt_tail(target.rollback, len(prompt) - 1, cached)
+        if cached < tail:
+            target.decode(prompt[cached:tail], logits="none")
+        target.mark_prompt()
+        if tail < len(prompt) - 1:
+            target.decode(prompt[tail:-1], logits="none")
         prompt_evaluated = len(prompt) - 1 - cached
         controls = live.get()
         mode = self.drafters.resolve(controls.mode)

@@ -63,6 +63,9 @@ class RecordedCache:
     def mark(self, rows: int | None = None) -> None:
         """Nothing to remember: the cache drops tokens on its own."""
 
+    def mark_prompt(self) -> None:
+        """Nothing to keep: the cache drops tokens on its own."""
+
     def follow(self, follower: object) -> None:
         """Something follows this cache (a played-back head): nothing to tell it."""
 

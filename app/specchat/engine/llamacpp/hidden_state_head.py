@@ -218,7 +218,7 @@ class HiddenStateHead(abc.ABC):
         """Its kind's own bookkeeping, as `state` keeps it (copies: the head goes on)."""
         return {}
 
-    def _set_fields(self, fields: dict[str, Any]) -> None:
+    def _set_fields(self, fields: dict[str, Any]) -> None:  # noqa: B027  # optional: empty
         """Its kind's own bookkeeping back from `_fields`."""
 
     # --- drafting ----------------------------------------------------------------------------

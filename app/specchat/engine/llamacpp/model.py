@@ -32,7 +32,14 @@ from specchat.engine.llamacpp.load import (
     offloaded_layers,
     read_metadata,
 )
-from specchat.engine.llamacpp.recurrent_state import SNAPSHOT_DEPTH, Rollback, StateCheckpoint
+from specchat.engine.llamacpp.recurrent_state import (
+    SNAPSHOT_DEPTH,
+    PromptEnds,
+    Rollback,
+    StateCheckpoint,
+    restore_latest,
+)
+from specchat.engine.llamacpp.special_tokens import spelled_tokens
 from specchat.engine.types import SpecialToken
 
 if TYPE_CHECKING:
@@ -156,6 +163,8 @@ class LlamaModel:
         else:
             self.rollback = Rollback.CHECKPOINT
         self._checkpoint = StateCheckpoint(ctx)
+        # The states at prompts' ends (mark_prompt), kept with a kept state too.
+        self.prompt_ends = PromptEnds(ctx)
         self.can_rollback = not recurrent or self._checkpoint.save(0)
         self._vocab = llama_cpp.llama_model_get_vocab(model)
         self._memory = llama_cpp.llama_get_memory(ctx)
@@ -264,23 +273,7 @@ class LlamaModel:
         """Every token llama.cpp finds in a text by its spelling (control, unknown and
         user-defined tokens), by spelling; read from the vocabulary once."""
         if self._specials is None:
-            found: dict[str, SpecialToken] = {}
-            spelled = (
-                llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-                | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
-                | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
-            )
-            for token in range(self.n_vocab):
-                attr = int(llama_cpp.llama_vocab_get_attr(self._vocab, token))
-                text = self.token_text(token) if attr & spelled else ""
-                if text:
-                    found[text] = SpecialToken(
-                        token,
-                        control=not attr & llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED,
-                        lstrip=bool(attr & llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP),
-                        rstrip=bool(attr & llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP),
-                    )
-            self._specials = found
+            self._specials = spelled_tokens(self._vocab, self.n_vocab)
         return self._specials
 
     def single_token(self, text: str) -> int | None:
@@ -346,6 +339,12 @@ class LlamaModel:
         if self._checkpoint.position != len(self.tokens):
             self._checkpoint.save(len(self.tokens))
 
+    def mark_prompt(self) -> None:
+        """Keep a recurrent state at a prompt's end: a later prompt that parts from this one
+        in its answer (earlier thinking dropped, an edit, a regenerate) comes back here."""
+        if self.rollback is not Rollback.CACHE:
+            self.prompt_ends.save(len(self.tokens))
+
     def checkpoint_round_trip(self) -> None:
         """Save the recurrent state and put it back: what a checkpoint rollback costs beyond
         evaluating the kept tokens again (timed into the cost table)."""
@@ -372,8 +371,8 @@ class LlamaModel:
             self._cut(n_keep)
             return
         kept = self.tokens[:n_keep]
-        start = self._checkpoint.position
-        if start is not None and start <= n_keep and self._checkpoint.restore():
+        start = restore_latest((self._checkpoint, *self.prompt_ends.saved), n_keep)
+        if start is not None:
             # The recurrent state is back at `start`; the attention layers drop the rest.
             llama_cpp.llama_memory_seq_rm(self._memory, 0, start, -1)
             self._cut(start)
@@ -430,6 +429,7 @@ class LlamaModel:
     def _cut(self, n_keep: int) -> None:
         del self.tokens[n_keep:]
         self._checkpoint.forget_from(n_keep)
+        self.prompt_ends.forget_from(n_keep)
         for follower in list(self._followers):
             follower.dropped(n_keep)
 

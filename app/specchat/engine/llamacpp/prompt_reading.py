@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from specchat.engine.llamacpp.model import LlamaModel
+from specchat.engine.llamacpp.recurrent_state import prompt_tail
 
 #: Tokens evaluated per step: on a CPU about a second's work, so Stop waits at most that.
 PROMPT_CHUNK = 64
@@ -67,17 +68,27 @@ def read_prompt(
     which the next answer reuses."""
     cached = model.sync(tokens)
     total = len(tokens) - cached
+    # A recurrent model keeps its state a few tokens before the end (see prompt_tail).
+    tail = prompt_tail(model.rollback, len(tokens), cached)
     if total < REPORT_FROM:
-        if total > 0:
-            model.decode(tokens[cached:], logits="none")
+        if tail > cached:
+            model.decode(tokens[cached:tail], logits="none")
+        model.mark_prompt()
+        if len(tokens) > max(cached, tail):
+            model.decode(tokens[max(cached, tail) :], logits="none")
         yield PromptReading(total, total, restored, 0.0)
         return
     done = 0
     yield PromptReading(0, total, restored, rate.eta(total))
     while done < total:
-        piece = tokens[cached + done : cached + done + chunk]
+        end = cached + done + chunk
+        if cached + done < tail < end:
+            end = tail
+        piece = tokens[cached + done : end]
         began = time.perf_counter()
         model.decode(piece, logits="none")
         rate.observe(len(piece), time.perf_counter() - began)
         done += len(piece)
+        if cached + done == tail:
+            model.mark_prompt()
         yield PromptReading(done, total, restored, rate.eta(total - done))

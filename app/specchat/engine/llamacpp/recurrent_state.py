@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+from collections.abc import Sequence
 from typing import Any
 
 import llama_cpp
@@ -24,6 +25,12 @@ import llama_cpp
 #: Recurrent-state snapshots asked of a model that supports them: the longest draft that can
 #: be dropped without a checkpoint (longer ones fall back to one).
 SNAPSHOT_DEPTH = 16
+#: Memory the states kept at prompts' ends may take together (PromptEnds): about five of
+#: the 4B shape's 50 MiB state, a dozen of the 0.8B's 19 MiB.
+PROMPT_ENDS_BYTES = 256 << 20
+#: A prompt's last tokens read after the state at its end is kept: a later prompt parts from
+#: this one within them (the generation prompt, a thinking opener it drops later).
+PROMPT_TAIL = 16
 
 
 class Rollback(enum.Enum):
@@ -77,3 +84,81 @@ class StateCheckpoint:
         """The cache went back before the checkpoint: it no longer describes it."""
         if self.position is not None and position < self.position:
             self.position = None
+
+    def export(self) -> tuple[int, bytes] | None:
+        """Its position and saved state, to keep beside a kept cache (None: nothing saved)."""
+        if self.position is None:
+            return None
+        return self.position, bytes(self._buffer)[: self.size]
+
+    def load(self, position: int, data: bytes) -> None:
+        """Take a state `export` gave back (the cache it describes was adopted)."""
+        self._buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        self.size = len(data)
+        self.position = position
+
+
+def restore_latest(checkpoints: Sequence[StateCheckpoint], n_keep: int) -> int | None:
+    """Put back the latest of `checkpoints` at or before n_keep; its position, or None where
+    none is (or llama.cpp refused it)."""
+    usable = [c for c in checkpoints if c.position is not None and c.position <= n_keep]
+    for checkpoint in sorted(usable, key=lambda c: c.position or 0, reverse=True):
+        if checkpoint.restore():
+            return checkpoint.position
+    return None
+
+
+class PromptEnds:
+    """A recurrent model's states kept at its prompts' ends, so a later prompt that parts
+    from this chat within an answer (a template that drops earlier thinking), at an edited
+    turn or at a regenerate, comes back to the latest one before it rather than reading the
+    chat from its start. The oldest go first past `max_bytes`.
+
+    Attributes:
+        saved: the kept states, oldest first.
+        max_bytes: the memory they may take together.
+    """
+
+    def __init__(self, ctx: Any, *, max_bytes: int = PROMPT_ENDS_BYTES) -> None:
+        self._ctx = ctx
+        self.max_bytes = max_bytes
+        self.saved: list[StateCheckpoint] = []
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(c.size for c in self.saved)
+
+    def save(self, position: int) -> None:
+        """Keep the state as it is now, `position` tokens in."""
+        if any(c.position == position for c in self.saved):
+            return
+        checkpoint = StateCheckpoint(self._ctx)
+        if checkpoint.save(position):
+            self.saved.append(checkpoint)
+        while len(self.saved) > 1 and self.size_bytes > self.max_bytes:
+            self.saved.pop(0)
+
+    def forget_from(self, position: int) -> None:
+        """The cache went back to `position`: states after it describe nothing now."""
+        self.saved = [c for c in self.saved if c.position is not None and c.position <= position]
+
+    def export(self) -> list[tuple[int, bytes]]:
+        """Each kept state's position and bytes, to keep beside a kept cache."""
+        return [e for c in self.saved if (e := c.export()) is not None]
+
+    def load(self, states: Sequence[tuple[int, bytes]]) -> None:
+        """Take what `export` gave (the cache they describe was adopted)."""
+        self.saved = []
+        for position, data in states:
+            checkpoint = StateCheckpoint(self._ctx)
+            checkpoint.load(position, data)
+            self.saved.append(checkpoint)
+
+
+def prompt_tail(rollback: Rollback, n_tokens: int, cached: int) -> int:
+    """Where a recurrent model's read of a prompt of `n_tokens` stops for `mark_prompt`:
+    PROMPT_TAIL before its end (a later prompt parts from it within its generation prompt),
+    or where its cache stands already; `cached` for an attention cache (no stop)."""
+    if rollback is Rollback.CACHE:
+        return cached
+    return max(cached, n_tokens - PROMPT_TAIL)

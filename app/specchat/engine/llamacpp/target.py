@@ -60,6 +60,11 @@ class DraftModel(Protocol):
         """Before a pass whose rows may be dropped: what a recurrent cache needs to roll back."""
         ...
 
+    def mark_prompt(self) -> None:
+        """At a prompt's end (or near it): a recurrent cache keeps its state here, where a
+        later prompt may part from this one."""
+        ...
+
 
 class Placement(Protocol):
     """Where a model's layers run (llamacpp/load.py's LoadInfo says it of a loaded one)."""
