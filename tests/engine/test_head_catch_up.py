@@ -14,6 +14,7 @@ import pytest
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.mtp.mtp_driver import DraftHead
+from specchat.engine.llamacpp.kv_store import KVStore
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.prefix_cache import PrefixCache
 from specchat.tinyarch import write_tiny_qwen35
@@ -116,6 +117,29 @@ def test_a_head_drafts_after_a_restored_prefix_as_in_a_fresh_chat(hybrid: LlamaM
 
     assert restored.tokens == fresh.tokens
     # The same drafts, kept as far: acceptance after a restore is a fresh chat's.
+    assert [(r.draft, r.accepted) for r in restored.rounds] == [
+        (r.draft, r.accepted) for r in fresh.rounds
+    ]
+    assert sum(r.drafted for r in restored.rounds) > 0
+
+
+def test_a_head_drafts_after_a_kept_conversation_as_in_a_fresh_chat(
+    hybrid: LlamaModel, tmp_path: Path
+) -> None:
+    hybrid.reset()
+    decoder = SpeculativeDecoder(LoadedPair.of(hybrid))
+    first = hybrid.tokenize(CHAT_PROMPTS[0] * 3)
+    run(decoder, first, mode="plain", max_tokens=8)  # the head kept, not fed
+    follow_up = [*hybrid.tokens, *hybrid.tokenize(" And then?")]
+    store = KVStore(tmp_path)
+    assert store.save(hybrid, "chat")  # the window keeps it, a restart or switch later
+    hybrid.reset()
+    assert store.restore(hybrid, "chat", follow_up[:-1]) > 0
+    restored = run(decoder, follow_up, mode="mtp", k=3, max_tokens=40)
+
+    hybrid.reset()
+    fresh = run(decoder, follow_up, mode="mtp", k=3, max_tokens=40)
+    assert restored.tokens == fresh.tokens
     assert [(r.draft, r.accepted) for r in restored.rounds] == [
         (r.draft, r.accepted) for r in fresh.rounds
     ]

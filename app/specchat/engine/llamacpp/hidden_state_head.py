@@ -6,7 +6,6 @@ from __future__ import annotations
 import abc
 import ctypes
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ import numpy as np
 
 from specchat.engine.llamacpp import staging_api
 from specchat.engine.llamacpp.beside_target import free_draft
+from specchat.engine.llamacpp.head_state import HeadState, KeptCall, merged
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.ext_batch import ExtBatch
@@ -66,7 +66,7 @@ class HiddenStateHead(abc.ABC):
         self._n_layer_target = 0
         # Calls kept for the next catch-up, the target positions held or kept, those fed,
         # and whether the next call is fed at once (the verify pass of its own draft).
-        self._unfed: list[_Call] = []
+        self._unfed: list[KeptCall] = []
         self._covered = 0
         self._fed_end = 0
         self._follow_next = False
@@ -109,7 +109,7 @@ class HiddenStateHead(abc.ABC):
             self._lost = True
         if self._lost:
             return
-        self._unfed.append(_Call(start, list(tokens), self._capture(tokens, start)))
+        self._unfed.append(KeptCall(start, list(tokens), self._capture(tokens, start)))
         self._covered = start + len(tokens)
         if self._follow_next or self.lag > UNFED_ROWS:
             self.catch_up()
@@ -117,7 +117,7 @@ class HiddenStateHead(abc.ABC):
 
     def dropped(self, n_keep: int) -> None:
         """Every token the target cached from position n_keep on was dropped."""
-        kept: list[_Call] = []
+        kept: list[KeptCall] = []
         for call in self._unfed:
             if call.start >= n_keep:
                 continue
@@ -149,7 +149,7 @@ class HiddenStateHead(abc.ABC):
         target's batch size; returns the positions fed."""
         calls, self._unfed = self._unfed, []
         fed = 0
-        for call in _merged(calls, self.target.n_batch):
+        for call in merged(calls, self.target.n_batch):
             self._feed(call.tokens, call.start, call.data)
             self._fed_end = call.start + len(call.tokens)
             fed += len(call.tokens)
@@ -246,58 +246,3 @@ class HiddenStateHead(abc.ABC):
     @abc.abstractmethod
     def _draft(self, last: int, k: int, *, min_confidence: float) -> list[int]:
         """Its kind's draft, fed up to the target's cache."""
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One target call the head kept but has not been fed: its positions, tokens and what
-    the head reads of it, a row per token."""
-
-    start: int
-    tokens: list[int]
-    data: np.ndarray
-
-    def cut(self, n: int) -> _Call:
-        return _Call(self.start, self.tokens[:n], self.data[:n])
-
-
-def _merged(calls: Sequence[_Call], limit: int) -> list[_Call]:
-    """Contiguous calls joined, in pieces of at most `limit` rows."""
-    joined: list[_Call] = []
-    for call in calls:
-        last = joined[-1] if joined else None
-        if last is not None and last.start + len(last.tokens) == call.start:
-            data = np.concatenate([last.data, call.data])
-            joined[-1] = _Call(last.start, last.tokens + call.tokens, data)
-        else:
-            joined.append(call)
-    pieces: list[_Call] = []
-    for call in joined:
-        for begin in range(0, len(call.tokens), max(1, limit)):
-            end = begin + max(1, limit)
-            pieces.append(_Call(call.start + begin, call.tokens[begin:end], call.data[begin:end]))
-    return pieces
-
-
-@dataclass(frozen=True)
-class HeadState:
-    """A head as it was beside a kept target state (see HiddenStateHead.state).
-
-    Attributes:
-        covered: target positions it held or had kept.
-        fed_end: positions its own cache held.
-        cache: llama.cpp's state of its own cache (empty: it keeps none).
-        unfed: the calls it had kept but not been fed.
-        fields: its kind's bookkeeping.
-    """
-
-    covered: int
-    fed_end: int
-    cache: bytes
-    unfed: tuple[_Call, ...]
-    fields: dict[str, Any]
-
-    @property
-    def size_bytes(self) -> int:
-        """Memory it holds: the head's cache and the rows it has yet to be fed."""
-        return len(self.cache) + sum(call.data.nbytes for call in self.unfed)

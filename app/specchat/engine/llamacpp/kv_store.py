@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specchat.engine.llamacpp.head_state import load_head_state, save_head_state
+
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
 
@@ -24,6 +26,8 @@ DEFAULT_MAX_BYTES = 1 << 30
 MIN_TOKENS = 64
 _STATE = ".kv"
 _TOKENS = ".tokens"
+#: A recurrent model's states at its prompts' ends (LlamaModel.prompt_ends), beside its state.
+_ENDS = ".ends"
 
 
 class KVStore:
@@ -78,10 +82,12 @@ class KVStore:
             log.info("llama.cpp could not save the state of %s", conversation)
             return 0
         np.asarray(tokens, dtype=np.int32).tofile(token_file)
+        ends = _save_ends(model.prompt_ends.export(), stem.with_suffix(_ENDS))
+        heads = self._save_heads(model, stem)
         # Renamed into place last: a crash mid-write leaves no state that looks whole.
         os.replace(partial, state)
         self._evict(keep=state)
-        return written + len(tokens) * 4
+        return written + len(tokens) * 4 + ends + heads
 
     def restore(self, model: LlamaModel, conversation: str, prompt: Sequence[int]) -> int:
         """Load the kept state when it holds more of `prompt` than the cache does now.
@@ -110,15 +116,31 @@ class KVStore:
             model.reset()
             self.forget_files(state, token_file)
             return 0
-        model.adopt_state(kept)
+        heads = [load_head_state(file) for file in _head_files(stem)]
+        model.adopt_state(kept, [head for head in heads if head is not None])
+        model.prompt_ends.load(_load_ends(stem.with_suffix(_ENDS), len(kept)))
         model.truncate(common)  # what follows the common prefix belongs to another text
         os.utime(state)  # recently used: evicted last
         return common
 
+    def _save_heads(self, model: LlamaModel, stem: Path) -> int:
+        """Keep what the model's draft heads hold beside its state (an MTP head follows a
+        restored chat at once, as in a fresh one); their bytes."""
+        self.forget_files(*_head_files(stem))
+        written = 0
+        for i, state in enumerate(model.follower_states()):
+            written += save_head_state(state, stem.with_suffix(f".head{i}"))
+        return written
+
     def forget(self, model: LlamaModel, conversation: str) -> None:
         """Drop the kept state of `conversation` (deleted, or no longer wanted)."""
         stem = self._stem(model, conversation)
-        self.forget_files(stem.with_suffix(_STATE), stem.with_suffix(_TOKENS))
+        self.forget_files(
+            stem.with_suffix(_STATE),
+            stem.with_suffix(_TOKENS),
+            stem.with_suffix(_ENDS),
+            *_head_files(stem),
+        )
 
     @staticmethod
     def forget_files(*files: Path) -> None:
@@ -136,9 +158,10 @@ class KVStore:
                 break
             if state == keep:
                 continue
-            token_file = state.with_suffix(_TOKENS)
-            size = state.stat().st_size + (token_file.stat().st_size if token_file.exists() else 0)
-            self.forget_files(state, token_file)
+            others = [state.with_suffix(_TOKENS), state.with_suffix(_ENDS)]
+            others += _head_files(state.with_suffix(""))
+            size = state.stat().st_size + sum(f.stat().st_size for f in others if f.exists())
+            self.forget_files(state, *others)
             total -= size
 
 
@@ -166,3 +189,40 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def _head_files(stem: Path) -> list[Path]:
+    """The files of a kept state's draft heads, in their followers' order."""
+    return sorted(stem.parent.glob(f"{stem.name}.head*"))
+
+
+def _save_ends(ends: Sequence[tuple[int, bytes]], path: Path) -> int:
+    """Write a recurrent model's states at its prompts' ends (none: no file); their bytes."""
+    if not ends:
+        path.unlink(missing_ok=True)
+        return 0
+    positions = np.asarray([position for position, _ in ends], dtype=np.int64)
+    sizes = np.asarray([len(data) for _, data in ends], dtype=np.int64)
+    data = np.frombuffer(b"".join(data for _, data in ends), dtype=np.uint8)
+    with path.open("wb") as file:
+        np.savez(file, positions=positions, sizes=sizes, data=data)
+    return int(sizes.sum())
+
+
+def _load_ends(path: Path, n_tokens: int) -> list[tuple[int, bytes]]:
+    """What _save_ends wrote, where it is whole and within the kept tokens ([] otherwise)."""
+    if not path.exists():
+        return []
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            positions, sizes, data = saved["positions"], saved["sizes"], saved["data"]
+    except (OSError, ValueError, KeyError):
+        return []
+    if len(positions) != len(sizes) or int(sizes.sum()) != len(data):
+        return []
+    ends, offset = [], 0
+    for position, size in zip(positions.tolist(), sizes.tolist(), strict=True):
+        if 0 < position <= n_tokens:
+            ends.append((position, data[offset : offset + size].tobytes()))
+        offset += size
+    return ends

@@ -30,10 +30,14 @@ class _Snapshot:
     data: bytes
     #: What the model's followers (a draft head) held beside it (LlamaModel.follower_states).
     heads: tuple[Any, ...] = ()
+    #: A recurrent model's states at its prompts' ends (LlamaModel.prompt_ends): a later
+    #: prompt that parts within the kept text comes back to one of them.
+    ends: tuple[tuple[int, bytes], ...] = ()
 
     @property
     def size_bytes(self) -> int:
-        return len(self.data) + sum(getattr(head, "size_bytes", 0) for head in self.heads)
+        heads = sum(getattr(head, "size_bytes", 0) for head in self.heads)
+        return len(self.data) + heads + sum(len(data) for _, data in self.ends)
 
 
 class PrefixCache:
@@ -103,7 +107,9 @@ class PrefixCache:
             log.info("llama.cpp could not copy a cache's state")
             return
         heads = tuple(model.follower_states())
-        self._snapshots.append(_Snapshot(_key(model), tokens, bytes(buffer)[:written], heads))
+        ends = tuple(model.prompt_ends.export())
+        data = bytes(buffer)[:written]
+        self._snapshots.append(_Snapshot(_key(model), tokens, data, heads, ends))
         while self.size_bytes > self.max_bytes and len(self._snapshots) > 1:
             self._snapshots.pop(0)
 
@@ -119,6 +125,7 @@ class PrefixCache:
             self._snapshots.remove(snapshot)
             return False
         model.adopt_state(snapshot.tokens, snapshot.heads)
+        model.prompt_ends.load(snapshot.ends)
         return True
 
     def forget(self, model: LlamaModel) -> None:
