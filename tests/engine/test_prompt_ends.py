@@ -89,7 +89,7 @@ def test_a_follow_up_reads_from_the_last_prompt_end(hybrid: LlamaModel, path: Pa
     log.starts.clear()
     edited = _turn(hybrid, history[: ends[1]], "Something else entirely")
     after = _next_logits(hybrid, edited)
-    assert 0 < min(log.starts) and min(log.starts) <= ends[1]
+    assert min(log.starts) > 0 and min(log.starts) <= ends[1]
     with LlamaModel(path, n_ctx=2048, n_threads=1) as fresh:
         np.testing.assert_allclose(after, _next_logits(fresh, edited), atol=1e-4)
 

@@ -69,3 +69,13 @@ def test_a_refused_message_stays_in_the_composer(
     assert window.status_line.status_label.text() == "Message not sent."
     window.new_conversation()
     assert not window.banner.isVisible()
+
+
+def test_context_cost_counts_recurrent_state_copies(qtbot: QtBot) -> None:
+    section = MemorySection(n_ctx=4096)
+    qtbot.addWidget(section)
+    section.set_loaded(n_ctx=4096, kv_bytes_per_token=40 * 1024, state_bytes=100 << 20)
+    assert section.cost_label.text() == (
+        "KV cache ≈ 260 MiB (target + draft), 100 MiB of it recurrent state copies"
+    )
+    assert section.summary() == "4,096 tokens ≈ 260 MiB"

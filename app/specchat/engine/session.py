@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
+from specchat.engine.costs.priors import MAX_K
 from specchat.engine.costs.profiling import PairProfiler, load_costs, load_head_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
@@ -277,6 +278,9 @@ class ChatEngine:
             exact_keys=kv_cache == "q8_0",
             load_mtp=True,
             remote=remote,
+            # Snapshots for the longest draft a mode makes (MAX_K: the K slider's, and the
+            # draft model's and heads' under auto); a longer copy falls back to a checkpoint.
+            snapshot_depth=MAX_K,
         )
         draft_model = None
         head = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import threading
@@ -74,6 +75,9 @@ class LoadInfo:
             in every layer), 0 when the model does not say.
         key_type: how the cache stores keys: "Q8_0" on a CPU (see EXACT_KEY_TYPE), "F16"
             otherwise.
+        state_bytes: what a recurrent or hybrid model's state copies take at most, besides
+            the KV cache: llama.cpp's snapshots and SpecChat's checkpoints
+            (recurrent_state.state_copies); 0 for an attention model.
         remote: the RPC servers its layers are spread over and how (RemoteTarget.key), ""
             when it runs on this machine alone.
     """
@@ -89,6 +93,7 @@ class LoadInfo:
     description: str
     kv_bytes_per_token: int = 0
     key_type: str = "F16"
+    state_bytes: int = 0
     remote: str = ""
 
 
@@ -278,6 +283,16 @@ def load_info(
     n_layers = int(llama_cpp.llama_model_n_layer(model))
     desc = ctypes.create_string_buffer(256)
     llama_cpp.llama_model_desc(model, desc, ctypes.sizeof(desc))
+    kv = kv_bytes_per_token(
+        n_layer=n_layers,
+        n_head=int(llama_cpp.llama_model_n_head(model)),
+        n_head_kv=int(llama_cpp.llama_model_n_head_kv(model)),
+        n_embd=int(llama_cpp.llama_model_n_embd(model)),
+        key_type=key_type,
+    )
+    state = 0
+    if is_recurrent(model):
+        kv, state = recurrent_memory(ctx, path, key_type=key_type, kv=kv)
     return LoadInfo(
         path=path,
         n_layers=n_layers,
@@ -292,13 +307,27 @@ def load_info(
             size_label=read_metadata(model, "general.size_label") or "",
             n_params=int(llama_cpp.llama_model_n_params(model)),
         ),
-        kv_bytes_per_token=kv_bytes_per_token(
-            n_layer=n_layers,
-            n_head=int(llama_cpp.llama_model_n_head(model)),
-            n_head_kv=int(llama_cpp.llama_model_n_head_kv(model)),
-            n_embd=int(llama_cpp.llama_model_n_embd(model)),
-            key_type=key_type,
-        ),
+        kv_bytes_per_token=kv,
         key_type=key_type,
         remote=remote,
+        state_bytes=state,
     )
+
+
+def recurrent_memory(ctx: Any, path: Path, *, key_type: str, kv: int) -> tuple[int, int]:
+    """A recurrent or hybrid model's KV bytes per token (its attention layers only) and the
+    bytes its state copies take at most, from its metadata (`kv` and 0 where it cannot be
+    read: llama.cpp sizes a state only once it holds tokens)."""
+    from specchat.engine.llamacpp.recurrent_state import state_copies
+    from specchat.models.context_memory import MEMORY_KEYS, context_memory
+    from specchat.models.gguf_format import GGUFError
+    from specchat.models.gguf_reader import read_metadata as read_gguf
+
+    copy = 0
+    with contextlib.suppress(GGUFError, OSError):
+        arch = read_gguf(path, keys={"general.architecture"}, arrays=False).architecture
+        keys = {"general.architecture", *(f"{arch}.{key}" for key in MEMORY_KEYS)}
+        values = read_gguf(path, keys=keys).values
+        memory = context_memory(values, key_type=key_type)
+        kv, copy = memory.kv_bytes_per_token, memory.state_bytes
+    return kv, state_copies(int(llama_cpp.llama_n_rs_seq(ctx)), copy) * copy

@@ -26,8 +26,9 @@ import llama_cpp
 #: be dropped without a checkpoint (longer ones fall back to one).
 SNAPSHOT_DEPTH = 16
 #: Memory the states kept at prompts' ends may take together (PromptEnds): about five of
-#: the 4B shape's 50 MiB state, a dozen of the 0.8B's 19 MiB.
+#: the 4B shape's 50 MiB state; and how many it keeps at most (eight of the 0.8B's 19 MiB).
 PROMPT_ENDS_BYTES = 256 << 20
+PROMPT_ENDS = 8
 #: A prompt's last tokens read after the state at its end is kept: a later prompt parts from
 #: this one within them (the generation prompt, a thinking opener it drops later).
 PROMPT_TAIL = 16
@@ -135,7 +136,9 @@ class PromptEnds:
         checkpoint = StateCheckpoint(self._ctx)
         if checkpoint.save(position):
             self.saved.append(checkpoint)
-        while len(self.saved) > 1 and self.size_bytes > self.max_bytes:
+        while len(self.saved) > PROMPT_ENDS or (
+            len(self.saved) > 1 and self.size_bytes > self.max_bytes
+        ):
             self.saved.pop(0)
 
     def forget_from(self, position: int) -> None:
@@ -162,3 +165,12 @@ def prompt_tail(rollback: Rollback, n_tokens: int, cached: int) -> int:
     if rollback is Rollback.CACHE:
         return cached
     return max(cached, n_tokens - PROMPT_TAIL)
+
+
+def state_copies(snapshot_depth: int, state_bytes: int) -> int:
+    """Copies of a recurrent state a loaded model holds at most: llama.cpp's snapshot cells
+    (n_rs_seq + 1, the live state among them), the round's checkpoint, and the states kept
+    at prompts' ends within their budget (0 for an attention model)."""
+    if state_bytes <= 0:
+        return 0
+    return snapshot_depth + 2 + max(1, min(PROMPT_ENDS, PROMPT_ENDS_BYTES // state_bytes))

@@ -253,11 +253,20 @@ class ControlsPanel(QWidget):
             self.context_changed.emit(self.memory.n_ctx())
 
     def set_memory_use(
-        self, *, n_ctx: int | None, kv_bytes_per_token: int, key_type: str | None = None
+        self,
+        *,
+        n_ctx: int | None,
+        kv_bytes_per_token: int,
+        key_type: str | None = None,
+        state_bytes: int = 0,
     ) -> None:
-        """The loaded pair's context, KV bytes per token and key type, for the cost shown."""
+        """The loaded pair's context, KV bytes per token, key type and recurrent state copies,
+        for the cost shown."""
         self.memory.set_loaded(
-            n_ctx=n_ctx, kv_bytes_per_token=kv_bytes_per_token, key_type=key_type
+            n_ctx=n_ctx,
+            kv_bytes_per_token=kv_bytes_per_token,
+            key_type=key_type,
+            state_bytes=state_bytes,
         )
         self.memory_fold.set_summary(self.memory.summary())
 

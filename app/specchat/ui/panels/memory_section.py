@@ -88,6 +88,7 @@ class MemorySection(QWidget):
     ) -> None:
         super().__init__(parent)
         self._kv_bytes_per_token = 0
+        self._state_bytes = 0
         self._loaded_ctx: int | None = None
         self._loaded_keys: str | None = None
         self._loaded_cache: str | None = None
@@ -175,12 +176,19 @@ class MemorySection(QWidget):
         self._refresh()
 
     def set_loaded(
-        self, *, n_ctx: int | None, kv_bytes_per_token: int, key_type: str | None = None
+        self,
+        *,
+        n_ctx: int | None,
+        kv_bytes_per_token: int,
+        key_type: str | None = None,
+        state_bytes: int = 0,
     ) -> None:
-        """The pair in use: its context, its KV bytes per token (target + draft) and how its
-        target's cache stores keys ("Q8_0" or "F16")."""
+        """The pair in use: its context, its KV bytes per token (target + draft), how its
+        target's cache stores keys ("Q8_0" or "F16") and what a recurrent or hybrid model's
+        state copies take besides (llama.cpp's snapshots, SpecChat's checkpoints)."""
         self._loaded_ctx = n_ctx
         self._kv_bytes_per_token = kv_bytes_per_token
+        self._state_bytes = state_bytes
         self._loaded_keys = key_type
         # What the pair was loaded with is what the box said when it was asked for.
         self._loaded_cache = self.kv_cache() if n_ctx is not None else None
@@ -199,11 +207,13 @@ class MemorySection(QWidget):
     def _cost(self) -> str:
         if not self._kv_bytes_per_token:
             return ""
-        return format_bytes(self.n_ctx() * self._kv_bytes_per_token)
+        return format_bytes(self.n_ctx() * self._kv_bytes_per_token + self._state_bytes)
 
     def _refresh(self) -> None:
         cost = self._cost()
         text = f"KV cache ≈ {cost} (target + draft)" if cost else "KV cache: known once loaded"
+        if cost and self._state_bytes:
+            text += f", {format_bytes(self._state_bytes)} of it recurrent state copies"
         context_moved = self._loaded_ctx is not None and self._loaded_ctx != self.n_ctx()
         if context_moved or self._cache_moved():
             text += " · Reload to apply"

@@ -260,8 +260,11 @@ class MainWindow(QMainWindow):
         self.controls.set_available_modes(loaded.info.drafters)
         info = loaded.info
         kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
-        keys = info.target.key_type
-        self.controls.set_memory_use(n_ctx=info.target.n_ctx, kv_bytes_per_token=kv, key_type=keys)
+        keys, n_ctx = info.target.key_type, info.target.n_ctx
+        state = info.target.state_bytes + (info.draft.state_bytes if info.draft else 0)
+        self.controls.set_memory_use(
+            n_ctx=n_ctx, kv_bytes_per_token=kv, key_type=keys, state_bytes=state
+        )
         self.view.offer_thinking(info.thinking_switch)
         self.status_line.say(f"{loaded.label} ready.")
         if self.banner.kind == "error":
