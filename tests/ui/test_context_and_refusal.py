@@ -79,3 +79,12 @@ def test_context_cost_counts_recurrent_state_copies(qtbot: QtBot) -> None:
         "KV cache ≈ 260 MiB (target + draft), 100 MiB of it recurrent state copies"
     )
     assert section.summary() == "4,096 tokens ≈ 260 MiB"
+
+
+def test_a_hybrid_target_says_its_answers_can_part_at_near_ties(qtbot: QtBot) -> None:
+    section = MemorySection(n_ctx=4096)
+    qtbot.addWidget(section)
+    section.set_loaded(n_ctx=4096, kv_bytes_per_token=1024, key_type="Q8_0", near_ties="Hybrid.")
+    assert section.cache_note.text() == "Hybrid. Loaded: Q8_0 keys."
+    section.set_loaded(n_ctx=4096, kv_bytes_per_token=1024, key_type="Q8_0")
+    assert section.cache_note.text().startswith("Speculative answers equal plain ones exactly")

@@ -77,6 +77,16 @@ class EngineInfo:
     head_labels: tuple[str, ...] = ()
     thinking_switch: bool = False
 
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """What a context token costs both models' KV caches."""
+        return self.target.kv_bytes_per_token + (self.draft.kv_bytes_per_token if self.draft else 0)
+
+    @property
+    def state_bytes(self) -> int:
+        """What both models' recurrent state copies take at most (LoadInfo.state_bytes)."""
+        return self.target.state_bytes + (self.draft.state_bytes if self.draft else 0)
+
 
 @dataclass(frozen=True)
 class PreparedPrompt:

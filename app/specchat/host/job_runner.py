@@ -220,5 +220,6 @@ class JobRunner:
                 reasoning_tokens=reasoning_tokens,
                 call_tokens=call_tokens,
                 call_kept=call_kept,
+                near_ties=engine.target.info.near_ties,
             )
         )

@@ -62,6 +62,8 @@ class Summary:
         reasoning_tokens: the answer's tokens that were thinking.
         call_tokens: the answer's tokens inside tool calls (their markup and arguments).
         call_kept: of those, the draft tokens the target kept.
+        near_ties: why the answer can part from plain at a near-tie on this target whatever
+            its keys (a hybrid's, LoadInfo.near_ties), or "".
     """
 
     stop: StopReason
@@ -78,6 +80,7 @@ class Summary:
     reasoning_tokens: int = 0
     call_tokens: int = 0
     call_kept: int = 0
+    near_ties: str = ""
 
 
 def evaluated(prompt_tokens: int, stats: Stats) -> int:

@@ -84,6 +84,9 @@ def specchat_stats(summary: Summary) -> dict[str, Any]:
         "tokens_per_pass": round(stats.tau, 3),
         "kept_by_source": {kept.source: kept.tokens for kept in summary.kept},
     }
+    if summary.near_ties:
+        # A hybrid target's answers can part from plain at a near-tie (LoadInfo.near_ties).
+        figures["exactness"] = summary.near_ties
     if summary.tools:
         figures["tool_call_tokens"] = {"written": summary.call_tokens, "kept": summary.call_kept}
     if summary.tools and summary.reply is not None:

@@ -15,6 +15,7 @@ import llama_cpp
 
 from specchat.engine.llamacpp.backend import forget_log, gpu_backend_name, last_error_line
 from specchat.engine.llamacpp.model_size import kv_bytes_per_token, sized_description
+from specchat.engine.llamacpp.recurrent_state import HYBRID_NEAR_TIES
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.rpc_placement import RemoteTarget
@@ -78,6 +79,9 @@ class LoadInfo:
         state_bytes: what a recurrent or hybrid model's state copies take at most, besides
             the KV cache: llama.cpp's snapshots and SpecChat's checkpoints
             (recurrent_state.state_copies); 0 for an attention model.
+        near_ties: why a speculative answer at T = 0 can part from plain at a near-tie on
+            this model whatever its keys (a hybrid: recurrent_state.HYBRID_NEAR_TIES), for
+            the window's exactness note and the API's `specchat` object; "" otherwise.
         remote: the RPC servers its layers are spread over and how (RemoteTarget.key), ""
             when it runs on this machine alone.
     """
@@ -94,6 +98,7 @@ class LoadInfo:
     kv_bytes_per_token: int = 0
     key_type: str = "F16"
     state_bytes: int = 0
+    near_ties: str = ""
     remote: str = ""
 
 
@@ -311,6 +316,7 @@ def load_info(
         key_type=key_type,
         remote=remote,
         state_bytes=state,
+        near_ties=HYBRID_NEAR_TIES if is_recurrent(model) else "",
     )
 
 

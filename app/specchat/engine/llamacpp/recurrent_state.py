@@ -29,6 +29,20 @@ SNAPSHOT_DEPTH = 16
 #: the 4B shape's 50 MiB state; and how many it keeps at most (eight of the 0.8B's 19 MiB).
 PROMPT_ENDS_BYTES = 256 << 20
 PROMPT_ENDS = 8
+#: Why a speculative answer at T = 0 can part from plain at a near-tie on a hybrid target
+#: whatever its keys. In the llama.cpp SpecChat builds on (0.3.36's vendored tree), a verify
+#: pass's Gated DeltaNet layers run the same sequential kernel as a one-token pass (both build
+#: ggml_gated_delta_net: src/llama-context.cpp sets fused_gdn_ar and fused_gdn_ch; the CPU
+#: kernel in ggml-cpu/ops.cpp walks the tokens one by one), so they agree row for row; its
+#: matrix products do not: a pass of many rows runs the batched (gemm) kernels, one token
+#: the gemv ones, which round differently, as on any target whose quantisation has no
+#: exact batched path (K-quants). Measured on random-weight real shapes: answers parted at
+#: margins of 0.10–0.17 between the top two tokens (docs/formats.md).
+HYBRID_NEAR_TIES = (
+    "On this hybrid target a speculative answer can part from plain at a near-tie whatever "
+    "the keys: a verify pass's matrix products over many rows round differently from a "
+    "one-token pass's (its recurrent layers run the same kernel either way)."
+)
 #: A prompt's last tokens read after the state at its end is kept: a later prompt parts from
 #: this one within them (the generation prompt, a thinking opener it drops later).
 PROMPT_TAIL = 16

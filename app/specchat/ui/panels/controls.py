@@ -259,14 +259,16 @@ class ControlsPanel(QWidget):
         kv_bytes_per_token: int,
         key_type: str | None = None,
         state_bytes: int = 0,
+        near_ties: str = "",
     ) -> None:
         """The loaded pair's context, KV bytes per token, key type and recurrent state copies,
-        for the cost shown."""
+        for the cost shown, and where its answers can part from plain whatever the keys."""
         self.memory.set_loaded(
             n_ctx=n_ctx,
             kv_bytes_per_token=kv_bytes_per_token,
             key_type=key_type,
             state_bytes=state_bytes,
+            near_ties=near_ties,
         )
         self.memory_fold.set_summary(self.memory.summary())
 

@@ -89,6 +89,7 @@ class MemorySection(QWidget):
         super().__init__(parent)
         self._kv_bytes_per_token = 0
         self._state_bytes = 0
+        self._near_ties = ""
         self._loaded_ctx: int | None = None
         self._loaded_keys: str | None = None
         self._loaded_cache: str | None = None
@@ -182,13 +183,16 @@ class MemorySection(QWidget):
         kv_bytes_per_token: int,
         key_type: str | None = None,
         state_bytes: int = 0,
+        near_ties: str = "",
     ) -> None:
         """The pair in use: its context, its KV bytes per token (target + draft), how its
-        target's cache stores keys ("Q8_0" or "F16") and what a recurrent or hybrid model's
-        state copies take besides (llama.cpp's snapshots, SpecChat's checkpoints)."""
+        target's cache stores keys ("Q8_0" or "F16"), what a recurrent or hybrid model's
+        state copies take besides (llama.cpp's snapshots, SpecChat's checkpoints) and where
+        its answers can part from plain at a near-tie whatever the keys (LoadInfo.near_ties)."""
         self._loaded_ctx = n_ctx
         self._kv_bytes_per_token = kv_bytes_per_token
         self._state_bytes = state_bytes
+        self._near_ties = near_ties
         self._loaded_keys = key_type
         # What the pair was loaded with is what the box said when it was asked for.
         self._loaded_cache = self.kv_cache() if n_ctx is not None else None
@@ -219,7 +223,10 @@ class MemorySection(QWidget):
             text += " · Reload to apply"
         self.cost_label.setText(text)
         loaded = f" Loaded: {self._loaded_keys} keys." if self._loaded_keys else ""
-        self.cache_note.setText(CACHE_EFFECTS[self.kv_cache()] + loaded)
+        effect = CACHE_EFFECTS[self.kv_cache()]
+        if self._near_ties:
+            effect = self._near_ties  # the target's own reason, whatever the keys
+        self.cache_note.setText(effect + loaded)
         self.rpc_note.setText(self._rpc_text())
         self.rpc_note.setVisible(bool(self.rpc_note.text()))
 

@@ -259,11 +259,12 @@ class MainWindow(QMainWindow):
         self.controls.set_pair(*pair_text(loaded))
         self.controls.set_available_modes(loaded.info.drafters)
         info = loaded.info
-        kv = info.target.kv_bytes_per_token + (info.draft.kv_bytes_per_token if info.draft else 0)
-        keys, n_ctx = info.target.key_type, info.target.n_ctx
-        state = info.target.state_bytes + (info.draft.state_bytes if info.draft else 0)
         self.controls.set_memory_use(
-            n_ctx=n_ctx, kv_bytes_per_token=kv, key_type=keys, state_bytes=state
+            n_ctx=info.target.n_ctx,
+            kv_bytes_per_token=info.kv_bytes_per_token,
+            key_type=info.target.key_type,
+            state_bytes=info.state_bytes,
+            near_ties=info.target.near_ties,
         )
         self.view.offer_thinking(info.thinking_switch)
         self.status_line.say(f"{loaded.label} ready.")
