@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from specchat.engine.llamacpp.head_state import load_head_state, save_head_state
+from specchat.engine.llamacpp.head_state import HeadState, load_head_state, save_head_state
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.model import LlamaModel
@@ -128,7 +128,8 @@ class KVStore:
         restored chat at once, as in a fresh one); their bytes."""
         self.forget_files(*_head_files(stem))
         written = 0
-        for i, state in enumerate(model.follower_states()):
+        states = [s for s in model.follower_states() if isinstance(s, HeadState)]
+        for i, state in enumerate(states):
             written += save_head_state(state, stem.with_suffix(f".head{i}"))
         return written
 
