@@ -127,6 +127,57 @@ def messages_tokens(engine: Any, messages: list[dict[str, Any]]) -> tuple[int, .
     return engine.prepare(chat, max_tokens=1).tokens  # type: ignore[no-any-return]
 
 
+def ask_api(
+    api: Api,
+    prefixes: Any,
+    args: argparse.Namespace,
+    steps: list[Step],
+    name: str,
+    messages: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One request, streamed: its step measured and printed; the assistant message back."""
+    client, engine, log = api.client, api.engine, api.log
+    began = time.perf_counter()
+    first = None
+    text, reasoning = [], []
+    stream = client.chat.completions.create(
+        model="m",
+        messages=messages,  # type: ignore[arg-type]
+        temperature=0,
+        max_tokens=args.max_tokens,
+        stream=True,
+        extra_body={"speculative": {"mode": args.mode}},
+    )
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        extra = delta.model_extra or {}
+        piece = (delta.content or "") + (extra.get("reasoning_content") or "")
+        if piece and first is None:
+            first = time.perf_counter() - began
+            # What was read before the first token (its own pass is not the prompt).
+            read, at = log.take()
+        text.append(delta.content or "")
+        reasoning.append(extra.get("reasoning_content") or "")
+    if first is None:
+        read, at = log.take()
+    log.take()
+    prompt = len(messages_tokens(engine, messages))
+    steps.append(Step("api", name, prompt, read, at, first or 0.0, prefixes.size_bytes / 2**20))
+    print(steps[-1].line(), flush=True)
+    return {"role": "assistant", "content": "".join(text)}
+
+
+@dataclass
+class Api:
+    """One server's client, its engine and the log of what its target reads."""
+
+    client: Any
+    engine: Any
+    log: ReadLog
+
+
 def api_path(model: Path, args: argparse.Namespace) -> list[Step]:
     """Two clients taking turns through the API, then an edit, a regenerate, a restart."""
     import openai
@@ -137,8 +188,10 @@ def api_path(model: Path, args: argparse.Namespace) -> list[Step]:
     from specchat.serve.server import ApiServer
 
     steps: list[Step] = []
-    prefixes = PrefixCache()
+    chats: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for restart in (False, True):
+        # A restarted server starts with an empty prefix cache (it is kept in memory).
+        prefixes = PrefixCache()
         engine = ChatEngine.load(model, n_ctx=args.n_ctx, n_threads=args.threads)
         log = ReadLog()
         engine.target.follow(log)
@@ -150,51 +203,20 @@ def api_path(model: Path, args: argparse.Namespace) -> list[Step]:
         assert address is not None
         client = openai.OpenAI(base_url=f"http://{address.host}:{address.port}/v1", api_key="x")
 
-        def ask(name: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-            began = time.perf_counter()
-            first = None
-            text, reasoning = [], []
-            stream = client.chat.completions.create(
-                model="m",
-                messages=messages,  # type: ignore[arg-type]
-                temperature=0,
-                max_tokens=args.max_tokens,
-                stream=True,
-                extra_body={"speculative": {"mode": args.mode}},
-            )
-            for chunk in stream:
-                if not chunk.choices:
-                    continue
-                delta = chunk.choices[0].delta
-                extra = delta.model_extra or {}
-                piece = (delta.content or "") + (extra.get("reasoning_content") or "")
-                if piece and first is None:
-                    first = time.perf_counter() - began
-                    # What was read before the first token (its own pass is not the prompt).
-                    read, at = log.take()
-                text.append(delta.content or "")
-                reasoning.append(extra.get("reasoning_content") or "")
-            if first is None:
-                read, at = log.take()
-            log.take()
-            prompt = len(messages_tokens(engine, messages))
-            steps.append(
-                Step("api", name, prompt, read, at, first or 0.0, prefixes.size_bytes / 2**20)
-            )
-            print(steps[-1].line(), flush=True)
-            return {"role": "assistant", "content": "".join(text)}
-
-        chats: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
-        turns = args.turns if not restart else 1
-        for turn in range(turns):
+        api = Api(client, engine, log)
+        if restart:
+            chats["A"].append({"role": "user", "content": "And after the restart?"})
+            ask_api(api, prefixes, args, steps, "A after a restart", chats["A"])
+        for turn in range(0 if restart else args.turns):
             for who in ("A", "B"):  # two clients taking turns
                 question = QUESTIONS[turn % len(QUESTIONS)] + ("" if who == "A" else " (B)")
                 chats[who].append({"role": "user", "content": question})
-                chats[who].append(ask(f"{who} turn {turn + 1}", chats[who]))
+                reply = ask_api(api, prefixes, args, steps, f"{who} turn {turn + 1}", chats[who])
+                chats[who].append(reply)
         if not restart:
             edited = [*chats["A"][:6], {"role": "user", "content": "Rather Porto, then."}]
-            ask("A edit turn 4", edited)
-            ask("A regenerate", chats["A"][:-1])
+            ask_api(api, prefixes, args, steps, "A edit turn 4", edited)
+            ask_api(api, prefixes, args, steps, "A regenerate", chats["A"][:-1])
         server.stop(timeout_s=20)
         engine.close()
     return steps
@@ -203,10 +225,10 @@ def api_path(model: Path, args: argparse.Namespace) -> list[Step]:
 def window_path(model: Path, args: argparse.Namespace, kept: Path) -> list[Step]:
     """The window's way: a conversation's state kept on disk after each answer, restored
     before the next prompt is read in chunks; a switch to another chat and back; a restart."""
-    from specchat.engine.templates.chat_message import ChatMessage
     from specchat.engine.llamacpp.kv_store import KVStore
     from specchat.engine.llamacpp.prompt_reading import PromptRate, read_prompt
     from specchat.engine.session import ChatEngine
+    from specchat.engine.templates.chat_message import ChatMessage
     from specchat.engine.types import Controls, GenerationRequest
 
     steps: list[Step] = []
