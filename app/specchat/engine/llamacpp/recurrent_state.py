@@ -29,6 +29,10 @@ SNAPSHOT_DEPTH = 16
 #: the 4B shape's 50 MiB state; and how many it keeps at most (eight of the 0.8B's 19 MiB).
 PROMPT_ENDS_BYTES = 256 << 20
 PROMPT_ENDS = 8
+#: Of those, how many a kept state carries (a prefix-cache snapshot, a conversation on
+#: disk): the last prompt's end, where the next turn parts, and the one before it (a
+#: regenerate, an edit of the last turn); each is a whole state (50 MiB on the 4B shape).
+KEPT_ENDS = 2
 #: Why a speculative answer at T = 0 can part from plain at a near-tie on a hybrid target
 #: whatever its keys. In the llama.cpp SpecChat builds on (0.3.36's vendored tree), a verify
 #: pass's Gated DeltaNet layers run the same sequential kernel as a one-token pass (both build
@@ -159,9 +163,9 @@ class PromptEnds:
         """The cache went back to `position`: states after it describe nothing now."""
         self.saved = [c for c in self.saved if c.position is not None and c.position <= position]
 
-    def export(self) -> list[tuple[int, bytes]]:
-        """Each kept state's position and bytes, to keep beside a kept cache."""
-        return [e for c in self.saved if (e := c.export()) is not None]
+    def export(self, last: int = KEPT_ENDS) -> list[tuple[int, bytes]]:
+        """The `last` kept states' positions and bytes, to keep beside a kept cache."""
+        return [e for c in self.saved[-last:] if (e := c.export()) is not None]
 
     def load(self, states: Sequence[tuple[int, bytes]]) -> None:
         """Take what `export` gave (the cache they describe was adopted)."""
