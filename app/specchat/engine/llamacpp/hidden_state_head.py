@@ -36,8 +36,11 @@ class HiddenStateHead(abc.ABC):
     follows the target's cache: what the target cached before it existed has no hidden
     states here, so the target reads it again. `close` stops following, turns off the
     target layers it asked the target to keep, and frees its batch, context and weights.
-    Each kind says what it does with a decode call (`decoded`), a drop (`dropped`), whether
-    it can draft now (`ready`) and how it drafts (`draft`).
+    It keeps what it reads of each target call (`_capture`) and is fed it at its next
+    catch-up (`catch_up`: before it drafts, or past UNFED_ROWS), so a head left unused costs
+    the target's passes nothing. Each kind says what it reads of a call, how it is fed it
+    (`_feed`), what a drop does to what it was fed (`_dropped`), whether it can draft once
+    fed (`_ready_now`) and how it drafts (`_draft`).
 
     Attributes:
         target: the model it drafts for (it follows its cache).
