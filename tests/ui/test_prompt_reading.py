@@ -38,12 +38,14 @@ def test_long_prompt_shows_reading_progress_then_answers(
     notes: list[str] = []
 
     def on_progress(update: PromptProgress) -> None:
+        # What the window shows for this update (its own slots ran first), read before later
+        # events (the first round's) are let through.
         progress.append(update)
-        QApplication.processEvents()
         seen.append(
             (window.status_line.status_label.text(), window.status_line.load_bar.isVisible())
         )
         notes.append(window.chat_view.reading_note)
+        QApplication.processEvents()
 
     window.answers.prompt_progress.connect(on_progress)
     with qtbot.waitSignal(window.answer_done, timeout=60_000):
