@@ -1,0 +1,216 @@
+"""A copy's source as the answer may quote it: JSON-escaped, or unescaped.
+
+An agent reads a file raw and writes it back inside a call's JSON string argument, its
+newlines written `\\n` and its quotes `\\"`; or reads it as a JSON tool result and writes it
+raw (an XML-style call, its answer). Token for token the two spellings share little (a
+line break is a different token from `\\n`), so a copy of the file breaks at every line's
+end. A view is the source's text respelled and tokenized again by the target's own
+tokenizer: a copy is found in it by the answer's ending and proposed from it, token for
+token as the target would write the respelled text. Verification is unchanged, so the
+answer is plain decoding's whatever a view proposes.
+
+Which spelling the answer is writing is read from the answer itself (`Quoting`): inside a
+JSON string of an object it writes escaped text. That decides only between copies whose
+matches are equally long: a longer match in one spelling already says which it is writing.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from specchat.engine.drafting.copies.matching import locate_in
+
+#: JSON's escapes inside a string, as `json.loads` reads them.
+_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+_SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+#: Shortest match a view's copy is taken from: one token agrees by chance too often.
+MIN_VIEW_MATCH = 2
+
+
+def escaped(text: str) -> str:
+    """`text` as a JSON string's inside: what a call's arguments hold when they quote it."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]
+
+
+def unescaped(text: str) -> str:
+    """`text` with every JSON escape read back (a JSON string's inside as its value);
+    anything else left as it is."""
+
+    def read(match: re.Match[str]) -> str:
+        code = match.group(1)
+        if code[0] == "u":
+            return chr(int(code[1:], 16))
+        return _SIMPLE[code]
+
+    return _ESCAPE.sub(read, text)
+
+
+class Spelling(enum.Enum):
+    """How a view spells its source's text."""
+
+    ESCAPED = enum.auto()  #: as a JSON string's inside
+    UNESCAPED = enum.auto()  #: with its JSON escapes read back
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What a view needs of the target: its tokens' text and its tokenizer (a replay's
+    recorded target has none: no views there)."""
+
+    def tokenize(
+        self, text: str, *, add_special: bool = False, parse_special: bool = True
+    ) -> list[int]: ...
+
+    def piece(self, token: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class View:
+    """A source's text respelled, in the target's tokens.
+
+    Attributes:
+        spelling: how it is respelled.
+        tokens: its tokens, for the search.
+        listed: the same tokens, for slices and proposals.
+    """
+
+    spelling: Spelling
+    tokens: np.ndarray
+    listed: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ViewCopy:
+    """A copy found in a view.
+
+    Attributes:
+        tokens: the proposal, in the view's spelling.
+        match_len: how far back the text's ending agrees with the view there.
+        spelling: the view's spelling.
+    """
+
+    tokens: tuple[int, ...]
+    match_len: int
+    spelling: Spelling
+
+
+def text_of(tokens: Sequence[int], tokenizer: Tokenizer) -> str:
+    """The text of `tokens` (control tokens render as nothing)."""
+    return b"".join(tokenizer.piece(int(t)) for t in tokens).decode("utf-8", errors="replace")
+
+
+def views_of(tokens: Sequence[int], tokenizer: Tokenizer) -> tuple[View, ...]:
+    """The views of `tokens` that differ from it: escaped, unescaped (where the text holds
+    JSON escapes)."""
+    text = text_of(tokens, tokenizer)
+    views = []
+    for spelling, respell in ((Spelling.ESCAPED, escaped), (Spelling.UNESCAPED, unescaped)):
+        respelled = respell(text)
+        if respelled != text:
+            # As text: a source's text cannot spell a control token (an end of turn).
+            listed = tuple(tokenizer.tokenize(respelled, add_special=False, parse_special=False))
+            views.append(View(spelling, np.asarray(listed, dtype=np.int64), listed))
+    return tuple(views)
+
+
+class Quoting:
+    """Whether the answer is writing inside a JSON string of an object (a call's JSON
+    arguments), read from its text as it grows.
+
+    A guess from the text alone: raw code with an unclosed quote reads as inside one for
+    a while. It only breaks ties between equally long matches (see the module's doc).
+
+    Attributes:
+        in_string: the text so far ends inside a JSON string of an object.
+    """
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self._depth = 0
+        self._escape = False
+        self._start = 0
+        self._read = 0  # tokens of the text read so far
+
+    def restart(self, start: int) -> None:
+        """A new answer, starting after `start` tokens of prompt."""
+        self.in_string = self._escape = False
+        self._depth = 0
+        self._start = self._read = start
+
+    def follow(self, text: Sequence[int], tokenizer: Tokenizer) -> bool:
+        """Read what `text` added since the last call; whether it ends inside a string."""
+        if len(text) < self._read:  # shorter than read: read the answer again
+            self.restart(self._start)
+        for token in text[self._read :]:
+            for char in tokenizer.piece(int(token)).decode("utf-8", errors="ignore"):
+                self._step(char)
+        self._read = len(text)
+        return self.in_string
+
+    def _step(self, char: str) -> None:
+        if self.in_string:
+            if self._escape:
+                self._escape = False
+            elif char == "\\":
+                self._escape = True
+            elif char == '"':
+                self.in_string = False
+        elif char == "{":
+            self._depth += 1
+        elif char == "}":
+            self._depth = max(0, self._depth - 1)
+        elif char == '"' and self._depth > 0:
+            self.in_string = True
+
+
+class Views:
+    """The views of one source a copying drafter copies from, and the search in them.
+
+    Attributes:
+        tokenizer: the target's, or None (a replay): no views then.
+        views: the source's views for this answer.
+        quoting: where the answer is writing (see Quoting).
+    """
+
+    def __init__(self, target: object) -> None:
+        """`target`: the pair's target, whose tokenizer the views are made with, if it has
+        one."""
+        self.tokenizer = target if isinstance(target, Tokenizer) else None
+        self.views: tuple[View, ...] = ()
+        self.quoting = Quoting()
+        self._source: tuple[int, ...] = ()
+
+    def begin(self, source: Sequence[int], answer_start: int) -> None:
+        """A new answer: the views of `source` (kept where the source is the last one's)."""
+        self.quoting.restart(answer_start)
+        if self.tokenizer is None:
+            return
+        listed = tuple(int(t) for t in source)
+        if listed != self._source:
+            self._source = listed
+            self.views = views_of(listed, self.tokenizer) if listed else ()
+
+    def find(self, context: Sequence[int], k: int, max_extent: int, beats: int) -> ViewCopy | None:
+        """The longest copy of a view after `context`, if its match is longer than `beats`
+        (the drafter's own copy's) or as long and in the spelling the answer is writing."""
+        if not self.views or k <= 0 or self.tokenizer is None:
+            return None
+        in_string = self.quoting.follow(context, self.tokenizer)
+        best: ViewCopy | None = None
+        for view in self.views:
+            start, longest = locate_in(view.tokens, context, max_extent)
+            if start < 0 or longest < MIN_VIEW_MATCH:
+                continue
+            # At a tie the drafter's own copy wins, unless the answer writes a JSON string.
+            preferred = in_string and view.spelling is Spelling.ESCAPED
+            beaten = longest > beats or (longest == beats and preferred)
+            if beaten and (best is None or longest > best.match_len):
+                best = ViewCopy(view.listed[start : start + k], longest, view.spelling)
+        return best if best is not None and best.tokens else None
