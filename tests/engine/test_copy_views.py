@@ -75,20 +75,20 @@ def test_a_copy_is_found_in_one_spelling_and_proposed_in_the_other(target: Llama
     views = Views(target)
     views.begin(prompt, len(prompt))
     answer = tokens(target, '{"content": "' + escaped(FILE)[:30])
-    copy = views.find([*prompt, *answer], 12, 64, 0)
+    copy = views.find([*prompt, *answer], 12, 64, 0, views.fork())
     assert copy is not None and copy.spelling is Spelling.ESCAPED
     rest = text_of(copy.tokens, target)
     # The prompt's text, as a JSON string would hold it, from where the answer is.
     assert escaped(f"{FILE}\nWrite it back.")[30:].startswith(rest), rest
     assert "\\n" in rest and "\n" not in rest
     # A longer match of the drafter's own (the raw text) is left to it.
-    assert views.find([*prompt, *answer], 12, 64, copy.match_len + 1) is None
+    assert views.find([*prompt, *answer], 12, 64, copy.match_len + 1, views.fork()) is None
     # The reverse: the source holds the file escaped (a JSON tool result), the answer
     # writes it raw.
     source = tokens(target, json.dumps({"content": FILE}))
     views.begin(source, len(source))
     answer = tokens(target, "```python\n" + FILE[:30])
-    copy = views.find([*source, *answer], 12, 64, 0)
+    copy = views.find([*source, *answer], 12, 64, 0, views.fork())
     assert copy is not None and copy.spelling is Spelling.UNESCAPED
     assert f'{FILE}"}}'[30:].startswith(text_of(copy.tokens, target))
 
@@ -96,4 +96,40 @@ def test_a_copy_is_found_in_one_spelling_and_proposed_in_the_other(target: Llama
 def test_no_tokenizer_no_views() -> None:
     views = Views(None)
     views.begin([1, 2, 3], 3)
-    assert views.views == () and views.find([1, 2, 3, 1, 2], 4, 64, 0) is None
+    assert views.views == () and views.find([1, 2, 3, 1, 2], 4, 64, 0, {}) is None
+
+
+RENAMED = (
+    "class Ledger:\n"
+    '    """Payments in the order they were made."""\n'
+    "\n"
+    "    def __init__(self):\n"
+    "        self.payments = []\n"
+    "\n"
+    "\n"
+    "def trip():\n"
+    '    """A Ledger of a weekend away."""\n'
+    "    book = Ledger()\n"
+    "    book.payments.append(90)\n"
+    "    return book\n"
+)
+
+
+@pytest.mark.real_model
+def test_a_views_copy_is_carried_through_a_rename(target: LlamaModel) -> None:
+    """A class renamed where a long copy meets it (inside a JSON string) is proposed renamed
+    at its next occurrence: the copy of the escaped view follows the rename."""
+    prompt = tokens(target, f"Here is ledger.py:\n{RENAMED}\nRename Ledger to Journal.")
+    views = Views(target)
+    views.begin(prompt, len(prompt))
+    call = '{"content": "' + escaped(RENAMED.replace("Ledger", "Journal"))
+    before = call[: call.index("book = Journal") + len("book =")]
+    text = [*prompt]
+    for token in tokens(target, call):
+        copy = views.find(text, 8, 64, 0, views.followed)
+        if text_of(text[len(prompt) :], target) == before:
+            assert copy is not None
+            assert text_of(copy.tokens, target).lstrip().startswith("Journal()"), copy
+            return
+        text.append(token)
+    raise AssertionError("the answer never reached the second occurrence")

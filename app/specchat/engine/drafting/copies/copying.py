@@ -21,11 +21,7 @@ from specchat.engine.drafting.base import (
 )
 from specchat.engine.drafting.copies.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.copies.substitutions import Source, Substitutions
-from specchat.engine.drafting.copies.views import Views
-
-#: How far back a view's match is followed (and the largest match length reported), as
-#: lookup's own.
-VIEW_EXTENT = 64
+from specchat.engine.drafting.copies.views import VIEW_EXTENT, Followed, Views
 
 #: What a drafter's search found beyond its main proposal (the suffix index's runners-up).
 Found = TypeVar("Found")
@@ -57,6 +53,7 @@ class Search(Generic[Found]):
         found: what else the drafter's search found.
         substitutions: this answer's substitutions, followed up to `position`: the drafter's
             own once the round is observed.
+        followed: the same for the copies of its views (see Views).
         ms: the search's time.
     """
 
@@ -69,6 +66,7 @@ class Search(Generic[Found]):
     found: Found
     substitutions: Substitutions
     ms: float
+    followed: Followed
 
 
 class CopyDrafter(Drafter, Generic[Found]):
@@ -137,14 +135,17 @@ class CopyDrafter(Drafter, Generic[Found]):
         began = time.perf_counter()
         substitutions = self.substitutions.fork()
         tokens, match_len, counted, own, found = self._find(context, k, substitutions)
-        viewed = self.views.find(context, k, VIEW_EXTENT, match_len)
+        followed = self.views.fork()
+        viewed = self.views.find(context, k, VIEW_EXTENT, match_len, followed)
         if viewed is not None:
             tokens = through_end(viewed.tokens, self._ends_answer)
             match_len, own = viewed.match_len, False
             counted = self.copies.evidence(len(context), match_len)
             found = self._found_in_view(tokens, match_len)
         ms = (time.perf_counter() - began) * 1000.0
-        search = Search(len(context), k, tokens, match_len, counted, own, found, substitutions, ms)
+        search = Search(
+            len(context), k, tokens, match_len, counted, own, found, substitutions, ms, followed
+        )
         self._search = search
         return search
 
@@ -194,6 +195,7 @@ class CopyDrafter(Drafter, Generic[Found]):
         search, self._search = self._search, None
         if search is not None and search.position <= len(outcome.context):
             self.substitutions = search.substitutions
+            self.views.followed = search.followed
             self.copies.note(search.position, search.tokens, search.counted, search.own)
         if outcome.sampling is not None:
             self.copies.sampled = not outcome.sampling.greedy

@@ -26,12 +26,16 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from specchat.engine.drafting.copies.matching import locate_in
+from specchat.engine.drafting.copies.substitutions import Substitutions
 
 #: JSON's escapes inside a string, as `json.loads` reads them.
 _ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 #: Shortest match a view's copy is taken from: one token agrees by chance too often.
 MIN_VIEW_MATCH = 2
+#: How far back a view's match is followed (and the largest match length reported), as
+#: lookup's own.
+VIEW_EXTENT = 64
 
 
 def escaped(text: str) -> str:
@@ -170,13 +174,21 @@ class Quoting:
             self.in_string = True
 
 
+#: Each view's copy followed through this answer's substitutions, by its spelling.
+Followed = dict[Spelling, Substitutions]
+
+
 class Views:
     """The views of one source a copying drafter copies from, and the search in them.
+
+    A copy of a view is carried through the answer's substitutions as the drafter's own
+    copies are (a class renamed in a file written back inside a JSON string).
 
     Attributes:
         tokenizer: the target's, or None (a replay): no views then.
         views: the source's views for this answer.
         quoting: where the answer is writing (see Quoting).
+        followed: each view's copy followed through this answer's substitutions.
     """
 
     def __init__(self, target: object) -> None:
@@ -185,6 +197,7 @@ class Views:
         self.tokenizer = target if isinstance(target, Tokenizer) else None
         self.views: tuple[View, ...] = ()
         self.quoting = Quoting()
+        self.followed: Followed = {}
         self._source: tuple[int, ...] = ()
 
     def begin(self, source: Sequence[int], answer_start: int) -> None:
@@ -196,21 +209,43 @@ class Views:
         if listed != self._source:
             self._source = listed
             self.views = views_of(listed, self.tokenizer) if listed else ()
+        self.followed = {view.spelling: _substitutions(view) for view in self.views}
 
-    def find(self, context: Sequence[int], k: int, max_extent: int, beats: int) -> ViewCopy | None:
+    def fork(self) -> Followed:
+        """Copies of the views' substitutions for a search to follow (see CopyDrafter)."""
+        return {spelling: followed.fork() for spelling, followed in self.followed.items()}
+
+    def find(
+        self, context: Sequence[int], k: int, max_extent: int, beats: int, followed: Followed
+    ) -> ViewCopy | None:
         """The longest copy of a view after `context`, if its match is longer than `beats`
-        (the drafter's own copy's) or as long and in the spelling the answer is writing."""
+        (the drafter's own copy's) or as long and in the spelling the answer is writing;
+        `followed` (from `fork`) is followed to here."""
         if not self.views or k <= 0 or self.tokenizer is None:
             return None
         in_string = self.quoting.follow(context, self.tokenizer)
         best: ViewCopy | None = None
         for view in self.views:
             start, longest = locate_in(view.tokens, context, max_extent)
-            if start < 0 or longest < MIN_VIEW_MATCH:
+            tokens: Sequence[int] = view.listed[start : start + k] if start >= 0 else ()
+            substitutions = followed.get(view.spelling)
+            if substitutions is not None:
+                substitutions.track(context, longest, (start, longest))
+                carried = substitutions.copy(context, k)
+                if carried is not None and carried[0] and carried[1] >= longest:
+                    tokens, longest = carried  # carried through a rename, it runs longer
+            if not tokens or longest < MIN_VIEW_MATCH:
                 continue
             # At a tie the drafter's own copy wins, unless the answer writes a JSON string.
             preferred = in_string and view.spelling is Spelling.ESCAPED
             beaten = longest > beats or (longest == beats and preferred)
             if beaten and (best is None or longest > best.match_len):
-                best = ViewCopy(view.listed[start : start + k], longest, view.spelling)
-        return best if best is not None and best.tokens else None
+                best = ViewCopy(tuple(tokens), longest, view.spelling)
+        return best
+
+
+def _substitutions(view: View) -> Substitutions:
+    """A copy of `view` followed through the answer's substitutions."""
+    return Substitutions(
+        lambda text: locate_in(view.tokens, text, VIEW_EXTENT), source=lambda text: view.listed
+    )
