@@ -96,7 +96,7 @@ def test_a_copy_is_found_in_one_spelling_and_proposed_in_the_other(target: Llama
 def test_no_tokenizer_no_views() -> None:
     views = Views(None)
     views.begin([1, 2, 3], 3)
-    assert views.views == () and views.find([1, 2, 3, 1, 2], 4, 64, 0, {}) is None
+    assert views.views == () and views.find([1, 2, 3, 1, 2], 4, 64, 0, views.fork()) is None
 
 
 RENAMED = (

@@ -16,11 +16,13 @@ matches are equally long: a longer match in one spelling already says which it i
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import re
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -124,6 +126,23 @@ def views_of(tokens: Sequence[int], tokenizer: Tokenizer) -> tuple[View, ...]:
     return tuple(views)
 
 
+#: The last sources' views, shared by the drafters that copy from the same prompt (lookup
+#: and the suffix drafter view it both): (the tokenizer, weakly held; source; views).
+_RECENT: list[tuple[weakref.ref[Tokenizer], tuple[int, ...], tuple[View, ...]]] = []
+_RECENT_SIZE = 4
+
+
+def shared_views(source: tuple[int, ...], tokenizer: Tokenizer) -> tuple[View, ...]:
+    """`views_of(source)`, made once for the drafters that view the same source."""
+    for held, seen, views in _RECENT:
+        if held() is tokenizer and seen == source:
+            return views
+    views = views_of(source, tokenizer) if source else ()
+    _RECENT.insert(0, (weakref.ref(tokenizer), source, views))
+    del _RECENT[_RECENT_SIZE:]
+    return views
+
+
 class Quoting:
     """Whether the answer is writing inside a JSON string of an object (a call's JSON
     arguments), read from its text as it grows.
@@ -174,8 +193,24 @@ class Quoting:
             self.in_string = True
 
 
-#: Each view's copy followed through this answer's substitutions, by its spelling.
-Followed = dict[Spelling, Substitutions]
+@dataclass
+class Followed:
+    """What a search of the views follows along the answer, forked per search and kept
+    once its round is observed (a search is pure, see CopyDrafter).
+
+    Attributes:
+        quoting: where the answer is writing.
+        substitutions: each view's copy followed through the answer's substitutions, by
+            its spelling.
+    """
+
+    quoting: Quoting = field(default_factory=Quoting)
+    substitutions: dict[Spelling, Substitutions] = field(default_factory=dict)
+
+    def fork(self) -> Followed:
+        return Followed(
+            copy.copy(self.quoting), {s: f.fork() for s, f in self.substitutions.items()}
+        )
 
 
 class Views:
@@ -187,8 +222,8 @@ class Views:
     Attributes:
         tokenizer: the target's, or None (a replay): no views then.
         views: the source's views for this answer.
-        quoting: where the answer is writing (see Quoting).
-        followed: each view's copy followed through this answer's substitutions.
+        followed: where the answer is writing, and each view's copy followed through this
+            answer's substitutions.
     """
 
     def __init__(self, target: object) -> None:
@@ -196,24 +231,20 @@ class Views:
         one."""
         self.tokenizer = target if isinstance(target, Tokenizer) else None
         self.views: tuple[View, ...] = ()
-        self.quoting = Quoting()
-        self.followed: Followed = {}
-        self._source: tuple[int, ...] = ()
+        self.followed = Followed()
 
     def begin(self, source: Sequence[int], answer_start: int) -> None:
-        """A new answer: the views of `source` (kept where the source is the last one's)."""
-        self.quoting.restart(answer_start)
+        """A new answer: the views of `source`."""
+        self.followed = Followed()
+        self.followed.quoting.restart(answer_start)
         if self.tokenizer is None:
             return
-        listed = tuple(int(t) for t in source)
-        if listed != self._source:
-            self._source = listed
-            self.views = views_of(listed, self.tokenizer) if listed else ()
-        self.followed = {view.spelling: _substitutions(view) for view in self.views}
+        self.views = shared_views(tuple(int(t) for t in source), self.tokenizer)
+        self.followed.substitutions = {view.spelling: _substitutions(view) for view in self.views}
 
     def fork(self) -> Followed:
-        """Copies of the views' substitutions for a search to follow (see CopyDrafter)."""
-        return {spelling: followed.fork() for spelling, followed in self.followed.items()}
+        """A copy of what the views follow, for a search to follow further."""
+        return self.followed.fork()
 
     def find(
         self, context: Sequence[int], k: int, max_extent: int, beats: int, followed: Followed
@@ -221,14 +252,14 @@ class Views:
         """The longest copy of a view after `context`, if its match is longer than `beats`
         (the drafter's own copy's) or as long and in the spelling the answer is writing;
         `followed` (from `fork`) is followed to here."""
-        if not self.views or k <= 0 or self.tokenizer is None:
+        if self.tokenizer is None or k <= 0 or not self.views:
             return None
-        in_string = self.quoting.follow(context, self.tokenizer)
+        in_string = followed.quoting.follow(context, self.tokenizer)
         best: ViewCopy | None = None
         for view in self.views:
             start, longest = locate_in(view.tokens, context, max_extent)
             tokens: Sequence[int] = view.listed[start : start + k] if start >= 0 else ()
-            substitutions = followed.get(view.spelling)
+            substitutions = followed.substitutions.get(view.spelling)
             if substitutions is not None:
                 substitutions.track(context, longest, (start, longest))
                 carried = substitutions.copy(context, k)
