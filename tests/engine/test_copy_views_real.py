@@ -54,6 +54,9 @@ READ = {
     },
 }
 MAX_TOKENS = 100
+#: The target's top-two logit gap under which a divergence counts as float noise (llama.cpp
+#: computes a row slightly differently in a batch than alone), as tests/engine/test_real_pair.
+NEAR_TIE = 0.1
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +65,15 @@ def engine(real_pair: tuple[Path, Path]) -> Iterator[ChatEngine]:
     loaded = ChatEngine.load(target, draft, n_ctx=2048)
     yield loaded
     loaded.close()
+
+
+def assert_plain(spec: Run, plain: Run) -> None:
+    """`spec` is plain decoding's answer, or leaves it only at a near-tie."""
+    if spec.tokens != plain.tokens:
+        at = next(
+            i for i, (a, b) in enumerate(zip(plain.tokens, spec.tokens, strict=False)) if a != b
+        )
+        assert plain.events[at].margin < NEAR_TIE, (at, plain.text, spec.text)
 
 
 def kept(result: Run) -> int:
@@ -93,8 +105,8 @@ def test_a_raw_file_is_copied_into_a_json_string_argument(
         answer_prefix=opening,
     ).tokens
     plain, viewed, bare = copied(engine, prompt, monkeypatch)
-    assert plain.text.startswith(json.dumps(FILE)[1:40]), plain.text
-    assert viewed.tokens == plain.tokens
+    assert json.dumps(FILE)[1:40] in plain.text, plain.text  # the file, escaped
+    assert_plain(viewed, plain)
     # Most of the escaped file is kept from the raw one; without the view, a copy breaks
     # at every line's end.
     assert kept(viewed) > 0.7 * len(plain.tokens), (kept(viewed), len(plain.tokens))
@@ -114,7 +126,7 @@ def test_a_json_tool_result_is_copied_raw(
         chat, max_tokens=MAX_TOKENS, tools=[READ], answer_prefix="```python\n"
     ).tokens
     plain, viewed, bare = copied(engine, prompt, monkeypatch)
-    assert plain.text.startswith(FILE[:30]), plain.text
-    assert viewed.tokens == plain.tokens
+    assert FILE[:30] in plain.text, plain.text
+    assert_plain(viewed, plain)
     assert kept(viewed) > 0.7 * len(plain.tokens), (kept(viewed), len(plain.tokens))
     assert kept(viewed) > kept(bare) + 10, (kept(viewed), kept(bare))
