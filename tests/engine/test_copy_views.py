@@ -64,6 +64,10 @@ def test_quoting_follows_a_json_string_through_its_escapes(target: LlamaModel) -
     call = '{"name": "write", "arguments": {"content": "print(\\"hi\\")'
     assert quoting.follow([*prompt, *tokens(target, call)], target)
     assert not quoting.follow([*prompt, *tokens(target, call + '"}}')], target)
+    # A line break inside the string: the answer writes what it quotes raw, unescaped.
+    quoting.restart(len(prompt))
+    raw = '{"name": "write", "arguments": {"content": "def f():\n    return'
+    assert not quoting.follow([*prompt, *tokens(target, raw)], target)
     # Quotes outside an object are text, not a string's start.
     quoting.restart(len(prompt))
     assert not quoting.follow([*prompt, *tokens(target, 'He said "hi')], target)

@@ -148,22 +148,30 @@ class Quoting:
     arguments), read from its text as it grows.
 
     A guess from the text alone: raw code with an unclosed quote reads as inside one for
-    a while. It only breaks ties between equally long matches (see the module's doc).
+    a while. It only breaks ties between equally long matches (see the module's doc). A
+    line break inside a string says the answer is not escaping what it quotes (a small
+    model writes a file raw between the quotes): it reads as outside from then on.
 
     Attributes:
-        in_string: the text so far ends inside a JSON string of an object.
+        in_string: the text so far ends inside a JSON string of an object, written
+            escaped.
     """
 
     def __init__(self) -> None:
-        self.in_string = False
+        self._in = False
+        self._raw = False  # a line break was written inside a string: nothing is escaped
         self._depth = 0
         self._escape = False
         self._start = 0
         self._read = 0  # tokens of the text read so far
 
+    @property
+    def in_string(self) -> bool:
+        return self._in and not self._raw
+
     def restart(self, start: int) -> None:
         """A new answer, starting after `start` tokens of prompt."""
-        self.in_string = self._escape = False
+        self._in = self._raw = self._escape = False
         self._depth = 0
         self._start = self._read = start
 
@@ -178,19 +186,21 @@ class Quoting:
         return self.in_string
 
     def _step(self, char: str) -> None:
-        if self.in_string:
+        if self._in:
             if self._escape:
                 self._escape = False
             elif char == "\\":
                 self._escape = True
             elif char == '"':
-                self.in_string = False
+                self._in = False
+            elif char == "\n":
+                self._raw = True
         elif char == "{":
             self._depth += 1
         elif char == "}":
             self._depth = max(0, self._depth - 1)
         elif char == '"' and self._depth > 0:
-            self.in_string = True
+            self._in = True
 
 
 @dataclass
