@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from specchat.engine.costs.store import CostStore
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import TokenKind
@@ -26,9 +27,14 @@ NEAR_TIE = 0.1
 
 
 @pytest.fixture(scope="module")
-def engine(real_pair: tuple[Path, Path]) -> Iterator[ChatEngine]:
+def engine(
+    real_pair: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ChatEngine]:
+    # A cost table of its own: one another test measured while the machine was busy would
+    # size the draft model's drafts (DraftLength) by that spell, not by the pair's agreement.
     target, draft = real_pair
-    loaded = ChatEngine.load(target, draft, n_ctx=2048)
+    store = CostStore(tmp_path_factory.mktemp("real-pair-costs"))
+    loaded = ChatEngine.load(target, draft, n_ctx=2048, cost_store=store)
     yield loaded
     loaded.close()
 
