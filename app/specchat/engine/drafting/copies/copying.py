@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from specchat.engine.costs.priors import MAX_LOOKUP_K
-from specchat.engine.drafting.base import Answer, Draft, Drafter, Offer, Outcome
+from specchat.engine.drafting.base import (
+    Answer,
+    Draft,
+    Drafter,
+    LearntEstimate,
+    Offer,
+    Outcome,
+)
 from specchat.engine.drafting.copies.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.copies.substitutions import Source, Substitutions
 
@@ -142,6 +149,11 @@ class CopyDrafter(Drafter, Generic[Found]):
         self.copies.sampled = not answer.sampling.greedy
         self.substitutions.restart()
         self._search = None
+
+    def _estimates(self) -> dict[str, LearntEstimate]:
+        # Its acceptance starts again from the priors at every answer (CopyAcceptance.restart:
+        # how copies fared in one answer predicts little for the next): nothing outlives one.
+        return {}
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from every proposal the text has now decided, this round's included.
