@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 DEFAULT_MAX_TOKENS = 128
 #: The same for an agent's turn: a whole small file written back fits.
 AGENT_MAX_TOKENS = 384
+#: ... and for the write-back set's, a file of 100 lines written back in a JSON string.
+WRITE_BACK_MAX_TOKENS = 2048
 
 #: Modes run unless --modes says otherwise: the fixed modes at the bench's K beside plain and
 #: auto, and `heads`, every drafter with a head over the target's hidden state the pair offers.
@@ -53,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--via-api: a chat about a 2,000-token file, its follow-up's first token), "
         "'held-out' (ten prompts no setting is tuned on), or "
         "'agent' / 'agent-held-back' (a scripted agent's coding tasks through the API with "
-        "tools, plain and auto turn by turn; writes agent.json and agent.md)",
+        "tools, plain and auto turn by turn; writes agent.json and agent.md) or "
+        "'agent-write-back' (tasks that read a 100-line file and write it back changed)",
     )
     parser.add_argument(
         "--agent-turns",
@@ -61,6 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=6,
         metavar="N",
         help="with --prompts agent: requests one task may make (default 6)",
+    )
+    parser.add_argument(
+        "--agent-style",
+        choices=("own", "xml"),
+        default="own",
+        help="with --prompts agent: the tool-call style, the target's own template's "
+        "('own': the default target's writes JSON arguments) or Qwen3.5's XML-style "
+        "<parameter> calls ('xml'), rendered for the same target",
     )
     parser.add_argument(
         "--modes",
@@ -248,19 +259,22 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.out is None:
         raise UserError("--out DIR is required")
-    from specchat.bench.agent.agent_tasks import AGENT_SETS
+    from specchat.bench.agent.agent_tasks import AGENT_SETS_BY_NAME
     from specchat.bench.live.runner import HEADS, BenchConfig, run_bench
     from specchat.bench.prompts import PromptFileError, load_prompts, prompt_file
     from specchat.bench.reports.report import write_report
     from specchat.engine.drafting.registry import AUTO, needs_model
 
-    agents = args.prompts in AGENT_SETS
+    agents = args.prompts in AGENT_SETS_BY_NAME
     if agents and args.via_api:
         raise UserError(f"--prompts {args.prompts} runs through the API already")
     if args.agent_turns < 1:
         raise UserError("--agent-turns must be at least 1")
     if args.max_tokens is None:
-        args.max_tokens = AGENT_MAX_TOKENS if agents else DEFAULT_MAX_TOKENS
+        args.max_tokens = DEFAULT_MAX_TOKENS
+        if agents:
+            long = args.prompts == "agent-write-back"
+            args.max_tokens = WRITE_BACK_MAX_TOKENS if long else AGENT_MAX_TOKENS
     try:
         prompts = (
             () if agents else load_prompts(prompt_file(args.prompts) if args.prompts else None)

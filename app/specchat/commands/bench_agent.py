@@ -20,16 +20,18 @@ def run_agent_bench(engine: ChatEngine, set_name: str, args: argparse.Namespace)
     from specchat.bench.agent.agent_report import (
         CURVE_SIZES,
         build_agent_report,
+        spending_lines,
         summary_lines,
         write_agent_report,
     )
-    from specchat.bench.agent.agent_tasks import AGENT_SETS, load_tasks
+    from specchat.bench.agent.agent_styles import speaking, style_label
+    from specchat.bench.agent.agent_tasks import AGENT_SETS_BY_NAME, load_tasks
     from specchat.bench.api.via_api import ApiRefused
     from specchat.bench.live.runner import bench_info
     from specchat.bench.prompts import PromptFileError
 
     try:
-        tasks = load_tasks(AGENT_SETS[set_name])
+        tasks = load_tasks(AGENT_SETS_BY_NAME[set_name])
     except PromptFileError as error:
         raise UserError(str(error)) from None
     if not args.no_physical:
@@ -48,11 +50,14 @@ def run_agent_bench(engine: ChatEngine, set_name: str, args: argparse.Namespace)
             max_tokens=args.max_tokens,
             max_turns=args.agent_turns,
             progress=progress,
+            style=args.agent_style,
         )
     except ApiRefused as error:
         print(file=sys.stderr)
         raise UserError(str(error)) from None
     print(file=sys.stderr)
+    with speaking(engine, args.agent_style):
+        label = style_label(engine)
     curve: dict[str, Any] = {
         str(n): None if (ms := engine.costs.target.target_ms(n)) is None else round(ms, 2)
         for n in CURVE_SIZES
@@ -62,7 +67,8 @@ def run_agent_bench(engine: ChatEngine, set_name: str, args: argparse.Namespace)
         info=bench_info(engine),
         costs={"curve_ms": curve, "table": engine.costs.to_json()},
         set_name=set_name,
+        style=f"{args.agent_style} ({label})",
     )
-    print("\n".join(summary_lines(report)))
+    print("\n".join([*summary_lines(report), *spending_lines(report)]))
     print(f"report: {write_agent_report(report, args.out)}")
     return 0 if report["overall"]["all_same_answers"] else 1

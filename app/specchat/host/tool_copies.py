@@ -7,10 +7,12 @@ a document beside the chat, is what the call repeats."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+# One spelling of a JSON string's inside for every copy (the drafters' views use it too).
+from specchat.engine.drafting.copies.views import escaped
 
 if TYPE_CHECKING:
     from specchat.engine.session import ChatEngine
@@ -18,11 +20,6 @@ if TYPE_CHECKING:
 
 #: First part of a tool result's key in the index: (KEY, chat, the message's position).
 KEY = "api-tool-result"
-
-
-def escaped(text: str) -> str:
-    """`text` as a JSON string's inside: what a call's arguments hold when they quote it."""
-    return json.dumps(text, ensure_ascii=False)[1:-1]
 
 
 def file_tool_results(engine: ChatEngine, chat: str, messages: Sequence[ChatMessage]) -> None:

@@ -8,8 +8,10 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specchat.bench.agent.agent_loop import AgentRun, run_task
+from specchat.bench.agent.agent_styles import speaking
 from specchat.bench.agent.agent_tasks import AgentTask
 from specchat.engine.session import ChatEngine
 from specchat.host.tool_copies import forget_tool_results
@@ -51,7 +53,14 @@ def level(engine: ChatEngine) -> None:
 
 
 def _run(
-    engine: ChatEngine, task: AgentTask, mode: str, work: Path, *, max_tokens: int, max_turns: int
+    engine: ChatEngine,
+    task: AgentTask,
+    mode: str,
+    work: Path,
+    *,
+    max_tokens: int,
+    max_turns: int,
+    variables: dict[str, Any],
 ) -> AgentRun:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.serve.guard import ServeOptions
@@ -75,6 +84,7 @@ def _run(
             mode=mode,
             max_tokens=max_tokens,
             max_turns=max_turns,
+            template_variables=variables,
         )
     finally:
         server.stop()
@@ -87,19 +97,30 @@ def measure_agents(
     max_tokens: int,
     max_turns: int,
     progress: Callable[[int, int], None] | None = None,
+    style: str = "own",
 ) -> list[AgentPair]:
     """Every task in both modes (which goes first alternates, so a slow spell of the machine
     is shared); each run's repository is a fresh copy, removed afterwards. A turn answers in
-    `max_tokens` at most; a task stops after `max_turns` requests."""
+    `max_tokens` at most; a task stops after `max_turns` requests. `style`: the tool-call
+    style the chats are rendered in (agent_styles.STYLES)."""
     results: list[AgentPair] = []
     done = 0
-    with tempfile.TemporaryDirectory(prefix="specchat-agent-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="specchat-agent-") as folder,
+        speaking(engine, style) as variables,
+    ):
         for number, task in enumerate(tasks):
             order = MODES if number % 2 == 0 else MODES[::-1]
             runs: dict[str, AgentRun] = {}
             for mode in order:
                 runs[mode] = _run(
-                    engine, task, mode, Path(folder), max_tokens=max_tokens, max_turns=max_turns
+                    engine,
+                    task,
+                    mode,
+                    Path(folder),
+                    max_tokens=max_tokens,
+                    max_turns=max_turns,
+                    variables=variables,
                 )
                 done += 1
                 if progress is not None:

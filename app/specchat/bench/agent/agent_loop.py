@@ -152,8 +152,10 @@ def request_turn(
     mode: str,
     max_tokens: int,
     tool_choice: str | dict[str, Any] = "required",
+    template_variables: dict[str, Any] | None = None,
 ) -> AgentTurn:
-    """One streamed request of the loop at T = 0, with the tools, timed from outside."""
+    """One streamed request of the loop at T = 0, with the tools (and the template's
+    variables, where given), timed from outside."""
     body = {
         "model": "bench",
         "messages": messages,
@@ -168,6 +170,8 @@ def request_turn(
         "stream_options": {"include_usage": True},
         "speculative": {"mode": mode},
     }
+    if template_variables:
+        body["chat_template_kwargs"] = template_variables
     stream = _Stream()
     began = stream_completion(host, port, body, stream.take)
     if not stream.usage or not stream.timings:
@@ -200,11 +204,13 @@ def run_task(
     max_tokens: int,
     max_turns: int,
     tool_choice: str | dict[str, Any] = "required",
+    template_variables: dict[str, Any] | None = None,
 ) -> AgentRun:
     """The agent's loop over `task`, its repository copied into `root` (fresh), until the
     model finishes (finish is refused while the check fails), answers in text, or has made
     `max_turns` requests. `tool_choice` as
-    the API takes it: required by default, as agents that end on a finish tool send it."""
+    the API takes it: required by default, as agents that end on a finish tool send it;
+    `template_variables`: the chat template's variables each request sends (agent_styles)."""
     toolbox = Toolbox(task, root)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
@@ -214,7 +220,13 @@ def run_task(
     for number in range(max_turns):
         try:
             turn = request_turn(
-                host, port, messages, mode=mode, max_tokens=max_tokens, tool_choice=tool_choice
+                host,
+                port,
+                messages,
+                mode=mode,
+                max_tokens=max_tokens,
+                tool_choice=tool_choice,
+                template_variables=template_variables,
             )
         except ApiRefused as error:
             raise ApiRefused(f"{task.id} ({mode}), turn {number}: {error}") from None

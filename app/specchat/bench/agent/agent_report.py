@@ -72,6 +72,32 @@ def turn_rows(pair: AgentPair) -> list[dict[str, Any]]:
     return rows
 
 
+def _rate(turns: Sequence[AgentTurn]) -> float:
+    """Tokens decoded per second over `turns` together."""
+    ms = sum(t.decode_ms for t in turns)
+    return sum(t.tokens for t in turns) * 1000.0 / ms if ms > 0 else 0.0
+
+
+def task_summary(pair: AgentPair) -> dict[str, Any]:
+    """What the agent spent on one task in each mode: requests, tokens written, those
+    inside tool calls and how many of them were kept drafts, whether the check passed;
+    and auto's decoding speed over plain's across the task's turns."""
+    spent = {}
+    for mode in ("plain", "auto"):
+        run = getattr(pair, mode)
+        spent[mode] = {
+            "turns": len(run.turns),
+            "tokens": sum(t.tokens for t in run.turns),
+            "in_calls": sum(t.call_tokens for t in run.turns),
+            "kept_in_calls": sum(t.call_kept for t in run.turns),
+            "kept": sum(sum(t.kept_by_source.values()) for t in run.turns),
+            "passed": run.passed,
+        }
+    plain, auto = _rate(pair.plain.turns), _rate(pair.auto.turns)
+    speed_up = auto / plain if plain > 0 and auto > 0 else None
+    return {**spent, "decode_speed_up": None if speed_up is None else round(speed_up, 3)}
+
+
 def _overall(pairs: Sequence[AgentPair]) -> dict[str, Any]:
     """All turns' decoding together: tokens over time in each mode, and the geometric mean
     of the turns' speed-ups."""
@@ -96,7 +122,18 @@ def _overall(pairs: Sequence[AgentPair]) -> dict[str, Any]:
                 kept[source] = kept.get(source, 0) + count
             in_calls["tokens"] += turn.call_tokens
             in_calls["kept"] += turn.call_kept
+    passed = [p for p in pairs if p.plain.passed and p.auto.passed]
+    plain_passed = _rate([t for p in passed for t in p.plain.turns])
+    auto_passed = _rate([t for p in passed for t in p.auto.turns])
     return {
+        "tasks_passed": {
+            mode: sum(getattr(p, mode).passed for p in pairs) for mode in ("plain", "auto")
+        },
+        "tasks": len(pairs),
+        # Speed where the answers are ones a user would keep: tasks both modes finished.
+        "passed_decode_speed_up": (
+            round(auto_passed / plain_passed, 3) if plain_passed and auto_passed else None
+        ),
         "in_calls": in_calls,
         "decode_tokens_per_s": {m: round(v, 2) for m, v in totals.items()},
         "decode_speed_up": round(totals["auto"] / totals["plain"], 3) if totals["plain"] else None,
@@ -107,10 +144,17 @@ def _overall(pairs: Sequence[AgentPair]) -> dict[str, Any]:
 
 
 def build_agent_report(
-    pairs: Sequence[AgentPair], *, info: dict[str, Any], costs: dict[str, Any], set_name: str
+    pairs: Sequence[AgentPair],
+    *,
+    info: dict[str, Any],
+    costs: dict[str, Any],
+    set_name: str,
+    style: str = "own",
 ) -> dict[str, Any]:
+    """`style`: the tool-call style the chats were rendered in (agent_styles)."""
     return {
         "set": set_name,
+        "style": style,
         "info": info,
         "cpu": cpu_flags(),
         "costs": costs,
@@ -120,6 +164,7 @@ def build_agent_report(
                 "task": p.task,
                 "same_answers": p.same,
                 "check_passed": {"plain": p.plain.passed, "auto": p.auto.passed},
+                "spent": task_summary(p),
                 "turns": turn_rows(p),
                 "runs": {"plain": p.plain.to_json(), "auto": p.auto.to_json()},
             }
@@ -153,6 +198,7 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{'passed' if passed['plain'] else 'failed'}, auto "
             f"{'passed' if passed['auto'] else 'failed'}"
         )
+
     overall = report["overall"]
     rates = overall["decode_tokens_per_s"]
     lines.append(
@@ -167,6 +213,32 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
             f"{in_calls['kept']} of them kept drafts"
         )
     return lines
+
+
+def spending_lines(report: dict[str, Any]) -> list[str]:
+    """What the agent spent, task by task (plain/auto), and how many tasks each mode
+    finished, with the speed-up over the tasks both finished."""
+    lines = [_spent_line(task["task"], task["spent"]) for task in report["tasks"]]
+    overall = report["overall"]
+    done = overall["tasks_passed"]
+    speed_up = overall["passed_decode_speed_up"]
+    lines.append(
+        f"tasks passed ({report['style']}): plain {done['plain']}/{overall['tasks']}, "
+        f"auto {done['auto']}/{overall['tasks']}; decode over the tasks both passed "
+        + (f"×{speed_up:.2f}" if speed_up else "×—")
+    )
+    return lines
+
+
+def _spent_line(task: str, spent: dict[str, Any]) -> str:
+    """A task's spending, plain/auto: requests, tokens, those in calls and kept there."""
+    plain, auto = spent["plain"], spent["auto"]
+    speed_up = spent["decode_speed_up"]
+    return (
+        f"{task:22} spent: turns {plain['turns']}/{auto['turns']}  tokens "
+        f"{plain['tokens']}/{auto['tokens']}  in calls {plain['in_calls']}/{auto['in_calls']} "
+        f"(auto kept {auto['kept_in_calls']})  decode " + (f"×{speed_up:.2f}" if speed_up else "×—")
+    )
 
 
 def _in_calls(row: dict[str, Any]) -> str:
@@ -186,6 +258,7 @@ def write_agent_report(report: dict[str, Any], out: Path) -> Path:
     lines = [
         f"# SpecChat agent bench: `{report['set']}`",
         "",
+        f"Tool-call style: {report['style']}  ",
         f"Target: {info.get('target')}; draft: {info.get('draft') or '—'}  ",
         f"Backend: {info.get('backend')} ({info.get('kernels', '?')}), "
         f"{info.get('threads')} threads  ",
@@ -197,6 +270,13 @@ def write_agent_report(report: dict[str, Any], out: Path) -> Path:
         "",
         "```",
         *summary_lines(report),
+        "```",
+        "",
+        "Per task, plain/auto: requests, tokens written, those inside tool calls (and of "
+        "auto's, the kept drafts), auto's decoding speed over plain's across the task.",
+        "",
+        "```",
+        *spending_lines(report),
         "```",
         "",
     ]

@@ -17,8 +17,13 @@ from specchat.bench.prompts import PromptFileError
 AGENT_TASKS = Path(__file__).with_name("agent-tasks.jsonl")
 #: Tasks kept back: never run while the bench or the policy was being shaped.
 HELD_BACK_TASKS = Path(__file__).with_name("agent-held-back-tasks.jsonl")
-#: Task sets `--prompts` knows by name.
+#: Tasks that read a file of 100 to 300 lines and write it back changed (a rename, a new
+#: method, a fixed bug): where an agent's calls copy most.
+WRITE_BACK_TASKS = Path(__file__).with_name("agent-write-back-tasks.jsonl")
+#: The small tasks, by name: the tuning set and the one held back from it.
 AGENT_SETS = {"agent": AGENT_TASKS, "agent-held-back": HELD_BACK_TASKS}
+#: Every task set `--prompts` knows by name.
+AGENT_SETS_BY_NAME = {**AGENT_SETS, "agent-write-back": WRITE_BACK_TASKS}
 
 #: What the agent is told before its task.
 SYSTEM = (

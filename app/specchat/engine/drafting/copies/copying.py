@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -15,11 +15,14 @@ from specchat.engine.drafting.base import (
     Draft,
     Drafter,
     LearntEstimate,
+    LoadedPair,
     Offer,
     Outcome,
+    through_end,
 )
 from specchat.engine.drafting.copies.copy_acceptance import CopyAcceptance
 from specchat.engine.drafting.copies.substitutions import Source, Substitutions
+from specchat.engine.drafting.copies.views import VIEW_EXTENT, Followed, Views
 
 #: What a drafter's search found beyond its main proposal (the suffix index's runners-up).
 Found = TypeVar("Found")
@@ -51,6 +54,7 @@ class Search(Generic[Found]):
         found: what else the drafter's search found.
         substitutions: this answer's substitutions, followed up to `position`: the drafter's
             own once the round is observed.
+        followed: the same for the copies of its views (see Views).
         ms: the search's time.
     """
 
@@ -63,6 +67,7 @@ class Search(Generic[Found]):
     found: Found
     substitutions: Substitutions
     ms: float
+    followed: Followed
 
 
 class CopyDrafter(Drafter, Generic[Found]):
@@ -74,10 +79,15 @@ class CopyDrafter(Drafter, Generic[Found]):
     of a round share it (kept by position), and the round's `observe` takes what it learnt
     (the proposal to score, the substitutions followed).
 
+    Every copying drafter also copies from its source as the answer may quote it (JSON-
+    escaped inside a call's string argument, or unescaped: copies/views.py), where that
+    copy's match is the longer: found and priced like its own copies, from one seam.
+
     Attributes:
         copies: acceptance by match length and by the target's certainty (learnt from
             every proposal, see CopyAcceptance).
         substitutions: this answer's substitutions, through which a copy is carried.
+        views: its source respelled, escaped and unescaped (none without a tokenizer).
     """
 
     def __init__(
@@ -91,7 +101,15 @@ class CopyDrafter(Drafter, Generic[Found]):
         super().__init__()
         self.copies = CopyAcceptance()
         self.substitutions = Substitutions(locate, source=source)
+        self.views = Views(None)
         self._search: Search[Found] | None = None  # this round's, once made
+
+    @classmethod
+    def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
+        drafter = super().create(pair, built)
+        if isinstance(drafter, CopyDrafter):
+            drafter.views = Views(pair.target)
+        return drafter
 
     @abc.abstractmethod
     def _find(
@@ -101,6 +119,15 @@ class CopyDrafter(Drafter, Generic[Found]):
         copies the answer itself, what else was found) after `context`; `substitutions` is a
         copy of the drafter's to follow to here."""
 
+    def _found_in_view(self, tokens: tuple[int, ...], match_len: int) -> Found:
+        """What else the search found, for a copy taken from a view (see Views)."""
+        raise NotImplementedError
+
+    def _viewed_source(self, answer: Answer) -> Sequence[int]:
+        """What the drafter copies from, besides the answer itself, for its views: the
+        prompt (a document apart from it overrides)."""
+        return answer.prompt
+
     def _searched(self, context: Sequence[int], k: int) -> Search[Found]:
         """The search at this position for up to k tokens: the round's, if made already."""
         search = self._search
@@ -109,8 +136,17 @@ class CopyDrafter(Drafter, Generic[Found]):
         began = time.perf_counter()
         substitutions = self.substitutions.fork()
         tokens, match_len, counted, own, found = self._find(context, k, substitutions)
+        followed = self.views.fork()
+        viewed = self.views.find(context, k, VIEW_EXTENT, match_len, followed)
+        if viewed is not None:
+            tokens = through_end(viewed.tokens, self._ends_answer)
+            match_len, own = viewed.match_len, False
+            counted = self.copies.evidence(len(context), match_len)
+            found = self._found_in_view(tokens, match_len)
         ms = (time.perf_counter() - began) * 1000.0
-        search = Search(len(context), k, tokens, match_len, counted, own, found, substitutions, ms)
+        search = Search(
+            len(context), k, tokens, match_len, counted, own, found, substitutions, ms, followed
+        )
         self._search = search
         return search
 
@@ -148,6 +184,7 @@ class CopyDrafter(Drafter, Generic[Found]):
         self.copies.restart(len(answer.prompt))
         self.copies.sampled = not answer.sampling.greedy
         self.substitutions.restart()
+        self.views.begin(self._viewed_source(answer), len(answer.prompt))
         self._search = None
 
     def _estimates(self) -> dict[str, LearntEstimate]:
@@ -164,6 +201,7 @@ class CopyDrafter(Drafter, Generic[Found]):
         search, self._search = self._search, None
         if search is not None and search.position <= len(outcome.context):
             self.substitutions = search.substitutions
+            self.views.followed = search.followed
             self.copies.note(search.position, search.tokens, search.counted, search.own)
         if outcome.sampling is not None:
             self.copies.sampled = not outcome.sampling.greedy

@@ -59,3 +59,34 @@ def agreement(source: Sequence[int], end: int, text: Sequence[int], known: int, 
         else:
             high = mid - 1
     return low
+
+
+def locate_in(document: np.ndarray, text: Sequence[int], max_extent: int) -> tuple[int, int]:
+    """Where `text`'s ending occurs in `document`: (position of the token that follows it
+    there, how far back it agrees, at most `max_extent`), or (-1, 0).
+
+    The occurrence that agrees furthest back wins; among equal ones the earliest, since an
+    answer that copies runs through its source from the top.
+    """
+    if len(text) < 1 or document.size < 2:
+        return -1, 0
+    ends = np.flatnonzero(document[:-1] == text[-1])
+    width = 1
+    limit = min(max_extent, len(text))
+    # While there are many, drop those that disagree one token further back, all at once.
+    while ends.size > FEW and width < limit:
+        earlier = ends - width
+        agree = earlier >= 0
+        agree[agree] = document[earlier[agree]] == text[len(text) - 1 - width]
+        if not agree.any():
+            return int(ends[0]) + 1, width
+        ends = ends[agree]
+        width += 1
+    best, found = 0, -1
+    tail = list(text[-limit:])
+    listed = document.tolist() if ends.size else []
+    for end in ends.tolist():
+        extent = agreement(listed, end, tail, width, min(limit, end + 1))
+        if extent > best:
+            best, found = extent, end
+    return (found + 1, best) if found >= 0 else (-1, 0)

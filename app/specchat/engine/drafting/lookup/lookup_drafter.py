@@ -182,6 +182,9 @@ class PromptLookupDrafter(CopyDrafter[None]):
         tokens = through_end(tokens, self._ends_answer)
         return tokens, longest, self.copies.evidence(len(context), longest), own, None
 
+    def _found_in_view(self, tokens: tuple[int, ...], match_len: int) -> None:
+        return None
+
     def offer_match(self, length: int, match_len: int) -> Offer:
         """The offer of a proposal of `length` tokens found by a `match_len`-token match."""
         curve = self.copies.curve(match_len, min(length, MAX_LOOKUP_K))

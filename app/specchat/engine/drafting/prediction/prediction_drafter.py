@@ -9,13 +9,15 @@ import numpy as np
 
 from specchat.engine.drafting.base import Answer, Listing, Outcome, through_end
 from specchat.engine.drafting.copies.copying import CopyDraft, CopyDrafter, Search
-from specchat.engine.drafting.copies.matching import FEW, agreement
+from specchat.engine.drafting.copies.matching import locate_in
 from specchat.engine.drafting.copies.substitutions import Substitutions
 from specchat.engine.drafting.registry import register
 from specchat.engine.types import SamplingParams
 
 #: How far back a match is followed (and the largest match length reported), as lookup's.
 MAX_EXTENT = 64
+__all__ = ["ANCHORED", "ORIGIN", "PredictionDrafter", "locate_in"]
+
 #: Where the kept tokens came from, for the answer's stats ("prediction").
 ORIGIN = "a prediction"
 #: The match length a copy anchored at the prediction's start is priced as, however short:
@@ -26,37 +28,6 @@ ORIGIN = "a prediction"
 #: anchor counts no more there: a wrong guess costs one short pass per answer.
 ANCHORED = 16
 ANCHOR_FIRST = 4
-
-
-def locate_in(document: np.ndarray, text: Sequence[int], max_extent: int) -> tuple[int, int]:
-    """Where `text`'s ending occurs in `document`: (position of the token that follows it
-    there, how far back it agrees, at most `max_extent`), or (-1, 0).
-
-    The occurrence that agrees furthest back wins; among equal ones the earliest, since an
-    edit's answer runs through its file from the top.
-    """
-    if len(text) < 1 or document.size < 2:
-        return -1, 0
-    ends = np.flatnonzero(document[:-1] == text[-1])
-    width = 1
-    limit = min(max_extent, len(text))
-    # While there are many, drop those that disagree one token further back, all at once.
-    while ends.size > FEW and width < limit:
-        earlier = ends - width
-        agree = earlier >= 0
-        agree[agree] = document[earlier[agree]] == text[len(text) - 1 - width]
-        if not agree.any():
-            return int(ends[0]) + 1, width
-        ends = ends[agree]
-        width += 1
-    best, found = 0, -1
-    tail = list(text[-limit:])
-    listed = document.tolist() if ends.size else []
-    for end in ends.tolist():
-        extent = agreement(listed, end, tail, width, min(limit, end + 1))
-        if extent > best:
-            best, found = extent, end
-    return (found + 1, best) if found >= 0 else (-1, 0)
 
 
 @register
@@ -94,6 +65,12 @@ class PredictionDrafter(CopyDrafter[bool]):
         self._listed = tuple(int(t) for t in answer.prediction)
         self._answer_start = len(answer.prompt)
         self._anchor = True  # until an anchored copy is refused (see ANCHORED)
+
+    def _viewed_source(self, answer: Answer) -> Sequence[int]:
+        return answer.prediction
+
+    def _found_in_view(self, tokens: tuple[int, ...], match_len: int) -> bool:
+        return False  # a view's copy is never anchored at the prediction's start
 
     def find(self, context: Sequence[int], k: int) -> tuple[tuple[int, ...], int]:
         """(continuation of up to k tokens from the prediction, match length), or ((), 0)."""

@@ -21,6 +21,7 @@ from specchat.engine.drafting.base import (
 from specchat.engine.drafting.copies.copying import CopyDraft, CopyDrafter, Search
 from specchat.engine.drafting.copies.matching import locate
 from specchat.engine.drafting.copies.substitutions import Substitutions
+from specchat.engine.drafting.copies.views import Views
 from specchat.engine.drafting.lookup.lookup_drafter import LOOKUP_DEPTH
 from specchat.engine.drafting.registry import register
 from specchat.engine.drafting.trace_column import TraceColumn, agreement
@@ -121,6 +122,7 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
         drafter = cls(pair.index)
         drafter._ends_answer = pair.ends_answer
+        drafter.views = Views(pair.target)
         return drafter
 
     def begin(self, answer: Answer) -> None:
@@ -158,6 +160,13 @@ class SuffixDrafter(CopyDrafter[list[Continuation]]):
         main = found[0]
         counted = self.copies.evidence(len(context), main.match_len)
         return main.tokens, main.match_len, counted, own, found
+
+    def _found_in_view(self, tokens: tuple[int, ...], match_len: int) -> list[Continuation]:
+        """A view's copy: of this chat, one path, every token certain."""
+        if not tokens:
+            return []
+        ones = (1,) * len(tokens)
+        return [Continuation(tokens, match_len, ones, (1.0,) * len(tokens), Source.CHAT)]
 
     def _through_end(self, found: Continuation) -> Continuation:
         """`found` cut after a token that ends the answer (see end_cut)."""
