@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from specchat.engine.costs.priors import DRAFT_MODEL_PRIOR, ESTIMATES_SESSION_CAP
 from specchat.engine.costs.store import CostStore
-from specchat.engine.drafting import Estimates
+from specchat.engine.drafting import Acceptance, Estimates
 from specchat.engine.drafting.draft_model.model_acceptance import TextAcceptance
 from specchat.engine.drafting.stored_estimates import bounded
 from specchat.engine.session import ChatEngine
@@ -154,3 +156,17 @@ def test_a_session_moves_a_stored_estimate_by_a_bounded_amount() -> None:
     assert state is not None
     assert state["observed"] == 20.0 + ESTIMATES_SESSION_CAP
     assert state["seen"] == [0.0, 20.0 + ESTIMATES_SESSION_CAP]
+
+
+def test_an_acceptance_resumes_where_it_was_learnt() -> None:
+    """A head's (and any drafter's own) acceptance goes through the same pair of methods."""
+    learnt = Acceptance.prior(0.6, 0.7)
+    learnt.update(3, 2)
+    learnt.update(4, 0)
+    resumed = Acceptance.prior(0.5, 0.5)
+    resumed.resume(json.loads(json.dumps(learnt.learnt())))
+    assert resumed.learnt() == learnt.learnt()
+    assert resumed.expected(4) == learnt.expected(4)
+    with pytest.raises(ValueError):
+        resumed.resume({**learnt.learnt(), "first_kept": -1.0})
+    assert resumed.learnt() == learnt.learnt()  # a refused state changes nothing
