@@ -44,7 +44,7 @@ def estimates_at_their_priors(private_home: Path) -> None:
     so without this what one test's answers taught would start the next test's drafters.
     tests/engine/test_stored_estimates.py checks storing with stores of its own.
     """
-    for stored in (paths.cache_dir() / "costs").glob("*.estimates.json"):
+    for stored in (paths.cache_dir() / "costs" / "estimates").glob("*.json"):
         stored.unlink(missing_ok=True)
 
 

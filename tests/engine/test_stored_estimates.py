@@ -96,7 +96,7 @@ def test_another_pair_does_not_read_them(tiny_models: TinyModels, tmp_path: Path
 def test_a_corrupt_or_old_file_is_ignored(tiny_models: TinyModels, tmp_path: Path) -> None:
     store = CostStore(tmp_path)
     _learn_one_session(tiny_models, store)
-    (path,) = tmp_path.glob("*.estimates.json")
+    (path,) = (tmp_path / "estimates").glob("*.json")
     good = json.loads(path.read_text(encoding="utf-8"))
     old = {**good, "version": good["version"] - 1}
     other_bands = json.loads(json.dumps(good))
@@ -128,7 +128,7 @@ def test_a_cancelled_answer_stores_nothing(tiny_models: TinyModels, tmp_path: Pa
         assert not engine.estimates.save()
     finally:
         engine.close()
-    assert not list(tmp_path.glob("*.estimates.json"))
+    assert not list((tmp_path / "estimates").glob("*.json"))
 
 
 def test_an_answer_on_a_busy_machine_stores_nothing(
@@ -143,7 +143,7 @@ def test_an_answer_on_a_busy_machine_stores_nothing(
         assert rounds[-1].stop in (StopReason.MAX_TOKENS, StopReason.EOS)
     finally:
         engine.close()
-    assert not list(tmp_path.glob("*.estimates.json"))
+    assert not list((tmp_path / "estimates").glob("*.json"))
 
 
 def test_a_session_moves_a_stored_estimate_by_a_bounded_amount() -> None:

@@ -119,10 +119,11 @@ class StoredEstimates(Estimates):
     def beside(
         cls, folder: Path, key: Mapping[str, object], *, other_cpu: Callable[[], float]
     ) -> StoredEstimates:
-        """The estimates stored in `folder` (the cost tables' folder) for `key`."""
+        """The estimates stored beside the cost tables in `folder` for `key` (in a folder of
+        their own: the tables' folder holds tables only)."""
         text = json.dumps(key, sort_keys=True)
         digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-        return cls(folder / f"{digest}.estimates.json", key, other_cpu=other_cpu)
+        return cls(folder / "estimates" / f"{digest}.json", key, other_cpu=other_cpu)
 
     def start(self, drafter: Drafter) -> None:
         self._drafters[drafter.name] = drafter
