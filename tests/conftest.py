@@ -35,6 +35,19 @@ def private_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     patch.undo()
 
 
+@pytest.fixture(autouse=True)
+def estimates_at_their_priors(private_home: Path) -> None:
+    """Every test's pairs start their drafters at the priors, as before estimates were stored.
+
+    A closed pair stores what its drafters learnt beside its cost tables
+    (engine/drafting/stored_estimates.py) and the next load of the same tiny pair reads it,
+    so without this what one test's answers taught would start the next test's drafters.
+    tests/engine/test_stored_estimates.py checks storing with stores of its own.
+    """
+    for stored in (paths.cache_dir() / "costs" / "estimates").glob("*.json"):
+        stored.unlink(missing_ok=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def quiet_machine() -> Iterator[None]:
     """The background measurement sees no other process's CPU time.

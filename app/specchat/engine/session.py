@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from specchat.engine.context import ContextPlan, OverflowPolicy, fit_messages
+from specchat.engine.costs import profiling
+from specchat.engine.costs.key import pair_key
 from specchat.engine.costs.priors import MAX_K
 from specchat.engine.costs.profiling import PairProfiler, load_costs, load_head_costs
 from specchat.engine.costs.store import CostStore
@@ -16,6 +18,7 @@ from specchat.engine.decoding.decoder import Generation, SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
+from specchat.engine.drafting.stored_estimates import StoredEstimates
 from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.llamacpp.rpc_placement import RemoteTarget
@@ -153,6 +156,11 @@ def _apply_markers(
     return tuple(as_text)
 
 
+def _other_cpu() -> float:
+    # Read through the module at each call: a test run quiets it there (tests/conftest.py).
+    return profiling.other_cpu_seconds()
+
+
 class ChatEngine:
     """A target (and optional draft) model ready to chat.
 
@@ -168,6 +176,7 @@ class ChatEngine:
         said: what was said before this chat (earlier chats, API chats, attached files),
             for the drafters that copy: the one door into the session's suffix index.
         costs: the machine's cost tables for this pair, which `auto` prices passes with.
+        estimates: what its drafters learnt in earlier sessions, and what this one stores.
         profiler: measures those tables a pass at a time, between answers.
         template: the target's chat template, compiled in the sandbox.
         prompt_tokens: turns a chat into prompt tokens through the template, the messages'
@@ -196,10 +205,17 @@ class ChatEngine:
         self.costs = load_costs(target, draft, store=store)
         # The suffix index is this session's: fed through one door, handed to the drafters.
         self.said = SaidIndex()
-        self.pair = LoadedPair.of(target, draft, head=head, costs=self.costs, index=self.said.index)
+        pair = LoadedPair.of(target, draft, head=head, costs=self.costs, index=self.said.index)
+        files = head_files(pair)
+        # What the drafters learnt in this pair's earlier sessions, stored beside its cost
+        # tables: they start there (see drafting/stored_estimates.py).
+        self.estimates = StoredEstimates.beside(
+            store.folder, pair_key(target, draft, files), other_cpu=_other_cpu
+        )
+        self.pair = replace(pair, estimates=self.estimates)
         # Each head's table is stored under the file its weights come from, which the pair
         # tells; the drafters built on the pair (by the decoder, next) price with them.
-        self.costs.heads.update(load_head_costs(target, self.head_files(), store=store))
+        self.costs.heads.update(load_head_costs(target, files, store=store))
         auto = AutoPolicy(gpu=target.info.gpu_layers > 0, costs=self.costs)
         self.decoder = SpeculativeDecoder(self.pair, auto=auto)
         self.profiler = PairProfiler(
@@ -343,6 +359,8 @@ class ChatEngine:
         return head_files(self.pair)
 
     def close(self) -> None:
+        """Store what the drafters learnt (see StoredEstimates) and free the models."""
+        self.estimates.save()
         self.target.close()
         if self.draft is not None:
             self.draft.close()
@@ -399,4 +417,7 @@ class ChatEngine:
         steered (`Generation.steer`) while it streams; `prepare` turns a chat into the tokens.
         """
         request = replace(request, stop_strings=(*request.stop_strings, *self.stop_texts))
-        return self.decoder.generate(request, cancel=cancel)
+        generation = self.decoder.generate(request, cancel=cancel)
+        # How each answer ends decides whether what it taught the drafters is stored.
+        generation.watch(self.estimates.watching)
+        return generation

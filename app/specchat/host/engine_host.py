@@ -165,6 +165,7 @@ class EngineHost:
         self._measuring = True
         if self.engine is not None:
             self.engine.profiler.save()
+            self.engine.estimates.save()
         self.wake()
 
     def step(self) -> bool:

@@ -88,3 +88,4 @@ class HostThread:
         engine = self.host.engine
         if engine is not None:
             engine.profiler.save()
+            engine.estimates.save()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,3 +67,16 @@ class CostKey:
             del fields["head"]
         text = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def pair_key(
+    target: LlamaModel, draft: LlamaModel | None, heads: Mapping[str, Path]
+) -> dict[str, object]:
+    """What a pair's learnt estimates are valid for: its models' keys and each head's (by
+    the drafter that drafts with it), as plain data. Another file for any of them, or
+    another backend, thread count or context band, is another pair."""
+    return {
+        "target": asdict(CostKey.of(target)),
+        "draft": asdict(CostKey.of(draft)) if draft is not None else None,
+        "heads": {name: asdict(CostKey.of(target, head=name, file=f)) for name, f in heads.items()},
+    }

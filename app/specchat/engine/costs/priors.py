@@ -175,3 +175,18 @@ UNKNOWN_ODDS = (1.0, 1.0)
 #: CopyAcceptance.ceiling.
 SAMPLED_DECAY = 0.98
 SAMPLED_PRIOR_WEIGHT = 2.0
+
+#: Stored estimates (engine/drafting/stored_estimates.py): the format's version. A file of
+#: another version is ignored; raise it whenever a stored estimate's fields, or the priors
+#: its counts were added to, change.
+ESTIMATES_VERSION = 1
+#: An estimate is stored only where the session added at least this many observations to it
+#: (drafted or written tokens, rounds): fewer say more about the session than the pair.
+ESTIMATES_MIN_OBSERVED = 16
+#: The most observations one session may add to a stored estimate: more are scaled down to
+#: this, so an odd session moves what was stored by a bounded amount. Chosen, not measured:
+#: about two long answers.
+ESTIMATES_SESSION_CAP = 256.0
+#: The most observations a stored count estimate (a calibration) holds: older counts shrink
+#: so that recent sessions keep their say. Chosen, not measured.
+ESTIMATES_STORED_CAP = 1024.0

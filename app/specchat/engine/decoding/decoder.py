@@ -85,6 +85,11 @@ class Generation(Iterator[RoundResult]):
     def __next__(self) -> RoundResult:
         return next(self._rounds)
 
+    def watch(self, watcher: Callable[[Iterator[RoundResult]], Iterator[RoundResult]]) -> None:
+        """Pass its rounds through `watcher` from now on (what a session notes of how its
+        answers end: engine/session.py); `close` closes what `watcher` returns."""
+        self._rounds = watcher(self._rounds)
+
     def close(self) -> None:
         """End the generation where it stands (its cache stays as the last round left it)."""
         close = getattr(self._rounds, "close", None)

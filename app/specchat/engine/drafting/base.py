@@ -6,7 +6,7 @@ import abc
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -80,6 +80,35 @@ def expected_tokens(alpha: float, k: int, continued: float | None = None) -> flo
     return 1.0 + alpha * run
 
 
+#: What an Acceptance stores: its decayed counts and how much it has observed.
+_ACCEPTANCE_COUNTS = ("first_kept", "first_trials", "cont_kept", "cont_trials", "observed")
+
+
+def _count(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"stored {name} is not a count: {value!r}")
+    return float(value)
+
+
+def _counts(state: Mapping[str, object], names: Sequence[str]) -> dict[str, float]:
+    """`names` read from a stored `state` as non-negative numbers (ValueError otherwise)."""
+    return {name: _count(state.get(name), name) for name in names}
+
+
+def count_lists(
+    state: Mapping[str, object], names: Sequence[str], length: int
+) -> dict[str, list[float]]:
+    """`names` read from a stored `state` as lists of `length` non-negative numbers, one per
+    band (ValueError otherwise: a file written for other bands)."""
+    lists = {}
+    for name in names:
+        value = state.get(name)
+        if not isinstance(value, list) or len(value) != length:
+            raise ValueError(f"stored {name} does not hold {length} bands")
+        lists[name] = [_count(v, name) for v in value]
+    return lists
+
+
 @dataclass
 class Acceptance:
     """Decayed acceptance counts: of a drafter's first token, and of a token after a kept one.
@@ -91,6 +120,8 @@ class Acceptance:
         first_kept, first_trials: decayed counts for the first draft token.
         cont_kept, cont_trials: decayed counts for a token whose predecessor was kept.
         decay: per-round memory (0.9: about ten rounds).
+        observed: how many observations it has taught (never decayed): what a stored
+            estimate is judged by (see learnt).
     """
 
     first_kept: float
@@ -98,6 +129,7 @@ class Acceptance:
     cont_kept: float
     cont_trials: float
     decay: float = ROUND_DECAY
+    observed: float = 0.0
 
     @classmethod
     def prior(cls, alpha: float, continued: float, weight: float = PRIOR_WEIGHT) -> Acceptance:
@@ -123,9 +155,18 @@ class Acceptance:
     def expected(self, k: int) -> float:
         return expected_tokens(self.alpha, k, self.continued)
 
+    def learnt(self) -> dict[str, float]:
+        """Its counts as plain data, to be stored (see drafting/stored_estimates.py)."""
+        return {name: float(getattr(self, name)) for name in _ACCEPTANCE_COUNTS}
+
+    def resume(self, state: Mapping[str, object]) -> None:
+        """Start from counts `learnt` gave (ValueError where they are not its own)."""
+        self.__dict__.update(_counts(state, _ACCEPTANCE_COUNTS))
+
     def update(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
             return
+        self.observed += 1
         self.first_kept *= self.decay
         self.first_trials *= self.decay
         self.cont_kept *= self.decay
@@ -246,14 +287,32 @@ class Answer:
     prediction: Sequence[int] = ()
 
 
+class LearntEstimate(Protocol):
+    """One estimate a drafter learns, as plain data: what a session stores for the next."""
+
+    def learnt(self) -> Mapping[str, object]:
+        """Its state as JSON-ready data."""
+        ...
+
+    def resume(self, state: Mapping[str, object]) -> None:
+        """Start from a state `learnt` gave (ValueError where it is not one of its own)."""
+        ...
+
+
 class Estimates:
     """Where the drafters' learnt estimates start: where each drafter's own priors put them
     (this class), or where a subclass sets them (a tool that fits them on the very answers it
-    replays: tools/replay_with_hindsight.py). The one seam for estimates: the registry hands
-    every drafter of a pair to `start` as it is built, before any round."""
+    replays: tools/replay_with_hindsight.py; what earlier sessions of the pair learnt:
+    drafting/stored_estimates.py). The one seam for estimates: the registry hands every
+    drafter of a pair to `start` as it is built, before any round."""
 
     def start(self, drafter: Drafter) -> None:
         """Set where `drafter`'s estimates start (here: the priors it was built with)."""
+
+    @staticmethod
+    def of(drafter: Drafter) -> dict[str, LearntEstimate]:
+        """What `drafter` learns that may outlive a session, by name."""
+        return drafter._estimates()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -416,3 +475,8 @@ class Drafter(abc.ABC):
         drafted = len(outcome.draft.tokens)
         if outcome.draft.source == self.name and drafted:
             self._acceptance.update(drafted, outcome.accepted)
+
+    def _estimates(self) -> dict[str, LearntEstimate]:
+        """What it learns that may outlive a session, by name (read through Estimates.of;
+        private, so the drafter's surface stays its eight members)."""
+        return {"acceptance": self._acceptance}

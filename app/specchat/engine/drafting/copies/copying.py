@@ -14,6 +14,7 @@ from specchat.engine.drafting.base import (
     Answer,
     Draft,
     Drafter,
+    LearntEstimate,
     LoadedPair,
     Offer,
     Outcome,
@@ -185,6 +186,11 @@ class CopyDrafter(Drafter, Generic[Found]):
         self.substitutions.restart()
         self.views.begin(self._viewed_source(answer), len(answer.prompt))
         self._search = None
+
+    def _estimates(self) -> dict[str, LearntEstimate]:
+        # Its acceptance starts again from the priors at every answer (CopyAcceptance.restart:
+        # how copies fared in one answer predicts little for the next): nothing outlives one.
+        return {}
 
     def observe(self, outcome: Outcome) -> None:
         """Learn from every proposal the text has now decided, this round's included.

@@ -21,6 +21,7 @@ from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
     Drafter,
+    LearntEstimate,
     Listing,
     LoadedPair,
     Offer,
@@ -39,6 +40,9 @@ from specchat.engine.types import SamplingParams
 
 if TYPE_CHECKING:
     from specchat.engine.llamacpp.target import DraftModel
+
+#: How a calibration's way of sampling is named where it is stored.
+_WAY = {True: "greedy", False: "sampled"}
 
 
 @dataclass(frozen=True)
@@ -250,6 +254,15 @@ class DraftModelDrafter(Drafter):
             self.observe_draft(draft.decodes - 1, draft.ms - draft.catchup_ms)
         else:
             self.observe_draft(draft.decodes, draft.ms)
+
+    def _estimates(self) -> dict[str, LearntEstimate]:
+        found: dict[str, LearntEstimate] = {"acceptance": self._acceptance}
+        if isinstance(self._acceptance, TextAcceptance):
+            for greedy, calibration in self._acceptance.calibration.items():
+                found[f"margins.{_WAY[greedy]}"] = calibration
+        for greedy, confidence in self.confidence.items():
+            found[f"confidence.{_WAY[greedy]}"] = confidence
+        return found
 
     def offer(
         self, context: Sequence[int], k_cap: int, prices: Sequence[float] | None

@@ -18,16 +18,28 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from specchat.engine.costs.priors import (
     CALIBRATION_WEIGHT,
     CONFIDENCE_BANDS,
+    ESTIMATES_STORED_CAP,
     MARGIN_BANDS,
     PRIOR_WEIGHT,
     TEXT_DECAY,
 )
-from specchat.engine.drafting.base import Acceptance
+from specchat.engine.drafting.base import Acceptance, count_lists
+
+
+def _stored_counts(counts: dict[str, list[float]], seen: list[float]) -> dict[str, object]:
+    """A calibration's band counts as plain data, with how much it has seen: past
+    ESTIMATES_STORED_CAP observations all shrink alike (rates kept), so that what later
+    sessions see keeps its say."""
+    observed = sum(seen)
+    shrink = min(1.0, ESTIMATES_STORED_CAP / observed) if observed > 0 else 1.0
+    state: dict[str, object] = {name: [c * shrink for c in v] for name, v in counts.items()}
+    state["observed"] = observed * shrink
+    return state
 
 
 def _sigmoid(x: float) -> float:
@@ -56,6 +68,15 @@ class MarginCalibration:
         b = self.band(margin)
         w = CALIBRATION_WEIGHT
         return (self._prior[b] * w + self.kept[b]) / (w + self.seen[b])
+
+    def learnt(self) -> dict[str, object]:
+        """Its counts as plain data, to be stored (see drafting/stored_estimates.py)."""
+        return _stored_counts({"kept": self.kept, "seen": self.seen}, self.seen)
+
+    def resume(self, state: Mapping[str, object]) -> None:
+        """Start from counts `learnt` gave (ValueError where they are not its bands')."""
+        counts = count_lists(state, ("kept", "seen"), len(MARGIN_BANDS))
+        self.kept, self.seen = counts["kept"], counts["seen"]
 
     def learn(self, margin: float, kept: bool) -> None:
         b = self.band(margin)
@@ -107,6 +128,7 @@ class TextAcceptance(Acceptance):
 
     def _add(self, agreement: float) -> None:
         d = self.decay
+        self.observed += 1
         self.first_kept = self.first_kept * d + agreement
         self.first_trials = self.first_trials * d + 1.0
         self.cont_kept *= d
@@ -115,6 +137,9 @@ class TextAcceptance(Acceptance):
             self.cont_kept += self._previous * agreement
             self.cont_trials += self._previous
         self._previous = agreement
+
+
+_CONFIDENCE_COUNTS = ("kept", "seen", "next_kept", "next_seen")
 
 
 class ConfidenceCalibration:
@@ -150,6 +175,16 @@ class ConfidenceCalibration:
         b = self.band(confidence)
         w = CALIBRATION_WEIGHT
         return (confidence * w + self.next_kept[b]) / (w + self.next_seen[b])
+
+    def learnt(self) -> dict[str, object]:
+        """Its counts as plain data, to be stored (see drafting/stored_estimates.py)."""
+        counts = {name: getattr(self, name) for name in _CONFIDENCE_COUNTS}
+        return _stored_counts(counts, self.seen)
+
+    def resume(self, state: Mapping[str, object]) -> None:
+        """Start from counts `learnt` gave (ValueError where they are not its bands')."""
+        counts = count_lists(state, _CONFIDENCE_COUNTS, len(CONFIDENCE_BANDS))
+        self.__dict__.update(counts)
 
     def learn(self, confidences: Sequence[float], kept: int) -> None:
         """A draft's tokens (by their confidence), the first `kept` of them kept: each up to
