@@ -86,12 +86,12 @@ sys.path[:0] = [str(ROOT / "app"), str(ROOT)]
 from specchat.tinyarch import (  # noqa: E402
     DenseShape,
     Gemma4Shape,
-    Qwen35Shape,
     write_tiny_dense,
     write_tiny_gemma4,
     write_tiny_gemma4_assistant,
     write_tiny_qwen35,
 )
+from specchat.tinyarch.qwen35 import QWEN35_0_8B, QWEN35_4B  # noqa: E402
 from specchat.tinyarch.weights import LayoutMaker  # noqa: E402
 from specchat.tinymodels import padded_vocabulary  # noqa: E402
 
@@ -101,40 +101,6 @@ QWEN35_VOCAB = 248_320
 GEMMA4_VOCAB = 262_144
 QWEN25_VOCAB = 151_936
 LLAMA3_VOCAB = 128_256
-
-QWEN35_0_8B = Qwen35Shape(
-    n_embd=1024,
-    n_layer=24,
-    full_attention_interval=4,
-    n_head=8,
-    n_head_kv=2,
-    head_dim=256,
-    n_ff=3584,
-    conv_kernel=4,
-    key_heads=16,
-    value_heads=16,
-    head_state=128,
-    n_ctx=262_144,
-    tied_output=True,
-    mrope=(11, 11, 10, 0),
-)
-
-QWEN35_4B = Qwen35Shape(
-    n_embd=2560,
-    n_layer=32,
-    full_attention_interval=4,
-    n_head=16,
-    n_head_kv=4,
-    head_dim=256,
-    n_ff=9216,
-    conv_kernel=4,
-    key_heads=16,
-    value_heads=32,
-    head_state=128,
-    n_ctx=262_144,
-    tied_output=True,
-    mrope=(11, 11, 10, 0),
-)
 
 GEMMA4_E2B = Gemma4Shape(
     n_embd=1536,

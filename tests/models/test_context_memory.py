@@ -19,26 +19,9 @@ from specchat.models.context_memory import MEMORY_KEYS, context_memory
 from specchat.models.gguf_reader import read_metadata
 from specchat.settings import MAX_FIXED_K
 from specchat.tinyarch import write_tiny_qwen35
-from specchat.tinyarch.qwen35 import Qwen35Shape
+from specchat.tinyarch.qwen35 import QWEN35_4B, Qwen35Shape
 from specchat.tinyarch.weights import LayoutMaker
 
-#: Qwen3.5-4B's shape (Qwen/Qwen3.5-4B config.json; tools/write_proportional_models.py).
-QWEN35_4B = Qwen35Shape(
-    n_embd=2560,
-    n_layer=32,
-    full_attention_interval=4,
-    n_head=16,
-    n_head_kv=4,
-    head_dim=256,
-    n_ff=9216,
-    conv_kernel=4,
-    key_heads=16,
-    value_heads=32,
-    head_state=128,
-    n_ctx=262_144,
-    tied_output=True,
-    mrope=(11, 11, 10, 0),
-)
 MIB = 1 << 20
 
 

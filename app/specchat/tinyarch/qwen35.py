@@ -249,3 +249,41 @@ def _mtp_tensors(make: WeightMaker, shape: Qwen35Shape, block: int) -> dict[str,
         p + "nextn.shared_head_norm.weight": make.ones(e),
     }
     return tensors
+
+
+#: The publishers' Qwen3.5 shapes (Qwen/Qwen3.5-0.8B and -4B config.json): what
+#: tools/write_proportional_models.py writes real-shape synthetic models of, and what memory
+#: estimates are checked on.
+QWEN35_0_8B = Qwen35Shape(
+    n_embd=1024,
+    n_layer=24,
+    full_attention_interval=4,
+    n_head=8,
+    n_head_kv=2,
+    head_dim=256,
+    n_ff=3584,
+    conv_kernel=4,
+    key_heads=16,
+    value_heads=16,
+    head_state=128,
+    n_ctx=262_144,
+    tied_output=True,
+    mrope=(11, 11, 10, 0),
+)
+
+QWEN35_4B = Qwen35Shape(
+    n_embd=2560,
+    n_layer=32,
+    full_attention_interval=4,
+    n_head=16,
+    n_head_kv=4,
+    head_dim=256,
+    n_ff=9216,
+    conv_kernel=4,
+    key_heads=16,
+    value_heads=32,
+    head_state=128,
+    n_ctx=262_144,
+    tied_output=True,
+    mrope=(11, 11, 10, 0),
+)
