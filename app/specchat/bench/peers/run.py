@@ -111,12 +111,7 @@ def _server_records(
                     )
                 )
     except (PeerError, OSError, KeyError, ValueError) as error:
-        done = {r.prompt for r in records}
-        records += [
-            PeerRecord(config.name, p.id, p.category, repeat, error=str(error)[:300])
-            for p in prompts
-            if p.id not in done
-        ]
+        records += _failed(config, prompts, repeat, records, error)
     return records
 
 
@@ -147,13 +142,24 @@ def _python_records(
                     )
                 )
     except (ValueError, RuntimeError, OSError) as error:
-        done = {r.prompt for r in records}
-        records += [
-            PeerRecord(config.name, p.id, p.category, repeat, error=str(error)[:300])
-            for p in prompts
-            if p.id not in done
-        ]
+        records += _failed(config, prompts, repeat, records, error)
     return records
+
+
+def _failed(
+    config: PeerConfig,
+    prompts: Sequence[PeerPrompt],
+    repeat: int,
+    records: Sequence[PeerRecord],
+    error: Exception,
+) -> list[PeerRecord]:
+    """A record naming the error for every prompt the peer had not answered when it failed."""
+    done = {r.prompt for r in records}
+    return [
+        PeerRecord(config.name, p.id, p.category, repeat, error=str(error)[:300])
+        for p in prompts
+        if p.id not in done
+    ]
 
 
 def run_peers(
