@@ -70,12 +70,13 @@ def tiny_pair(folder: Path, args: argparse.Namespace, max_tokens: int) -> list[d
     """The tests' tiny llama pair: a target and a lightly perturbed copy as its draft."""
     from specchat.engine.decoding.decoder import SpeculativeDecoder
     from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.drafting.base import LoadedPair
     from specchat.tinymodels import build_tiny_set
 
     tiny = build_tiny_set(folder)
     load = dict(n_ctx=1024, n_gpu_layers=args.n_gpu_layers, n_threads=args.threads)
     with LlamaModel(tiny.target, **load) as target, LlamaModel(tiny.draft_close, **load) as draft:
-        decoder = SpeculativeDecoder(target, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
         modes = [("draft", 4), ("lookup", 4), ("chain", 4), ("auto", 4)]
         return compare(decoder, modes, max_tokens)
 
@@ -85,6 +86,7 @@ def tiny_hybrid(folder: Path, args: argparse.Namespace, max_tokens: int) -> list
     model: every rejected draft rolls the recurrent state back."""
     from specchat.engine.decoding.decoder import SpeculativeDecoder
     from specchat.engine.llamacpp.model import LlamaModel
+    from specchat.engine.drafting.base import LoadedPair
     from specchat.tinyarch import write_tiny_qwen35
 
     target_file = folder / "qwen35-mtp.gguf"
@@ -98,7 +100,7 @@ def tiny_hybrid(folder: Path, args: argparse.Namespace, max_tokens: int) -> list
         LlamaModel(target_file, load_mtp=True, **load) as target,
         LlamaModel(draft_file, **load) as draft,
     ):
-        decoder = SpeculativeDecoder(target, draft)
+        decoder = SpeculativeDecoder(LoadedPair.of(target, draft))
         return compare(decoder, [("draft", 4), ("mtp", 3)], max_tokens)
 
 
