@@ -71,6 +71,8 @@ def test_unknown_or_missing_targets_are_user_errors(
     same = str(tiny_models.target)
     assert main([*base, "--targets", f"{same},{same}"]) == 2
     assert "named twice" in capsys.readouterr().err
+    assert main([*base, "--targets", "default:no-head"]) == 2
+    assert ":no-head goes after a GGUF file" in capsys.readouterr().err
 
 
 def test_comparison_pairs_prompts_and_needs_a_target() -> None:
@@ -118,3 +120,25 @@ def test_png_of_a_run_whose_auto_never_drafted(tmp_path: Path) -> None:
     ]
     render_png({"results": rows}, tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_a_target_beside_itself_without_its_head(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from specchat.tinyarch import write_tiny_qwen35
+
+    target = write_tiny_qwen35(tmp_path / "qwen35-mtp.gguf", mtp=True)
+    out = tmp_path / "out"
+    argv = ["bench", "--targets", f"{target},{target}:no-head", "--modes", "plain,mtp,auto"]
+    argv += ["--prompts", str(write_prompts(tmp_path)), "--temperature", "0"]
+    argv += ["--max-tokens", "8", "--threads", "1", "--ctx", "512", "--no-floor"]
+    assert main([*argv, "--out", str(out)]) in (0, 1)
+    comparison = json.loads((out / "targets.json").read_text(encoding="utf-8"))
+    assert comparison["targets"] == ["qwen35-mtp", "qwen35-mtp:no-head"]
+    with_head, without = (
+        json.loads((out / folder / "report.json").read_text(encoding="utf-8"))
+        for folder in ("qwen35-mtp", "qwen35-mtp_no-head")
+    )
+    assert {r["mode"] for r in with_head["results"]} >= {"plain", "mtp", "auto"}
+    assert "mtp" not in {r["mode"] for r in without["results"]}
+    assert comparison["rows"][1]["plain_over_first_plain"] > 0

@@ -299,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
         targets, draft, default_k = bench_targets.resolve(
             args.targets, draft=args.draft, source=args.source
         )
-        target = targets[0][1]
+        target = targets[0].path
         if agents and len(targets) > 1:
             # One target, such as ID:cpu (whose T = 0 answers are plain's exactly).
             raise UserError(f"--prompts {args.prompts} runs one target; give one in --targets")

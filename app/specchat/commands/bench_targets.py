@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from specchat.commands.pairs import load_engine
 from specchat.commands.user_error import UserError
@@ -19,14 +19,26 @@ if TYPE_CHECKING:
 HELP = (
     "comma-separated targets to compare in one run: a pair id (its target), ID:cpu (the "
     "catalog's CPU-format file), ID:optimised (made by `specchat models optimise ID`) or a "
-    "GGUF file; the draft is the first pair's, or --draft"
+    "GGUF file (FILE.gguf:no-head: the file without its own MTP layers loaded, to measure "
+    "what the head costs); the draft is the first pair's, or --draft"
 )
+#: A file target's suffix that loads it without its own MTP head.
+NO_HEAD = ":no-head"
+
+
+class BenchTarget(NamedTuple):
+    """One target of the run: its label in the reports, its file, and whether its own MTP
+    layers are loaded."""
+
+    label: str
+    path: Path
+    own_head: bool = True
 
 
 def resolve(
     text: str, *, draft: Path | None, source: str
-) -> tuple[list[tuple[str, Path]], Path | None, int]:
-    """(label, target file) per spec, the draft to use, and the first pair's K."""
+) -> tuple[list[BenchTarget], Path | None, int]:
+    """A BenchTarget per spec, the draft to use, and the first pair's K."""
     from specchat.models.catalog import CatalogError, get_pair
     from specchat.models.download import fetch_pair
     from specchat.models.target_files import TargetVariant, parse_target_spec
@@ -34,15 +46,20 @@ def resolve(
     specs = [spec.strip() for spec in text.split(",") if spec.strip()]
     if not specs:
         raise UserError("--targets: give at least one target")
-    targets: list[tuple[str, Path]] = []
+    targets: list[BenchTarget] = []
     k = None
     for spec in specs:
-        if spec.endswith(".gguf"):
-            path = Path(spec)
+        own_head = not spec.endswith(NO_HEAD)
+        file = spec if own_head else spec.removesuffix(NO_HEAD)
+        if file.endswith(".gguf"):
+            path = Path(file)
             if not path.is_file():
-                raise UserError(f"--targets: no such file {spec}")
-            targets.append((path.stem, path))
+                raise UserError(f"--targets: no such file {file}")
+            label = path.stem if own_head else f"{path.stem}{NO_HEAD}"
+            targets.append(BenchTarget(label, path, own_head))
             continue
+        if not own_head:
+            raise UserError(f"--targets: {NO_HEAD} goes after a GGUF file, not {spec}")
         try:
             pair_id, variant = parse_target_spec(spec)
             pair = get_pair(pair_id)
@@ -53,7 +70,7 @@ def resolve(
         draft = draft or files.draft
         k = pair.k if k is None else k
         if variant is TargetVariant.SHIPPED:
-            targets.append((spec, files.target))
+            targets.append(BenchTarget(spec, files.target))
             continue
         from specchat.models.target_files import resolve_target
 
@@ -65,8 +82,8 @@ def resolve(
                 else "it downloads from the hub"
             )
             raise UserError(f"--targets: {spec} is not on disk; {how}")
-        targets.append((spec, found))
-    labels = [label for label, _ in targets]
+        targets.append(BenchTarget(spec, found))
+    labels = [target.label for target in targets]
     if len(set(labels)) != len(labels):
         raise UserError("--targets: a target is named twice")
     return targets, draft, 4 if k is None else k
@@ -77,7 +94,7 @@ def _folder(label: str) -> str:
 
 
 def run_all(
-    targets: list[tuple[str, Path]],
+    targets: list[BenchTarget],
     draft: Path | None,
     prompts: tuple[BenchPrompt, ...],
     config: BenchConfig,
@@ -95,9 +112,9 @@ def run_all(
 
     reports: list[tuple[str, dict]] = []
     failed = False
-    for label, target in targets:
+    for label, target, own_head in targets:
         print(f"target {label}: {target}", flush=True)
-        engine = load_engine(target, draft, args, label=label)
+        engine = load_engine(target, draft, args, label=label, own_head=own_head)
         peers = None
         try:
             outcome = run_bench(engine, prompts, config, progress=progress())

@@ -142,10 +142,12 @@ def load_engine(
     *,
     label: str = "",
     cost_store: CostStore | None = None,
+    own_head: bool = True,
 ) -> ChatEngine:
     """The pair loaded with the command's --ctx, --threads and --gpu-layers; a file that
     will not load is a UserError (named by `label` where several are loaded). `cost_store`:
-    where its cost tables are kept (by default the user's cache)."""
+    where its cost tables are kept (by default the user's cache); `own_head=False`: the
+    target without its own MTP layers."""
     from specchat.engine.llamacpp.model import ModelLoadError
     from specchat.engine.session import ChatEngine
     from specchat.engine.templates.guards import ChatTemplateError
@@ -162,6 +164,7 @@ def load_engine(
             cost_store=cost_store,
             kv_cache=getattr(args, "kv_cache", KV_CACHES[0]),
             remote=remote_target(args),
+            own_head=own_head,
         )
     except (ModelLoadError, ChatTemplateError) as error:
         raise UserError(f"{label}: {error}" if label else str(error)) from None

@@ -269,11 +269,13 @@ class ChatEngine:
         cost_store: CostStore | None = None,
         kv_cache: str = KV_CACHES[0],
         remote: RemoteTarget | None = None,
+        own_head: bool = True,
     ) -> ChatEngine:
         """Load a pair, checking the draft's vocabulary before any weights are read
         (`cost_store`: where its cost tables are kept, by default the user's cache;
         `kv_cache`: how a CPU context stores keys, one of KV_CACHES; `remote`: other
-        machines the target's layers spread over, the draft and heads staying here)."""
+        machines the target's layers spread over, the draft and heads staying here;
+        `own_head=False` leaves a target's own MTP layers unloaded, to measure it without)."""
         if kv_cache not in KV_CACHES:
             raise ValueError(f"unknown KV cache {kv_cache!r} (use {' or '.join(KV_CACHES)})")
         target = Path(target)
@@ -302,7 +304,7 @@ class ChatEngine:
             progress=report("target", 0.0, share),
             cancel=cancel,
             exact_keys=kv_cache == "q8_0",
-            load_mtp=True,
+            load_mtp=own_head,
             remote=remote,
             # Snapshots for the longest draft a mode makes (MAX_K: the K slider's, and the
             # draft model's and heads' under auto); a longer copy falls back to a checkpoint.
