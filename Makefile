@@ -156,8 +156,8 @@ gpu-check: gpu-check-payload
 	$(PY) packaging/gpu_check/run.py $(GPU_CHECK_ARGS)
 
 lint: $(STAMP_TEST)
-	$(VENV)/bin/ruff check app tests
-	$(VENV)/bin/ruff format --check app tests
+	$(VENV)/bin/ruff check app tests tools packaging
+	$(VENV)/bin/ruff format --check app tests tools packaging
 	$(VENV)/bin/mypy
 
 bench: $(STAMP_TEST) fetch

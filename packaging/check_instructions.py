@@ -56,9 +56,10 @@ GUARDED: dict[tuple[str, str], str] = {
     "a test of a global CPU-feature flag, and lzcnt never traps: without LZCNT it runs as bsr",
 }
 
+# The word lists below read better as one string than as a column of quoted words (SIM905).
 #: Mnemonics beyond SSE4.2 that are not VEX/EVEX-encoded (those start with 'v').
 BMI = frozenset(
-    "andn bextr blsi blsmsk blsr bzhi mulx pdep pext rorx sarx shlx shrx lzcnt movbe".split()
+    "andn bextr blsi blsmsk blsr bzhi mulx pdep pext rorx sarx shlx shrx lzcnt movbe".split()  # noqa: SIM905
 )
 AMX = re.compile(r"(ldtilecfg|sttilecfg|tileload|tilestore|tilerelease|tilezero|tdp)")
 #: Registers and decorations only AVX-512 has: zmm, the mask registers, broadcast, rounding.
@@ -76,7 +77,7 @@ AVX2_MNEMONICS = re.compile(
     r"|pmaskmov|ps[lr][la]v|p?gather)"
 )
 PREFIXES = frozenset(
-    "{vex} {vex3} {evex} rep repz repnz repe repne lock notrack bnd data16 addr32 cs ds"
+    "{vex} {vex3} {evex} rep repz repnz repe repne lock notrack bnd data16 addr32 cs ds"  # noqa: SIM905
     " xacquire xrelease".split()
 )
 
@@ -176,7 +177,8 @@ def scan(path: Path, label: str, objdump: str) -> Finding:
         if family not in finding.examples:
             header = listing.rfind(">:\n", 0, match.start())
             function = listing[listing.rfind("<", 0, header) + 1 : header] if header > 0 else "?"
-            finding.examples[family] = f"{match['text'].strip()} at {match['address']} in {function}"
+            example = match["text"].strip()
+            finding.examples[family] = f"{example} at {match['address']} in {function}"
     return finding
 
 

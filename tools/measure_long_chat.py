@@ -124,7 +124,7 @@ def messages_tokens(engine: Any, messages: list[dict[str, Any]]) -> tuple[int, .
     from specchat.engine.templates.chat_message import ChatMessage
 
     chat = [ChatMessage(m["role"], m["content"]) for m in messages]
-    return engine.prepare(chat, max_tokens=1).tokens  # type: ignore[no-any-return]
+    return tuple(engine.prepare(chat, max_tokens=1).tokens)
 
 
 def ask_api(
@@ -142,7 +142,7 @@ def ask_api(
     text, reasoning = [], []
     stream = client.chat.completions.create(
         model="m",
-        messages=messages,  # type: ignore[arg-type]
+        messages=messages,
         temperature=0,
         max_tokens=args.max_tokens,
         stream=True,
@@ -245,7 +245,7 @@ def window_path(model: Path, args: argparse.Namespace, kept: Path) -> list[Step]
         for _ in read_prompt(engine.target, prompt[:-1], rate=rate):
             pass
         first = None
-        tokens = []
+        tokens: list[str] = []
         request = GenerationRequest(
             tuple(prompt), args.max_tokens, Controls(args.mode, 3), conversation=chat
         )

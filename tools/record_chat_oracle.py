@@ -306,7 +306,7 @@ class Recorder:
         cases: list[dict[str, Any]] = []
         parses: list[dict[str, Any]] = []
         for index, (case, think) in enumerate(keys):
-            prompt, bare, full, *probes = answers[5 * index : 5 * index + 5]
+            prompt, bare, full, *probed = answers[5 * index : 5 * index + 5]
             record: dict[str, Any] = {"case": case["name"], "enable_thinking": think}
             failed = next((a["error"] for a in (prompt, bare, full) if "error" in a), None)
             if failed is not None:
@@ -316,8 +316,8 @@ class Recorder:
                 continue
             end = (
                 ""
-                if any("error" in p for p in probes)
-                else common_suffix(*(p["prompt"] for p in probes))
+                if any("error" in p for p in probed)
+                else common_suffix(*(p["prompt"] for p in probed))
             )
             markers = [self.inputs["eos_token"], *prompt["additional_stops"], *END_MARKERS]
             output = answer_text(

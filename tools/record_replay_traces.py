@@ -90,24 +90,36 @@ def add_past_misses(path: Path) -> int:
     from dataclasses import replace
 
     from specchat.bench.live.trace import AnswerTrace
-    from specchat.engine.drafting.draft_model.draft_model_column import draft_past_misses
+    from specchat.engine.drafting.draft_model.draft_model_column import (
+        MODEL_SOURCE,
+        DraftModelColumn,
+        draft_past_misses,
+    )
     from specchat.engine.session import ChatEngine
     from specchat.models.download import fetch_pair
 
     lines = path.read_text(encoding="utf-8").splitlines()
     files = fetch_pair("default", source="mirror")
     engine = ChatEngine.load(files.target, files.draft, n_ctx=2048)
+    if engine.draft is None:
+        engine.close()
+        raise SystemExit("the default pair loaded without its draft model")
     out = []
     try:
         for line in lines:
             data = json.loads(line)
-            if data.get("record") != "trace" or data.get("draft") is None:
+            if data.get("record") != "trace":
                 out.append(line)
                 continue
             trace = AnswerTrace.from_json(data)
-            choices = [proposal[0] for proposal in trace.draft]
+            column = trace.columns.get(MODEL_SOURCE)
+            if not isinstance(column, DraftModelColumn):
+                out.append(line)  # no draft-model column: nothing to add to
+                continue
+            choices = [proposal[0] for proposal in column.draft]
             past = draft_past_misses(engine.draft, trace.prompt_tokens, trace.answer, choices)
-            out.append(json.dumps(replace(trace, draft_past_miss=past).to_json()))
+            columns = {**trace.columns, MODEL_SOURCE: replace(column, draft_past_miss=past)}
+            out.append(json.dumps(replace(trace, columns=columns).to_json()))
             misses = sum(c is not None for c in past)
             print(f"{trace.prompt}: {misses} misses", flush=True)
     finally:

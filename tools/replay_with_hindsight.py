@@ -26,14 +26,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from specchat.bench.hindsight.replay import ReplayResult
+    from specchat.bench.live.trace import AnswerTrace
     from specchat.engine.drafting import Drafter, Estimates
+    from specchat.engine.drafting.copies.copy_acceptance import CopyAcceptance
+    from specchat.engine.drafting.draft_model.model_acceptance import ConfidenceCalibration
 
 FITTED_WEIGHT = 1000.0
 #: Fewer observations than this leave a cell at its prior.
 MIN_SEEN = 5
 
 
-def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
+def fit_draft_confidence(
+    traces: Sequence[AnswerTrace],
+) -> Callable[[ConfidenceCalibration], None]:
     from specchat.engine.costs import priors
     from specchat.engine.drafting.draft_model import model_acceptance as ma
 
@@ -50,7 +56,7 @@ def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
                 next_seen[b] += 1
                 next_kept[b] += agrees[j + 1]
 
-    def fitted(calibration: object) -> None:
+    def fitted(calibration: ConfidenceCalibration) -> None:
         for b in range(bands):
             if seen[b] >= MIN_SEEN:
                 calibration.kept[b] = FITTED_WEIGHT * kept[b] / seen[b]
@@ -62,7 +68,7 @@ def fit_draft_confidence(traces: Sequence) -> Callable[[object], None]:
     return fitted
 
 
-def fit_copies(traces: Sequence) -> Callable[[object], None]:
+def fit_copies(traces: Sequence[AnswerTrace]) -> Callable[[CopyAcceptance], None]:
     from specchat.engine.costs import priors
     from specchat.engine.drafting.copies import copy_acceptance as ca
     from specchat.engine.drafting.copies.matching import locate
@@ -93,7 +99,7 @@ def fit_copies(traces: Sequence) -> Callable[[object], None]:
                 cell[1] += 1
                 cell[0] += position > kept
 
-    def fitted(acceptance: object) -> None:
+    def fitted(acceptance: CopyAcceptance) -> None:
         for regime, estimates in acceptance._survival.items():
             for bucket, estimate in enumerate(estimates):
                 for band, (refused, reached) in enumerate(counts[regime][bucket]):
@@ -106,8 +112,8 @@ def fit_copies(traces: Sequence) -> Callable[[object], None]:
 
 def fitted_estimates(
     *,
-    draft: Callable[[object], None] | None = None,
-    copies: Callable[[object], None] | None = None,
+    draft: Callable[[ConfidenceCalibration], None] | None = None,
+    copies: Callable[[CopyAcceptance], None] | None = None,
 ) -> Estimates:
     """Estimates that start the draft model's confidence calibrations (`draft`) or every
     copying drafter's copy acceptance (`copies`) at rates fitted in hindsight, instead of at
@@ -126,7 +132,7 @@ def fitted_estimates(
     return Fitted()
 
 
-def summary(results: Sequence) -> str:
+def summary(results: Sequence[ReplayResult]) -> str:
     from specchat.bench.live.runner import geomean
 
     auto = geomean([r.speedup for r in results])

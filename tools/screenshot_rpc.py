@@ -91,8 +91,13 @@ def main() -> int:
         if rounds[0] == 3:
             server.kill()
 
+    def shoot_lost_and_close() -> None:
+        shoot("rpc-lost.png")
+        window.close()  # the last window: app.exec() returns
+
     def on_error(_message: str) -> None:
-        QTimer.singleShot(300, lambda: (shoot("rpc-lost.png"), window.close()))
+        window.error_shown.disconnect(on_error)  # one picture of the lost server
+        QTimer.singleShot(300, shoot_lost_and_close)
 
     window.model_loaded.connect(on_loaded)
     window.service.round_ready.connect(on_round)

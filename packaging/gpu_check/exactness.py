@@ -69,8 +69,8 @@ def compare(decoder: Any, modes: Sequence[tuple[str, int]], max_tokens: int) -> 
 def tiny_pair(folder: Path, args: argparse.Namespace, max_tokens: int) -> list[dict]:
     """The tests' tiny llama pair: a target and a lightly perturbed copy as its draft."""
     from specchat.engine.decoding.decoder import SpeculativeDecoder
-    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.engine.drafting.base import LoadedPair
+    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.tinymodels import build_tiny_set
 
     tiny = build_tiny_set(folder)
@@ -85,8 +85,8 @@ def tiny_hybrid(folder: Path, args: argparse.Namespace, max_tokens: int) -> list
     """The tests' tiny Qwen3.5 hybrid with its MTP head, and a perturbed copy as a draft
     model: every rejected draft rolls the recurrent state back."""
     from specchat.engine.decoding.decoder import SpeculativeDecoder
-    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.engine.drafting.base import LoadedPair
+    from specchat.engine.llamacpp.model import LlamaModel
     from specchat.tinyarch import write_tiny_qwen35
 
     target_file = folder / "qwen35-mtp.gguf"

@@ -9,36 +9,19 @@ import pytest
 
 from specchat.cli import main
 from specchat.tinymodels import TinyModels
-from tests.helpers.bench_prompts import write_prompts
+from tests.helpers.tiny_bench import tiny_bench_argv
 
 
 def test_bench_end_to_end(
     tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    argv = [
-        "bench",
-        "--target",
-        str(tiny_models.target),
-        "--draft",
-        str(tiny_models.draft_close),
-        "--prompts",
-        str(write_prompts(tmp_path)),
-        "--modes",
-        "plain,lookup,draft,auto",
-        "--k",
-        "3",
-        "--temperature",
-        "0,0.8",
-        "--max-tokens",
-        "12",
-        "--threads",
-        "1",
-        "--ctx",
-        "512",
-        "--out",
-        str(out),
-    ]
+    argv = tiny_bench_argv(
+        tiny_models,
+        tmp_path,
+        *("--modes", "plain,lookup,draft,auto", "--k", "3", "--temperature", "0,0.8"),
+        *("--max-tokens", "12", "--out", str(out)),
+    )
     # Exit status 1 means a speed goal failed, which tiny random models may well do.
     assert main(argv) in (0, 1)
     captured = capsys.readouterr()
@@ -90,32 +73,12 @@ def test_the_first_answer_can_be_skipped(
     tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    argv = [
-        "bench",
-        "--target",
-        str(tiny_models.target),
-        "--draft",
-        str(tiny_models.draft_close),
-        "--prompts",
-        str(write_prompts(tmp_path)),
-        "--modes",
-        "plain,auto",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "4",
-        "--repeat",
-        "2",
-        "--threads",
-        "1",
-        "--ctx",
-        "512",
-        "--no-floor",
-        "--no-physical",
-        "--no-first-answer",
-        "--out",
-        str(out),
-    ]
+    argv = tiny_bench_argv(
+        tiny_models,
+        tmp_path,
+        *("--modes", "plain,auto", "--temperature", "0", "--max-tokens", "4", "--repeat", "2"),
+        *("--no-floor", "--no-physical", "--no-first-answer", "--out", str(out)),
+    )
     assert main(argv) in (0, 1)
     captured = capsys.readouterr()
     assert "first answer" not in captured.out + captured.err

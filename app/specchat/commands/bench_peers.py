@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specchat.bench.peers.llama_server import ServerSettings
+    from specchat.bench.peers.peers_table import PeersOutcome
     from specchat.bench.peers.run import PeerPrompt
     from specchat.bench.prompts import BenchPrompt
     from specchat.engine.session import ChatEngine
@@ -68,12 +69,13 @@ def prepare(
     }
 
 
-def run(prepared: dict[str, Any], args: argparse.Namespace) -> dict[str, object]:
+def run(prepared: dict[str, Any], args: argparse.Namespace) -> PeersOutcome:
     """Run every peer; the outcome's `peers` (settings and records)."""
     import llama_cpp
 
     from specchat.bench.peers.configs import peer_configs
     from specchat.bench.peers.llama_server import PeerError, find_llama_server
+    from specchat.bench.peers.peers_table import PeersOutcome
     from specchat.bench.peers.run import run_peers
 
     settings: ServerSettings = prepared["settings"]
@@ -100,8 +102,8 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> dict[str, object]
         repeat=args.repeat,
         progress=progress,
     )
-    return {
-        "settings": {
+    return PeersOutcome(
+        settings={
             "threads": settings.threads,
             "ctx": settings.ctx,
             "key_type": settings.key_type,
@@ -109,8 +111,8 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> dict[str, object]
             "server_arguments": settings.arguments(),
             "peers": {c.name: list(c.server_args or ()) for c in configs},
         },
-        "records": records,
-    }
+        records=tuple(records),
+    )
 
 
 def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.Namespace) -> bool:

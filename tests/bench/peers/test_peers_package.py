@@ -13,8 +13,8 @@ from specchat.bench.peers.configs import PYTHON_LOOKUP, PYTHON_PLAIN, SERVER_PLA
 from specchat.bench.peers.llama_server import PeerError, find_llama_server
 from specchat.cli import main
 from specchat.tinymodels import TinyModels
-from tests.helpers.bench_prompts import write_prompts
 from tests.helpers.llama_oracle import oracle_binary
+from tests.helpers.tiny_bench import tiny_bench_argv
 
 pytestmark = [pytest.mark.package, pytest.mark.timeout(3600)]
 
@@ -30,34 +30,14 @@ def test_bench_peers_on_the_tiny_pair(
     tiny_models: TinyModels, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    argv = [
-        "bench",
-        "--target",
-        str(tiny_models.target),
-        "--draft",
-        str(tiny_models.draft_close),
-        "--prompts",
-        str(write_prompts(tmp_path)),
-        "--modes",
-        "plain,auto",
-        "--temperature",
-        "0",
-        "--max-tokens",
-        "24",
-        "--threads",
-        "1",
-        "--ctx",
-        "512",
+    argv = tiny_bench_argv(
+        tiny_models,
+        tmp_path,
+        *("--modes", "plain,auto", "--temperature", "0", "--max-tokens", "24"),
         # The tiny models' head size takes no Q8_0 keys: F16 on every side.
-        "--kv-cache",
-        "f16",
-        "--no-first-answer",
-        "--peers",
-        "--llama-server",
-        str(_llama_server()),
-        "--out",
-        str(out),
-    ]
+        *("--kv-cache", "f16", "--no-first-answer"),
+        *("--peers", "--llama-server", str(_llama_server()), "--out", str(out)),
+    )
     assert main(argv) in (0, 1)  # 1: a speed goal failed, as tiny random models may
     capsys.readouterr()
     peers = json.loads((out / "report.json").read_text(encoding="utf-8"))["peers"]
@@ -111,29 +91,12 @@ def test_via_api_peers_on_the_tiny_pair(
 ) -> None:
     """`specchat serve` and every llama-server type through the same `openai` client."""
     out = tmp_path / "out"
-    argv = [
-        "bench",
-        "--target",
-        str(tiny_models.target),
-        "--draft",
-        str(tiny_models.draft_close),
-        "--prompts",
-        str(write_prompts(tmp_path)),
-        "--max-tokens",
-        "16",
-        "--threads",
-        "1",
-        "--ctx",
-        "512",
-        "--kv-cache",
-        "f16",
-        "--via-api",
-        "--peers",
-        "--llama-server",
-        str(_llama_server()),
-        "--out",
-        str(out),
-    ]
+    argv = tiny_bench_argv(
+        tiny_models,
+        tmp_path,
+        *("--max-tokens", "16", "--kv-cache", "f16", "--via-api"),
+        *("--peers", "--llama-server", str(_llama_server()), "--out", str(out)),
+    )
     main(argv)  # 1: the API's overhead goal, which tiny models' microsecond passes miss
     assert "via-api-peers.json" in capsys.readouterr().out
     report = json.loads((out / "via-api-peers.json").read_text(encoding="utf-8"))

@@ -7,6 +7,7 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from specchat.bench.live.ceiling import lookup_ceiling
 from specchat.bench.live.first_answer import FirstAnswer
@@ -80,6 +81,15 @@ class BenchProgress:
     last: RunRecord | None = None
 
 
+class PeersRun(Protocol):
+    """The peers' answers beside the bench's (bench/peers/peers_table.py's PeersOutcome):
+    what the report reads of them, so that this room, run before the peers', knows none."""
+
+    def section(self, specchat: Sequence[RunRecord]) -> dict[str, Any]:
+        """The report's peers section, SpecChat's own runs among the peers."""
+        ...
+
+
 @dataclass(frozen=True)
 class BenchOutcome:
     """Everything measured.
@@ -97,8 +107,8 @@ class BenchOutcome:
         first_answer: the first answers after a fresh load (empty when not measured).
         kv_cache: the KV cache the run used and each cache type's batch noise on its
             target (bench/live/kv_noise.py; empty when not measured).
-        peers: with --peers, the peers' settings and answers (bench/peers: "settings",
-            "records"; empty when not run).
+        peers: with --peers, the peers' run (bench/peers/peers_table.py's PeersOutcome;
+            None when not run).
     """
 
     records: tuple[RunRecord, ...]
@@ -110,7 +120,7 @@ class BenchOutcome:
     traces: dict[str, AnswerTrace] = field(default_factory=dict)
     first_answer: tuple[FirstAnswer, ...] = ()
     kv_cache: dict[str, object] = field(default_factory=dict)
-    peers: dict[str, object] = field(default_factory=dict)
+    peers: PeersRun | None = None
 
 
 def for_pair(config: BenchConfig, drafters: Drafters) -> BenchConfig:

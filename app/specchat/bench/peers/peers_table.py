@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specchat.bench.live.records import RunRecord
@@ -61,6 +62,23 @@ def best_n_max(per_set: Mapping[str, Mapping[str, Any]]) -> str | None:
         if name.startswith(DRAFT_SIMPLE_PREFIX) and row["speedup"]
     }
     return max(tried, key=lambda n: tried[n]) if tried else None
+
+
+@dataclass(frozen=True)
+class PeersOutcome:
+    """The peers' run, as the bench's outcome holds it (bench/live/runner.py's PeersRun).
+
+    Attributes:
+        settings: the servers' settings and each peer's arguments, as the report shows them.
+        records: every peer's answer to every prompt.
+    """
+
+    settings: Mapping[str, Any]
+    records: tuple[PeerRecord, ...]
+
+    def section(self, specchat: Sequence[RunRecord]) -> dict[str, Any]:
+        """The report's peers section, SpecChat's own plain and auto runs among the peers."""
+        return peers_section(self.records, specchat_rows(specchat), self.settings)
 
 
 def peers_section(

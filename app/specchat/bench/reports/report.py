@@ -13,7 +13,7 @@ from specchat.bench.live.first_answer import goal_line, summary
 from specchat.bench.live.index_cost import render_index_cost
 from specchat.bench.live.quality import NOISE_CONTEXT
 from specchat.bench.live.runner import BenchOutcome, geomean
-from specchat.bench.peers.peers_table import peers_section, render_peers, specchat_rows
+from specchat.bench.peers.peers_table import render_peers
 from specchat.bench.reports.compare import compare, floor_rows, round_table
 from specchat.bench.reports.one_row import goal as one_row_goal
 from specchat.bench.reports.one_row import one_row_check
@@ -191,13 +191,7 @@ def build_report(outcome: BenchOutcome) -> dict:
         check = one_row_check(outcome.physical.batch_ms[1], outcome.records)
         physical["one_row_check"] = check
         goals.append(Goal(*one_row_goal(check)))
-    peers = None
-    if outcome.peers:
-        peers = peers_section(
-            outcome.peers["records"],  # type: ignore[arg-type]
-            specchat_rows(outcome.records),
-            outcome.peers["settings"],  # type: ignore[arg-type]
-        )
+    peers = None if outcome.peers is None else outcome.peers.section(outcome.records)
     config = outcome.config
     return {
         "info": outcome.info,

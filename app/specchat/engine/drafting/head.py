@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -35,8 +35,11 @@ if TYPE_CHECKING:
     from specchat.engine.llamacpp.load import ProgressCallback
     from specchat.engine.llamacpp.model import LlamaModel
 
+#: The driver a subclass's draft file loads as (HiddenStateHead where it loads none).
+HeadT = TypeVar("HeadT", bound="HiddenStateHead")
 
-class HeadDrafter(Drafter):
+
+class HeadDrafter(Drafter, Generic[HeadT]):
     """Drafts with a head that reads the target's hidden state (see mtp/mtp_driver.py).
 
     Its drafts are its head's argmax, also when sampling (a deterministic proposal: the
@@ -46,9 +49,11 @@ class HeadDrafter(Drafter):
     draft model's is, and timed apart), so a head left unused costs nothing per round.
 
     A subclass says where its head comes from: a draft file of its `architecture` loaded
-    beside the target (`load_beside`, found again in the pair by the head's `serves`), or
-    one it makes itself (`own_head`), and which file's weights it runs (`weights_file`,
-    what its stored cost table is keyed by); `create` is the same for every head.
+    beside the target as its driver (`load_beside`, the same for every draft file: the
+    subclass names the driver, `head_class`, and any file it refuses, `check_file`; found
+    again in the pair by the head's `serves`), or one it makes itself (`own_head`), and
+    which file's weights it runs (`weights_file`, what its stored cost table is keyed by);
+    `create` is the same for every head.
 
     Attributes:
         head: the head it drafts with.
@@ -72,6 +77,8 @@ class HeadDrafter(Drafter):
     #: The architecture (general.architecture) of the draft file it drafts with, loaded
     #: beside the target (LoadedPair.head); "" for a head it makes itself.
     architecture: str = ""
+    #: What a head loaded from its draft file is called, before the file's name.
+    file_label: str = ""
 
     def __init__(
         self,
@@ -114,10 +121,29 @@ class HeadDrafter(Drafter):
         n_gpu_layers: int = 0,
         progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
-    ) -> HiddenStateHead:
+    ) -> HeadT:
         """The draft file at `path` (of its `architecture`) loaded beside `target`, serving
-        this drafter."""
+        this drafter (a draft file has no context of its own without the target's: llama.cpp
+        refuses one)."""
+        from specchat.engine.llamacpp.load import load_weights
+
+        if not cls.architecture:
+            raise NotImplementedError(f"the {cls.name} drafter loads no draft file")
+        cls.check_file(path)
+        weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
+        name = f"{cls.file_label} {path.name}"
+        return cls.head_class()(target, weights, name=name, path=path, serves=cls.name)
+
+    @classmethod
+    def head_class(cls) -> type[HeadT]:
+        """The llama.cpp driver its draft file is loaded as (imported only then: a driver
+        binds llama.cpp)."""
         raise NotImplementedError(f"the {cls.name} drafter loads no draft file")
+
+    @classmethod
+    def check_file(cls, path: Path) -> None:
+        """Raise ModelLoadError where the draft file at `path` is one it cannot run, before
+        its weights are loaded (by default every file of its architecture runs)."""
 
     @classmethod
     def own_head(cls, pair: LoadedPair) -> HiddenStateHead | None:
@@ -206,7 +232,7 @@ class HeadDrafter(Drafter):
             self.table.observe(1, max(0.0, outcome.draft.ms - self._catchup_ms) / drafted)
 
 
-def head_drafters() -> tuple[type[HeadDrafter], ...]:
+def head_drafters() -> tuple[type[HeadDrafter[Any]], ...]:
     """Every registered drafter that drafts with a head over the target's hidden state."""
     return tuple(
         cls
@@ -233,9 +259,10 @@ def load_head(
     beside `target` for the drafter that drafts with it."""
     for cls in head_drafters():
         if cls.architecture == architecture:
-            return cls.load_beside(
+            head: HiddenStateHead = cls.load_beside(
                 path, target, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel
             )
+            return head
     raise KeyError(architecture)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.engine.drafting.base import Listing
@@ -13,37 +11,23 @@ from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
     from specchat.engine.drafting.eagle3.eagle3_driver import Eagle3Draft
-    from specchat.engine.llamacpp.load import ProgressCallback
-    from specchat.engine.llamacpp.model import LlamaModel
 
 
 @register
-class Eagle3Drafter(HeadDrafter):
+class Eagle3Drafter(HeadDrafter["Eagle3Draft"]):
     """An EAGLE-3 draft (an `eagle3` file loaded beside its target)."""
 
     name = "eagle3"
     listing = Listing(label="EAGLE-3 draft", priority=17, reads_target=True, columns=(HeadColumn,))
     origin = "the EAGLE-3 draft"
     architecture = "eagle3"
+    file_label = "EAGLE-3 draft"
 
     @classmethod
-    def load_beside(
-        cls,
-        path: Path,
-        target: LlamaModel,
-        *,
-        n_gpu_layers: int = 0,
-        progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> Eagle3Draft:
-        """An EAGLE-3 draft file loaded beside `target` (it has no context of its own
-        without the target's: llama.cpp refuses one)."""
+    def head_class(cls) -> type[Eagle3Draft]:
         from specchat.engine.drafting.eagle3.eagle3_driver import Eagle3Draft
-        from specchat.engine.llamacpp.load import load_weights
 
-        weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-        name = f"EAGLE-3 draft {path.name}"
-        return Eagle3Draft(target, weights, name=name, path=path, serves=cls.name)
+        return Eagle3Draft
 
 
 #: The architecture of an EAGLE-3 draft file (general.architecture).

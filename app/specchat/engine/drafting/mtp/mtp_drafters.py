@@ -4,7 +4,6 @@ mtp_driver.py's DraftHead)."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,12 +14,10 @@ from specchat.engine.drafting.registry import register
 
 if TYPE_CHECKING:
     from specchat.engine.drafting.mtp.mtp_driver import DraftHead
-    from specchat.engine.llamacpp.load import ProgressCallback
-    from specchat.engine.llamacpp.model import LlamaModel
 
 
 @register
-class MtpDrafter(HeadDrafter):
+class MtpDrafter(HeadDrafter["DraftHead"]):
     """The target's MTP head (Qwen3.5/3.6 files with `nextn` layers)."""
 
     name = "mtp"
@@ -46,7 +43,7 @@ class MtpDrafter(HeadDrafter):
 
 
 @register
-class AssistantDrafter(HeadDrafter):
+class AssistantDrafter(HeadDrafter["DraftHead"]):
     """A Gemma 4 assistant (a `gemma4-assistant` file loaded beside its target)."""
 
     name = "assistant"
@@ -55,24 +52,13 @@ class AssistantDrafter(HeadDrafter):
     )
     origin = "the Gemma 4 assistant"
     architecture = "gemma4-assistant"
+    file_label = "assistant"
 
     @classmethod
-    def load_beside(
-        cls,
-        path: Path,
-        target: LlamaModel,
-        *,
-        n_gpu_layers: int = 0,
-        progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None,
-    ) -> DraftHead:
-        """A Gemma 4 assistant file loaded as `target`'s draft head (it has no context of
-        its own without the target's: llama.cpp refuses one)."""
+    def head_class(cls) -> type[DraftHead]:
         from specchat.engine.drafting.mtp.mtp_driver import DraftHead
-        from specchat.engine.llamacpp.load import load_weights
 
-        weights = load_weights(path, n_gpu_layers=n_gpu_layers, progress=progress, cancel=cancel)
-        return DraftHead(target, weights, name=f"assistant {path.name}", path=path, serves=cls.name)
+        return DraftHead
 
 
 #: The architecture of a Gemma 4 assistant file (general.architecture).
