@@ -259,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.out is None:
         raise UserError("--out DIR is required")
+    if args.rpc_loopback:
+        bench_rpc.colocated_wait_policy()  # before llama.cpp loads, for every column alike
     from specchat.bench.agent.agent_tasks import AGENT_SETS_BY_NAME
     from specchat.bench.live.runner import HEADS, BenchConfig, run_bench
     from specchat.bench.prompts import PromptFileError, load_prompts, prompt_file

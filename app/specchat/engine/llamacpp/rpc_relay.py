@@ -19,6 +19,8 @@ import socket
 import struct
 import threading
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 
 from specchat.engine.llamacpp.rpc_wire import (
     Command,
@@ -48,6 +50,62 @@ _lost: dict[str, str] = {}
 #: A round trip added to every response (set_added_rtt): the bench's stand-in for a slower
 #: network, with no network interface touched.
 _added_rtt_s = 0.0
+
+
+@dataclass
+class Traffic:
+    """What passed through the relays since `reset_traffic`, every server together.
+
+    llama.cpp's client sends most commands without waiting (SET_TENSOR, GRAPH_COMPUTE and
+    GRAPH_RECOMPUTE have no response: they stream ahead, as on a real connection) and waits
+    on the few that answer (GET_TENSOR above all, one per server a pass crosses). Each of
+    those is one round trip on a network, and where the relay adds one (set_added_rtt).
+
+    Attributes:
+        commands: requests by command name (Command's names).
+        waited: exchanges llama.cpp waited on, a request and its response.
+        server_s: seconds from forwarding those requests to their responses' first bytes
+            (the server's work, and the real network's round trips).
+        added_s: seconds the relay held those responses back (set_added_rtt).
+    """
+
+    commands: Counter[str] = field(default_factory=Counter)
+    waited: int = 0
+    server_s: float = 0.0
+    added_s: float = 0.0
+
+
+_traffic = Traffic()
+
+
+def traffic() -> Traffic:
+    """A copy of the counts since the last reset_traffic."""
+    with _lock:
+        t = _traffic
+        return Traffic(Counter(t.commands), t.waited, t.server_s, t.added_s)
+
+
+def reset_traffic() -> None:
+    with _lock:
+        _traffic.commands.clear()
+        _traffic.waited = 0
+        _traffic.server_s = _traffic.added_s = 0.0
+
+
+def _count(command: int) -> None:
+    try:
+        name = Command(command).name
+    except ValueError:
+        name = str(command)
+    with _lock:
+        _traffic.commands[name] += 1
+
+
+def _count_wait(server_s: float, added_s: float) -> None:
+    with _lock:
+        _traffic.waited += 1
+        _traffic.server_s += server_s
+        _traffic.added_s += added_s
 
 
 def set_added_rtt(seconds: float) -> None:
@@ -161,15 +219,25 @@ class Relay:
         if size > _CHUNK:
             upstream = self._stream_request(client, upstream, size)
             request = bytes(8)
+        forwarded = time.perf_counter()
         expected = response_size(command, request)
+        _count(command)
         if expected is None:
             return upstream
         header_sent, sent = False, 0
         if upstream is not None:
             try:
                 (answer_size,) = struct.unpack("<Q", recv_exact(upstream, 8))
+                answered = time.perf_counter()
+                # The whole round trip at once, when the response begins: llama.cpp's
+                # client sends nothing more until it has the response, so the request's
+                # way there and the response's way back cost it the same, and requests
+                # without a response, sent before it, travelled meanwhile.
+                held = 0.0
                 if _added_rtt_s:
                     time.sleep(_added_rtt_s)
+                    held = time.perf_counter() - answered
+                _count_wait(answered - forwarded, held)
                 client.sendall(struct.pack("<Q", answer_size))
                 header_sent, expected = True, answer_size
                 buffer = memoryview(bytearray(min(answer_size, _CHUNK) or 1))
