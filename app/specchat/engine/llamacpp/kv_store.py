@@ -7,6 +7,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,12 +23,17 @@ log = logging.getLogger(__name__)
 
 #: Total size the store keeps; the least recently used conversations go first.
 DEFAULT_MAX_BYTES = 1 << 30
-#: Shorter caches are re-read faster than a file is written: not kept.
+#: Shorter caches are not kept: a file is written after every answer while it saves a read
+#: only after a restart, and a hybrid's file holds its whole recurrent state however short
+#: the text; so its floor stays above the prefix cache's (which copies at a switch).
 MIN_TOKENS = 64
 _STATE = ".kv"
 _TOKENS = ".tokens"
 #: A recurrent model's states at its prompts' ends (LlamaModel.prompt_ends), beside its state.
 _ENDS = ".ends"
+#: The state file's size and CRC-32, checked before llama.cpp reads it: its loader trusts
+#: the file (a truncated one fails an assertion and aborts the process; see _whole).
+_CHECK = ".check"
 
 
 class KVStore:
@@ -81,9 +87,16 @@ class KVStore:
             partial.unlink(missing_ok=True)
             log.info("llama.cpp could not save the state of %s", conversation)
             return 0
-        np.asarray(tokens, dtype=np.int32).tofile(token_file)
-        ends = _save_ends(model.prompt_ends.export(), stem.with_suffix(_ENDS))
-        heads = self._save_heads(model, stem)
+        try:
+            np.asarray(tokens, dtype=np.int32).tofile(token_file)
+            ends = _save_ends(model.prompt_ends.export(), stem.with_suffix(_ENDS))
+            heads = self._save_heads(model, stem)
+        except OSError:
+            # A full disk: no half-written state is left to take the budget or to load.
+            self.forget(model, conversation)
+            partial.unlink(missing_ok=True)
+            raise
+        stem.with_suffix(_CHECK).write_text(_fingerprint(partial))
         # Renamed into place last: a crash mid-write leaves no state that looks whole.
         os.replace(partial, state)
         self._evict(keep=state)
@@ -104,6 +117,13 @@ class KVStore:
         kept = np.fromfile(token_file, dtype=np.int32).tolist()
         common = _common_prefix(kept, prompt)
         if common <= model.cached_prefix(prompt) or common < MIN_TOKENS:
+            return 0
+        if not _whole(state, stem.with_suffix(_CHECK)):
+            log.warning(
+                "the kept state of %s is not whole (cut short, or changed); re-reading",
+                conversation,
+            )
+            self.forget(model, conversation)
             return 0
         model.reset()
         out = (llama_cpp.llama_token * len(kept))()
@@ -140,6 +160,7 @@ class KVStore:
             stem.with_suffix(_STATE),
             stem.with_suffix(_TOKENS),
             stem.with_suffix(_ENDS),
+            stem.with_suffix(_CHECK),
             *_head_files(stem),
         )
 
@@ -159,7 +180,7 @@ class KVStore:
                 break
             if state == keep:
                 continue
-            others = [state.with_suffix(_TOKENS), state.with_suffix(_ENDS)]
+            others = [state.with_suffix(s) for s in (_TOKENS, _ENDS, _CHECK)]
             others += _head_files(state.with_suffix(""))
             size = state.stat().st_size + sum(f.stat().st_size for f in others if f.exists())
             self.forget_files(state, *others)
@@ -227,3 +248,23 @@ def _load_ends(path: Path, n_tokens: int) -> list[tuple[int, bytes]]:
             ends.append((position, data[offset : offset + size].tobytes()))
         offset += size
     return ends
+
+
+def _fingerprint(path: Path) -> str:
+    """A state file's size and CRC-32 (a few ms a hundred MB: the file was just written or
+    is about to be read, so it is in the page cache)."""
+    crc = 0
+    with path.open("rb") as file:
+        while chunk := file.read(16 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return f"{path.stat().st_size} {crc:08x}"
+
+
+def _whole(state: Path, check: Path) -> bool:
+    """Whether `state` is the file that was written (its fingerprint as kept beside it): a
+    state without one (cut short, changed, or written before fingerprints) is never given
+    to llama.cpp, whose loader reads past a file's end and aborts."""
+    try:
+        return check.read_text().strip() == _fingerprint(state)
+    except (OSError, UnicodeDecodeError):
+        return False
