@@ -7,6 +7,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import zipfile
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,12 +29,12 @@ DEFAULT_MAX_BYTES = 1 << 30
 #: the text; so its floor stays above the prefix cache's (which copies at a switch).
 MIN_TOKENS = 64
 _STATE = ".kv"
+#: The tokens a state holds and the state file's size and CRC-32 (NumPy's npz), checked
+#: before llama.cpp reads it: its loader trusts the file (one cut short reads past its end
+#: and fails an assertion, which aborts the process).
 _TOKENS = ".tokens"
 #: A recurrent model's states at its prompts' ends (LlamaModel.prompt_ends), beside its state.
 _ENDS = ".ends"
-#: The state file's size and CRC-32, checked before llama.cpp reads it: its loader trusts
-#: the file (a truncated one fails an assertion and aborts the process; see _whole).
-_CHECK = ".check"
 
 
 class KVStore:
@@ -88,7 +89,7 @@ class KVStore:
             log.info("llama.cpp could not save the state of %s", conversation)
             return 0
         try:
-            np.asarray(tokens, dtype=np.int32).tofile(token_file)
+            listed = _save_tokens(token_file, tokens, _fingerprint(partial))
             ends = _save_ends(model.prompt_ends.export(), stem.with_suffix(_ENDS))
             heads = self._save_heads(model, stem)
         except OSError:
@@ -96,11 +97,10 @@ class KVStore:
             self.forget(model, conversation)
             partial.unlink(missing_ok=True)
             raise
-        stem.with_suffix(_CHECK).write_text(_fingerprint(partial))
         # Renamed into place last: a crash mid-write leaves no state that looks whole.
         os.replace(partial, state)
         self._evict(keep=state)
-        return written + len(tokens) * 4 + ends + heads
+        return written + listed + ends + heads
 
     def restore(self, model: LlamaModel, conversation: str, prompt: Sequence[int]) -> int:
         """Load the kept state when it holds more of `prompt` than the cache does now.
@@ -114,11 +114,12 @@ class KVStore:
         state, token_file = stem.with_suffix(_STATE), stem.with_suffix(_TOKENS)
         if not state.exists() or not token_file.exists():
             return 0
-        kept = np.fromfile(token_file, dtype=np.int32).tolist()
+        listed = _load_tokens(token_file)
+        kept, fingerprint = listed if listed is not None else ([], (0, 0))
         common = _common_prefix(kept, prompt)
-        if common <= model.cached_prefix(prompt) or common < MIN_TOKENS:
+        if listed is not None and (common <= model.cached_prefix(prompt) or common < MIN_TOKENS):
             return 0
-        if not _whole(state, stem.with_suffix(_CHECK)):
+        if listed is None or _fingerprint(state) != fingerprint:
             log.warning(
                 "the kept state of %s is not whole (cut short, or changed); re-reading",
                 conversation,
@@ -160,7 +161,6 @@ class KVStore:
             stem.with_suffix(_STATE),
             stem.with_suffix(_TOKENS),
             stem.with_suffix(_ENDS),
-            stem.with_suffix(_CHECK),
             *_head_files(stem),
         )
 
@@ -180,7 +180,7 @@ class KVStore:
                 break
             if state == keep:
                 continue
-            others = [state.with_suffix(s) for s in (_TOKENS, _ENDS, _CHECK)]
+            others = [state.with_suffix(_TOKENS), state.with_suffix(_ENDS)]
             others += _head_files(state.with_suffix(""))
             size = state.stat().st_size + sum(f.stat().st_size for f in others if f.exists())
             self.forget_files(state, *others)
@@ -250,21 +250,35 @@ def _load_ends(path: Path, n_tokens: int) -> list[tuple[int, bytes]]:
     return ends
 
 
-def _fingerprint(path: Path) -> str:
+def _fingerprint(path: Path) -> tuple[int, int]:
     """A state file's size and CRC-32 (a few ms a hundred MB: the file was just written or
     is about to be read, so it is in the page cache)."""
     crc = 0
     with path.open("rb") as file:
         while chunk := file.read(16 << 20):
             crc = zlib.crc32(chunk, crc)
-    return f"{path.stat().st_size} {crc:08x}"
+    return path.stat().st_size, crc
 
 
-def _whole(state: Path, check: Path) -> bool:
-    """Whether `state` is the file that was written (its fingerprint as kept beside it): a
-    state without one (cut short, changed, or written before fingerprints) is never given
-    to llama.cpp, whose loader reads past a file's end and aborts."""
+def _save_tokens(path: Path, tokens: Sequence[int], fingerprint: tuple[int, int]) -> int:
+    """Write the tokens a state holds and its file's fingerprint; their bytes."""
+    with path.open("wb") as file:
+        np.savez(
+            file,
+            tokens=np.asarray(tokens, dtype=np.int32),
+            state=np.asarray(fingerprint, dtype=np.int64),
+        )
+    return path.stat().st_size
+
+
+def _load_tokens(path: Path) -> tuple[list[int], tuple[int, int]] | None:
+    """What _save_tokens wrote (None: a file that does not read whole, or one written
+    before fingerprints: its state is never given to llama.cpp)."""
     try:
-        return check.read_text().strip() == _fingerprint(state)
-    except (OSError, UnicodeDecodeError):
-        return False
+        with np.load(path, allow_pickle=False) as saved:
+            tokens, state = saved["tokens"].tolist(), saved["state"].tolist()
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    if len(state) != 2:
+        return None
+    return tokens, (int(state[0]), int(state[1]))
