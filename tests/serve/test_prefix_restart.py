@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
+from specchat import paths
 from specchat.engine.llamacpp.kv_store import KVStore
-from specchat.engine.llamacpp.prefix_cache import PrefixCache
+from specchat.engine.llamacpp.prefix_cache import API_KV_DIR, PrefixCache
 from specchat.engine.llamacpp.recurrent_state import PROMPT_TAIL
 from specchat.tinyarch import write_tiny_qwen35
 from specchat.tinymodels import TinyModels
@@ -80,14 +81,17 @@ def store(tmp_path: Path) -> Iterator[KVStore]:
     yield KVStore(tmp_path / "api-kv")
 
 
+@pytest.mark.parametrize("mode", ["plain", "draft"])
 def test_a_follow_up_after_a_restart_reads_only_its_new_tokens(
-    tiny_models: TinyModels, store: KVStore
+    tiny_models: TinyModels, store: KVStore, mode: str
 ) -> None:
     target, draft = tiny_models.target, tiny_models.draft_close
-    first = _ask(target, draft, store, _turns(SYSTEM, 0))
+    first = _ask(target, draft, store, _turns(SYSTEM, 0), mode=mode)
     assert first["cache_n"] == 0
-    assert list(store.directory.glob("*.kv"))  # both models' states written after it
-    follow_up = _ask(target, draft, store, _turns(SYSTEM, 1))
+    # Written after the answer: the target's state, and the draft model's where it drafted
+    # (a plain answer leaves it behind: nothing of it worth writing).
+    assert len(list(store.directory.glob("*.kv"))) == (2 if mode == "draft" else 1)
+    follow_up = _ask(target, draft, store, _turns(SYSTEM, 1), mode=mode)
     _reads_only_new_tokens(first, follow_up)
 
 
@@ -194,3 +198,9 @@ def test_the_byte_budget_evicts_the_least_recently_used_chat(
     assert first_a["cache_n"] == 0
     follow_b = _ask(target, None, store, _turns(OTHER, 1))
     assert follow_b["prompt_n"] == follow_b["prompt_tokens"]  # B was evicted by A's turn
+
+
+def test_the_served_cache_keeps_its_chats_under_the_cache_directory() -> None:
+    store = PrefixCache.on_disk().store
+    assert store is not None
+    assert store.directory == paths.cache_dir() / API_KV_DIR

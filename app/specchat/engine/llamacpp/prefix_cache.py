@@ -25,6 +25,8 @@ DEFAULT_MAX_BYTES = 512 << 20
 #: tokens again (docs/costs.md, "Kept states"), so two clients taking turns with short
 #: first turns keep theirs.
 MIN_TOKENS = 16
+#: A model this many tokens behind the chat's answer is not written to disk after it.
+BEHIND = 8
 #: Where `specchat serve` keeps its chats' states (under the cache directory), apart from
 #: the window's conversations' (workers.generation.KV_DIR), within its own budget.
 API_KV_DIR = "api-kv"
@@ -118,12 +120,16 @@ class PrefixCache:
     def keep_on_disk(self, models: Sequence[LlamaModel], conversation: str) -> int:
         """After an answer: write what each model holds of `conversation` to the store (as
         the window keeps a conversation after each answer, so a crash loses nothing either);
-        the bytes written. A full disk or an unwritable directory is logged, never raised:
-        the answer has gone out already."""
-        if self.store is None:
+        the bytes written. A model far behind the first (a draft model a plain answer left
+        behind) is not written: its file would hold no more than before. A full disk or an
+        unwritable directory is logged, never raised: the answer has gone out already."""
+        if self.store is None or not models:
             return 0
+        said = models[0].tokens
         written = 0
         for model in models:
+            if len(said) - model.cached_prefix(said) > BEHIND:
+                continue
             try:
                 written += self.store.save(model, conversation)
             except Exception:
