@@ -178,10 +178,12 @@ class Api:
     log: ReadLog
 
 
-def api_path(model: Path, args: argparse.Namespace) -> list[Step]:
-    """Two clients taking turns through the API, then an edit, a regenerate, a restart."""
+def api_path(model: Path, args: argparse.Namespace, kept: Path) -> list[Step]:
+    """Two clients taking turns through the API, then an edit, a regenerate, a restart (the
+    prefix cache's chats kept on disk in `kept`, as where API chats are kept)."""
     import openai
 
+    from specchat.engine.llamacpp.kv_store import KVStore
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
     from specchat.engine.session import ChatEngine
     from specchat.serve.guard import ServeOptions
@@ -190,8 +192,9 @@ def api_path(model: Path, args: argparse.Namespace) -> list[Step]:
     steps: list[Step] = []
     chats: dict[str, list[dict[str, Any]]] = {"A": [], "B": []}
     for restart in (False, True):
-        # A restarted server starts with an empty prefix cache (it is kept in memory).
-        prefixes = PrefixCache()
+        # A restarted server starts with an empty prefix cache in memory; the chats' caches
+        # written after their answers come back from disk.
+        prefixes = PrefixCache(store=KVStore(kept))
         engine = ChatEngine.load(model, n_ctx=args.n_ctx, n_threads=args.threads)
         log = ReadLog()
         engine.target.follow(log)
@@ -299,11 +302,12 @@ def main() -> None:
     args = parser.parse_args()
     model = args.model or synthetic_model(args.out, args.threads)
     steps: list[Step] = []
-    if "api" in args.paths:
-        steps += api_path(model, args)
-    if "window" in args.paths:
-        import tempfile
+    import tempfile
 
+    if "api" in args.paths:
+        with tempfile.TemporaryDirectory() as kept:
+            steps += api_path(model, args, Path(kept))
+    if "window" in args.paths:
         with tempfile.TemporaryDirectory() as kept:
             steps += window_path(model, args, Path(kept))
     if args.json:

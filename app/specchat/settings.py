@@ -199,7 +199,8 @@ REMEMBER_API_CHATS = declare(
     "api.remember_chats",
     bool,
     False,
-    "Keep the API's conversations in the conversation list (off: in memory while it serves)",
+    "Keep the API's conversations in the conversation list, and their caches on disk for a "
+    "restarted server (off: in memory while it serves)",
 )
 # --- window ---------------------------------------------------------------------------------
 COLOUR_TOKENS = declare("view.colour_tokens", bool, True, "Colour tokens by how they were made")

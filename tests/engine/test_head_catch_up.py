@@ -144,3 +144,26 @@ def test_a_head_drafts_after_a_kept_conversation_as_in_a_fresh_chat(
         (r.draft, r.accepted) for r in fresh.rounds
     ]
     assert sum(r.drafted for r in restored.rounds) > 0
+
+
+def test_a_head_never_adopts_a_state_another_head_kept(hybrid: LlamaModel, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from specchat.engine.llamacpp.head_state import load_head_state, save_head_state
+
+    hybrid.reset()
+    head = DraftHead(hybrid)
+    try:
+        hybrid.decode(hybrid.tokenize(CHAT_PROMPTS[0]), logits="none")
+        head.catch_up()
+        state = head.state()
+        assert state.source == head.source
+        save_head_state(state, tmp_path / "kept.head0")
+        loaded = load_head_state(tmp_path / "kept.head0")
+        assert loaded is not None and loaded.source == head.source
+        assert head.adopt(loaded)
+        other = replace(state, source=f"eagle3|{tmp_path / 'other.gguf'}|1|2")
+        assert not head.adopt(other)
+    finally:
+        head.close()
+        hybrid.reset()

@@ -85,3 +85,18 @@ def test_an_earlier_api_chat_joins_the_suffix_index_in_memory(server: ApiServer)
     assert key not in index.stored()  # still this chat
     _ask(server, _turns("You count goats. " * 5, 0))
     assert key in index.stored()  # an earlier chat now
+
+
+def test_two_clients_taking_turns_with_short_chats_each_read_only_their_new_tokens(
+    server: ApiServer,
+) -> None:
+    # Chats under the window's 64-token floor: the prefix cache keeps them all the same.
+    firsts = [_ask(server, _turns(system, 0)) for system in ("Be brief. ", "Be kind. ")]
+    for first in firsts:
+        assert 16 <= first["usage"]["prompt_tokens"] < 64
+    for system, first in zip(("Be brief. ", "Be kind. "), firsts, strict=True):
+        follow_up = _ask(server, _turns(system, 1))
+        timings = follow_up["timings"]
+        assert timings["cache_n"] >= first["usage"]["prompt_tokens"]
+        new = follow_up["usage"]["prompt_tokens"] - first["usage"]["prompt_tokens"]
+        assert timings["prompt_n"] <= new

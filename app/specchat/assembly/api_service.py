@@ -57,8 +57,10 @@ class ApiService:
             raise ValueError("load a model pair first")
         options = ServeOptions(host=host.strip(), port=port, api_key=api_key)
         check_options(options, key_from=KEY_FROM, port_from="the API port (api.port)")
-        runner = JobRunner(prefixes=PrefixCache())
-        runner.keeper = self.keeper()
+        keeper = self.keeper()
+        # Chats' caches on disk only where the chats are kept (api.remember_chats).
+        runner = JobRunner(prefixes=PrefixCache() if keeper is None else PrefixCache.on_disk())
+        runner.keeper = keeper
         # A job of the server stopped just now, still ending, keeps the runner it began with.
         self.host.runner = runner
         self.host.capacity = options.capacity

@@ -87,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
     from specchat.engine.llamacpp.prefix_cache import PrefixCache
 
     try:
-        server = ApiServer.for_engine(engine, options, prefixes=PrefixCache())
         keeper = _keeper()
+        # Chats kept on disk only where the user keeps them (api.remember_chats): else
+        # they live in memory while it serves, their caches too.
+        prefixes = PrefixCache() if keeper is None else PrefixCache.on_disk()
+        server = ApiServer.for_engine(engine, options, prefixes=prefixes)
         if keeper is not None:
             server.executor.runner.keeper = keeper
         address = server.bind()

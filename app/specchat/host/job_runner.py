@@ -152,7 +152,7 @@ class JobRunner:
             # The target's cache holds the prompt but its last token (see the decoder).
             for model in (engine.target, engine.draft):
                 if model is not None:
-                    self.prefixes.prepare(model, prompt[:-1])
+                    self.prefixes.prepare(model, prompt[:-1], conversation=key)
         yield Started(len(prompt), max_tokens, tooling)
         kept = KeptSources()
         accepted = rejected = 0
@@ -223,3 +223,7 @@ class JobRunner:
                 near_ties=engine.target.info.near_ties,
             )
         )
+        if self.prefixes is not None:
+            # Once the answer went out: a restarted server finds the chat where it ended.
+            models = [m for m in (engine.target, engine.draft) if m is not None]
+            self.prefixes.keep_on_disk(models, key)

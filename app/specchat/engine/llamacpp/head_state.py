@@ -55,6 +55,8 @@ class HeadState:
         cache: llama.cpp's state of its own cache (empty: it keeps none).
         unfed: the calls it had kept but not been fed.
         fields: its kind's bookkeeping.
+        source: which head kept it (its drafter and weights file, see
+            HiddenStateHead.source): another head never adopts it.
     """
 
     covered: int
@@ -62,6 +64,7 @@ class HeadState:
     cache: bytes
     unfed: tuple[KeptCall, ...]
     fields: dict[str, Any]
+    source: str = ""
 
     @property
     def size_bytes(self) -> int:
@@ -73,6 +76,7 @@ def save_head_state(state: HeadState, path: Path) -> int:
     """Write `state` to `path` (NumPy's npz, no pickles); its bytes."""
     arrays: dict[str, np.ndarray] = {
         "covered": np.asarray(state.covered),
+        "source": np.asarray(state.source),
         "fed_end": np.asarray(state.fed_end),
         "cache": np.frombuffer(state.cache, dtype=np.uint8),
         "unfed.starts": np.asarray([c.start for c in state.unfed], dtype=np.int64),
@@ -128,6 +132,7 @@ def load_head_state(path: Path) -> HeadState | None:
             cache=arrays["cache"].tobytes(),
             unfed=tuple(unfed),
             fields=fields,
+            source=str(arrays["source"]) if "source" in arrays else "",
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -173,6 +173,13 @@ class HiddenStateHead(abc.ABC):
         """Every position from n_keep on that the head was fed was dropped."""
 
     # --- kept states -----------------------------------------------------------------------------
+    @property
+    def source(self) -> str:
+        """Which head this is, as a kept state names it: its drafter and its weights file
+        (path, size, time written), so a state kept beside another head is never adopted."""
+        stat = self.path.stat()
+        return f"{self.serves}|{self.path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+
     def state(self) -> HeadState:
         """What the head holds now, to come back to with the target's kept state (a
         prefix-cache snapshot, a conversation kept on disk): its own cache and rows, and
@@ -190,14 +197,16 @@ class HiddenStateHead(abc.ABC):
             cache=data,
             unfed=tuple(self._unfed),
             fields=self._fields(),
+            source=self.source,
         )
 
     def adopt(self, state: HeadState) -> bool:
         """Come back to `state` after the target adopted the state it was kept with (the
         target's cache holds its first `state.covered` tokens); False where llama.cpp
-        refused the head's cache (the head then starts again, as before a restore)."""
+        refused the head's cache or the state is another head's (the head then starts
+        again, as before a restore)."""
         self._forget_all()
-        if state.covered > self.target.n_past:
+        if state.covered > self.target.n_past or state.source != self.source:
             self._lost = True
             return False
         if state.cache:

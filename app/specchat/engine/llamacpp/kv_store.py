@@ -7,6 +7,8 @@ import ctypes
 import hashlib
 import logging
 import os
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,9 +24,14 @@ log = logging.getLogger(__name__)
 
 #: Total size the store keeps; the least recently used conversations go first.
 DEFAULT_MAX_BYTES = 1 << 30
-#: Shorter caches are re-read faster than a file is written: not kept.
+#: Shorter caches are not kept: a file is written after every answer while it saves a read
+#: only after a restart, and a hybrid's file holds its whole recurrent state however short
+#: the text; so its floor stays above the prefix cache's (which copies at a switch).
 MIN_TOKENS = 64
 _STATE = ".kv"
+#: The tokens a state holds and the state file's size and CRC-32 (NumPy's npz), checked
+#: before llama.cpp reads it: its loader trusts the file (one cut short reads past its end
+#: and fails an assertion, which aborts the process).
 _TOKENS = ".tokens"
 #: A recurrent model's states at its prompts' ends (LlamaModel.prompt_ends), beside its state.
 _ENDS = ".ends"
@@ -81,13 +88,19 @@ class KVStore:
             partial.unlink(missing_ok=True)
             log.info("llama.cpp could not save the state of %s", conversation)
             return 0
-        np.asarray(tokens, dtype=np.int32).tofile(token_file)
-        ends = _save_ends(model.prompt_ends.export(), stem.with_suffix(_ENDS))
-        heads = self._save_heads(model, stem)
+        try:
+            listed = _save_tokens(token_file, tokens, _fingerprint(partial))
+            ends = _save_ends(model.prompt_ends.export(), stem.with_suffix(_ENDS))
+            heads = self._save_heads(model, stem)
+        except OSError:
+            # A full disk: no half-written state is left to take the budget or to load.
+            self.forget(model, conversation)
+            partial.unlink(missing_ok=True)
+            raise
         # Renamed into place last: a crash mid-write leaves no state that looks whole.
         os.replace(partial, state)
         self._evict(keep=state)
-        return written + len(tokens) * 4 + ends + heads
+        return written + listed + ends + heads
 
     def restore(self, model: LlamaModel, conversation: str, prompt: Sequence[int]) -> int:
         """Load the kept state when it holds more of `prompt` than the cache does now.
@@ -101,9 +114,17 @@ class KVStore:
         state, token_file = stem.with_suffix(_STATE), stem.with_suffix(_TOKENS)
         if not state.exists() or not token_file.exists():
             return 0
-        kept = np.fromfile(token_file, dtype=np.int32).tolist()
+        listed = _load_tokens(token_file)
+        kept, fingerprint = listed if listed is not None else ([], (0, 0))
         common = _common_prefix(kept, prompt)
-        if common <= model.cached_prefix(prompt) or common < MIN_TOKENS:
+        if listed is not None and (common <= model.cached_prefix(prompt) or common < MIN_TOKENS):
+            return 0
+        if listed is None or _fingerprint(state) != fingerprint:
+            log.warning(
+                "the kept state of %s is not whole (cut short, or changed); re-reading",
+                conversation,
+            )
+            self.forget(model, conversation)
             return 0
         model.reset()
         out = (llama_cpp.llama_token * len(kept))()
@@ -227,3 +248,37 @@ def _load_ends(path: Path, n_tokens: int) -> list[tuple[int, bytes]]:
             ends.append((position, data[offset : offset + size].tobytes()))
         offset += size
     return ends
+
+
+def _fingerprint(path: Path) -> tuple[int, int]:
+    """A state file's size and CRC-32 (a few ms a hundred MB: the file was just written or
+    is about to be read, so it is in the page cache)."""
+    crc = 0
+    with path.open("rb") as file:
+        while chunk := file.read(16 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return path.stat().st_size, crc
+
+
+def _save_tokens(path: Path, tokens: Sequence[int], fingerprint: tuple[int, int]) -> int:
+    """Write the tokens a state holds and its file's fingerprint; their bytes."""
+    with path.open("wb") as file:
+        np.savez(
+            file,
+            tokens=np.asarray(tokens, dtype=np.int32),
+            state=np.asarray(fingerprint, dtype=np.int64),
+        )
+    return path.stat().st_size
+
+
+def _load_tokens(path: Path) -> tuple[list[int], tuple[int, int]] | None:
+    """What _save_tokens wrote (None: a file that does not read whole, or one written
+    before fingerprints: its state is never given to llama.cpp)."""
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            tokens, state = saved["tokens"].tolist(), saved["state"].tolist()
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    if len(state) != 2:
+        return None
+    return tokens, (int(state[0]), int(state[1]))

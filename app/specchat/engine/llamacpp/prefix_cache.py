@@ -1,5 +1,7 @@
 """Recent prompts' KV caches kept in memory, so a request that returns to an earlier prefix
-(another editor's chat, a chat resumed after a detour) reads only what is new."""
+(another editor's chat, a chat resumed after a detour) reads only what is new; and, given a
+store, each chat's cache kept on disk after its answers, so a restarted server does not read
+its chats again."""
 
 from __future__ import annotations
 
@@ -10,14 +12,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from specchat.engine.llamacpp.kv_store import KVStore
     from specchat.engine.llamacpp.model import LlamaModel
 
 log = logging.getLogger(__name__)
 
 #: Memory the kept caches may take together; the least recently used go first.
 DEFAULT_MAX_BYTES = 512 << 20
-#: Fewer tokens than this are re-read faster than they are copied: not kept.
-MIN_TOKENS = 64
+#: Shorter caches are not kept: each keep copies the state at a switch that may never come
+#: back, and a hybrid's copy holds its whole recurrent state however short the text. Above
+#: it, a copy (a memcpy of the rows, one recurrent state) costs far less than reading the
+#: tokens again (docs/costs.md, "Kept states"), so two clients taking turns with short
+#: first turns keep theirs.
+MIN_TOKENS = 16
+#: A model this many tokens behind the chat's answer is not written to disk after it.
+BEHIND = 8
+#: Where `specchat serve` keeps its chats' states (under the cache directory), apart from
+#: the window's conversations' (workers.generation.KV_DIR), within its own budget.
+API_KV_DIR = "api-kv"
 
 
 @dataclass(frozen=True)
@@ -49,15 +61,37 @@ class PrefixCache:
     only on the tokens before it, so a kept state cut back to the common prefix equals
     evaluating that prefix again.
 
+    With a `store` (the window's kept conversations' files, engine/llamacpp/kv_store.py),
+    each chat's cache is also written after its answers, under the chat's key, and read back
+    when a prompt of that chat starts with more of it than memory and the cache hold: a
+    restarted server (or one that crashed) reads only what is new, as the window does.
+
     Attributes:
         max_bytes: memory the kept states may take together.
         min_tokens: shortest cache worth keeping.
+        store: where chats' caches are kept on disk (its own byte budget, least recently
+            used first out), or None (memory only).
     """
 
-    def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES, min_tokens: int = MIN_TOKENS) -> None:
+    def __init__(
+        self,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        min_tokens: int = MIN_TOKENS,
+        store: KVStore | None = None,
+    ) -> None:
         self.max_bytes = max_bytes
         self.min_tokens = min_tokens
+        self.store = store
         self._snapshots: list[_Snapshot] = []  # least recently used first
+
+    @classmethod
+    def on_disk(cls) -> PrefixCache:
+        """A cache whose chats are also kept under the cache directory (API_KV_DIR)."""
+        from specchat import paths
+        from specchat.engine.llamacpp.kv_store import KVStore
+
+        return cls(store=KVStore(paths.cache_dir() / API_KV_DIR))
 
     @property
     def size_bytes(self) -> int:
@@ -66,9 +100,48 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._snapshots)
 
-    def prepare(self, model: LlamaModel, prompt: Sequence[int]) -> int:
+    def prepare(
+        self, model: LlamaModel, prompt: Sequence[int], *, conversation: str | None = None
+    ) -> int:
         """Before `model` reads `prompt`: keep what its cache would lose, and load a kept
-        state holding more of `prompt`; returns how many tokens of it the cache holds."""
+        state holding more of `prompt` (from memory, else `conversation`'s on disk);
+        returns how many tokens of it the cache holds."""
+        held = self._from_memory(model, prompt)
+        if self.store is None or conversation is None:
+            return held
+        try:
+            return max(held, self.store.restore(model, conversation, prompt))
+        except Exception:
+            # A file that reads as nothing sensible: the prompt is read instead.
+            log.warning("the kept state of %s could not be read", conversation, exc_info=True)
+            model.reset()
+            return 0
+
+    def keep_on_disk(self, models: Sequence[LlamaModel], conversation: str) -> int:
+        """After an answer: write what each model holds of `conversation` to the store (as
+        the window keeps a conversation after each answer, so a crash loses nothing either);
+        the bytes written. A model far behind the first (a draft model a plain answer left
+        behind) is not written: its file would hold no more than before. A full disk or an
+        unwritable directory is logged, never raised: the answer has gone out already."""
+        if self.store is None or not models:
+            return 0
+        said = models[0].tokens
+        written = 0
+        for model in models:
+            if len(said) - model.cached_prefix(said) > BEHIND:
+                continue
+            try:
+                written += self.store.save(model, conversation)
+            except Exception:
+                log.warning(
+                    "the state of %s could not be kept in %s",
+                    conversation,
+                    self.store.directory,
+                    exc_info=True,
+                )
+        return written
+
+    def _from_memory(self, model: LlamaModel, prompt: Sequence[int]) -> int:
         common = model.cached_prefix(prompt)
         if len(model.tokens) - common >= self.min_tokens:
             self._keep(model)
