@@ -39,6 +39,26 @@ def test_greedy_speculation_is_token_for_token_plain(
         assert spec.text == plain.text
 
 
+def test_plain_reads_the_target_rows_in_place_and_matches_a_copying_argmax_loop(
+    decoder: SpeculativeDecoder,
+) -> None:
+    """Plain rounds verify on llama.cpp's own logits (no copy): the answer is still the
+    argmax of each row copied out one token at a time."""
+    target = decoder.target
+    assert isinstance(target, LlamaModel)
+    prompt = decoder.target.tokenize(CHAT_PROMPTS[0])
+    plain = run(decoder, prompt, mode="plain", max_tokens=40)
+    target.reset()
+    target.decode(prompt[:-1], logits="none")
+    tokens, last = [], prompt[-1]
+    while len(tokens) < len(plain.tokens):
+        last = int(np.argmax(target.decode([last], logits="all")[0]))
+        tokens.append(last)
+    assert tokens == plain.tokens
+    lent = target.decode([last], logits="all", copy=False)
+    assert not lent.flags.owndata  # llama.cpp's rows, lent until the next decode
+
+
 def test_speculation_really_drafts(decoder: SpeculativeDecoder) -> None:
     """Identity above would be vacuous if nothing were ever drafted or accepted."""
     prompt = decoder.target.tokenize(CHAT_PROMPTS[0])

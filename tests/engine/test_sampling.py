@@ -7,6 +7,7 @@ import pytest
 
 from specchat.engine.sampling import (
     argmax_and_margin,
+    greedy_pick,
     probabilities,
     sample,
     softmax,
@@ -97,3 +98,19 @@ def test_sample_follows_the_vector() -> None:
     draws = np.bincount([sample(p, rng) for _ in range(20000)], minlength=4) / 20000
     assert draws[1] == 0
     np.testing.assert_allclose(draws, p, atol=0.015)
+
+
+@pytest.mark.parametrize("size", [6, 1031, 151_936])
+def test_greedy_pick_reads_a_row_as_argmax_margin_and_probability(size: int) -> None:
+    """What greedy verification reads of a row (one fused sum where ggml's kernel is there):
+    the same token and margin, the same probability to float precision, the row untouched."""
+    rng = np.random.default_rng(size)
+    row = (rng.standard_normal(size) * 4).astype(np.float32)
+    row[::5] = -np.inf
+    before = row.copy()
+    token, margin, p = greedy_pick(row)
+    assert (token, margin) == argmax_and_margin(row)
+    assert p == pytest.approx(token_probability(row, token), rel=1e-6)
+    np.testing.assert_array_equal(row, before)
+    column = np.ascontiguousarray(np.stack([row, row])[:, :].T)[:, 0]  # not contiguous
+    assert greedy_pick(column)[:2] == (token, margin)

@@ -28,9 +28,11 @@ class PricedModel:
     def __getattr__(self, name: str) -> object:
         return getattr(self._model, name)
 
-    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+    def decode(
+        self, tokens: Sequence[int], *, logits: str = "last", copy: bool = True
+    ) -> np.ndarray:
         depth = self._model.n_past
-        rows = self._model.decode(tokens, logits=logits)
+        rows = self._model.decode(tokens, logits=logits, copy=copy)
         if logits != "none":
             self._spend(len(tokens), depth)
         return rows

@@ -81,7 +81,9 @@ class RecordedTarget(RecordedCache):
     def piece(self, token: int) -> bytes:
         return b""
 
-    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+    def decode(
+        self, tokens: Sequence[int], *, logits: str = "last", copy: bool = True
+    ) -> np.ndarray:
         if not tokens:
             raise ValueError("nothing to decode")
         first = len(self.tokens)

@@ -325,7 +325,8 @@ class SpeculativeDecoder:
             return self._verify_tree(draft, last, sampling, rng)
         if draft.tokens:
             self.target.mark(len(draft.tokens) + 1)
-        logits = self.target.decode([last, *draft.tokens], logits="all")
+        # Lent rows, not a copy: verify reads them before the next pass overwrites them.
+        logits = self.target.decode([last, *draft.tokens], logits="all", copy=False)
         verdict = verify(draft.tokens, draft.probs, logits, sampling, rng)
         return draft, verdict, len(draft.tokens) + 1
 

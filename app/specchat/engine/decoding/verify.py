@@ -7,12 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specchat.engine.sampling import (
-    argmax_and_margin,
-    probabilities,
-    sample,
-    token_probability,
-)
+from specchat.engine.sampling import argmax_and_margin, greedy_pick, probabilities, sample
 from specchat.engine.types import SamplingParams
 
 
@@ -58,18 +53,20 @@ def verify(
     margins: list[float] = []
     for i, token in enumerate(drafts):
         row = target_logits[i]
-        top, margin = argmax_and_margin(row)
-        margins.append(margin)
         q = draft_probs[i] if draft_probs is not None else None
         q_token = float(q[token]) if q is not None else 1.0
         if params.greedy:
+            # Kept or not, the row's emitted token is its top: its probability is the top's.
+            top, margin, p_top = greedy_pick(row)
+            margins.append(margin)
+            p_target.append(p_top)
             if token == top:
-                p_target.append(token_probability(row, token))
                 p_draft.append(q_token)
                 continue
-            p_target.append(token_probability(row, top))
             p_draft.append(float(q[top]) if q is not None else 0.0)
             return Verdict(i, top, tuple(p_target), tuple(p_draft), tuple(margins))
+        _, margin = argmax_and_margin(row)
+        margins.append(margin)
         p = probabilities(row, params)
         p_token = float(p[token])
         if q_token > 0 and rng.random() < min(1.0, p_token / q_token):
@@ -90,12 +87,12 @@ def verify(
         p_draft.append(float(q[corrected]) if q is not None else 0.0)
         return Verdict(i, corrected, tuple(p_target), tuple(p_draft), tuple(margins))
     bonus_row = target_logits[len(drafts)]
-    top, margin = argmax_and_margin(bonus_row)
-    margins.append(margin)
     if params.greedy:
-        bonus = top
-        p_bonus = token_probability(bonus_row, top)
+        bonus, margin, p_bonus = greedy_pick(bonus_row)
+        margins.append(margin)
     else:
+        _, margin = argmax_and_margin(bonus_row)
+        margins.append(margin)
         p = probabilities(bonus_row, params)
         bonus = sample(p, rng)
         p_bonus = float(p[bonus])

@@ -32,6 +32,7 @@ from specchat.engine.llamacpp.load import (
     offloaded_layers,
     read_metadata,
 )
+from specchat.engine.llamacpp.logits_view import LogitsView
 from specchat.engine.llamacpp.recurrent_state import (
     SNAPSHOT_DEPTH,
     PromptEnds,
@@ -180,6 +181,7 @@ class LlamaModel:
         )
         self.n_vocab = self.info.n_vocab
         self.n_ctx = self.info.n_ctx
+        self._logits = LogitsView(ctx, self.n_vocab)
         # llama.cpp clamps the batch to the context and ABORTS on a larger decode: read back
         # the sizes it really uses and never hand it more in one call.
         self.n_batch = min(
@@ -448,10 +450,13 @@ class LlamaModel:
         llama_cpp.llama_memory_clear(self._memory, True)
         self._cut(0)
 
-    def decode(self, tokens: Sequence[int], *, logits: str = "last") -> np.ndarray:
+    def decode(
+        self, tokens: Sequence[int], *, logits: str = "last", copy: bool = True
+    ) -> np.ndarray:
         """Append `tokens` to the cache and return logits (`logits`: 'last' for the final row
         only, 'all' for one row per token, 'none'): an array of shape (rows, n_vocab), rows = 0
-        for 'none', copied out of llama.cpp."""
+        for 'none', copied out of llama.cpp; `copy=False` lends its own rows where one pass
+        holds them all, valid until the next decode (LogitsView)."""
         if not tokens:
             raise ValueError("nothing to decode")
         if len(self.tokens) + len(tokens) > self.n_ctx:
@@ -463,18 +468,11 @@ class LlamaModel:
         while start < len(tokens):
             chunk = tokens[start : start + self.n_batch]
             last_chunk = start + len(chunk) == len(tokens)
-            if logits == "all":
-                want = [True] * len(chunk)
-            elif logits == "last" and last_chunk:
-                want = [False] * (len(chunk) - 1) + [True]
-            else:
-                want = [False] * len(chunk)
-            self._decode_chunk(chunk, want)
-            n_out = sum(want)
+            n_out = len(chunk) if logits == "all" else int(logits == "last" and last_chunk)
+            self._decode_chunk(chunk, [False] * (len(chunk) - n_out) + [True] * n_out)
             if n_out:
-                pointer = llama_cpp.llama_get_logits(self._ctx)
-                block = np.ctypeslib.as_array(pointer, shape=(n_out, self.n_vocab))
-                rows.append(block.copy())
+                block = self._logits.rows(n_out)
+                rows.append(block if not copy and start == 0 and last_chunk else block.copy())
             start += len(chunk)
         if not rows:
             return np.empty((0, self.n_vocab), dtype=np.float32)
@@ -555,8 +553,7 @@ class LlamaModel:
             llama_cpp.llama_memory_seq_rm(self._memory, 0, base, -1)
             self._drop_branches(len(paths))
             raise DecodeError(decode_failure(status))
-        pointer = llama_cpp.llama_get_logits(self._ctx)
-        block = np.ctypeslib.as_array(pointer, shape=(len(tokens), self.n_vocab)).copy()
+        block = self._logits.rows(len(tokens)).copy()
         self._tree = (base, [list(p) for p in paths])
         return [block[row] for row in rows]
 

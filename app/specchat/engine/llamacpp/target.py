@@ -106,6 +106,13 @@ class Target(DraftModel, Protocol):
         """Tokens its context has room for after the cache."""
         ...
 
+    def decode(
+        self, tokens: Sequence[int], *, logits: str = "last", copy: bool = True
+    ) -> np.ndarray:
+        """As DraftModel.decode; `copy=False` may lend rows that only stay valid until the
+        next decode (the round loop reads a verify pass's rows at once)."""
+        ...
+
     def decode_tree(self, paths: Sequence[Sequence[int]]) -> list[np.ndarray]:
         """Evaluate several paths after the cache in one pass: each path's logits."""
         ...
