@@ -55,6 +55,16 @@ CATCHUP_ROUNDS = 8
 #: every larger pass looked cheap next to it) was never corrected while drafting went on.
 REFERENCE_ROUNDS = 32
 
+#: Share of an answer's plain time that drafting may lose in it (engine/decoding/allowance.py):
+#: a round drafts only as far as its worst case (every draft rejected) fits this share of
+#: what the answer has written so far, plus what drafting has won in it. An estimate no
+#: round has confirmed yet (a prior, a match length's average over other texts) can then
+#: cost an answer a few per cent at most, while drafting that pays earns its own room.
+REGRET_SHARE = 0.03
+#: What an answer may lose to drafting before it has written anything, in plain tokens:
+#: enough for a first short draft, whose outcome then decides how far the next may go.
+REGRET_SEED = 2.0
+
 # --- the target's pass (shape × scale; engine/costs/table.py) --------------------------------
 
 #: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows

@@ -189,13 +189,17 @@ class CostTable:
         """Time to check n tokens: the cheapest pass at or above n (see pass_size)."""
         return self.cost_ms(self.pass_size(n, context), context)
 
-    def price_list(self, limit: int, context: int | None = None) -> list[float] | None:
+    def price_list(
+        self, limit: int, context: int | None = None, largest: int | None = None
+    ) -> list[float] | None:
         """`target_ms(n, context)` for n = 1 … `limit`, by index (index 0 unused), in one
-        backward pass: `auto` prices every draft length of every drafter each round."""
+        backward pass: `auto` prices every draft length of every drafter each round.
+        `largest`: the largest pass the round can make (near an answer's end a draft cannot
+        be grown into a cheaper, larger pass, so none is priced as if it could)."""
         if not self.pass_ms:
             return None
         prices = [0.0] * (limit + 1)
-        top = self.sizes[-1]
+        top = self.sizes[-1] if largest is None else min(self.sizes[-1], max(1, largest))
         seen = [(m, self.cost_ms(m, context) or 0.0) for m in self.seen if limit < m <= top]
         best = min(seen, key=lambda s: (s[1], -s[0]), default=(0, math.inf))[1]
         for n in range(limit, 0, -1):

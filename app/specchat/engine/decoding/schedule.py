@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from specchat.engine.costs.priors import (
     CATCHUP_ROUNDS,
@@ -15,6 +16,7 @@ from specchat.engine.costs.priors import (
     SCORED_HURDLE,
 )
 from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.decoding.allowance import RegretAllowance
 from specchat.engine.decoding.pricer import Pricer, RoundContext
 from specchat.engine.drafting.base import Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
@@ -79,6 +81,7 @@ class FixedPolicy:
         drafted: int,
         accepted: int,
         at: RoundContext | None = None,
+        draft_ms: float = 0.0,
     ) -> None:
         """Fixed K learns nothing (the drafters still learn on their own)."""
 
@@ -113,6 +116,7 @@ class AutoPolicy:
             costs or MachineCosts(CostTable(gpu=gpu)), limit=max(self.longest, MAX_K) + 1
         )
         self.base_probe_interval = probe_interval
+        self.allowance = RegretAllowance()
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
         self._probing: str | None = None
@@ -122,8 +126,10 @@ class AutoPolicy:
         self._rounds = 0  # rounds seen: a probed drafter first offered now was never used
 
     def begin_answer(self) -> None:
-        """A new answer starts: the probing budget of its own begins at nothing."""
+        """A new answer starts: the probing budget of its own begins at nothing, and so does
+        what drafting has won or lost in it."""
         self._answer_rounds = 0
+        self.allowance.begin()
 
     @property
     def costs(self) -> MachineCosts:
@@ -260,10 +266,17 @@ class AutoPolicy:
         best_score = plain_rate
         notes: list[str] = []
         for offer in offers:
+            name = _short(offer.source)
+            # No longer than the answer can afford to lose if every draft is rejected.
+            longest = self.allowance.longest(offer, prices)
+            if longest < 1:
+                notes.append(f"{name} waits: its worst case exceeds what the answer may lose")
+                continue
+            if longest < offer.k_max:
+                offer = replace(offer, k_max=longest)
             k, rate = self.best_k(offer, prices, at.budget)
             needs = 1.0 + offer.hurdle
             speed = rate / plain_rate
-            name = _short(offer.source)
             # Rounded away from the bar, so that the words never contradict the choice.
             below = math.floor(speed * 100) / 100
             notes.append(f"{name} {below:.2f}×, below the {needs:.2f}× it needs")
@@ -331,11 +344,22 @@ class AutoPolicy:
         drafted: int,
         accepted: int,
         at: RoundContext | None = None,
+        draft_ms: float = 0.0,
     ) -> None:
-        """Learn the target's cost from one round (`at`: the round, as choose() had it), and
-        settle a probe (one whose token was kept is weighed at the next offer of its
-        drafter, which has learnt from it)."""
-        self.pricer.observe(batch, verify_ms, at or _ANYWHERE)
+        """Learn the target's cost from one round (`at`: the round, as choose() had it),
+        charge its gain or loss against plain to the answer's allowance (`draft_ms`: its
+        drafter's time, a catch-up included), and settle a probe (one whose token was kept
+        is weighed at the next offer of its drafter, which has learnt from it)."""
+        at = at or _ANYWHERE
+        plain_ms = self.pricer.target_ms(1, at)
+        if plain_ms is not None:
+            self.allowance.record(
+                tokens=accepted + 1,
+                round_ms=verify_ms + draft_ms,
+                plain_ms=plain_ms,
+                drafted=choice.mode != PLAIN and drafted > 0,
+            )
+        self.pricer.observe(batch, verify_ms, at)
         self._answer_rounds += 1
         self._rounds += 1
         self._since_plain = 0 if batch == 1 else self._since_plain + 1

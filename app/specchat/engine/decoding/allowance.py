@@ -1,0 +1,77 @@
+"""What `auto` may still lose to drafting in the answer under way: its regret allowance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from specchat.engine.costs.priors import REGRET_SEED, REGRET_SHARE
+from specchat.engine.drafting.base import Offer
+
+
+class RegretAllowance:
+    """Bounds what drafting can cost an answer against writing it plainly.
+
+    Every estimate a drafter offers is a guess until its rounds confirm it, and a single
+    round can lose many tokens' time (a long copy rejected at its first token). So a round
+    may draft only as far as its worst case, every draft rejected, fits what the answer can
+    afford to lose: a small share of the plain time of what it has written, plus whatever
+    drafting has already won in it, less what drafting has already lost. Drafting that pays
+    earns itself longer drafts; drafting that does not is held to short ones and then to
+    none. Where the cost table is right, no answer ever takes more than (1 + share) × its
+    plain time plus the seed, whatever its drafters guess.
+
+    Attributes:
+        share: the share of the answer's plain time drafting may lose.
+        seed: what the answer may lose before it has written anything, in plain tokens: what
+            lets the first rounds draft at all.
+    """
+
+    def __init__(self, *, share: float = REGRET_SHARE, seed: float = REGRET_SEED) -> None:
+        self.share = share
+        self.seed = seed
+        self._written_ms = 0.0  # the plain time of the answer's tokens so far
+        self._won_ms = 0.0  # drafting's gains less its losses in this answer, against plain
+
+    def begin(self) -> None:
+        """A new answer: nothing written, nothing won or lost."""
+        self._written_ms = 0.0
+        self._won_ms = 0.0
+
+    @property
+    def won_ms(self) -> float:
+        """What drafting has won (negative: lost) in the answer so far, against plain."""
+        return self._won_ms
+
+    def available_ms(self, plain_ms: float) -> float:
+        """What the next round may lose, at worst, with one token at `plain_ms`."""
+        return self.seed * plain_ms + self.share * self._written_ms + self._won_ms
+
+    def record(self, *, tokens: int, round_ms: float, plain_ms: float, drafted: bool) -> None:
+        """One round wrote `tokens` in `round_ms` (its draft's time included), where one
+        plain token cost `plain_ms`; a round that drafted is charged its gain or loss."""
+        self._written_ms += tokens * plain_ms
+        if drafted:
+            self._won_ms += tokens * plain_ms - round_ms
+
+    @staticmethod
+    def worst_ms(offer: Offer, k: int, prices: Sequence[float]) -> float:
+        """What a round of k drafts from `offer` loses against plain if none is kept: its
+        pass, its drafting and its one-off cost (a draft model's catch-up), all paid now,
+        for the one token plain would have written."""
+        return prices[k + 1] - prices[1] + offer.token_ms * k + offer.extra_ms
+
+    def longest(self, offer: Offer, prices: Sequence[float]) -> int:
+        """The longest draft from `offer` whose worst case fits the allowance (0: none).
+
+        A drafter that sizes its own draft (the draft model) is left its own length: it
+        goes on only while it is sure enough of each next token, by a calibration learnt
+        at every written token, so its length holds no guess the answer has not checked."""
+        if offer.sizes_itself:
+            return offer.k_max
+        room = self.available_ms(prices[1])
+        k = 0
+        for kk in range(1, min(offer.k_max, len(prices) - 2) + 1):
+            if self.worst_ms(offer, kk, prices) > room:
+                break
+            k = kk
+        return k
