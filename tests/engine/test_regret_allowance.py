@@ -31,9 +31,7 @@ def _confident(alpha: float = 0.9, k_max: int = 63) -> Offer:
     return Offer(source="suffix", k_max=k_max, curve=curve, detail="a long match")
 
 
-def _run(
-    policy: AutoPolicy, offer: Offer, rounds: int, *, kept: float
-) -> tuple[float, float, int]:
+def _run(policy: AutoPolicy, offer: Offer, rounds: int, *, kept: float) -> tuple[float, float, int]:
     """`rounds` rounds of auto over `offer`, each draft keeping `kept` of its tokens (0: every
     one rejected): (time taken, plain's time for the same tokens, rounds that drafted), on
     the table's own costs."""
