@@ -63,15 +63,19 @@ class RegretAllowance:
     def longest(self, offer: Offer, prices: Sequence[float]) -> int:
         """The longest draft from `offer` whose worst case fits the allowance (0: none).
 
-        A drafter that sizes its own draft (the draft model) is left its own length: it
-        goes on only while it is sure enough of each next token, by a calibration learnt
-        at every written token, so its length holds no guess the answer has not checked."""
-        if offer.sizes_itself:
+        A probed drafter (the draft model, a head) is left its own length: its acceptance
+        follows every written token, the draft model cuts its draft where it is no longer
+        sure of the next one, and what its guesses may cost is bounded by the probes'
+        budget (PROBE_BUDGET) instead. The allowance governs the drafters chosen on their
+        estimate alone, never probed: copies, priced by a match length's acceptance."""
+        if offer.probed:
             return offer.k_max
         room = self.available_ms(prices[1])
+        # The worst case happens as often as the first token is refused, by the estimate.
+        refused = min(1.0, max(0.0, 2.0 - offer.curve[1])) if len(offer.curve) > 1 else 1.0
         k = 0
         for kk in range(1, min(offer.k_max, len(prices) - 2) + 1):
-            if self.worst_ms(offer, kk, prices) > room:
+            if refused * self.worst_ms(offer, kk, prices) > room:
                 break
             k = kk
         return k
