@@ -135,3 +135,16 @@ def test_a_round_near_the_answer_end_is_not_priced_as_a_larger_pass() -> None:
     assert anywhere is not None and near_end is not None
     assert anywhere[15] == 144.5
     assert near_end[15] == 190.0
+
+
+def test_the_draft_model_sizes_its_own_draft() -> None:
+    # A probed drafter: its length is cut token by token by its own calibration, and what
+    # its guesses cost is bounded by the probes' budget; the allowance leaves it be.
+    policy = _policy()
+    prices = policy.prices()
+    assert prices is not None
+    curve = [1.0 + sum(0.9**i for i in range(1, k + 1)) for k in range(17)]
+    model = Offer(
+        source="draft", k_max=16, curve=curve, token_ms=2.0, probed=True, sizes_itself=True
+    )
+    assert policy.choose([model], prices).k == 16

@@ -238,7 +238,6 @@ class SpeculativeDecoder:
                 drafted=len(made.tokens),
                 accepted=kept,
                 at=at,
-                draft_ms=draft.ms,
             )
             yield RoundResult(
                 index=round_index,

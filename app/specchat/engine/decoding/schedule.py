@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -50,8 +51,10 @@ def is_probe(choice: PolicyChoice) -> bool:
     return choice.reason.endswith(PROBING)
 
 
+@functools.cache
 def _short(name: str) -> str:
-    """A drafter's label inside a sentence ("draft model")."""
+    """A drafter's label inside a sentence ("draft model"): kept, since every round words
+    its reason with it and looking it up walks the registry."""
     try:
         return mode_info(name).label.lower()
     except KeyError:
@@ -81,7 +84,6 @@ class FixedPolicy:
         drafted: int,
         accepted: int,
         at: RoundContext | None = None,
-        draft_ms: float = 0.0,
     ) -> None:
         """Fixed K learns nothing (the drafters still learn on their own)."""
 
@@ -117,6 +119,8 @@ class AutoPolicy:
         )
         self.base_probe_interval = probe_interval
         self.allowance = RegretAllowance()
+        # The chosen offer's (source, token_ms, extra_ms): its drafting as priced.
+        self._priced: tuple[str, float, float] | None = None
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
         self._probing: str | None = None
@@ -245,6 +249,7 @@ class AutoPolicy:
         it would cost the target; `prices`: the round's (see prices()), if the caller has
         them."""
         at = at or _ANYWHERE
+        self._priced = None
         prices = prices or self.prices(at)
         offers = self.pricer.with_rollback(offers, prices, at)
         for offer in offers:
@@ -286,6 +291,7 @@ class AutoPolicy:
                 # asked for as many as it finds worth drafting.
                 asked = offer.k_max if offer.sizes_itself else k
                 length = f"K ≤ {asked} (≈ {k} priced)" if asked != k else f"K = {k}"
+                self._priced = (offer.source, offer.token_ms, offer.extra_ms)
                 best = PolicyChoice(
                     offer.source,
                     asked,
@@ -297,6 +303,7 @@ class AutoPolicy:
         for offer in offers:
             if offer.probed and self._probe_due(offer, prices):
                 self._probing = offer.source
+                self._priced = (offer.source, offer.token_ms, offer.extra_ms)
                 return PolicyChoice(offer.source, 1, f"{_short(offer.source)}, K = 1: {PROBING}")
         if not notes:
             return PolicyChoice(PLAIN, 0, "plain: nothing to draft from")
@@ -344,15 +351,22 @@ class AutoPolicy:
         drafted: int,
         accepted: int,
         at: RoundContext | None = None,
-        draft_ms: float = 0.0,
     ) -> None:
         """Learn the target's cost from one round (`at`: the round, as choose() had it),
-        charge its gain or loss against plain to the answer's allowance (`draft_ms`: its
-        drafter's time, a catch-up included), and settle a probe (one whose token was kept
-        is weighed at the next offer of its drafter, which has learnt from it)."""
+        charge its gain or loss against plain to the answer's allowance, and settle a probe
+        (one whose token was kept is weighed at the next offer of its drafter, which has
+        learnt from it).
+
+        The drafter's own part of the round is charged as its offer priced it (its tokens
+        and its catch-up): a copy's search is a fraction of a millisecond of Python whose
+        wall time would make the same answer's choices differ run to run."""
         at = at or _ANYWHERE
         plain_ms = self.pricer.target_ms(1, at)
+        priced, self._priced = self._priced, None
         if plain_ms is not None:
+            draft_ms = 0.0
+            if priced is not None and priced[0] == choice.mode and drafted:
+                draft_ms = priced[1] * drafted + priced[2]
             self.allowance.record(
                 tokens=accepted + 1,
                 round_ms=verify_ms + draft_ms,
