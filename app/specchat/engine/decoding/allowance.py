@@ -12,13 +12,15 @@ class RegretAllowance:
     """Bounds what drafting can cost an answer against writing it plainly.
 
     Every estimate a drafter offers is a guess until its rounds confirm it, and a single
-    round can lose many tokens' time (a long copy rejected at its first token). So a round
-    may draft only as far as its worst case, every draft rejected, fits what the answer can
-    afford to lose: a small share of the plain time of what it has written, plus whatever
-    drafting has already won in it, less what drafting has already lost. Drafting that pays
-    earns itself longer drafts; drafting that does not is held to short ones and then to
-    none. Where the cost table is right, no answer ever takes more than (1 + share) × its
-    plain time plus the seed, whatever its drafters guess.
+    round can lose many tokens' time (a long copy refused at its first token: five tokens'
+    time on a CPU). So a copy may draft only as far as its worst case, every drafted token
+    refused, weighted by how often its estimate says the first one is, fits what the answer
+    can afford to lose: a small share of the plain time of what it has written, plus the
+    seed, plus whatever drafting has won in it, less what drafting has lost. Drafting that
+    pays earns itself longer drafts; a copy whose estimate proves wrong loses one round and
+    then waits until the share of the plain time written has made the loss up. Where the
+    cost table is right, drafting's losses in an answer stay within the seed, the share and
+    one round's worst case, whatever the copies' estimates say.
 
     Attributes:
         share: the share of the answer's plain time drafting may lose.
@@ -61,7 +63,8 @@ class RegretAllowance:
         return prices[k + 1] - prices[1] + offer.token_ms * k + offer.extra_ms
 
     def longest(self, offer: Offer, prices: Sequence[float]) -> int:
-        """The longest draft from `offer` whose worst case fits the allowance (0: none).
+        """The longest draft from `offer` whose worst case, weighted by how often its first
+        token is refused, fits the allowance (0: none).
 
         A probed drafter (the draft model, a head) is left its own length: its acceptance
         follows every written token, the draft model cuts its draft where it is no longer
