@@ -6,7 +6,6 @@ drafting that pays earns itself long drafts."""
 from __future__ import annotations
 
 from specchat.engine.costs.priors import REGRET_SEED, REGRET_SHARE
-from specchat.engine.costs.table import CostTable, MachineCosts
 from specchat.engine.decoding.pricer import RoundContext
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import Offer
@@ -123,18 +122,6 @@ def test_a_one_off_cost_the_answer_cannot_afford_keeps_a_drafter_out() -> None:
     )
     assert policy.choose([lagging], prices).mode == PLAIN
     assert "waits" in policy.choose([lagging], prices).reason
-
-
-def test_a_round_near_the_answer_end_is_not_priced_as_a_larger_pass() -> None:
-    # Measured jagged: 16 rows cheaper than 15; with 15 tokens left no pass can hold 16.
-    costs = MachineCosts(CostTable())
-    costs.seed({1: 28.0, 15: 190.0, 16: 144.5})
-    policy = AutoPolicy(costs=costs)
-    anywhere = policy.prices(RoundContext())
-    near_end = policy.prices(RoundContext(budget=15))
-    assert anywhere is not None and near_end is not None
-    assert anywhere[15] == 144.5
-    assert near_end[15] == 190.0
 
 
 def test_the_draft_model_sizes_its_own_draft() -> None:

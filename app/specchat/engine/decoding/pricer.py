@@ -55,10 +55,8 @@ class Pricer:
     def prices(self, at: RoundContext) -> list[float] | None:
         """The target's time to check n tokens at the round's depth, by n up to `limit`
         (index 1 is plain's token), priced once a round rather than once per drafter and
-        length; None before anything is measured. A pass never holds more rows than the
-        answer has tokens left to write (the round loop caps every draft there), so none is
-        priced at a larger pass's cost."""
-        return self.costs.target.price_list(self.limit, at.depth, largest=at.budget)
+        length; None before anything is measured."""
+        return self.costs.target.price_list(self.limit, at.depth)
 
     def target_ms(self, n: int, at: RoundContext) -> float | None:
         """Time to check n tokens in one target pass (the cheapest pass holding them)."""
