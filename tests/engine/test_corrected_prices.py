@@ -83,9 +83,9 @@ def engine(
     target = loaded.target
     decode, decode_tree = target.decode, target.decode_tree
 
-    def timed_decode(tokens: Sequence[int], *, logits: str = "last") -> object:
+    def timed_decode(tokens: Sequence[int], *, logits: str = "last", copy: bool = True) -> object:
         depth = target.n_past
-        out = decode(tokens, logits=logits)
+        out = decode(tokens, logits=logits, copy=copy)
         if logits == "all":
             cpu.charge(len(tokens), depth)
         return out

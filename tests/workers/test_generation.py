@@ -364,12 +364,18 @@ def test_a_follow_up_after_restart_reads_only_its_new_turn_in_every_mode(
                 decode = model.decode
 
                 def counted(  # type: ignore[no-untyped-def]
-                    tokens, *, logits="last", _decode=decode, _seen=evaluated[name], _w=worker
+                    tokens,
+                    *,
+                    logits="last",
+                    copy=True,
+                    _decode=decode,
+                    _seen=evaluated[name],
+                    _w=worker,
                 ):
                     # The answer's evaluations only (not the cost table's between answers).
                     if _w.busy:
                         _seen.append(len(tokens))
-                    return _decode(tokens, logits=logits)
+                    return _decode(tokens, logits=logits, copy=copy)
 
                 model.decode = counted  # type: ignore[method-assign]
             with qtbot.waitSignal(restarted.finished, timeout=60_000) as again:
