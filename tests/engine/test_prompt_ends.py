@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import llama_cpp
 import numpy as np
 import pytest
 
@@ -117,3 +118,49 @@ def test_a_kept_state_keeps_its_prompt_ends(hybrid: LlamaModel, tmp_path: Path) 
         assert log.starts and min(log.starts) >= len(prompt) - 1 - PROMPT_TAIL
         with LlamaModel(hybrid.path, n_ctx=2048, n_threads=1) as fresh:
             np.testing.assert_allclose(after, _next_logits(fresh, follow_up), atol=1e-4)
+
+
+def test_the_state_dropped_is_the_one_whose_loss_widens_the_worst_re_read_least() -> None:
+    from specchat.engine.llamacpp.recurrent_state import _least_useful
+
+    # Gaps after dropping each of the first two: 40 - 0 and 50 - 2; the last two stay.
+    assert _least_useful([2, 40, 50, 60]) == 0
+    assert _least_useful([20, 30, 35, 110, 120]) == 1  # 35 - 20 is the narrowest
+    assert _least_useful([5, 9]) == 0
+
+
+def test_two_chats_taking_turns_keep_states_spread_over_each_chat(hybrid: LlamaModel) -> None:
+    """Through the prefix cache, as two API clients taking turns: each chat's kept state
+    carries prompt ends spread over the chat, so an edit of its second turn, after many
+    turns of both, reads from a state before it — not from position 0."""
+    decoder = SpeculativeDecoder(LoadedPair.of(hybrid))
+    cache = PrefixCache(min_tokens=8)
+    histories: dict[str, list[int]] = {"a": [], "b": []}
+    ends: dict[str, list[int]] = {"a": [], "b": []}
+    for turn in range(6):
+        for chat in ("a", "b"):
+            prompt = _turn(hybrid, histories[chat], f"{chat} {CHAT_PROMPTS[turn % 3]}")
+            cache.prepare(hybrid, prompt)
+            answer = run(decoder, prompt, mode="plain", max_tokens=12)
+            ends[chat].append(len(prompt) - 1 - PROMPT_TAIL)
+            histories[chat] = [*prompt[: -len(hybrid.tokenize("<think>"))], *answer.tokens]
+            if turn == 0:
+                # Room for three ends a kept state (the last two and one earlier), and for
+                # three kept states: earlier turns' own states are evicted.
+                one_end = len(hybrid.prompt_ends.export(last=1)[0][1])
+                state = int(llama_cpp.llama_state_seq_get_size(hybrid.context, 0))
+                cache.ends_bytes = 3 * one_end
+                cache.max_bytes = 3 * (state + 64 * 1024 + cache.ends_bytes)
+    cache.prepare(hybrid, _turn(hybrid, [], "a new chat"))  # keeps chat b's state
+    kept = {len(s.tokens): [p for p, _ in s.ends] for s in cache._snapshots}
+    assert len(kept) <= 3 and all(len(positions) <= 3 for positions in kept.values())
+    assert not any(n <= ends["a"][2] for n in kept), kept  # no state of a's early turns
+    log = ReadLog()
+    hybrid.follow(log)
+    edited = _turn(hybrid, histories["a"][: ends["a"][1] + 2], "Something else entirely")
+    held = cache.prepare(hybrid, edited)
+    after = _next_logits(hybrid, edited)
+    hybrid.unfollow(log)
+    assert held > 0 and log.starts and 0 < min(log.starts) <= ends["a"][1], kept
+    with LlamaModel(hybrid.path, n_ctx=2048, n_threads=1) as fresh:
+        np.testing.assert_allclose(after, _next_logits(fresh, edited), atol=1e-4)

@@ -25,6 +25,10 @@ DEFAULT_MAX_BYTES = 512 << 20
 #: tokens again (docs/costs.md, "Kept states"), so two clients taking turns with short
 #: first turns keep theirs.
 MIN_TOKENS = 16
+#: The part of the budget (1/ENDS_SHARE) one kept state's prompt-end states may take, a
+#: hybrid's (PromptEnds.spread): the last two always, earlier ones as they fit, so an edit of
+#: an early turn of a long chat reads from near it rather than from the chat's start.
+ENDS_SHARE = 4
 #: A model this many tokens behind the chat's answer is not written to disk after it.
 BEHIND = 8
 #: Where `specchat serve` keeps its chats' states (under the cache directory), apart from
@@ -68,6 +72,7 @@ class PrefixCache:
 
     Attributes:
         max_bytes: memory the kept states may take together.
+        ends_bytes: memory one kept state's prompt-end states may take (a hybrid's).
         min_tokens: shortest cache worth keeping.
         store: where chats' caches are kept on disk (its own byte budget, least recently
             used first out), or None (memory only).
@@ -81,6 +86,7 @@ class PrefixCache:
         store: KVStore | None = None,
     ) -> None:
         self.max_bytes = max_bytes
+        self.ends_bytes = max_bytes // ENDS_SHARE
         self.min_tokens = min_tokens
         self.store = store
         self._snapshots: list[_Snapshot] = []  # least recently used first
@@ -180,7 +186,7 @@ class PrefixCache:
             log.info("llama.cpp could not copy a cache's state")
             return
         heads = tuple(model.follower_states())
-        ends = tuple(model.prompt_ends.export())
+        ends = tuple(model.prompt_ends.spread(self.ends_bytes))
         data = bytes(buffer)[:written]
         self._snapshots.append(_Snapshot(_key(model), tokens, data, heads, ends))
         while self.size_bytes > self.max_bytes and len(self._snapshots) > 1:

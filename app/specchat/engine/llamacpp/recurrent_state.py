@@ -29,8 +29,8 @@ SNAPSHOT_DEPTH = 16
 #: the 4B shape's 50 MiB state; and how many it keeps at most (eight of the 0.8B's 19 MiB).
 PROMPT_ENDS_BYTES = 256 << 20
 PROMPT_ENDS = 8
-#: Of those, how many a kept state carries (a prefix-cache snapshot, a conversation on
-#: disk): the last prompt's end, where the next turn parts, and the one before it (a
+#: Of those, how many a kept state carries at least (a prefix-cache snapshot, a conversation
+#: on disk): the last prompt's end, where the next turn parts, and the one before it (a
 #: regenerate, an edit of the last turn); each is a whole state (50 MiB on the 4B shape).
 KEPT_ENDS = 2
 #: Why a speculative answer at T = 0 can part from plain at a near-tie on a hybrid target
@@ -157,7 +157,7 @@ class PromptEnds:
         while len(self.saved) > PROMPT_ENDS or (
             len(self.saved) > 1 and self.size_bytes > self.max_bytes
         ):
-            self.saved.pop(0)
+            self.saved.pop(_least_useful([c.position or 0 for c in self.saved]))
 
     def forget_from(self, position: int) -> None:
         """The cache went back to `position`: states after it describe nothing now."""
@@ -167,6 +167,15 @@ class PromptEnds:
         """The `last` kept states' positions and bytes, to keep beside a kept cache."""
         return [e for c in self.saved[-last:] if (e := c.export()) is not None]
 
+    def spread(self, max_bytes: int) -> list[tuple[int, bytes]]:
+        """The kept states to carry beside a kept cache in `max_bytes`: the last KEPT_ENDS
+        always, and as many earlier ones as fit, thinned as `save` thins them, so an edit of
+        any earlier turn reads from a state near it."""
+        chosen = [e for c in self.saved if (e := c.export()) is not None]
+        while len(chosen) > KEPT_ENDS and sum(len(data) for _, data in chosen) > max_bytes:
+            chosen.pop(_least_useful([position for position, _ in chosen]))
+        return chosen
+
     def load(self, states: Sequence[tuple[int, bytes]]) -> None:
         """Take what `export` gave (the cache they describe was adopted)."""
         self.saved = []
@@ -174,6 +183,20 @@ class PromptEnds:
             checkpoint = StateCheckpoint(self._ctx)
             checkpoint.load(position, data)
             self.saved.append(checkpoint)
+
+
+def _least_useful(positions: Sequence[int]) -> int:
+    """Which of the states at `positions` (ascending) to drop: an edit reads from the latest
+    state before it, so the worst re-read is the widest gap between kept states (the chat's
+    start counting as one); the state whose loss widens it least goes. The last KEPT_ENDS
+    are never chosen while an earlier one remains."""
+    candidates = range(max(1, len(positions) - KEPT_ENDS))
+
+    def merged_gap(i: int) -> int:
+        before = positions[i - 1] if i else 0
+        return positions[i + 1] - before
+
+    return min(candidates, key=merged_gap)
 
 
 def prompt_tail(rollback: Rollback, n_tokens: int, cached: int) -> int:
