@@ -13,6 +13,7 @@ from specchat.bench.prompts import BenchPrompt
 from specchat.cli import main
 from specchat.engine.session import ChatEngine
 from specchat.tinymodels import TinyModels
+from tests.helpers.tiny_bench import tiny_bench_argv
 
 
 def test_via_api_compares_each_prompt_and_writes_the_report(
@@ -25,26 +26,8 @@ def test_via_api_compares_each_prompt_and_writes_the_report(
     ]
     prompts.write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
     out = tmp_path / "out"
-    code = main(
-        [
-            "bench",
-            "--target",
-            str(tiny_models.target),
-            "--draft",
-            str(tiny_models.draft_close),
-            "--prompts",
-            str(prompts),
-            "--via-api",
-            "--max-tokens",
-            "24",
-            "--threads",
-            "1",
-            "--ctx",
-            "512",
-            "--out",
-            str(out),
-        ]
-    )
+    options = ("--via-api", "--max-tokens", "24", "--out", str(out))
+    code = main(tiny_bench_argv(tiny_models, tmp_path, *options, prompts=prompts))
     printed = capsys.readouterr().out
     report = json.loads((out / "via-api.json").read_text(encoding="utf-8"))
     assert [p["prompt"] for p in report["prompts"]] == ["plain-ask", "with-prediction"]

@@ -9,10 +9,12 @@ from specchat.tinymodels import TinyModels
 from tests.helpers.bench_prompts import write_prompts
 
 
-def tiny_bench_argv(tiny_models: TinyModels, tmp_path: Path, *options: str) -> list[str]:
-    """`bench` on the tiny target and its close draft over write_prompts' two prompts, on
-    one thread with a 512-token context, then `options` (last, so a test may cut its own
-    from the end)."""
+def tiny_bench_argv(
+    tiny_models: TinyModels, tmp_path: Path, *options: str, prompts: Path | None = None
+) -> list[str]:
+    """`bench` on the tiny target and its close draft over `prompts` (write_prompts' two
+    by default), on one thread with a 512-token context, then `options` (last, so a test
+    may cut its own from the end)."""
     return [
         "bench",
         "--target",
@@ -20,7 +22,7 @@ def tiny_bench_argv(tiny_models: TinyModels, tmp_path: Path, *options: str) -> l
         "--draft",
         str(tiny_models.draft_close),
         "--prompts",
-        str(write_prompts(tmp_path)),
+        str(prompts or write_prompts(tmp_path)),
         "--threads",
         "1",
         "--ctx",

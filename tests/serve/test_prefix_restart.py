@@ -22,19 +22,10 @@ from specchat.tinymodels import TinyModels
 from tests.engine.test_prompt_ends import ReadLog
 from tests.helpers.api_server import engine_thread, running_server, server_log
 from tests.serve.test_openai_client import client
+from tests.serve.test_prefix_reuse import _turns
 
 SYSTEM = "You review code. Here is the file:\n" + "def f(x):\n    return x + 1\n" * 12
 OTHER = "You review code. Here is the file:\n" + "def g(y):\n    return y * 2\n" * 12
-
-
-def _turns(system: str, n: int) -> list[Any]:
-    """A chat's n-th request: the one before, with an answer and a question more."""
-    messages: list[Any] = [{"role": "system", "content": system}]
-    for i in range(n):
-        messages.append({"role": "user", "content": f"question {i}: what does f do?"})
-        messages.append({"role": "assistant", "content": f"answer {i}: it adds one."})
-    messages.append({"role": "user", "content": f"question {n}: what does f do?"})
-    return messages
 
 
 def _ask(
