@@ -55,19 +55,6 @@ CATCHUP_ROUNDS = 8
 #: every larger pass looked cheap next to it) was never corrected while drafting went on.
 REFERENCE_ROUNDS = 32
 
-#: Share of an answer's plain time that drafting may lose in it (engine/decoding/allowance.py):
-#: a copy drafts only as far as its worst case (every drafted token refused), weighted by
-#: how often its first token is refused, fits this share of what the answer has written so
-#: far, plus the seed, plus what drafting has won in it. A copy whose estimate proves wrong
-#: (a match length's average over other texts) then costs an answer one round and waits,
-#: while drafting that pays earns its own room. The same share as PROBE_BUDGET.
-REGRET_SHARE = 0.03
-#: What an answer may lose to drafting before it has written anything, in plain tokens.
-#: Chosen, not tuned to an optimum: replayed over the 50 recorded answers (docs/costs.md,
-#: "What drafting may lose in one answer") one token left a worse worst answer on the CPU
-#: table and half a token a lower mean at 32 tokens; two lost nothing anywhere.
-REGRET_SEED = 2.0
-
 # --- the target's pass (shape × scale; engine/costs/table.py) --------------------------------
 
 #: Relative cost of one more row in a pass on a GPU before anything is measured: extra rows

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 
 from specchat.engine.costs.priors import (
     CATCHUP_ROUNDS,
@@ -17,7 +16,6 @@ from specchat.engine.costs.priors import (
     SCORED_HURDLE,
 )
 from specchat.engine.costs.table import CostTable, MachineCosts
-from specchat.engine.decoding.allowance import RegretAllowance
 from specchat.engine.decoding.pricer import Pricer, RoundContext
 from specchat.engine.drafting.base import Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info
@@ -118,9 +116,6 @@ class AutoPolicy:
             costs or MachineCosts(CostTable(gpu=gpu)), limit=max(self.longest, MAX_K) + 1
         )
         self.base_probe_interval = probe_interval
-        self.allowance = RegretAllowance()
-        # The chosen offer's (source, token_ms, extra_ms): its drafting as priced.
-        self._priced: tuple[str, float, float] | None = None
         self._probe_interval: dict[str, int] = {}
         self._since_used: dict[str, int] = {}
         self._probing: str | None = None
@@ -130,10 +125,8 @@ class AutoPolicy:
         self._rounds = 0  # rounds seen: a probed drafter first offered now was never used
 
     def begin_answer(self) -> None:
-        """A new answer starts: the probing budget of its own begins at nothing, and so does
-        what drafting has won or lost in it."""
+        """A new answer starts: the probing budget of its own begins at nothing."""
         self._answer_rounds = 0
-        self.allowance.begin()
 
     @property
     def costs(self) -> MachineCosts:
@@ -249,7 +242,6 @@ class AutoPolicy:
         it would cost the target; `prices`: the round's (see prices()), if the caller has
         them."""
         at = at or _ANYWHERE
-        self._priced = None
         prices = prices or self.prices(at)
         offers = self.pricer.with_rollback(offers, prices, at)
         for offer in offers:
@@ -272,13 +264,6 @@ class AutoPolicy:
         notes: list[str] = []
         for offer in offers:
             name = _short(offer.source)
-            # No longer than the answer can afford to lose if every draft is rejected.
-            longest = self.allowance.longest(offer, prices)
-            if longest < 1:
-                notes.append(f"{name} waits: its worst case exceeds what the answer may lose")
-                continue
-            if longest < offer.k_max:
-                offer = replace(offer, k_max=longest)
             k, rate = self.best_k(offer, prices, at.budget)
             needs = 1.0 + offer.hurdle
             speed = rate / plain_rate
@@ -291,7 +276,6 @@ class AutoPolicy:
                 # asked for as many as it finds worth drafting.
                 asked = offer.k_max if offer.sizes_itself else k
                 length = f"K ≤ {asked} (≈ {k} priced)" if asked != k else f"K = {k}"
-                self._priced = (offer.source, offer.token_ms, offer.extra_ms)
                 best = PolicyChoice(
                     offer.source,
                     asked,
@@ -303,7 +287,6 @@ class AutoPolicy:
         for offer in offers:
             if offer.probed and self._probe_due(offer, prices):
                 self._probing = offer.source
-                self._priced = (offer.source, offer.token_ms, offer.extra_ms)
                 return PolicyChoice(offer.source, 1, f"{_short(offer.source)}, K = 1: {PROBING}")
         if not notes:
             return PolicyChoice(PLAIN, 0, "plain: nothing to draft from")
@@ -352,28 +335,10 @@ class AutoPolicy:
         accepted: int,
         at: RoundContext | None = None,
     ) -> None:
-        """Learn the target's cost from one round (`at`: the round, as choose() had it),
-        charge its gain or loss against plain to the answer's allowance, and settle a probe
-        (one whose token was kept is weighed at the next offer of its drafter, which has
-        learnt from it).
-
-        The drafter's own part of the round is charged as its offer priced it (its tokens
-        and its catch-up): a copy's search is a fraction of a millisecond of Python whose
-        wall time would make the same answer's choices differ run to run."""
-        at = at or _ANYWHERE
-        plain_ms = self.pricer.target_ms(1, at)
-        priced, self._priced = self._priced, None
-        if plain_ms is not None:
-            draft_ms = 0.0
-            if priced is not None and priced[0] == choice.mode and drafted:
-                draft_ms = priced[1] * drafted + priced[2]
-            self.allowance.record(
-                tokens=accepted + 1,
-                round_ms=verify_ms + draft_ms,
-                plain_ms=plain_ms,
-                drafted=choice.mode != PLAIN and drafted > 0,
-            )
-        self.pricer.observe(batch, verify_ms, at)
+        """Learn the target's cost from one round (`at`: the round, as choose() had it), and
+        settle a probe (one whose token was kept is weighed at the next offer of its
+        drafter, which has learnt from it)."""
+        self.pricer.observe(batch, verify_ms, at or _ANYWHERE)
         self._answer_rounds += 1
         self._rounds += 1
         self._since_plain = 0 if batch == 1 else self._since_plain + 1
