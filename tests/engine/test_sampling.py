@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,6 +17,7 @@ from specchat.engine.sampling import (
     token_probability,
 )
 from specchat.engine.types import SamplingParams
+from specchat.tinymodels import TinyModels
 
 LOGITS = np.array([2.0, 1.0, 0.5, 0.0, -1.0, 3.0], dtype=np.float32)
 
@@ -114,3 +118,18 @@ def test_greedy_pick_reads_a_row_as_argmax_margin_and_probability(size: int) -> 
     np.testing.assert_array_equal(row, before)
     column = np.ascontiguousarray(np.stack([row, row])[:, :].T)[:, 0]  # not contiguous
     assert greedy_pick(column)[:2] == (token, margin)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_the_probability_kernel_is_the_cpu_library_llama_cpp_loaded(
+    tiny_models: TinyModels,
+) -> None:
+    from specchat.engine import sampling
+    from specchat.engine.llamacpp.model import LlamaModel
+
+    with LlamaModel(tiny_models.target, n_ctx=256, n_threads=1):
+        found = sampling._loaded_cpu_library()
+        # The library llama.cpp runs on (a portable build's variant for this CPU), whose
+        # kernels this CPU has; never one picked by name from the package's folder.
+        assert found is not None and Path(found).name.startswith("libggml-cpu")
+        assert sampling._exp_sum_kernel() is not None

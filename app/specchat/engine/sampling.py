@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import importlib.util
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -59,20 +57,32 @@ def _probability(logits: np.ndarray, token: int, peak: np.floating) -> float:
 _scratch = threading.local()
 
 
+def _loaded_cpu_library() -> str | None:
+    """The ggml CPU library llama.cpp has loaded in this process, from the process's own map
+    of its files (Linux): with a portable build that is the variant chosen for this CPU
+    (another variant's kernels could use instructions it lacks), with LLAMA_CPP_LIB_PATH the
+    library it names. None before llama.cpp's backend is loaded, or where no map is kept."""
+    try:
+        lines = Path("/proc/self/maps").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and Path(fields[5]).name.startswith("libggml-cpu"):
+            return fields[5]
+    return None
+
+
 @functools.cache
 def _exp_sum_kernel() -> Callable[[np.ndarray, float], float] | None:
     """Σ exp(row − peak) in one SIMD pass (ggml_vec_soft_max_f32, exported by the ggml CPU
-    library llama-cpp-python ships), or None where that library or symbol is absent or the
+    library llama.cpp runs on), or None where that library or symbol cannot be found or the
     kernel disagrees with numpy on a test row (another signature in another ggml)."""
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or not spec.submodule_search_locations:
+    path = _loaded_cpu_library()
+    if path is None:
         return None
-    name = {"win32": "ggml-cpu.dll", "darwin": "libggml-cpu.dylib"}.get(
-        sys.platform, "libggml-cpu.so"
-    )
-    path = Path(next(iter(spec.submodule_search_locations))) / "lib" / name
     try:
-        function = ctypes.CDLL(str(path)).ggml_vec_soft_max_f32
+        function = ctypes.CDLL(path).ggml_vec_soft_max_f32
     except (OSError, AttributeError):
         return None
     function.restype = ctypes.c_double
