@@ -1,21 +1,15 @@
 """One check of a target spread over two loopback rpc-servers with a slower network: its T = 0
-answer equals this machine's, and each token waits at least one round trip per server.
-
-Run by tests/engine/test_rpc_latency.py in-process (the relay adding the round trip) and as
-`python -m tests.helpers.rpc_round_trip RTT_MS` inside a network namespace whose loopback
-delays every packet (tc netem), where it starts its own servers."""
+answer equals this machine's, and each token waits at least one round trip per server (run by
+tests/engine/test_rpc_latency.py, the relay adding the round trip)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from specchat.engine.llamacpp.rpc_placement import RemoteTarget
 from specchat.engine.session import ChatEngine
 from specchat.engine.types import Controls, GenerationRequest
-from specchat.tinymodels import build_tiny_set
-from tests.helpers.rpc_servers import rpc_servers
 
 TOKENS = 12
 
@@ -49,11 +43,3 @@ def check(target: Path, endpoints: str, rtt_s: float) -> str:
         f"{remote_s:.3f} s for {len(answer)} tokens, floor {floor:.3f} s"
     )
     return f"{len(answer)} tokens: {local_s:.3f} s here, {remote_s:.3f} s over RPC"
-
-
-if __name__ == "__main__":
-    rtt_ms = float(sys.argv[1])
-    folder = Path(sys.argv[2])
-    tiny = build_tiny_set(folder)
-    with rpc_servers(2) as servers:
-        print(check(tiny.target, ",".join(s.endpoint for s in servers), rtt_ms / 1000))
