@@ -35,6 +35,19 @@ CHANGES = {
         )
     ],
     "fix-word-count": [("textstats.py", "return len(text)\n", "return len(words(text))\n")],
+    "attached-rename-function": [
+        ("grades.py", "def average(", "def average_score("),
+        ("grades.py", "return average(", "return average_score("),
+    ],
+    "attached-add-method": [
+        (
+            "todo.py",
+            "    def show(self):",
+            "    def count_done(self):\n        return sum(1 for item in self.items if item.done)"
+            "\n\n    def show(self):",
+        )
+    ],
+    "attached-fix-bug": [("units.py", "9 / 5 - 32", "9 / 5 + 32")],
 }
 
 
@@ -50,6 +63,20 @@ def test_each_write_back_task_changes_a_long_file_and_passes_once_changed(
         assert 100 <= len(text.splitlines()) <= 300
         box.call("write_file", json.dumps({"path": name, "content": text.replace(old, new)}))
     assert box.call("run_check", "{}").startswith("check passed")
+
+
+def test_a_file_written_inside_a_code_fence_is_written_without_it(tmp_path: Path) -> None:
+    task = load_tasks(WRITE_BACK_TASKS)[-1]
+    box = Toolbox(task, tmp_path)
+    name, text = task.files[0]
+    fixed = text.replace("9 / 5 - 32", "9 / 5 + 32")
+    for wrapped in (f"```python\n{fixed}```", f"```\n{fixed}```\n"):
+        box.call("write_file", json.dumps({"path": name, "content": wrapped}))
+        assert (tmp_path / name).read_text(encoding="utf-8") == fixed
+    # A fence inside the text, or text around one, is the file's own.
+    inner = f"notes\n```python\n{fixed}```"
+    box.call("write_file", json.dumps({"path": name, "content": inner}))
+    assert (tmp_path / name).read_text(encoding="utf-8") == inner
 
 
 def test_the_xml_style_renders_parameters_raw_and_reads_them_back(tools_target: Path) -> None:

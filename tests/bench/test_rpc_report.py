@@ -41,3 +41,16 @@ def test_the_goals_compare_the_largest_round_trip_with_the_local_run() -> None:
     text = markdown(data)
     assert "| a | 1.50× | 1.60× | 2.00× |" in text
     assert "| b | 1.20× | 1.20× | 0.90× |" in text
+
+
+def test_each_setting_shows_the_cost_curve_it_measured() -> None:
+    local = SettingResult(
+        LOCAL, "", {"a": 10.0}, {"a": 12.0}, curve_ms={1: 30.0, 16: 90.0}, best_lookup=(15, 5.33)
+    )
+    far = SettingResult("5 ms", "h:1", {"a": 5.0}, {"a": 6.0}, curve_ms={1: 41.0, 16: 97.5})
+    unmeasured = SettingResult("1 ms", "h:1", {"a": 5.0}, {"a": 6.0})
+    data = report([local, unmeasured, far])
+    text = markdown(data)
+    assert "- local: 1: 30.0, 16: 90.0 (best at α = 1: ×5.33 at K = 15)" in text
+    assert "- 5 ms: 1: 41.0, 16: 97.5" in text
+    assert "- 1 ms:" not in text

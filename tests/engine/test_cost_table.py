@@ -406,8 +406,9 @@ def test_the_slope_is_measured_between_answers_and_leaves_the_cache_where_it_was
 @pytest.mark.parametrize("context", [None, 100, 2500])
 @pytest.mark.parametrize("sizes", [(1, 2, 4, 8, 16), tuple(range(1, 65))])
 @pytest.mark.parametrize("rounds_seen", [False, True])
+@pytest.mark.parametrize("largest", [None, 15, 3])
 def test_price_list_is_target_ms_for_every_length(
-    context: int | None, sizes: tuple[int, ...], rounds_seen: bool
+    context: int | None, sizes: tuple[int, ...], rounds_seen: bool, largest: int | None
 ) -> None:
     """The price list auto reads each round is, length by length, what target_ms says: on a
     jagged table (16 below 15, ties between sizes), a partial one (lengths priced by the
@@ -423,11 +424,28 @@ def test_price_list_is_target_ms_for_every_length(
         for n, ms in ((1, 31.0), (4, 60.0), (1, 45.0), (8, 90.0), (16, 1.0), (1, 26.0)):
             table.observe(n, ms, context)
         assert table.scale is not None and table.seen
-    prices = table.price_list(70, context)
+    prices = table.price_list(70, context, largest=largest)
     assert prices is not None and len(prices) == 71
     for n in range(1, 71):
-        assert prices[n] == table.target_ms(n, context), n
+        assert prices[n] == table.target_ms(n, context, largest=largest), n
     assert CostTable().price_list(8) is None
+
+
+def test_a_round_near_the_end_is_priced_at_the_passes_it_can_make() -> None:
+    """Where 16 rows cost less than 15, a draft of 14 is priced (and padded) as the pass of
+    16 — unless the round can make no pass above 15 (the answer or the context ends): then
+    it pays for 15 rows, and is priced so."""
+    pass_ms = {n: 20.0 + 6.0 * n for n in range(1, 16)}
+    pass_ms[16] = 50.0  # the kernels' sweet spot
+    table = CostTable(sizes=tuple(range(1, 17)), pass_ms=pass_ms, seen=dict.fromkeys(pass_ms, 1))
+    assert table.pass_size(15) == 16 and table.target_ms(15) == pytest.approx(50.0)
+    assert table.pass_size(15, largest=15) == 15
+    assert table.target_ms(15, largest=15) == pytest.approx(110.0)
+    held = table.price_list(15, largest=15)
+    free = table.price_list(15)
+    assert held is not None and free is not None
+    assert held[15] == pytest.approx(110.0) and free[15] == pytest.approx(50.0)
+    assert held[10] == pytest.approx(80.0) and free[10] == pytest.approx(50.0)
 
 
 def test_an_offline_sample_of_no_time_is_dropped() -> None:

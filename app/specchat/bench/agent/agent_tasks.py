@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -18,7 +19,9 @@ AGENT_TASKS = Path(__file__).with_name("agent-tasks.jsonl")
 #: Tasks kept back: never run while the bench or the policy was being shaped.
 HELD_BACK_TASKS = Path(__file__).with_name("agent-held-back-tasks.jsonl")
 #: Tasks that read a file of 100 to 300 lines and write it back changed (a rename, a new
-#: method, a fixed bug): where an agent's calls copy most.
+#: method, a fixed bug): where an agent's calls copy most. The file comes through read_file,
+#: or attached to the request raw (as an editor's agent sends the open file), where the
+#: model writes it back inside a JSON string.
 WRITE_BACK_TASKS = Path(__file__).with_name("agent-write-back-tasks.jsonl")
 #: The small tasks, by name: the tuning set and the one held back from it.
 AGENT_SETS = {"agent": AGENT_TASKS, "agent-held-back": HELD_BACK_TASKS}
@@ -172,9 +175,21 @@ class Toolbox:
             raise ValueError("'content' must be the file's text")
         if path == self.root / self.task.check:
             raise ValueError(f"{self.task.check} is the check; it may not be changed")
+        content = unfenced(content)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
         return f"wrote {len(content.encode('utf-8'))} bytes to {path.relative_to(self.root)}"
+
+
+#: A whole text wrapped in one Markdown code fence (```python … ```).
+_FENCED = re.compile(r"\A\s*```[\w+-]*[ \t]*\n(.*?\n)?[ \t]*```\s*\Z", re.DOTALL)
+
+
+def unfenced(content: str) -> str:
+    """A file's text without the Markdown code fence a small model wraps it in (coding
+    agents' write tools drop it too); any other text as it is."""
+    fenced = _FENCED.match(content)
+    return content if fenced is None else fenced.group(1) or ""
 
 
 def _check_env() -> dict[str, str]:

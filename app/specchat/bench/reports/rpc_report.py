@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specchat.bench.live.records import RunRecord
@@ -24,12 +24,16 @@ class SettingResult:
         devices: where the target's layers ran (LoadInfo.remote, "" locally).
         plain: plain's tokens per second by prompt.
         auto: auto's tokens per second by prompt.
+        curve_ms: the setting's target pass cost by rows, as its run measured it (empty
+            where it measured none), and the best speed-up possible at α = 1 beside it.
     """
 
     name: str
     devices: str
     plain: Mapping[str, float]
     auto: Mapping[str, float]
+    curve_ms: Mapping[int, float] = field(default_factory=dict)
+    best_lookup: tuple[int, float] | None = None
 
     def speedups(self) -> dict[str, float]:
         return {
@@ -50,8 +54,14 @@ def _speeds(records: Sequence[RunRecord], mode: str) -> dict[str, float]:
 
 
 def setting_result(name: str, devices: str, outcome: BenchOutcome) -> SettingResult:
+    physical = outcome.physical
     return SettingResult(
-        name, devices, _speeds(outcome.records, "plain"), _speeds(outcome.records, "auto")
+        name,
+        devices,
+        _speeds(outcome.records, "plain"),
+        _speeds(outcome.records, "auto"),
+        curve_ms={} if physical is None else dict(physical.batch_ms),
+        best_lookup=None if physical is None else physical.best_lookup,
     )
 
 
@@ -71,6 +81,8 @@ def report(results: Sequence[SettingResult]) -> dict[str, object]:
                 "auto_tok_s": dict(result.auto),
                 "speedup": speedups,
                 "speedup_geomean": geomean(list(speedups.values())),
+                "curve_ms": {str(n): round(ms, 2) for n, ms in sorted(result.curve_ms.items())},
+                "best_lookup": result.best_lookup,
             }
         )
     goals = []
@@ -130,6 +142,17 @@ def markdown(data: Mapping[str, object]) -> str:
         "Devices: "
         + "; ".join(f"{s['setting']}: {s['devices'] or 'this machine'}" for s in settings),
     ]
+    curves = [s for s in settings if s.get("curve_ms")]
+    if curves:
+        lines += ["", "Target pass cost by rows (ms), as each setting measured it:", ""]
+        for s in curves:
+            curve = s["curve_ms"]
+            assert isinstance(curve, dict)
+            best = s.get("best_lookup")
+            ceiling = f" (best at α = 1: ×{best[1]:.2f} at K = {best[0]})" if best else ""
+            lines.append(
+                f"- {s['setting']}: " + ", ".join(f"{n}: {ms}" for n, ms in curve.items()) + ceiling
+            )
     goals = data.get("goals") or []
     assert isinstance(goals, list)
     if goals:

@@ -172,33 +172,46 @@ class CostTable:
     def _shape(self, n: int) -> float:
         return prior_shape(n, gpu=self.gpu)
 
-    def pass_size(self, n: int, context: int | None = None) -> int:
+    def pass_size(self, n: int, context: int | None = None, *, largest: int | None = None) -> int:
         """The size of the cheapest pass that holds n rows: n itself, or a larger size that
         real rounds have shown costs no more (the extra rows can carry more draft tokens,
-        which can only add kept tokens). A measurement alone is no reason to pay for rows: a
-        busy moment can make any size look cheap next to a stalled neighbour."""
+        which can only add kept tokens), no larger than `largest` (the round's limit, where
+        it has one). A measurement alone is no reason to pay for rows: a busy moment can make
+        any size look cheap next to a stalled neighbour."""
         n = max(1, n)
         best, best_ms = n, self.cost_ms(n, context)
         if best_ms is None:
             return n
+        top = self._top(largest)
         for m in self.seen:
-            if n < m <= self.sizes[-1]:
+            if n < m <= top:
                 ms = self.cost_ms(m, context)
                 if ms is not None and (ms < best_ms or (ms == best_ms and m > best)):
                     best, best_ms = m, ms
         return best
 
-    def target_ms(self, n: int, context: int | None = None) -> float | None:
-        """Time to check n tokens: the cheapest pass at or above n (see pass_size)."""
-        return self.cost_ms(self.pass_size(n, context), context)
+    def _top(self, largest: int | None) -> int:
+        """The largest pass a larger one may stand in for: the table's largest size, or the
+        round's limit where that is smaller."""
+        top = self.sizes[-1]
+        return top if largest is None else min(top, largest)
 
-    def price_list(self, limit: int, context: int | None = None) -> list[float] | None:
-        """`target_ms(n, context)` for n = 1 … `limit`, by index (index 0 unused), in one
-        backward pass: `auto` prices every draft length of every drafter each round."""
+    def target_ms(
+        self, n: int, context: int | None = None, *, largest: int | None = None
+    ) -> float | None:
+        """Time to check n tokens: the cheapest pass at or above n (see pass_size)."""
+        return self.cost_ms(self.pass_size(n, context, largest=largest), context)
+
+    def price_list(
+        self, limit: int, context: int | None = None, *, largest: int | None = None
+    ) -> list[float] | None:
+        """`target_ms(n, context, largest=largest)` for n = 1 … `limit`, by index (index 0
+        unused), in one backward pass: `auto` prices every draft length of every drafter
+        each round."""
         if not self.pass_ms:
             return None
         prices = [0.0] * (limit + 1)
-        top = self.sizes[-1]
+        top = self._top(largest)
         seen = [(m, self.cost_ms(m, context) or 0.0) for m in self.seen if limit < m <= top]
         best = min(seen, key=lambda s: (s[1], -s[0]), default=(0, math.inf))[1]
         bases, factor, slope = self._bases(limit), self._factor(), self.slope_ms or 0.0

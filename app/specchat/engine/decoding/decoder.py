@@ -189,6 +189,7 @@ class SpeculativeDecoder:
                 budget=request.max_tokens - stats.emitted - stops.held,
                 rollback=target.rollback,
                 snapshot_depth=target.snapshot_depth,
+                largest_pass=k_cap + 1,
             )
             self._last_round = at
             made, choice = self._draft(context, mode, controls, k_cap, rng, at)
@@ -300,7 +301,9 @@ class SpeculativeDecoder:
             conversation=request.conversation,
             prediction=request.prediction,
         )
-        readying = self._last_round
+        # Priced where the last answer's rounds ran, but not at the size its last round was
+        # held to by that answer's end.
+        readying = replace(self._last_round, largest_pass=None)
         prices = self.auto.prices(readying)
         for drafter in self.drafters:
             drafter.begin(answer)

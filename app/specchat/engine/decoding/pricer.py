@@ -25,12 +25,16 @@ class RoundContext:
         rollback: how the target drops a round's rejected drafts.
         snapshot_depth: drafts llama.cpp's state snapshots can drop for nothing (a recurrent
             target's `n_rs_seq`; 0 otherwise).
+        largest_pass: rows the round's pass can hold at most (None: no limit known): near
+            the answer's or the context's end a larger pass cannot be made, so its price is
+            no price for the round's draft.
     """
 
     depth: int | None = None
     budget: int | None = None
     rollback: Rollback = Rollback.CACHE
     snapshot_depth: int = 0
+    largest_pass: int | None = None
 
 
 class Pricer:
@@ -56,16 +60,16 @@ class Pricer:
         """The target's time to check n tokens at the round's depth, by n up to `limit`
         (index 1 is plain's token), priced once a round rather than once per drafter and
         length; None before anything is measured."""
-        return self.costs.target.price_list(self.limit, at.depth)
+        return self.costs.target.price_list(self.limit, at.depth, largest=at.largest_pass)
 
     def target_ms(self, n: int, at: RoundContext) -> float | None:
         """Time to check n tokens in one target pass (the cheapest pass holding them)."""
-        return self.costs.target.target_ms(n, at.depth)
+        return self.costs.target.target_ms(n, at.depth, largest=at.largest_pass)
 
     def pass_size(self, n: int, at: RoundContext) -> int:
         """Rows of the pass that checks n tokens: n, or a larger size real rounds have shown
         costs no more (its spare rows can carry more draft tokens for nothing)."""
-        return self.costs.target.pass_size(n, at.depth)
+        return self.costs.target.pass_size(n, at.depth, largest=at.largest_pass)
 
     def with_rollback(
         self, offers: Sequence[Offer], prices: Sequence[float] | None, at: RoundContext
