@@ -83,12 +83,14 @@ def test_partial_table_prices_from_neighbours_and_rounds_only_to_measured_sizes(
 
 
 def test_a_real_round_moves_its_own_size_and_a_stall_moves_it_by_two_at_most() -> None:
-    table = CostTable(pass_ms={1: 30.0, 2: 50.0, 4: 80.0})
-    table.observe(2, 60.0)
-    assert table.pass_ms[2] == pytest.approx(50.0 * (60.0 / 50.0) ** GAIN)
-    assert table.cost_ms(1) == 30.0 and table.cost_ms(4) == 80.0  # others keep their prices
+    table = CostTable(pass_ms={1: 50.0, 2: 70.0, 4: 80.0})
+    table.observe(2, 84.0)
+    assert table.pass_ms[2] == pytest.approx(70.0 * (84.0 / 70.0) ** GAIN)
+    assert table.cost_ms(1) == 50.0 and table.cost_ms(4) == 80.0  # others keep their prices
     table.observe(4, 80_000.0)  # another process stole the CPU for a while
     assert table.pass_ms[4] == pytest.approx(80.0 * CLIP**GAIN)
+    table.observe(4, 80_000.0)  # and again: never above four one-token passes
+    assert table.pass_ms[4] == pytest.approx(4 * 50.0)
     table.observe(7, 9000.0)  # first real time at an unmeasured size: priced, then moved
     assert table.pass_ms[7] < 9000.0 and table.seen[7] == 1
 
@@ -178,7 +180,7 @@ def test_adjacent_stalled_sizes_get_their_second_sample() -> None:
     for n, ms in true.items():
         table.record(n, {8: 50.0 * 11.2, 9: 50.0 * 10.7}.get(n, ms))
     table.seen = dict.fromkeys(true, 1)
-    assert table.pass_size(8) == 12
+    assert table.pass_ms[8] > true[8] and table.pass_ms[9] > true[9]
     while table.to_measure():
         n = table.to_measure()[0]
         table.record(n, true[n])
@@ -460,3 +462,23 @@ def test_a_round_whose_price_is_all_slope_sets_its_size_instead_of_failing() -> 
     table = CostTable(sizes=(1, 2), pass_ms={1: 10.0, 2: 0.0}, slope_ms=5.0)
     table.observe(2, 14.0, context=table.context_tokens + 1000)
     assert table.pass_ms[2] == 14.0
+
+
+def test_stalled_rounds_cannot_price_a_size_out_of_reach_for_good() -> None:
+    """Rounds of 4 rows that each stalled (a busy machine) move the size up, each by a
+    factor at most; had they priced it above CLIP times a larger size, auto would never
+    choose 4 rows again and no round would bring it back: the shape checks reprice it. Nor
+    does any size cost more than as many one-token passes."""
+    pass_ms = {n: 30.0 + 8.0 * (n - 1) for n in range(1, 17)}
+    table = CostTable(sizes=tuple(range(1, 17)), pass_ms=pass_ms, seen=dict.fromkeys(pass_ms, 1))
+    for _ in range(12):
+        table.observe(4, 5_000.0)
+    assert table.pass_ms[4] <= 4 * table.pass_ms[1]
+    assert table.pass_ms[4] <= CLIP * table.pass_ms[8]
+    assert table.pass_size(3) in (3, 4)
+    # A table stored so (by a version without these checks) loads checked.
+    stored = table.to_json()
+    stored["pass_ms"] = {**stored["pass_ms"], "4": 1_680.0, "16": 11_203.0}
+    loaded = CostTable.from_json(stored)
+    assert loaded.pass_ms[4] <= 4 * loaded.pass_ms[1]
+    assert loaded.pass_ms[16] <= 16 * loaded.pass_ms[1]

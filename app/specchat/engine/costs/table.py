@@ -268,7 +268,7 @@ class CostTable:
             self.scale = (self.scale or self.pass_ms[1]) * step
             return
         self.pass_ms[n] = (self._base_ms(n) or 0.0) * step
-        if step < 1.0:
+        if step != 1.0:
             self.check_shape()
 
     def _fit_slope(self, x: float, ms: float) -> None:
@@ -297,10 +297,23 @@ class CostTable:
     def check_shape(self) -> None:
         """Reprice and re-measure any size dearer than a larger one beyond FLOOR: it was
         measured stalled (a pass over fewer rows does part of the same work). A size real
-        rounds have priced is left as they taught it."""
+        rounds have priced is left as they taught it, unless they taught it more than CLIP
+        times a larger size's price: stalled rounds, each moving it up, priced it where
+        `auto` never chooses it again, and so no round would ever bring it back.
+
+        And no size costs more than as many one-token passes: one pass over n rows never
+        does more work than n passes over one."""
+        one = self.pass_ms.get(1)
+        if one is not None:
+            for m, ms in self.pass_ms.items():
+                if ms > m * one:
+                    self.pass_ms[m] = m * one
         cheapest, anchor = math.inf, 0
         for m in sorted(self.pass_ms, reverse=True):
-            if FLOOR * self.pass_ms[m] > cheapest and anchor and m not in self.seen:
+            ms = self.pass_ms[m]
+            taught = m in self.seen
+            stalled = ms > CLIP * cheapest if taught else FLOOR * ms > cheapest
+            if stalled and anchor:
                 self.pass_ms[m] = self.pass_ms[anchor] * self._shape(m) / self._shape(anchor)
                 if self.tries.get(m, 0) < MAX_TRIES:
                     self.samples.pop(m, None)
