@@ -18,9 +18,9 @@ N_CTX, SMALL_N_CTX = 4096, 1024
 
 
 def run(args: argparse.Namespace, deadline: child.Deadline) -> dict[str, Any]:
+    from specchat.engine.costs.machine import MachineCosts
     from specchat.engine.costs.profiling import PairProfiler
     from specchat.engine.costs.store import CostStore, new_head_table, new_table
-    from specchat.engine.costs.table import MachineCosts
     from specchat.engine.llamacpp.model import LlamaModel
 
     pair = next(p for p in PAIRS if p.name == args.pair)

@@ -13,7 +13,7 @@ from specchat.bench.hindsight.bounds import PLAIN_SOURCE, Oracle, oracle
 from specchat.bench.hindsight.ledger import LABELS, Cause, Ledger, attribute
 from specchat.bench.hindsight.replay import read_costs, read_traces, replay
 from specchat.bench.live.trace import AnswerTrace, record_trace
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.drafting.draft_model.draft_model_column import MODEL_SOURCE
 from specchat.engine.types import PolicyChoice, RoundResult, Stats, TokenEvent, TokenKind
 from tests.helpers.traces import linear_costs, with_model

@@ -22,7 +22,8 @@ from specchat.bench.hindsight.replay import (
     replay,
 )
 from specchat.bench.live.trace import AnswerTrace
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import CostTable
 
 ROUNDS = Path(__file__).parent / "data" / "default-pair-rounds.jsonl"
 

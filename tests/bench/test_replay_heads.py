@@ -22,7 +22,7 @@ from specchat.bench.hindsight.replay import (
 )
 from specchat.bench.live.trace import AnswerTrace, record_trace
 from specchat.cli import main
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import AUTO

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from specchat import paths
-from specchat.engine.costs.table import MAX_ROWS, MachineCosts
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import MAX_ROWS
 from tests.commands.test_models_cli import run_cli, tiny_pair  # noqa: F401  (fixture)
 
 

@@ -95,8 +95,10 @@ def test_passes_after_which_one_token_drifts_are_dropped_and_not_stored(
     profiler.run(progress=lambda n, share: timed.append(n))
     assert profiler.postponed
     # Which size comes next depends on the quiet passes' times (a size dearer than twice a
-    # larger one is measured again): whatever it is, the spell drops it.
-    assert timed[:3] == [1, 2, 4]
+    # larger one, or than twice the smaller passes it splits into, is measured again; the
+    # tiny model's first pass of 2 rows can read four one-token passes): whatever it is, the
+    # spell drops it.
+    assert timed[:2] == [1, 2] and timed[2] in (2, 4)
     assert len(timed) == 3 + BUSY_PASSES
     stored = store.load(tiny_target)
     assert set(stored.pass_ms) <= {1, 2, 4}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.costs.priors import GAIN
+from specchat.engine.costs.priors import FLOOR, GAIN
 from specchat.engine.costs.store import CostStore
 from specchat.engine.costs.table import CostTable, prior_shape
 from specchat.engine.session import ChatEngine
@@ -131,8 +131,9 @@ def test_auto_never_loses_to_plain_on_a_table_measured_busy_and_the_store_is_cor
 ) -> None:
     chat, _, store = engine
     table = chat.costs.target
-    # Loading rejected what physics rules out: 48 rows dearer than 64 (measured again).
-    assert table.pass_ms[48] < table.pass_ms[64] and 48 in table.to_measure()
+    # Loading rejected what physics rules out: 48 rows dearer than the two passes of 24 it
+    # splits into, beyond the curve's jaggedness (measured again).
+    assert table.pass_ms[48] <= 2 * table.pass_ms[24] / FLOOR and 48 in table.to_measure()
     tokens = chat.target.tokenize(PROMPT)
     ratios = []
     for turn, depth in enumerate((0, 300, 600)):
@@ -158,4 +159,4 @@ def test_auto_never_loses_to_plain_on_a_table_measured_busy_and_the_store_is_cor
         low = 0.85 * planted_low ** (GAIN**rounds)
         assert low * true_ms(n, DEPTH) <= stored.cost_ms(n) <= 1.15 * true_ms(n, DEPTH), n
     saved = json.loads(store.path(stored.key).read_text()) if stored.key else {}
-    assert saved["pass_ms"]["48"] < saved["pass_ms"]["64"]
+    assert saved["pass_ms"]["48"] <= 2 * saved["pass_ms"]["24"] / FLOOR

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specchat.engine.costs.priors import CLIP, GAIN
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.priors import CLIP, FLOOR, GAIN
 from specchat.engine.costs.profiling import PairProfiler, TableMeasurer, load_costs
 from specchat.engine.costs.store import CostStore
 from specchat.engine.costs.table import (
@@ -20,7 +21,6 @@ from specchat.engine.costs.table import (
     CostKey,
     CostTable,
     CostTableError,
-    MachineCosts,
 )
 from specchat.engine.llamacpp.model import LlamaModel
 
@@ -482,3 +482,42 @@ def test_stalled_rounds_cannot_price_a_size_out_of_reach_for_good() -> None:
     loaded = CostTable.from_json(stored)
     assert loaded.pass_ms[4] <= 4 * loaded.pass_ms[1]
     assert loaded.pass_ms[16] <= 16 * loaded.pass_ms[1]
+
+
+#: Target passes of the default target in Q4_0 after 100 cached tokens on a 2-core AVX-512
+#: EPYC, medians of three (docs/costs.md): a curve as the machine runs it.
+EPYC_Q4_0_MS = {1: 26.0, 2: 46.0, 4: 48.0, 8: 84.0, 16: 113.0, 24: 184.0, 32: 210.0, 64: 401.0}
+
+
+def test_no_size_costs_more_than_the_smaller_passes_it_splits_into() -> None:
+    """A table stored with its deep sizes measured stalled (24-64 rows at as many one-token
+    passes, four times what they cost) would keep `auto` from ever checking a long copy in
+    one pass, so no round would correct them: a pass over m rows does the work of ⌈m/k⌉
+    passes over k rows, and is priced no higher than that by more than the curve's
+    jaggedness (1 / FLOOR); those no round has priced are measured again, and their new
+    samples stand. A curve as the machine runs it is left as it is."""
+    measured = CostTable(pass_ms=dict(EPYC_Q4_0_MS), samples=dict.fromkeys(EPYC_Q4_0_MS, 2))
+    measured.check_shape()
+    assert measured.pass_ms == EPYC_Q4_0_MS
+
+    stored = measured.to_json()
+    stored["pass_ms"] = {**stored["pass_ms"], "24": 624.0, "32": 832.0, "64": 1664.0}
+    loaded = CostTable.from_json(stored)
+    for m in (24, 32, 64):
+        assert loaded.pass_ms[m] <= -(-m // 16) * EPYC_Q4_0_MS[16] / FLOOR
+    owed = [m for m in loaded.to_measure() if m in EPYC_Q4_0_MS]
+    assert owed == [32, 64, 24]  # coarse sizes first
+    for m in owed:
+        loaded.record(m, EPYC_Q4_0_MS[m])
+    assert loaded.pass_ms == EPYC_Q4_0_MS
+
+    # A size real rounds taught stalled is held to the same bound, and stays theirs.
+    taught = CostTable(
+        pass_ms=dict(EPYC_Q4_0_MS),
+        samples=dict.fromkeys(EPYC_Q4_0_MS, 2),
+        seen=dict.fromkeys(EPYC_Q4_0_MS, 1),
+    )
+    for _ in range(6):
+        taught.observe(32, 5_000.0)
+    assert taught.pass_ms[32] <= 2 * EPYC_Q4_0_MS[16] / FLOOR
+    assert 32 not in taught.to_measure()

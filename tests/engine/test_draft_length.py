@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specchat.engine.costs.table import CostTable, MachineCosts, prior_shape
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import CostTable, prior_shape
 from specchat.engine.drafting import DraftModelDrafter, LoadedPair
 from specchat.engine.drafting.draft_model.draft_length import DraftLength
 from specchat.engine.llamacpp.model import LlamaModel

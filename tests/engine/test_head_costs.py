@@ -13,9 +13,10 @@ import pytest
 
 from specchat.commands import models as models_command
 from specchat.engine.costs.key import CostKey
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.costs.profiling import PairProfiler, load_costs
 from specchat.engine.costs.store import CostStore
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.table import CostTable
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair

@@ -11,7 +11,8 @@ import pytest
 
 from specchat.bench.hindsight.replay import replay
 from specchat.bench.live.trace import record_trace
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import CostTable
 from specchat.engine.decoding.decoder import SpeculativeDecoder
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import (

@@ -3,7 +3,8 @@ their cost (llama.cpp's threads wait on each other), large ones after the machin
 
 from __future__ import annotations
 
-from specchat.engine.costs.table import SAMPLES, CostTable, MachineCosts
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import SAMPLES, CostTable
 
 #: Q4_0 on the 2-core EPYC, ms by rows: what the passes cost on a free machine.
 TRUE_MS = {1: 52.0, 2: 96.0, 4: 143.0, 8: 313.0, 16: 471.0, 32: 900.0, 64: 1900.0}

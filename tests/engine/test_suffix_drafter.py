@@ -150,7 +150,8 @@ def test_under_auto_a_tree_rides_in_the_rows_a_cheap_pass_leaves_over(
     """A 4-token main path with a 4-token runner-up: at K = 4 the branch does not fit, but
     where a pass of 16 costs less than one of 5 auto pays for 16 rows anyway, and the
     suffix drafter spends them on the branch, which the target follows."""
-    from specchat.engine.costs.table import CostTable, MachineCosts
+    from specchat.engine.costs.machine import MachineCosts
+    from specchat.engine.costs.table import CostTable
     from tests.engine.test_batch_shapes import JAGGED
 
     auto = decoder.auto

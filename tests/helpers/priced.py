@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specchat.bench.hindsight.recorded_target import VirtualClock
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.decoding.decoder import tree_prefixes
 from specchat.engine.drafting import Head
 from specchat.engine.llamacpp.model import LlamaModel

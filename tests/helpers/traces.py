@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from specchat.bench.live.trace import DRAFT_DEPTH, AnswerTrace
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import CostTable
 from specchat.engine.types import RoundResult
 
 #: A token no answer holds: where the draft model's choice misses.

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 
 pytestmark = pytest.mark.package
 

@@ -15,7 +15,7 @@ from specchat.commands.progress import TerminalProgress
 from specchat.commands.user_error import UserError
 
 if TYPE_CHECKING:
-    from specchat.engine.costs.table import MachineCosts
+    from specchat.engine.costs.machine import MachineCosts
     from specchat.models.catalog import ModelPair
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specchat.bench.live.trace import AnswerTrace, column_kinds
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.drafting.trace_column import TraceColumn
 
 #: The ceiling's source that drafts nothing; every other source is a drafter's column, by

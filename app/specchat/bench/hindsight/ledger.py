@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from specchat.bench.hindsight.bounds import Oracle, Source
 from specchat.bench.live.trace import AnswerTrace
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.decoding.schedule import is_probe
 from specchat.engine.drafting import needs_model, reads_target
 from specchat.engine.types import RoundResult

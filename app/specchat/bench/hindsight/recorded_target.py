@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from specchat.bench.live.trace import AnswerTrace
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.drafting.recorded import RecordedCache, VirtualClock, agreement_of
 from specchat.engine.llamacpp.model import MAX_BRANCHES
 

@@ -13,7 +13,7 @@ from specchat.bench.hindsight.bounds import best_fixed_ms, oracle, plain_ms
 from specchat.bench.hindsight.ledger import Ledger, attribute, drafts_cost, ledger_lines
 from specchat.bench.hindsight.recorded_target import RecordedTarget, VirtualClock
 from specchat.bench.live.trace import AnswerTrace, column_kinds
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.drafting import MAX_LOOKUP_K, Estimates
 from specchat.engine.types import Controls, RoundResult
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specchat.bench.hindsight.ledger import KEYS, LABELS, Cause, Ledger, percent
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.machine import MachineCosts
+from specchat.engine.costs.table import CostTable
 
 if TYPE_CHECKING:
     from specchat.bench.live.physical import PhysicalCosts

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.costs.store import CostStore
 from specchat.engine.costs.table import (
     CATCHUP_ROWS,
@@ -17,7 +18,6 @@ from specchat.engine.costs.table import (
     SLOPE_SAMPLES,
     SLOPE_SPAN,
     CostTable,
-    MachineCosts,
 )
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.llamacpp.recurrent_state import Rollback

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.drafting.base import Offer
 from specchat.engine.llamacpp.recurrent_state import Rollback
 

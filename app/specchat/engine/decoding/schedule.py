@@ -6,6 +6,7 @@ import functools
 import math
 from collections.abc import Sequence
 
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.costs.priors import (
     CATCHUP_ROUNDS,
     HURDLE,
@@ -15,7 +16,7 @@ from specchat.engine.costs.priors import (
     REFERENCE_ROUNDS,
     SCORED_HURDLE,
 )
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.table import CostTable
 from specchat.engine.decoding.pricer import Pricer, RoundContext
 from specchat.engine.drafting.base import Offer
 from specchat.engine.drafting.registry import PLAIN, mode_info

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.costs.priors import (
     DRAFTER_PRIOR,
     MAX_K,
@@ -17,7 +18,7 @@ from specchat.engine.costs.priors import (
     ROUND_DECAY,
     SCORED_HURDLE,
 )
-from specchat.engine.costs.table import CostTable, MachineCosts
+from specchat.engine.costs.table import CostTable
 from specchat.engine.drafting.head_protocol import Head as Head
 from specchat.engine.suffix.index import SuffixIndex
 from specchat.engine.types import SamplingParams

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from specchat.engine.costs.machine import estimate_catchup_ms
 from specchat.engine.costs.priors import HEAD_PRIOR, HURDLE, MAX_K, UNMEASURED_HEAD_SHARE
-from specchat.engine.costs.table import CostTable, estimate_catchup_ms
+from specchat.engine.costs.table import CostTable
 from specchat.engine.drafting.base import (
     Acceptance,
     Draft,

@@ -19,7 +19,7 @@ from specchat.engine.drafting.trace_column import (
 )
 
 if TYPE_CHECKING:
-    from specchat.engine.costs.table import MachineCosts
+    from specchat.engine.costs.machine import MachineCosts
     from specchat.engine.drafting.head_protocol import Head
     from specchat.engine.drafting.recorded import RecordedCache, VirtualClock
     from specchat.engine.llamacpp.model import LlamaModel

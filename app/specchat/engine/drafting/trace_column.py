@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from specchat.engine.costs.priors import MAX_K
 
 if TYPE_CHECKING:
-    from specchat.engine.costs.table import MachineCosts
+    from specchat.engine.costs.machine import MachineCosts
     from specchat.engine.drafting.head_protocol import Head
     from specchat.engine.drafting.recorded import PlayedModel, RecordedCache, VirtualClock
     from specchat.engine.llamacpp.model import LlamaModel

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from specchat.engine.costs.table import MachineCosts
+from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.drafting.recorded import RecordedCache, VirtualClock
 from specchat.engine.drafting.trace_column import (
     DRAFT_DEPTH,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specchat.engine.costs.machine import MachineCosts, estimate_catchup_ms
 from specchat.engine.costs.priors import (
     DRAFT_MODEL_PRIOR,
     HURDLE,
@@ -16,7 +17,7 @@ from specchat.engine.costs.priors import (
     MIN_CONFIDENCE,
     UNMEASURED_DRAFT_SHARE,
 )
-from specchat.engine.costs.table import CostTable, MachineCosts, estimate_catchup_ms
+from specchat.engine.costs.table import CostTable
 from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
