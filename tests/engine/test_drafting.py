@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from specchat.engine.drafting import PromptLookupDrafter
 from specchat.engine.types import SamplingParams
@@ -111,4 +112,56 @@ def test_a_catch_up_round_teaches_the_catch_up_not_a_free_drafted_token(tiny_mod
         drafter.observe(Outcome([*context, second.tokens[0]], second, 0))
         assert drafter.draft_token_ms is not None and drafter.draft_token_ms > 0.05
     finally:
+        model.close()
+
+
+def test_a_fully_kept_drafts_two_row_first_pass_is_priced_as_its_own_size(tiny_models) -> None:  # type: ignore[no-untyped-def]
+    """After a fully kept draft the draft model's first pass reads two tokens (its last
+    drafted one, never read, and the target's own): a pass of two rows, dearer than one of
+    one. Its time teaches the two-row price, never a drafted token's (charged to one token
+    it priced tokens at a two-row pass after every fully kept draft), and the next offer
+    after a fully kept draft carries the difference as a cost of the round."""
+    from specchat.engine.drafting import DraftModelDrafter
+    from specchat.engine.drafting.base import Outcome
+    from specchat.engine.llamacpp.model import LlamaModel
+
+    one_row_ms, two_rows_ms, catchup_row_ms = 17.0, 32.0, 4.0
+    now = [0.0]
+    model = LlamaModel(tiny_models.draft_close, n_ctx=256)
+    decode = model.decode
+
+    def timed_decode(tokens, **kwargs):  # type: ignore[no-untyped-def]
+        rows = len(tokens)
+        ms = {1: one_row_ms, 2: two_rows_ms}.get(rows, catchup_row_ms * rows)
+        now[0] += ms / 1000.0
+        return decode(tokens, **kwargs)
+
+    model.decode = timed_decode  # type: ignore[method-assign]
+    try:
+        context = model.tokenize("the cat sat on the mat and the dog sat on", add_special=False)
+        rng = np.random.default_rng(0)
+        drafter = DraftModelDrafter(model, min_confidence=0.0, clock=lambda: now[0])
+        first = drafter.propose(context, 3, SamplingParams(), rng)  # a catch-up
+        drafter.observe(Outcome([*context, first.tokens[0], 0], first, 0))
+        # Rejected at its first token: the next round reads one token, the target's.
+        context = [*context, 0]
+        assert drafter.offer(context, 3, None).round_ms == 0.0  # type: ignore[union-attr]
+        second = drafter.propose(context, 3, SamplingParams(), rng)
+        assert second.catchup == 1 and second.decodes == 3
+        drafter.observe(Outcome([*context, *second.tokens, 1], second, 3))
+        assert drafter.draft_token_ms == pytest.approx(one_row_ms)
+        # Fully kept: its last token and the target's are read in one pass of two rows.
+        context = [*context, *second.tokens, 1]
+        offer = drafter.offer(context, 3, None)
+        assert offer is not None and offer.round_ms > 0.0 and offer.extra_ms == 0.0
+        third = drafter.propose(context, 3, SamplingParams(), rng)
+        assert third.catchup == 2
+        drafter.observe(Outcome([*context, *third.tokens, 1], third, 3))
+        assert drafter.draft_token_ms == pytest.approx(one_row_ms)  # no two-row pass in it
+        two = drafter.table.cost_ms(2)
+        assert two is not None and two > offer.round_ms + one_row_ms  # moved toward 32 ms
+        again = drafter.offer([*context, *third.tokens, 1], 3, None)
+        assert again is not None and again.round_ms == pytest.approx(two - one_row_ms)
+    finally:
+        model.decode = decode  # type: ignore[method-assign]
         model.close()

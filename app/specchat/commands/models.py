@@ -214,6 +214,7 @@ def _path(pair_id: str) -> int:
 def _profile(args: argparse.Namespace) -> int:
     from specchat.engine.costs.profiling import PairProfiler, load_costs
     from specchat.engine.costs.store import CostStore, new_head_table, new_table, sizes_text
+    from specchat.engine.costs.table import DRAFT_SIZES
     from specchat.engine.drafting import head_files
 
     target, draft = pair_on_disk(args.pair_id)
@@ -224,7 +225,7 @@ def _profile(args: argparse.Namespace) -> int:
         if args.remeasure:
             costs.target = new_table(engine.target)
             if engine.draft is not None:
-                costs.draft = new_table(engine.draft, rows=1)
+                costs.draft = new_table(engine.draft, rows=DRAFT_SIZES[-1])
             files = head_files(engine.decoder.drafters.pair)
             costs.heads = {
                 name: new_head_table(engine.target, name, file) for name, file in files.items()

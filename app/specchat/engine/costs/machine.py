@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.engine.costs.priors import UNMEASURED_CATCHUP_SHARE
-from specchat.engine.costs.table import CostTable, CostTableError
+from specchat.engine.costs.table import DRAFT_SIZES, CostTable, CostTableError
 
 SCHEMA = 1
 
@@ -96,7 +96,7 @@ class MachineCosts:
         self.target.seen.update(dict.fromkeys(map(int, batch_ms), 1))
         if draft_token_ms is not None:
             if self.draft is None:
-                self.draft = CostTable(sizes=(1,), gpu=self.target.gpu)
+                self.draft = CostTable(sizes=DRAFT_SIZES, gpu=self.target.gpu)
             self.draft.pass_ms[1] = float(draft_token_ms)
         for name, ms in (head_token_ms or {}).items():
             table = self.heads.setdefault(name, CostTable(sizes=(1,), gpu=self.target.gpu))

@@ -14,6 +14,7 @@ from specchat.engine.costs.store import CostStore
 from specchat.engine.costs.table import (
     CATCHUP_ROWS,
     CONTEXT_TOKENS,
+    DRAFT_SIZES,
     SLOPE_ROWS,
     SLOPE_SAMPLES,
     SLOPE_SPAN,
@@ -407,7 +408,7 @@ def load_costs(
     store = store or CostStore()
     return MachineCosts(
         target=store.load(target),
-        draft=None if draft is None else store.load(draft, rows=1),
+        draft=None if draft is None else store.load(draft, rows=DRAFT_SIZES[-1]),
         heads=load_head_costs(target, head_files or {}, store=store),
     )
 

@@ -23,6 +23,11 @@ from specchat.engine.costs.priors import (
 
 #: Largest target pass priced and measured: `auto` checks a long copy in passes this big.
 MAX_ROWS = 64
+#: Rows of a draft model's first pass in a round after a fully kept draft: its last token,
+#: which the draft model drafted but never read, and the target's own.
+FIRST_PASS_ROWS = 2
+#: Sizes a draft model's table prices: a drafted token, and that first pass.
+DRAFT_SIZES = (1, FIRST_PASS_ROWS)
 #: Tokens of the pass that times a draft model's batched catch-up rate.
 CATCHUP_ROWS = 64
 
@@ -247,7 +252,7 @@ class CostTable:
         price = self.cost_ms(n, context)
         growth = (self.slope_ms or 0.0) * x
         own = 0.0 if price is None else price - growth
-        if own <= 0:
+        if own <= 0 or (n == 1 and 1 not in self.pass_ms):
             # Nothing of its price is the size's own yet: the round sets it.
             self.pass_ms[n] = ms
             if n == 1:

@@ -175,7 +175,8 @@ class AutoPolicy:
             rounds = float(CATCHUP_ROUNDS)
             if budget is not None and offer.extra_ms:
                 rounds = min(rounds, max(1.0, budget / tokens))
-            rate = AutoPolicy._rate(tokens, kk, per_token, prices, offer.extra_ms / rounds)
+            extra = offer.round_ms + offer.extra_ms / rounds
+            rate = AutoPolicy._rate(tokens, kk, per_token, prices, extra)
             if rate > best:
                 best_k, best = kk, rate
         return best_k, best
@@ -198,7 +199,7 @@ class AutoPolicy:
         # A probed drafter's probes come every interval (the base one before its first).
         unseen = self.base_probe_interval if offer.probed else 1
         interval = max(1, self._probe_interval.get(offer.source, unseen))
-        extra = offer.extra_ms / interval if offer.extra_ms else 0.0
+        extra = offer.round_ms + (offer.extra_ms / interval if offer.extra_ms else 0.0)
         best = max(
             self._rate(kk + 1.0, kk, offer.token_ms, prices, extra) for kk in range(1, max_k + 1)
         )
@@ -227,7 +228,7 @@ class AutoPolicy:
         its one-off cost aside)."""
         plain_ms = prices[1]
         best = max(
-            self._rate(offer.curve[kk], kk, offer.token_ms, prices)
+            self._rate(offer.curve[kk], kk, offer.token_ms, prices, offer.round_ms)
             for kk in range(1, offer.k_max + 1)
         )
         return best > (1.0 + offer.hurdle) / plain_ms
@@ -323,7 +324,7 @@ class AutoPolicy:
         plain_ms = prices[1]
         if offer.extra_ms > PROBE_BUDGET * self._answer_rounds * plain_ms:
             return False
-        extra = prices[2] - plain_ms + offer.token_ms + offer.extra_ms
+        extra = prices[2] - plain_ms + offer.token_ms + offer.round_ms + offer.extra_ms
         return extra <= PROBE_BUDGET * interval * plain_ms
 
     def observe(

@@ -219,6 +219,9 @@ class Offer:
         token_ms: its own time to draft one token.
         extra_ms: a one-off cost of drafting now, on top of the per-token cost (the draft
             model's catch-up over text it has not seen).
+        round_ms: what drafting costs this round beyond its tokens, whatever K, paid again
+            in later rounds (the draft model's first pass also reads the token the last
+            round left it, and a pass of two rows costs more than one of one).
         hurdle: the gain over plain it must promise to be used (HURDLE or SCORED_HURDLE).
         probed: whether `auto` should try it with K = 1 now and then: its acceptance is learnt
             only from rounds that use it.
@@ -236,6 +239,7 @@ class Offer:
     curve: Sequence[float]
     token_ms: float = 0.0
     extra_ms: float = 0.0
+    round_ms: float = 0.0
     hurdle: float = SCORED_HURDLE
     probed: bool = False
     fills_pass: bool = False

@@ -17,7 +17,7 @@ from specchat.engine.costs.priors import (
     MIN_CONFIDENCE,
     UNMEASURED_DRAFT_SHARE,
 )
-from specchat.engine.costs.table import CostTable
+from specchat.engine.costs.table import DRAFT_SIZES, FIRST_PASS_ROWS, CostTable
 from specchat.engine.drafting.base import (
     Acceptance,
     Draft,
@@ -114,8 +114,9 @@ class DraftModelDrafter(Drafter):
         # The machine's costs, which size each draft (see DraftLength); None: not known,
         # and the confidence stop alone ends a draft.
         self._costs: MachineCosts | None = None
-        # Its time per token, refreshed by every round it drafts (see create).
-        self.table = CostTable(sizes=(1,))
+        # Its time per token and per first pass of two rows, refreshed by every round it
+        # drafts (see create).
+        self.table = CostTable(sizes=DRAFT_SIZES)
         self.catchup_token_ms: float | None = None
         self.smoothing = 0.2
 
@@ -245,16 +246,22 @@ class DraftModelDrafter(Drafter):
         # A drafted token's price is one pass of the model: a draft its confidence stop ended
         # made one pass more than it kept tokens, and charging that pass to the tokens would
         # price every later draft dearer by what only a stopped one pays. The first pass of
-        # a round evaluates one or two tokens as well as drafting the first token: only a
-        # longer catch-up is priced on its own, and the passes after it made the rest (none
-        # at K = 1: charging the remainder to one token taught a drafted token costs 0 ms,
-        # and damped against 0 the estimate never rose again; auto then kept drafting at a
-        # loss).
-        if draft.catchup > 2:
+        # a round also reads what the last round left unread: one token it prices as a
+        # drafted token's; two (a fully kept draft's last token and the target's own) are a
+        # pass of two rows, priced as that size (charged to one drafted token, they priced
+        # a token at a two-row pass after every fully kept draft, 17 ↔ 33 ms on the 0.5B,
+        # and it settled at 40 ms); a longer catch-up is priced on its own. The passes after
+        # it made the rest (none at K = 1: charging the remainder to one token taught a
+        # drafted token costs 0 ms, and damped against 0 the estimate never rose again).
+        if draft.catchup > FIRST_PASS_ROWS:
             self.observe_catchup(draft.catchup, draft.catchup_ms)
-            self.observe_draft(draft.decodes - 1, draft.ms - draft.catchup_ms)
+        elif draft.catchup == FIRST_PASS_ROWS:
+            if 1 in self.table.pass_ms:  # a table's sizes are priced against its one row
+                self.table.observe(FIRST_PASS_ROWS, draft.catchup_ms)
         else:
             self.observe_draft(draft.decodes, draft.ms)
+            return
+        self.observe_draft(draft.decodes - 1, draft.ms - draft.catchup_ms)
 
     def _estimates(self) -> dict[str, LearntEstimate]:
         found: dict[str, LearntEstimate] = {"acceptance": self._acceptance}
@@ -286,11 +293,23 @@ class DraftModelDrafter(Drafter):
             curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
             token_ms=token_ms,
             extra_ms=self.catchup_ms(lag),
+            round_ms=self._first_pass_extra_ms(lag),
             hurdle=HURDLE,
             probed=True,
             sizes_itself=self._costs is not None and prices is not None,
             detail=f"α ≈ {alpha:.2f}",
         )
+
+    def _first_pass_extra_ms(self, lag: int) -> float:
+        """What the round's first pass costs beyond a drafted token's one-row pass, where it
+        reads the two tokens a fully kept draft leaves unread (its last token and the
+        target's own): a pass of two rows, at its own price (on a 2-core CPU the 0.5B draft
+        model's costs 1.9 of its one-row passes). A longer catch-up is priced as such
+        (catchup_ms); after a rejection the pass reads one token."""
+        if lag != FIRST_PASS_ROWS:
+            return 0.0
+        one, two = self.table.cost_ms(1), self.table.cost_ms(FIRST_PASS_ROWS)
+        return 0.0 if one is None or two is None else max(0.0, two - one)
 
     # --- timing --------------------------------------------------------------------------
     @property
