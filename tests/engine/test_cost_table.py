@@ -521,3 +521,27 @@ def test_no_size_costs_more_than_the_smaller_passes_it_splits_into() -> None:
         taught.observe(32, 5_000.0)
     assert taught.pass_ms[32] <= 2 * EPYC_Q4_0_MS[16] / FLOOR
     assert 32 not in taught.to_measure()
+
+
+def test_a_stored_tables_one_token_time_is_timed_again_before_auto_drafts() -> None:
+    """A table read from a file holds one token's time at the scale its last session
+    taught (a server's rounds shared the interpreter with its HTTP thread: 32 ms stored,
+    27 timed here), and every price scales by it: a stale, high one makes every draft look
+    better than it is. `auto`'s first round after a load is plain, and times it; then it
+    drafts where the copy pays."""
+    from specchat.engine.costs.machine import MachineCosts
+    from specchat.engine.decoding.schedule import AutoPolicy
+    from specchat.engine.drafting import PromptLookupDrafter
+
+    measured = {n: ms * 32.0 / 26.0 for n, ms in EPYC_Q4_0_MS.items()}
+    stored = CostTable(pass_ms=measured, samples=dict.fromkeys(measured, 2)).to_json()
+    loaded = CostTable.from_json(stored)
+    assert loaded.one_token_read
+    policy = AutoPolicy(costs=MachineCosts(loaded))
+    offer = PromptLookupDrafter().offer_match(16, 12)
+    first = policy.choose([offer])
+    assert first.mode == "plain" and "timing one token" in first.reason
+    policy.observe(first, batch=1, verify_ms=26.0, drafted=0, accepted=0)
+    assert not loaded.one_token_read and loaded.cost_ms(1) == pytest.approx(26.0)
+    assert policy.choose([offer]).mode == "lookup"
+    assert not CostTable(pass_ms=dict(EPYC_Q4_0_MS)).one_token_read  # timed here: no need

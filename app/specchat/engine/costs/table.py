@@ -114,6 +114,10 @@ class CostTable:
             measured); never stored, the table is stored at it.
         tries: offline samples of each size taken this session (see MAX_TRIES); never
             stored.
+        one_token_read: whether one token's time is as a file stored it, not yet timed in
+            this process: stored at another session's scale (another moment's machine, or
+            a server whose rounds shared the interpreter with its HTTP thread: 32 ms stored
+            where this process times 27), it scales every price, so `auto` times it first.
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -130,6 +134,7 @@ class CostTable:
     checkpoint_ms: float | None = None
     scale: float | None = field(default=None, compare=False)
     tries: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
+    one_token_read: bool = field(default=False, compare=False, repr=False)
     _plain: list[float] = field(default_factory=lambda: [0.0] * 5, compare=False, repr=False)
     _last_depth: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
     _bases_kept: tuple[object, list[float | None]] | None = field(
@@ -245,6 +250,8 @@ class CostTable:
         rounds at depths SLOPE_FIT_SPREAD apart set the slope (see _fit_slope).
         """
         self.seen[n] = self.seen.get(n, 0) + 1
+        if n == 1:
+            self.one_token_read = False
         x = self.depth_rows(n, context)
         self._last_depth[n] = x / n
         if n == 1:
@@ -348,6 +355,8 @@ class CostTable:
         whole: a slope measured stalled) says nothing of the size and is dropped too."""
         if ms <= 0:
             return
+        if n == 1:
+            self.one_token_read = False
         self.tries[n] = self.tries.get(n, 0) + 1
         old = self.pass_ms.get(n) if self.samples.get(n) else None
         if old is None or ms * (1.0 + AGREE) < old:
@@ -466,4 +475,5 @@ class CostTable:
             else None,
         )
         table.check_shape()  # a table stored before these checks existed is checked now
+        table.one_token_read = 1 in pass_ms
         return table

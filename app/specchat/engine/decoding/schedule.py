@@ -256,7 +256,7 @@ class AutoPolicy:
         if prices is None:
             # Nothing measured yet: one plain round gives the reference cost.
             return PolicyChoice(PLAIN, 0, "plain: measuring the target's cost")
-        if self._since_plain >= REFERENCE_ROUNDS:
+        if self._since_plain >= REFERENCE_ROUNDS or self.costs.target.one_token_read:
             return PolicyChoice(PLAIN, 0, "plain: timing one token, which every price scales")
         plain_rate = 1.0 / prices[1]
         best = PolicyChoice(PLAIN, 0, "")
