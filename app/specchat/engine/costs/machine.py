@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.engine.costs.priors import UNMEASURED_CATCHUP_SHARE
-from specchat.engine.costs.table import DRAFT_SIZES, CostTable, CostTableError
+from specchat.engine.costs.table import DRAFT_SIZES, FIRST_PASS_ROWS, CostTable, CostTableError
 
 SCHEMA = 1
 
@@ -19,8 +19,8 @@ def estimate_catchup_ms(tokens: int, per_token_ms: float | None, draft: CostTabl
     """Estimated time for a draft model to evaluate `tokens` it has not seen, at a learnt
     `per_token_ms` (None before any catch-up was timed), else at the batched rate its
     `draft` table measured."""
-    if tokens <= 2:
-        return 0.0  # the usual one or two: part of every draft round's cost
+    if tokens <= FIRST_PASS_ROWS:
+        return 0.0  # the usual one or two: the round's first pass, priced by the draft's table
     if per_token_ms is None and draft is not None:
         per_token_ms = draft.catchup_row_ms
         if per_token_ms is None:
@@ -35,7 +35,8 @@ class MachineCosts:
 
     Attributes:
         target: the target model's pass times by size.
-        draft: the draft model's (size 1: one drafted token), if there is a draft model.
+        draft: the draft model's (DRAFT_SIZES: one drafted token, and a round's first pass
+            of two rows), if there is a draft model.
         heads: each draft head's over the target's hidden state (size 1: one drafted token,
             one step of the head), by the name of the drafter that drafts with it.
         catchup_token_ms: milliseconds per token when the draft model evaluates text it has
