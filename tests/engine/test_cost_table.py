@@ -545,3 +545,20 @@ def test_a_stored_tables_one_token_time_is_timed_again_before_auto_drafts() -> N
     assert not loaded.one_token_read and loaded.cost_ms(1) == pytest.approx(26.0)
     assert policy.choose([offer]).mode == "lookup"
     assert not CostTable(pass_ms=dict(EPYC_Q4_0_MS)).one_token_read  # timed here: no need
+
+
+def test_a_drafted_tokens_stored_stalled_price_is_probed_at_its_prior_until_timed_here() -> None:
+    """A head's table has one size, so no larger pass bounds a price stored stalled. One
+    above a target token's (a drafter is smaller than the target) is judged for probing at
+    the prior until a round of this process times it; rounds are priced as stored, and once
+    timed both prices are the measured one."""
+    stored = CostTable(sizes=(1,), pass_ms={1: 12.0}, samples={1: 2}).to_json()
+    head = CostTable.from_json(stored)
+    assert head.drafted_token_ms(plain_ms=10.0, share=8.0) == (12.0, 1.25)
+    assert head.drafted_token_ms(plain_ms=20.0, share=8.0) == (12.0, 12.0)  # plausible
+    assert head.drafted_token_ms(plain_ms=None, share=8.0) == (12.0, 12.0)  # nothing timed
+    head.observe(1, 4.0)  # a drafting round timed a token: quicker sets it outright
+    assert head.drafted_token_ms(plain_ms=10.0, share=8.0) == (4.0, 4.0)
+    head.observe(1, 11.0)  # timed here, even above a target token, it is what it is
+    assert head.drafted_token_ms(plain_ms=5.0, share=8.0)[1] > 5.0
+    assert CostTable(sizes=(1,)).drafted_token_ms(plain_ms=10.0, share=8.0) == (1.25, 1.25)

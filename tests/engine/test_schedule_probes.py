@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from specchat.engine.costs.priors import CLIP, GAIN
+from specchat.engine.costs.table import DRAFT_SIZES, CostTable
 from specchat.engine.decoding.pricer import RoundContext
 from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting import (
@@ -124,6 +125,33 @@ def test_a_kept_probe_that_leaves_plain_ahead_backs_off(monkeypatch: pytest.Monk
         assert gap < 100, "never probed again"
     print(f"next probe after {gap} plain rounds")
     assert gap >= 8
+
+
+def test_a_drafted_token_stored_stalled_is_still_probed_and_timed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GPU-like costs; the draft's table read from a file at 30 ms a token, three plain
+    # tokens (stored stalled): at that price the draft could not pay even at α = 1, so no
+    # round or probe would ever time it again.
+    monkeypatch.setattr("specchat.engine.decoding.schedule.PROBE_BUDGET", 1.0)
+    cheap = {n: 10.0 + 0.1 * (n - 1) for n in range(1, 18)}
+    policy, drafter = _policy(cheap, draft_token_ms=None)
+    stalled = CostTable(sizes=DRAFT_SIZES, pass_ms={1: 30.0, 2: 31.0}, samples={1: 2, 2: 2})
+    drafter.table = CostTable.from_json(stalled.to_json())
+    drafter.acceptance.first_kept, drafter.acceptance.first_trials = 0.0, 50.0
+    offer = drafter.priced(policy)
+    assert offer.token_ms == pytest.approx(30.0)  # rounds are still priced as stored
+    assert policy.could_pay(offer)  # but the price a probe is judged by is the prior's
+    _plain_rounds(policy, 5)
+    probe = _choose(policy, drafter)
+    assert (probe.mode, probe.k) == ("draft", 1) and "probing" in probe.reason
+    drafter.observe_draft(1, 2.0)  # the probe times a drafted token: 2 ms, which moves
+    timed = drafter.priced(policy)  # the price CLIP times toward it in one round
+    assert timed.token_ms == pytest.approx(30.0 / CLIP) and timed.probe_token_ms == timed.token_ms
+    # A price this process measured is judged as it is: 30 ms measured now keeps the
+    # drafter from probes.
+    drafter.draft_token_ms = 30.0
+    assert not policy.could_pay(drafter.priced(policy))
 
 
 def test_copied_runs_value_long_drafts() -> None:

@@ -178,6 +178,22 @@ class CostTable:
     def _shape(self, n: int) -> float:
         return prior_shape(n, gpu=self.gpu)
 
+    def drafted_token_ms(self, plain_ms: float | None, share: float) -> tuple[float, float]:
+        """A draft model's or head's drafted token (its table's size 1): its price, and the
+        price a probe of its drafter is judged by. Unmeasured, both are the prior: `share`
+        of one target token (`plain_ms`; nothing before that is timed).
+
+        A price read from a file, not yet timed in this process and above one target
+        token's is judged for probing at the prior: a drafter drafts with something smaller
+        than the target, so the file was written stalled, and priced so the drafter would be
+        kept from every round and every probe, which are what would time it again."""
+        prior = 0.0 if plain_ms is None else plain_ms / share
+        ms = self.cost_ms(1)
+        if ms is None:
+            return prior, prior
+        stalled = self.one_token_read and plain_ms is not None and ms > plain_ms
+        return ms, min(ms, prior) if stalled else ms
+
     def pass_size(self, n: int, context: int | None = None, *, largest: int | None = None) -> int:
         """The size of the cheapest pass that holds n rows: n itself, or a larger size that
         real rounds have shown costs no more (the extra rows can carry more draft tokens,

@@ -50,6 +50,11 @@ def is_probe(choice: PolicyChoice) -> bool:
     return choice.reason.endswith(PROBING)
 
 
+def _probe_token_ms(offer: Offer) -> float:
+    """The drafted token's price a probe of `offer`'s drafter is judged by."""
+    return offer.token_ms if offer.probe_token_ms is None else offer.probe_token_ms
+
+
 @functools.cache
 def _short(name: str) -> str:
     """A drafter's label inside a sentence ("draft model"): kept, since every round words
@@ -189,7 +194,9 @@ class AutoPolicy:
         A probe can only reveal a better acceptance rate, never cheaper passes, so a drafter
         that loses even at α = 1 on the measured costs is not worth probing (nor, for the
         draft model, worth evaluating the prompt for). Its one-off cost is spread over the
-        rounds until the next probe, since a probe only pays it once. `prices`: the
+        rounds until the next probe, since a probe only pays it once. Its drafted token is
+        priced as a probe judges it (`Offer.probe_token_ms`): a price no round of this
+        process has confirmed keeps no drafter from the probe that would. `prices`: the
         round's, if the caller has them.
         """
         prices = prices or self.prices()
@@ -201,7 +208,8 @@ class AutoPolicy:
         interval = max(1, self._probe_interval.get(offer.source, unseen))
         extra = offer.round_ms + (offer.extra_ms / interval if offer.extra_ms else 0.0)
         best = max(
-            self._rate(kk + 1.0, kk, offer.token_ms, prices, extra) for kk in range(1, max_k + 1)
+            self._rate(kk + 1.0, kk, _probe_token_ms(offer), prices, extra)
+            for kk in range(1, max_k + 1)
         )
         return best > 1.0 / plain_ms
 
@@ -324,7 +332,7 @@ class AutoPolicy:
         plain_ms = prices[1]
         if offer.extra_ms > PROBE_BUDGET * self._answer_rounds * plain_ms:
             return False
-        extra = prices[2] - plain_ms + offer.token_ms + offer.round_ms + offer.extra_ms
+        extra = prices[2] - plain_ms + _probe_token_ms(offer) + offer.round_ms + offer.extra_ms
         return extra <= PROBE_BUDGET * interval * plain_ms
 
     def observe(

@@ -222,6 +222,8 @@ class Offer:
         round_ms: what drafting costs this round beyond its tokens, whatever K, paid again
             in later rounds (the draft model's first pass also reads the token the last
             round left it, and a pass of two rows costs more than one of one).
+        probe_token_ms: the drafted token's price a probe is judged by, where it differs
+            from `token_ms` (see CostTable.drafted_token_ms).
         hurdle: the gain over plain it must promise to be used (HURDLE or SCORED_HURDLE).
         probed: whether `auto` should try it with K = 1 now and then: its acceptance is learnt
             only from rounds that use it.
@@ -240,6 +242,7 @@ class Offer:
     token_ms: float = 0.0
     extra_ms: float = 0.0
     round_ms: float = 0.0
+    probe_token_ms: float | None = None
     hurdle: float = SCORED_HURDLE
     probed: bool = False
     fills_pass: bool = False

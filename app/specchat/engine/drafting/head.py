@@ -175,15 +175,15 @@ class HeadDrafter(Drafter, Generic[HeadT]):
         if k_max <= 0 or not self.head.ready:
             return None
         alpha, continued = self._acceptance.alpha, self._acceptance.continued
-        token_ms = self.table.cost_ms(1)
-        if token_ms is None:
-            token_ms = prices[1] / UNMEASURED_HEAD_SHARE if prices is not None else 0.0
+        plain_ms = None if prices is None else prices[1]
+        token_ms, probe_token_ms = self.table.drafted_token_ms(plain_ms, UNMEASURED_HEAD_SHARE)
         lag = 0 if self.driver is None else self.driver.lag
         return Offer(
             source=self.name,
             k_max=k_max,
             curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
             token_ms=token_ms,
+            probe_token_ms=probe_token_ms,
             extra_ms=estimate_catchup_ms(lag, self.catchup_token_ms, self.table),
             hurdle=HURDLE,
             probed=True,

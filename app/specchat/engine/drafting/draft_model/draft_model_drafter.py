@@ -284,14 +284,14 @@ class DraftModelDrafter(Drafter):
             return None
         lag = len(context) - self.model.cached_prefix(context)
         alpha, continued = self._acceptance.alpha, self._acceptance.continued
-        token_ms = self.draft_token_ms
-        if token_ms is None:
-            token_ms = prices[1] / UNMEASURED_DRAFT_SHARE if prices is not None else 0.0
+        plain_ms = None if prices is None else prices[1]
+        token_ms, probe_token_ms = self.table.drafted_token_ms(plain_ms, UNMEASURED_DRAFT_SHARE)
         return Offer(
             source=self.name,
             k_max=k_max,
             curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
             token_ms=token_ms,
+            probe_token_ms=probe_token_ms,
             extra_ms=self.catchup_ms(lag),
             round_ms=self._first_pass_extra_ms(lag),
             hurdle=HURDLE,
