@@ -184,9 +184,10 @@ class CostTable:
         of one target token (`plain_ms`; nothing before that is timed).
 
         A price read from a file, not yet timed in this process and above one target
-        token's is judged for probing at the prior: a drafter drafts with something smaller
-        than the target, so the file was written stalled, and priced so the drafter would be
-        kept from every round and every probe, which are what would time it again."""
+        token's is judged for probing at the prior: a drafter's model or head is smaller than
+        the target, so such a price was most likely stored stalled, and it would keep the
+        drafter from every round and every probe, which are what would time it again (where
+        the draft truly is slower, as on a CPU beside a GPU target, one probe shows it)."""
         prior = 0.0 if plain_ms is None else plain_ms / share
         ms = self.cost_ms(1)
         if ms is None:

@@ -195,9 +195,9 @@ class AutoPolicy:
         that loses even at α = 1 on the measured costs is not worth probing (nor, for the
         draft model, worth evaluating the prompt for). Its one-off cost is spread over the
         rounds until the next probe, since a probe only pays it once. Its drafted token is
-        priced as a probe judges it (`Offer.probe_token_ms`): a price no round of this
-        process has confirmed keeps no drafter from the probe that would. `prices`: the
-        round's, if the caller has them.
+        priced as a probe judges it (`Offer.probe_token_ms`): a price stored stalled keeps no
+        drafter from the probe that would time it again. `prices`: the round's, if the
+        caller has them.
         """
         prices = prices or self.prices()
         if prices is None:
