@@ -224,9 +224,7 @@ class DraftModelDrafter(Drafter):
         prices = None if self._costs is None else self._costs.target.price_list(k + 1, depth)
         if prices is None:
             return None
-        token_ms = self.draft_token_ms
-        if token_ms is None:
-            token_ms = prices[1] / UNMEASURED_DRAFT_SHARE
+        token_ms, _ = self.table.drafted_token_ms(prices[1], UNMEASURED_DRAFT_SHARE)
         return DraftLength(prices, token_ms, self._acceptance.continued)
 
     def observe(self, outcome: Outcome) -> None:
