@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from specchat.engine.costs.priors import ROUND_DECAY
+
 
 class DraftLength:
     """Ends a draft where no longer draft promises a better rate than stopping.
@@ -14,11 +16,15 @@ class DraftLength:
     adds the tokens not drafted yet, each kept after the one before as often as tokens after
     one as sure as the last are (a run of sure tokens tends to go on), at each longer pass's
     price and a drafted token's time apiece. The draft goes on while some longer draft's
-    extra tokens outnumber what its extra time would make at the rate rounds go at (the
-    curve's best rate at the text's acceptance, `reference`): the renewal-reward rule for a
-    throughput, where a round's own rate so far would stop a long sure run too soon and let a
-    round that began badly go on too long. So a run of sure tokens goes far past the K its
-    average acceptance suggests, and a draft ends at a token it doubts. Once it ends, a
+    extra tokens outnumber what its extra time would make at the rate rounds go at
+    (`reference`): the renewal-reward rule for a throughput, where a round's own rate so far
+    would stop a long sure run too soon and let a round that began badly go on too long. That
+    rate is the one its rounds have made (RoundRate), never below plain decoding's, which
+    `auto` can always fall back to, nor above the curve's best at the text's acceptance: the
+    best alone, where rounds fall short of it, demands near-certainty of every token where
+    drafting barely pays, and stops each draft at its first token, a round slower than
+    plain. So a run of sure tokens goes far past the K its average acceptance suggests, and
+    a draft ends at a token it doubts. Once it ends, a
     greedy draft's rows are cut to the best prefix: drafting is paid by then, a row unlikely
     to be kept is not (a sampled draft's are not cut: see DraftModelDrafter.propose).
 
@@ -29,17 +35,28 @@ class DraftLength:
             first token, the text's rate; after one, the rate after a token as sure.
         expected: expected tokens of the round at each length drafted so far (index 0:
             no draft, the target's own token).
-        reference: tokens per ms that rounds go at: the best rate over draft lengths at the
-            text's rate (`continued` as given).
+        reference: tokens per ms that rounds go at: the rate its rounds made (`achieved`),
+            between plain's and the best rate over draft lengths at the text's rate
+            (`continued` as given); that best where no round was timed.
     """
 
-    def __init__(self, prices: Sequence[float], token_ms: float, continued: float) -> None:
+    def __init__(
+        self,
+        prices: Sequence[float],
+        token_ms: float,
+        continued: float,
+        achieved: float | None = None,
+    ) -> None:
         self.prices = prices
         self.token_ms = token_ms
         self.continued = continued
         self.expected = [1.0]
         self._survival = 1.0  # the chance every token drafted so far is kept
-        self.reference = self._best_rate(continued)
+        best = self._best_rate(continued)
+        if achieved is None:
+            self.reference = best
+        else:
+            self.reference = min(best, max(1.0 / prices[1], achieved))
 
     @property
     def drafted(self) -> int:
@@ -83,3 +100,28 @@ class DraftLength:
         drafting already paid."""
         n = self.drafted
         return max(range(n + 1), key=lambda i: (self._rate(self.expected[i], i + 1, n), i))
+
+
+class RoundRate:
+    """Tokens per millisecond the draft model's rounds made: decayed sums of each round's
+    tokens and its time (drafting and the target's check), about the last ten rounds.
+
+    Attributes:
+        tokens, ms: the decayed sums.
+        decay: per-round memory.
+    """
+
+    def __init__(self, decay: float = ROUND_DECAY) -> None:
+        self.tokens = 0.0
+        self.ms = 0.0
+        self.decay = decay
+
+    def add(self, tokens: int, ms: float) -> None:
+        """One round that wrote `tokens` in `ms`."""
+        self.tokens = self.tokens * self.decay + tokens
+        self.ms = self.ms * self.decay + ms
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens per ms (None before any round)."""
+        return self.tokens / self.ms if self.ms > 0 else None

@@ -29,7 +29,7 @@ from specchat.engine.drafting.base import (
     Outcome,
     expected_tokens,
 )
-from specchat.engine.drafting.draft_model.draft_length import DraftLength
+from specchat.engine.drafting.draft_model.draft_length import DraftLength, RoundRate
 from specchat.engine.drafting.draft_model.draft_model_column import DraftModelColumn
 from specchat.engine.drafting.draft_model.model_acceptance import (
     ConfidenceCalibration,
@@ -57,12 +57,15 @@ class ModelDraft(Draft):
         decodes: the model's passes, the catch-up's included (more than the tokens where a
             stop refused the last one it evaluated, or the draft was cut back).
         confidences: its top probability at each drafted token (how sure it was).
+        check_ms: the target's price for checking it, where the machine's prices sized it
+            (None otherwise).
     """
 
     catchup: int = 0
     catchup_ms: float = 0.0
     decodes: int = 0
     confidences: tuple[float, ...] = ()
+    check_ms: float | None = None
 
 
 @register
@@ -90,6 +93,7 @@ class DraftModelDrafter(Drafter):
         draft_token_ms: milliseconds per drafted token (None before any measurement).
         catchup_token_ms: smoothed milliseconds per token of a catch-up.
         smoothing: weight of each new timing.
+        rounds: the rate its rounds sized by prices made, which sizes the next (DraftLength).
     """
 
     name = "draft"
@@ -119,6 +123,7 @@ class DraftModelDrafter(Drafter):
         self.table = CostTable(sizes=DRAFT_SIZES)
         self.catchup_token_ms: float | None = None
         self.smoothing = 0.2
+        self.rounds = RoundRate()
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
@@ -196,6 +201,7 @@ class DraftModelDrafter(Drafter):
             if i + 1 < k:
                 logits = model.decode([token], logits="last")[0]
                 decodes += 1
+        check_ms = None
         if length is not None and sampling.greedy:
             # Drafting is paid; rows are not: check only the prefix worth its rows. Only at
             # T = 0: the best prefix weighs later tokens' confidence, which depends on the
@@ -205,6 +211,8 @@ class DraftModelDrafter(Drafter):
             # before the next token only, and holds at any temperature.)
             keep = length.best_length()
             tokens, sure, qs = tokens[:keep], sure[:keep], qs[:keep]
+        if length is not None:
+            check_ms = length.prices[len(tokens) + 1]
         ms = (clock() - began) * 1000.0
         probs = None if sampling.greedy else tuple(qs)
         return ModelDraft(
@@ -216,6 +224,7 @@ class DraftModelDrafter(Drafter):
             catchup_ms=catchup_ms,
             decodes=decodes,
             confidences=tuple(sure),
+            check_ms=check_ms,
         )
 
     def _length(self, k: int, depth: int) -> DraftLength | None:
@@ -225,7 +234,7 @@ class DraftModelDrafter(Drafter):
         if prices is None:
             return None
         token_ms, _ = self.table.drafted_token_ms(prices[1], UNMEASURED_DRAFT_SHARE)
-        return DraftLength(prices, token_ms, self._acceptance.continued)
+        return DraftLength(prices, token_ms, self._acceptance.continued, self.rounds.rate)
 
     def observe(self, outcome: Outcome) -> None:
         draft = outcome.draft
@@ -241,6 +250,10 @@ class DraftModelDrafter(Drafter):
             return
         if draft.confidences:
             self.confidence[greedy].learn(draft.confidences, outcome.accepted)
+        if draft.check_ms is not None:
+            # A long catch-up is paid once, not by the rounds that follow.
+            one_off = draft.catchup_ms if draft.catchup > FIRST_PASS_ROWS else 0.0
+            self.rounds.add(outcome.accepted + 1, draft.ms - one_off + draft.check_ms)
         # A drafted token's price is one pass of the model: a draft its confidence stop ended
         # made one pass more than it kept tokens, and charging that pass to the tokens would
         # price every later draft dearer by what only a stopped one pays. The first pass of
