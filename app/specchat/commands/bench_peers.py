@@ -74,9 +74,10 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> PeersOutcome:
     import llama_cpp
 
     from specchat.bench.peers.configs import peer_configs
-    from specchat.bench.peers.llama_server import PeerError, find_llama_server
+    from specchat.bench.peers.llama_server import find_llama_server
     from specchat.bench.peers.peers_table import PeersOutcome
     from specchat.bench.peers.run import run_peers
+    from specchat.bench.peers.server_process import PeerError
 
     settings: ServerSettings = prepared["settings"]
     prompts: list[PeerPrompt] = prepared["prompts"]
@@ -109,7 +110,7 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> PeersOutcome:
             "key_type": settings.key_type,
             "server": None if binary is None else str(binary),
             "server_arguments": settings.arguments(),
-            "peers": {c.name: list(c.server_args or ()) for c in configs},
+            "peers": {c.name: list(c.shown_arguments) for c in configs},
         },
         records=tuple(records),
     )
@@ -126,7 +127,8 @@ def via_api(engine: ChatEngine, prompts: Sequence[BenchPrompt], args: argparse.N
     from specchat.bench.api.via_api import serving
     from specchat.bench.peers.api_peers import SPECCHAT_SERVE, compare_servers, summarise
     from specchat.bench.peers.configs import peer_configs
-    from specchat.bench.peers.llama_server import PeerError, find_llama_server
+    from specchat.bench.peers.llama_server import find_llama_server
+    from specchat.bench.peers.server_process import PeerError
 
     try:
         import openai  # noqa: F401

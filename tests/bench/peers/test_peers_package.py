@@ -9,8 +9,9 @@ from pathlib import Path
 import llama_cpp
 import pytest
 
-from specchat.bench.peers.configs import PYTHON_LOOKUP, PYTHON_PLAIN, SERVER_PLAIN
-from specchat.bench.peers.llama_server import PeerError, find_llama_server
+from specchat.bench.peers.configs import PYTHON_LOOKUP, PYTHON_PLAIN, SERVER_PLAIN, SPECCHAT_SERVE
+from specchat.bench.peers.llama_server import find_llama_server
+from specchat.bench.peers.server_process import PeerError
 from specchat.cli import main
 from specchat.tinymodels import TinyModels
 from tests.helpers.llama_oracle import oracle_binary
@@ -46,6 +47,7 @@ def test_bench_peers_on_the_tiny_pair(
     expected = {
         "SpecChat plain",
         "SpecChat auto",
+        *SPECCHAT_SERVE.values(),
         SERVER_PLAIN,
         "llama-server --spec-default",
         "llama-server draft-simple",
@@ -62,6 +64,7 @@ def test_bench_peers_on_the_tiny_pair(
         assert row["speedup"] and 0.01 < row["speedup"] < 100, name
     assert per_set[SERVER_PLAIN]["speedup"] == pytest.approx(1.0)
     assert per_set[SERVER_PLAIN]["drafted"] == 0
+    assert per_set[SPECCHAT_SERVE["plain"]]["drafted"] == 0  # its requests asked for plain
     # A draft that is the target lightly perturbed: draft-simple drafts, and keeps some.
     simple = per_set["llama-server draft-simple n-max 4"]
     assert simple["drafted"] > 0 and 0 < simple["accepted"] <= simple["drafted"]
@@ -74,8 +77,10 @@ def test_bench_peers_on_the_tiny_pair(
         r["prompt"]: r["prompt_tokens"] for r in peers["rows"] if r["peer"] == "SpecChat plain"
     }
     for row in peers["rows"]:
-        if row["peer"] in (PYTHON_PLAIN, PYTHON_LOOKUP):
+        if row["peer"] in (PYTHON_PLAIN, PYTHON_LOOKUP, *SPECCHAT_SERVE.values()):
             assert row["equal_to_specchat_plain"] is True, row
+        if row["peer"] in SPECCHAT_SERVE.values():
+            assert row["prompt_tokens"] == specchat_prompt[row["prompt"]], row
         if row["peer"] == SERVER_PLAIN and row["prompt_tokens"] == specchat_prompt[row["prompt"]]:
             assert row["equal_to_specchat_plain"] is True, row
     assert any(

@@ -12,14 +12,10 @@ from specchat.bench.peers.configs import (
     PYTHON_LOOKUP,
     PYTHON_PLAIN,
     SERVER_PLAIN,
+    SPECCHAT_SERVE,
     peer_configs,
 )
-from specchat.bench.peers.llama_server import (
-    ChatReply,
-    PeerError,
-    ServerSettings,
-    find_llama_server,
-)
+from specchat.bench.peers.llama_server import LlamaServer, ServerSettings, find_llama_server
 from specchat.bench.peers.peers_table import (
     peers_section,
     render_peers,
@@ -27,6 +23,8 @@ from specchat.bench.peers.peers_table import (
     summary_lines,
 )
 from specchat.bench.peers.run import PeerRecord
+from specchat.bench.peers.server_process import ChatReply, PeerError
+from specchat.bench.peers.specchat_server import SpecChatServer
 
 
 def _peer(peer: str, prompt: str, tok_s: float, repeat: int = 0, **kw: object) -> PeerRecord:
@@ -109,7 +107,16 @@ def test_speedups_pair_by_pass() -> None:
 def test_configs_for_a_draft_model_and_for_heads(tmp_path: Path) -> None:
     draft = tmp_path / "draft.gguf"
     names = [c.name for c in peer_configs(draft=draft)]
-    assert names[:3] == [SERVER_PLAIN, "llama-server --spec-default", DRAFT_SIMPLE_DEFAULT]
+    assert names[:5] == [
+        SERVER_PLAIN,
+        SPECCHAT_SERVE["plain"],
+        SPECCHAT_SERVE["auto"],
+        "llama-server --spec-default",
+        DRAFT_SIMPLE_DEFAULT,
+    ]
+    serve = next(c for c in peer_configs(draft=draft) if c.name == SPECCHAT_SERVE["auto"])
+    assert (serve.specchat_mode, serve.draft, serve.is_server) == ("auto", draft, False)
+    assert serve.shown_arguments == ("specchat serve", "speculative.mode=auto")
     assert [n for n in names if "n-max" in n] == [
         f"llama-server draft-simple n-max {n}" for n in (2, 4, 8)
     ]
@@ -142,6 +149,40 @@ def test_server_settings_and_timings(tmp_path: Path) -> None:
     # Ten tokens after the first in half a second.
     assert reply.decode_tok_s == pytest.approx(20.0)
     assert (reply.drafted, reply.accepted) == (4, 0)
+    # SpecChat's timings count the first token's pass: eleven tokens in half a second.
+    timed = ChatReply("x", {"predicted_n": 11, "predicted_ms": 500.0}, 1.0, first_pass_timed=True)
+    assert timed.decode_tok_s == pytest.approx(22.0)
+
+
+def test_specchat_serve_runs_on_the_settings_llama_server_gets(tmp_path: Path) -> None:
+    """Both servers get the same files, threads, context, keys and offload; SpecChat's
+    requests name the mode, llama-server's read every prompt afresh."""
+    settings = ServerSettings(
+        tmp_path / "t.gguf", threads=2, ctx=4096, key_type="q8_0", gpu_layers=-1
+    )
+    draft = tmp_path / "d.gguf"
+    command = SpecChatServer(settings, draft, "plain").command(8123)
+    assert command[1:4] == ["-m", "specchat", "serve"]
+    for flag, value in {
+        "--target": str(settings.target),
+        "--draft": str(draft),
+        "--threads": "2",
+        "--ctx": "4096",
+        "--kv-cache": "q8_0",
+        "--port": "8123",
+        "--host": "127.0.0.1",
+    }.items():
+        assert command[command.index(flag) + 1] == value, flag
+    assert "--gpu-layers=-1" in command
+    assert "--draft" not in SpecChatServer(settings, None, "auto").command(8123)
+    assert SpecChatServer(settings, draft, "plain").request_fields() == {
+        "speculative": {"mode": "plain"}
+    }
+    server = LlamaServer(tmp_path / "llama-server", settings, ("--spec-default",))
+    llama = server.command(8124)
+    assert llama[llama.index("-ctk") + 1] == "q8_0" and llama[-2:] == ["--port", "8124"]
+    assert server.request_fields() == {"cache_prompt": False}
+    server.close()
 
 
 def test_no_server_built_names_how_to_build_one(

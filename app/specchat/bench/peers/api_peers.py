@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specchat.bench.peers.configs import PeerConfig
-from specchat.bench.peers.llama_server import LlamaServer, PeerError, ServerSettings
+from specchat.bench.peers.llama_server import LlamaServer, ServerSettings
+from specchat.bench.peers.server_process import PeerError
 from specchat.bench.prompts import BenchPrompt
 
 SPECCHAT_SERVE = "specchat serve (auto)"

@@ -1,5 +1,5 @@
-"""Which peers a bench runs for a pair: llama-server's speculative settings and
-llama-cpp-python's two ways of decoding."""
+"""Which peers a bench runs for a pair: llama-server's speculative settings, llama-cpp-python's
+two ways of decoding, and `specchat serve` plain and auto beside them."""
 
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ HEAD_TYPES = {
 }
 PYTHON_PLAIN = "llama-cpp-python plain"
 PYTHON_LOOKUP = "llama-cpp-python prompt lookup"
+#: `specchat serve` among the peers, by the mode its requests ask for.
+SPECCHAT_SERVE = {"plain": "SpecChat serve plain", "auto": "SpecChat serve auto"}
 
 
 @dataclass(frozen=True)
@@ -37,15 +39,27 @@ class PeerConfig:
         server_args: llama-server's arguments on top of the shared settings (None: not a
             llama-server peer but llama-cpp-python).
         lookup: llama-cpp-python with LlamaPromptLookupDecoding (its defaults).
+        specchat_mode: `specchat serve` asked in this mode (None: not SpecChat).
+        draft: the pair's draft file `specchat serve` loads (None: none, or not SpecChat).
     """
 
     name: str
     server_args: tuple[str, ...] | None = None
     lookup: bool = False
+    specchat_mode: str | None = None
+    draft: Path | None = None
 
     @property
     def is_server(self) -> bool:
+        """Whether it is a llama-server peer."""
         return self.server_args is not None
+
+    @property
+    def shown_arguments(self) -> tuple[str, ...]:
+        """How the report names what it runs with beyond the shared settings."""
+        if self.specchat_mode is not None:
+            return ("specchat serve", f"speculative.mode={self.specchat_mode}")
+        return self.server_args or ()
 
 
 def peer_configs(
@@ -55,6 +69,10 @@ def peer_configs(
     drafters `heads` SpecChat offers for it."""
     configs = [
         PeerConfig(SERVER_PLAIN, ("--spec-type", "none")),
+        *(
+            PeerConfig(name, specchat_mode=mode, draft=draft)
+            for mode, name in SPECCHAT_SERVE.items()
+        ),
         PeerConfig("llama-server --spec-default", ("--spec-default",)),
     ]
     head_file = any(HEAD_TYPES[h][1] for h in heads if h in HEAD_TYPES)

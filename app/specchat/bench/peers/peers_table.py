@@ -157,12 +157,15 @@ def render_peers(section: Mapping[str, Any] | None) -> list[str]:
         "",
         f"Same model files, prompts, {settings.get('threads')} threads, context "
         f"{settings.get('ctx')}, `{settings.get('key_type')}` keys; each llama-server "
-        "fresh for each pass over the set (started on 127.0.0.1, one slot, its start-up "
-        "and prompt reading untimed), asked through its OpenAI chat endpoint with the same "
-        "chat; llama-cpp-python's `Llama.generate` on SpecChat's prompt tokens. Decode "
-        "tokens/s count the tokens after the first over the time after the first, as "
-        "llama-server's `timings` split them. Speed-up: over llama-server plain on the same "
-        "prompt and pass (geometric mean over passes, then over prompts).",
+        "and `specchat serve` fresh for each pass over the set (started on 127.0.0.1, one "
+        "slot, its start-up and prompt reading untimed), asked through its OpenAI chat "
+        "endpoint with the same chat, the passes' order turning from pass to pass; "
+        "llama-cpp-python's `Llama.generate` on SpecChat's prompt tokens. SpecChat plain "
+        "and auto are the bench's own runs, timed before the peers'; SpecChat serve plain "
+        "and auto are timed between them, as a fresh server's first requests. Decode "
+        "tokens/s: one pass a token (llama-server's first token comes from the prompt's "
+        "pass, which its `timings` count as prompt reading). Speed-up: over llama-server "
+        "plain on the same prompt and pass (geometric mean over passes, then over prompts).",
         "",
     ]
     if settings.get("server"):

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from specchat.bench.peers.configs import PeerConfig
-from specchat.bench.peers.llama_server import LlamaServer, PeerError, ServerSettings
+from specchat.bench.peers.llama_server import LlamaServer, ServerSettings
 from specchat.bench.peers.python_peer import answer, loaded
+from specchat.bench.peers.server_process import PeerError, ServerProcess
+from specchat.bench.peers.specchat_server import SpecChatServer
 
 
 @dataclass(frozen=True)
@@ -80,18 +82,16 @@ class PeerRecord:
 
 
 def _server_records(
-    binary: Path,
-    settings: ServerSettings,
+    server: ServerProcess,
     config: PeerConfig,
     prompts: Sequence[PeerPrompt],
     *,
     repeat: int,
     max_tokens: int,
 ) -> list[PeerRecord]:
-    assert config.server_args is not None
     records = []
     try:
-        with LlamaServer(binary, settings, config.server_args) as server:
+        with server:
             for p in prompts:
                 reply = server.chat(p.messages, max_tokens=max_tokens)
                 timings = reply.timings
@@ -146,6 +146,18 @@ def _python_records(
     return records
 
 
+def _server(
+    config: PeerConfig, settings: ServerSettings, binary: Path | None
+) -> ServerProcess | None:
+    """The server process `config` runs (None: llama-cpp-python, in this process)."""
+    if config.specchat_mode is not None:
+        return SpecChatServer(settings, config.draft, config.specchat_mode)
+    if config.server_args is not None:
+        assert binary is not None
+        return LlamaServer(binary, settings, config.server_args)
+    return None
+
+
 def _failed(
     config: PeerConfig,
     prompts: Sequence[PeerPrompt],
@@ -173,8 +185,9 @@ def run_peers(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[PeerRecord]:
     """Every peer over every prompt, each pass over the set starting at another peer so
-    slow drift of the machine is shared. Each server is fresh for its pass (start-up and
-    warm-up untimed). A llama-server peer without `binary` is left out."""
+    slow drift of the machine is shared. Each server (llama-server's, SpecChat's) is fresh
+    for its pass (start-up and warm-up untimed). A llama-server peer without `binary` is
+    left out."""
     runnable = [c for c in configs if not c.is_server or binary is not None]
     records: list[PeerRecord] = []
     total = len(runnable) * repeat
@@ -184,10 +197,10 @@ def run_peers(
         for config in runnable[shift:] + runnable[:shift]:
             if progress:
                 progress(done, total, config.name)
-            if config.is_server:
-                assert binary is not None
+            server = _server(config, settings, binary)
+            if server is not None:
                 records += _server_records(
-                    binary, settings, config, prompts, repeat=rep, max_tokens=max_tokens
+                    server, config, prompts, repeat=rep, max_tokens=max_tokens
                 )
             else:
                 records += _python_records(
