@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specchat.commands.user_error import UserError
+from specchat.own_program import own_program
 
 if TYPE_CHECKING:
     from specchat.bench.live.runner import BenchConfig, BenchProgress
@@ -66,10 +67,7 @@ def colocated_wait_policy() -> None:
 
 
 def _server_command(port: int) -> list[str]:
-    program = (
-        [sys.executable] if getattr(sys, "frozen", False) else [sys.executable, "-m", "specchat"]
-    )
-    return [*program, "rpc-server", "--port", str(port)]
+    return [*own_program(), "rpc-server", "--port", str(port)]
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from specchat.bench.peers.peers_table import (
 from specchat.bench.peers.run import PeerRecord
 from specchat.bench.peers.server_process import ChatReply, PeerError
 from specchat.bench.peers.specchat_server import SpecChatServer
+from specchat.own_program import own_program
 
 
 def _peer(peer: str, prompt: str, tok_s: float, repeat: int = 0, **kw: object) -> PeerRecord:
@@ -162,7 +163,7 @@ def test_specchat_serve_runs_on_the_settings_llama_server_gets(tmp_path: Path) -
     )
     draft = tmp_path / "d.gguf"
     command = SpecChatServer(settings, draft, "plain").command(8123)
-    assert command[1:4] == ["-m", "specchat", "serve"]
+    assert command[:4] == [*own_program(), "serve"]
     for flag, value in {
         "--target": str(settings.target),
         "--draft": str(draft),

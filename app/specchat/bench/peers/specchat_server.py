@@ -5,12 +5,12 @@ figures are timed between the peers' rather than in the bench's own rounds befor
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
 from specchat.bench.peers.llama_server import ServerSettings
 from specchat.bench.peers.server_process import ServerProcess
+from specchat.own_program import own_program
 
 
 class SpecChatServer(ServerProcess):
@@ -28,9 +28,7 @@ class SpecChatServer(ServerProcess):
     def command(self, port: int) -> list[str]:
         s = self.settings
         return [
-            sys.executable,
-            "-m",
-            "specchat",
+            *own_program(),
             "serve",
             *("--target", str(s.target)),
             *(("--draft", str(self.draft)) if self.draft is not None else ()),
