@@ -201,7 +201,6 @@ class DraftModelDrafter(Drafter):
             if i + 1 < k:
                 logits = model.decode([token], logits="last")[0]
                 decodes += 1
-        check_ms = None
         if length is not None and sampling.greedy:
             # Drafting is paid; rows are not: check only the prefix worth its rows. Only at
             # T = 0: the best prefix weighs later tokens' confidence, which depends on the
@@ -211,8 +210,7 @@ class DraftModelDrafter(Drafter):
             # before the next token only, and holds at any temperature.)
             keep = length.best_length()
             tokens, sure, qs = tokens[:keep], sure[:keep], qs[:keep]
-        if length is not None:
-            check_ms = length.prices[len(tokens) + 1]
+        check_ms = None if length is None else length.prices[len(tokens) + 1]
         ms = (clock() - began) * 1000.0
         probs = None if sampling.greedy else tuple(qs)
         return ModelDraft(
