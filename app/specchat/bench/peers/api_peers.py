@@ -13,7 +13,7 @@ from typing import Any
 
 from specchat.bench.peers.configs import PeerConfig
 from specchat.bench.peers.llama_server import LlamaServer, ServerSettings
-from specchat.bench.peers.server_process import PeerError
+from specchat.bench.peers.server_process import ChatReply, PeerError
 from specchat.bench.prompts import BenchPrompt
 
 SPECCHAT_SERVE = "specchat serve (auto)"
@@ -30,7 +30,7 @@ class ApiAnswer:
         wall_s: from sending the request to the whole reply (prompt reading included: what
             the client waits for).
         decode_tok_s: decode speed from the server's own timings (tokens after the first
-            over the time after the first for llama-server; see ChatReply.decode_tok_s).
+            over the time after the first for llama-server: ChatReply.decode_tok_s).
         text: the answer.
         kept_prediction: usage.completion_tokens_details.accepted_prediction_tokens.
         error: why there is no answer ("" when there is one).
@@ -89,17 +89,15 @@ def ask(
     usage = reply.usage
     details = usage.completion_tokens_details if usage else None
     timings: Mapping[str, Any] = (reply.model_extra or {}).get("timings") or {}
-    n = int(timings.get("predicted_n", 0))
-    ms = float(timings.get("predicted_ms", 0.0))
-    # SpecChat's timings count the pass of the prompt's last token with the answer.
-    counted = n - 1 if llama_server else n
+    text = reply.choices[0].message.content or ""
+    timed = ChatReply(text, timings, wall, first_pass_timed=not llama_server)
     return ApiAnswer(
         server,
         prompt.id,
         tokens=usage.completion_tokens if usage else 0,
         wall_s=wall,
-        decode_tok_s=counted / ms * 1000.0 if counted > 0 and ms > 0 else 0.0,
-        text=reply.choices[0].message.content or "",
+        decode_tok_s=timed.decode_tok_s,
+        text=text,
         kept_prediction=int((details.accepted_prediction_tokens or 0) if details else 0),
     )
 

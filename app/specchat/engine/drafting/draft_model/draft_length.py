@@ -24,9 +24,9 @@ class DraftLength:
     best alone, where rounds fall short of it, demands near-certainty of every token where
     drafting barely pays, and stops each draft at its first token, a round slower than
     plain. So a run of sure tokens goes far past the K its average acceptance suggests, and
-    a draft ends at a token it doubts. Once it ends, a
-    greedy draft's rows are cut to the best prefix: drafting is paid by then, a row unlikely
-    to be kept is not (a sampled draft's are not cut: see DraftModelDrafter.propose).
+    a draft ends at a token it doubts. Once it ends, a greedy draft's rows are cut to the
+    best prefix: drafting is paid by then, a row unlikely to be kept is not (a sampled
+    draft's are not cut: see DraftModelDrafter.propose).
 
     Attributes:
         prices: the target's time to check n tokens, by n (index 1: one token).
