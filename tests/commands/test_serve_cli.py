@@ -3,6 +3,8 @@ stops cleanly on Ctrl-C; model files it cannot use refused in one line before lo
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from specchat.cli import main
+from specchat.paths import HOME_ENV
 from specchat.serve.server import Address
 from specchat.tinymodels import TinyModels
 from tests.commands.test_generate_input_errors import one_line_error
@@ -20,12 +23,14 @@ from tests.helpers.api_server import request
 
 
 def start_serve(
-    options: list[str], *, model_id: str = "tiny-target"
+    options: list[str], *, model_id: str = "tiny-target", home: Path | None = None
 ) -> tuple[subprocess.Popen[str], Address, list[str]]:
-    """`specchat serve` with `options` on a free port: the process, its address, and what it
-    wrote on stderr up to the line naming the address."""
+    """`specchat serve` with `options` on a free port (`home`: its SPECCHAT_HOME, by default
+    the tests'): the process, its address, and what it wrote on stderr up to the line naming
+    the address."""
     command = [sys.executable, "-m", "specchat", "serve", *options, "--port", "0"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    env = None if home is None else {**os.environ, HOME_ENV: str(home)}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     assert process.stderr is not None
     lines: list[str] = []
     deadline = time.monotonic() + 120
@@ -68,6 +73,30 @@ def test_serve_prints_its_address_answers_and_stops_on_ctrl_c(tiny_models: TinyM
         assert reply.json()["usage"]["completion_tokens"] <= 5
     finally:
         stop_serve(process)
+
+
+def test_no_idle_timing_leaves_the_machine_to_others_between_requests(
+    tiny_models: TinyModels, tmp_path: Path
+) -> None:
+    """Idle, `specchat serve` times plain speed and its cost table; `--no-idle-timing` (a
+    benchmark timing other servers meanwhile) times none of it."""
+    options = ["--target", str(tiny_models.target), "--ctx", "512", "--threads", "1"]
+    for flag, timed in (([], True), (["--no-idle-timing"], False)):
+        home = tmp_path / ("timing" if timed else "quiet")
+        process, address, _ = start_serve([*options, *flag], home=home)
+        try:
+            body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+            assert request(address, "POST", "/v1/chat/completions", body).status == 200
+            time.sleep(1.0)  # idle
+        finally:
+            stop_serve(process)
+        tables = [
+            json.loads(path.read_text(encoding="utf-8"))
+            for path in (home / "cache" / "costs").glob("*.json")
+        ]
+        assert tables, home
+        # Timed passes leave samples; an answer's own rounds only correct the prices.
+        assert any(table["samples"] for table in tables) is timed, flag
 
 
 def _files_given(tmp_path: Path, tiny_models: TinyModels) -> list[tuple[list[str], str]]:

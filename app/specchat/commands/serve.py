@@ -45,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--queue", type=int, default=8, help="requests that may wait their turn (default 8)"
     )
+    parser.add_argument(
+        "--no-idle-timing",
+        action="store_true",
+        help="time nothing between requests (no plain-speed calibration at start, no cost-table "
+        "passes while idle): for a benchmark timing other processes on this machine meanwhile",
+    )
 
 
 def _keeper() -> ChatKeeper | None:
@@ -91,7 +97,14 @@ def run(args: argparse.Namespace) -> int:
         # Chats kept on disk only where the user keeps them (api.remember_chats): else
         # they live in memory while it serves, their caches too.
         prefixes = PrefixCache() if keeper is None else PrefixCache.on_disk()
-        server = ApiServer.for_engine(engine, options, prefixes=prefixes)
+        idle_timing = not args.no_idle_timing
+        server = ApiServer.for_engine(
+            engine,
+            options,
+            prefixes=prefixes,
+            calibrate_plain=idle_timing,
+            profile=idle_timing,
+        )
         if keeper is not None:
             server.executor.runner.keeper = keeper
         address = server.bind()

@@ -175,6 +175,8 @@ def test_specchat_serve_runs_on_the_settings_llama_server_gets(tmp_path: Path) -
     }.items():
         assert command[command.index(flag) + 1] == value, flag
     assert "--gpu-layers=-1" in command
+    # Idle, it times nothing of its own while the other peers are timed beside it.
+    assert "--no-idle-timing" in command
     assert "--draft" not in SpecChatServer(settings, None, "auto").command(8123)
     assert SpecChatServer(settings, draft, "plain").request_fields() == {
         "speculative": {"mode": "plain"}

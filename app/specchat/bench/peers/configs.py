@@ -55,6 +55,13 @@ class PeerConfig:
         return self.server_args is not None
 
     @property
+    def files_beside_target(self) -> tuple[Path, ...]:
+        """What it loads besides the target: a draft model's or a head's file."""
+        args = self.server_args or ()
+        given = [Path(args[i + 1]) for i, arg in enumerate(args[:-1]) if arg == "-md"]
+        return (self.draft, *given) if self.draft is not None else tuple(given)
+
+    @property
     def shown_arguments(self) -> tuple[str, ...]:
         """How the report names what it runs with beyond the shared settings."""
         if self.specchat_mode is not None:

@@ -1,8 +1,9 @@
-"""Runs every peer on every prompt, `repeat` times, one peer in memory at a time."""
+"""Runs every peer on every prompt, `repeat` times, the peers side by side prompt by prompt."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from specchat.bench.peers.llama_server import LlamaServer, ServerSettings
 from specchat.bench.peers.python_peer import answer, loaded
 from specchat.bench.peers.server_process import PeerError, ServerProcess
 from specchat.bench.peers.specchat_server import SpecChatServer
+from specchat.bench.peers.turns import available_memory, fits, footprint, turn_order
 
 
 @dataclass(frozen=True)
@@ -81,69 +83,69 @@ class PeerRecord:
         }
 
 
-def _server_records(
-    server: ServerProcess,
+#: What a peer may fail with while it starts or answers: its error is recorded, the rest go on.
+PEER_ERRORS = (PeerError, OSError, KeyError, ValueError, RuntimeError)
+
+#: A started peer's answer to one prompt.
+Ask = Callable[[PeerPrompt], PeerRecord]
+
+
+def _server_record(
+    server: ServerProcess, config: PeerConfig, p: PeerPrompt, *, repeat: int, max_tokens: int
+) -> PeerRecord:
+    reply = server.chat(p.messages, max_tokens=max_tokens)
+    timings = reply.timings
+    return PeerRecord(
+        config.name,
+        p.id,
+        p.category,
+        repeat,
+        tokens=reply.tokens,
+        tok_s=reply.decode_tok_s,
+        drafted=reply.drafted,
+        accepted=reply.accepted,
+        text=reply.text,
+        prompt_tokens=int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)),
+    )
+
+
+def _python_record(
+    llm: Any, config: PeerConfig, p: PeerPrompt, *, repeat: int, max_tokens: int
+) -> PeerRecord:
+    got = answer(llm, p.tokens, max_tokens=max_tokens)
+    return PeerRecord(
+        config.name,
+        p.id,
+        p.category,
+        repeat,
+        tokens=got.tokens,
+        tok_s=got.decode_tok_s,
+        text=got.text,
+        prompt_tokens=len(p.tokens),
+        token_ids=got.token_ids,
+    )
+
+
+def _start(
     config: PeerConfig,
-    prompts: Sequence[PeerPrompt],
-    *,
-    repeat: int,
-    max_tokens: int,
-) -> list[PeerRecord]:
-    records = []
-    try:
-        with server:
-            for p in prompts:
-                reply = server.chat(p.messages, max_tokens=max_tokens)
-                timings = reply.timings
-                records.append(
-                    PeerRecord(
-                        config.name,
-                        p.id,
-                        p.category,
-                        repeat,
-                        tokens=reply.tokens,
-                        tok_s=reply.decode_tok_s,
-                        drafted=reply.drafted,
-                        accepted=reply.accepted,
-                        text=reply.text,
-                        prompt_tokens=int(timings.get("prompt_n", 0))
-                        + int(timings.get("cache_n", 0)),
-                    )
-                )
-    except (PeerError, OSError, KeyError, ValueError) as error:
-        records += _failed(config, prompts, repeat, records, error)
-    return records
-
-
-def _python_records(
     settings: ServerSettings,
-    config: PeerConfig,
-    prompts: Sequence[PeerPrompt],
+    binary: Path | None,
+    stack: ExitStack,
     *,
     repeat: int,
     max_tokens: int,
-) -> list[PeerRecord]:
-    records = []
+) -> Ask:
+    """Start `config`'s peer, kept alive by `stack`; how to ask it a prompt."""
+    server = _server(config, settings, binary)
+    if server is None:
+        llm = stack.enter_context(loaded(settings, lookup=config.lookup))
+        return lambda p: _python_record(llm, config, p, repeat=repeat, max_tokens=max_tokens)
     try:
-        with loaded(settings, lookup=config.lookup) as llm:
-            for p in prompts:
-                got = answer(llm, p.tokens, max_tokens=max_tokens)
-                records.append(
-                    PeerRecord(
-                        config.name,
-                        p.id,
-                        p.category,
-                        repeat,
-                        tokens=got.tokens,
-                        tok_s=got.decode_tok_s,
-                        text=got.text,
-                        prompt_tokens=len(p.tokens),
-                        token_ids=got.token_ids,
-                    )
-                )
-    except (ValueError, RuntimeError, OSError) as error:
-        records += _failed(config, prompts, repeat, records, error)
-    return records
+        stack.enter_context(server)
+    except BaseException:
+        server.close()
+        raise
+    return lambda p: _server_record(server, config, p, repeat=repeat, max_tokens=max_tokens)
 
 
 def _server(
@@ -183,30 +185,71 @@ def run_peers(
     max_tokens: int,
     repeat: int = 1,
     progress: Callable[[int, int, str], None] | None = None,
+    free_memory: Callable[[], int | None] = available_memory,
 ) -> list[PeerRecord]:
-    """Every peer over every prompt, each pass over the set starting at another peer so
-    slow drift of the machine is shared. Each server (llama-server's, SpecChat's) is fresh
-    for its pass (start-up and warm-up untimed). A llama-server peer without `binary` is
-    left out."""
+    """Every peer over every prompt, `repeat` passes. Each pass starts its peers afresh
+    (start-up and warm-up untimed), as many together as memory holds (`free_memory`: bytes
+    free now, None where unknown: then one at a time), and the peers alive together answer
+    each prompt one after another in an order that turns from prompt to prompt (turn_order):
+    a prompt's answers are timed within seconds of each other, so a busy spell of the
+    machine falls on every peer alike rather than on whichever ran then. A llama-server peer
+    without `binary` is left out; a peer that fails gets its error on each prompt it had
+    not answered, and the others go on."""
     runnable = [c for c in configs if not c.is_server or binary is not None]
     records: list[PeerRecord] = []
-    total = len(runnable) * repeat
+    total = len(runnable) * len(prompts) * repeat
     done = 0
+
+    def report(label: str) -> None:
+        if progress:
+            progress(done, total, label)
+
     for rep in range(repeat):
-        shift = rep % max(1, len(runnable))
-        for config in runnable[shift:] + runnable[:shift]:
-            if progress:
-                progress(done, total, config.name)
-            server = _server(config, settings, binary)
-            if server is not None:
-                records += _server_records(
-                    server, config, prompts, repeat=rep, max_tokens=max_tokens
-                )
-            else:
-                records += _python_records(
-                    settings, config, prompts, repeat=rep, max_tokens=max_tokens
-                )
-            done += 1
-            if progress:
-                progress(done, total, config.name)
+        waiting = turn_order(runnable, rep)
+        while waiting:
+            with ExitStack() as stack:
+                alive: list[tuple[PeerConfig, Ask]] = []
+                while waiting and (not alive or _fits(waiting[0], settings, free_memory)):
+                    config = waiting.pop(0)
+                    report(f"pass {rep + 1}: starting {config.name}")
+                    try:
+                        alive.append(
+                            (
+                                config,
+                                _start(
+                                    config,
+                                    settings,
+                                    binary,
+                                    stack,
+                                    repeat=rep,
+                                    max_tokens=max_tokens,
+                                ),
+                            )
+                        )
+                    except PEER_ERRORS as error:
+                        records += _failed(config, prompts, rep, [], error)
+                        done += len(prompts)
+                answered: dict[str, list[PeerRecord]] = {c.name: [] for c, _ in alive}
+                broken: set[str] = set()
+                for index, prompt in enumerate(prompts):
+                    for config, ask in turn_order(alive, index):
+                        if config.name in broken:
+                            continue
+                        try:
+                            record = ask(prompt)
+                        except PEER_ERRORS as error:
+                            broken.add(config.name)
+                            records += _failed(config, prompts, rep, answered[config.name], error)
+                            continue
+                        answered[config.name].append(record)
+                        records.append(record)
+                    done += len(alive)
+                    report(f"pass {rep + 1}: {prompt.id} ({len(alive)} peers side by side)")
     return records
+
+
+def _fits(
+    config: PeerConfig, settings: ServerSettings, free_memory: Callable[[], int | None]
+) -> bool:
+    """Whether `config`'s peer can start beside those already alive."""
+    return fits(footprint(settings.target, config.files_beside_target), free_memory())

@@ -1,7 +1,8 @@
 """SpecChat's own server as a peer: `specchat serve` on the files and settings llama-server
 gets, fresh for each pass over the set as llama-server is, asked alike (plain or auto): its
 figures are timed between the peers' rather than in the bench's own rounds before them, and
-`auto` answers as on a fresh server's first requests."""
+`auto` answers as on a fresh server's first requests. It times nothing of its own while idle:
+other peers are being timed then."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ class SpecChatServer(ServerProcess):
             *("--threads", str(s.threads), "--ctx", str(s.ctx), "--kv-cache", s.key_type),
             f"--gpu-layers={s.gpu_layers}",
             *("--host", "127.0.0.1", "--port", str(port)),
+            "--no-idle-timing",
         ]
 
     def request_fields(self) -> dict[str, Any]:
