@@ -36,8 +36,9 @@ def engine(tiny_models: TinyModels, tmp_path: Path) -> Iterator[ChatEngine]:
 class Asked(Job):
     """A job asking `text`, its events kept in `events` as they are delivered."""
 
-    def __init__(self, text: str = "hello", *, max_tokens: int = 12) -> None:
-        call = ChatCall("m", (ChatMessage("user", text),), max_tokens, Controls("plain", 0, GREEDY))
+    def __init__(self, text: str = "hello", *, max_tokens: int = 12, stream: bool = False) -> None:
+        controls = Controls("plain", 0, GREEDY)
+        call = ChatCall("m", (ChatMessage("user", text),), max_tokens, controls, stream=stream)
         self.events: list[JobEvent] = []
         super().__init__(call, deliver=self.events.append, label=f"#{text}")
 
@@ -68,8 +69,8 @@ def test_jobs_are_answered_in_turn_and_a_full_queue_is_refused(engine: ChatEngin
     assert refused.value.status == 503 and refused.value.code == "queue_full"
     assert refused.value.headers["Retry-After"] == str(RETRY_AFTER_S)
     assert host.step()  # answers the first, in one step
-    kinds = [type(e) for e in first.events]
-    assert kinds[0] is Started and kinds[-1] is Finished and Round in kinds
+    # A whole answer is handed over at its start and its end only, never round by round.
+    assert [type(e) for e in first.events] == [Started, Finished]
     assert second.events == []
     assert told[0] == ApiQueue(1, False)
     assert told[1] == ApiQueue(0, True)
@@ -83,6 +84,19 @@ def test_jobs_are_answered_in_turn_and_a_full_queue_is_refused(engine: ChatEngin
     host.submit(second)  # room again
     assert host.step()
     assert isinstance(second.events[-1], Finished)
+
+
+def test_a_streamed_answer_is_handed_over_round_by_round(engine: ChatEngine) -> None:
+    host = EngineHost(engine, profile=False)
+    host.start()
+    streamed = Asked("streamed", stream=True)
+    host.submit(streamed)
+    assert host.step()
+    kinds = [type(e) for e in streamed.events]
+    assert kinds[0] is Started and kinds[-1] is Finished
+    finished = streamed.events[-1]
+    assert isinstance(finished, Finished)
+    assert kinds.count(Round) == finished.summary.stats.rounds > 1
 
 
 def test_an_answer_of_the_window_holds_the_jobs_and_the_measurement(engine: ChatEngine) -> None:
