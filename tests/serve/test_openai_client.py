@@ -8,6 +8,7 @@ import openai
 import pytest
 
 from specchat.cli import main
+from specchat.host.thread import HostThread
 from specchat.serve.server import ApiServer
 from specchat.tinymodels import TinyModels
 
@@ -239,3 +240,27 @@ def test_a_wrong_prediction_is_counted_as_rejected(server: ApiServer) -> None:
     timings = (reply.model_extra or {})["timings"]
     assert details.rejected_prediction_tokens == timings["draft_n"] - timings["draft_n_accepted"]
     assert details.rejected_prediction_tokens > details.accepted_prediction_tokens
+
+
+def test_an_answer_the_model_ends_counts_its_end_token_as_llama_server_does(
+    server: ApiServer,
+) -> None:
+    """`timings` count the end-of-generation token (its pass is in `predicted_ms`), as
+    llama.cpp's server does; the usage counts the answer's own tokens."""
+    assert isinstance(server.executor, HostThread)
+    engine = server.executor.host.engine
+    assert engine is not None
+    target = engine.target
+    before = target.end_of_turn
+    target.end_of_turn = frozenset(range(target.n_vocab))  # whatever it writes ends it
+    try:
+        reply = client(server).chat.completions.create(
+            model="m", messages=MESSAGES, temperature=0, max_tokens=10
+        )
+    finally:
+        target.end_of_turn = before
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None and reply.usage.completion_tokens == 0
+    timings = (reply.model_extra or {})["timings"]
+    assert timings["predicted_n"] == 1 and timings["predicted_ms"] > 0
+    assert timings["predicted_per_second"] > 0

@@ -226,6 +226,7 @@ class JobRunner:
                 call_tokens=call_tokens,
                 call_kept=call_kept,
                 near_ties=engine.target.info.near_ties,
+                end_token=result.stop is StopReason.EOS,
             )
         )
         if self.prefixes is not None:

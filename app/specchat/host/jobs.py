@@ -64,6 +64,8 @@ class Summary:
         call_kept: of those, the draft tokens the target kept.
         near_ties: why the answer can part from plain at a near-tie on this target whatever
             its keys (a hybrid's, LoadInfo.near_ties), or "".
+        end_token: the model wrote its end-of-generation token (not in the text; its pass
+            is in the decode time).
     """
 
     stop: StopReason
@@ -81,6 +83,7 @@ class Summary:
     call_tokens: int = 0
     call_kept: int = 0
     near_ties: str = ""
+    end_token: bool = False
 
 
 def evaluated(prompt_tokens: int, stats: Stats) -> int:

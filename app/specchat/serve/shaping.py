@@ -47,9 +47,11 @@ def usage(summary: Summary) -> dict[str, Any]:
 
 def timings(summary: Summary) -> dict[str, Any]:
     """llama.cpp server's `timings`: prompt tokens evaluated (the cached ones are `cache_n`),
-    answer tokens, and drafting."""
+    answer tokens, and drafting. Answer tokens are counted as llama.cpp's server counts them:
+    the model's end-of-generation token too, whose pass the time holds."""
     stats = summary.stats
     predicted_ms = stats.elapsed_s * 1000.0
+    generated = stats.emitted + summary.end_token
     read = evaluated(summary.prompt_tokens, stats)
     return {
         "cache_n": summary.prompt_tokens - read,
@@ -57,10 +59,10 @@ def timings(summary: Summary) -> dict[str, Any]:
         "prompt_ms": round(stats.prompt_ms, 3),
         "prompt_per_token_ms": _per(stats.prompt_ms, read),
         "prompt_per_second": _rate(read, stats.prompt_ms),
-        "predicted_n": stats.emitted,
+        "predicted_n": generated,
         "predicted_ms": round(predicted_ms, 3),
-        "predicted_per_token_ms": _per(predicted_ms, stats.emitted),
-        "predicted_per_second": _rate(stats.emitted, predicted_ms),
+        "predicted_per_token_ms": _per(predicted_ms, generated),
+        "predicted_per_second": _rate(generated, predicted_ms),
         "draft_n": stats.drafted,
         "draft_n_accepted": stats.accepted,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,16 @@ def test_section_speedups_equality_and_best_n_max() -> None:
     console = "\n".join(summary_lines(section))
     assert "llama-server draft-simple n-max 2" in console and "(best n-max for this set)" in console
     assert "2 failed" in console and summary_lines(None) == []
+
+
+def test_specchat_rows_count_an_answer_as_llama_server_does() -> None:
+    """An answer the model ended: its end token's pass is in the time, and llama-server counts
+    the token, so SpecChat's rows count it too; an answer cut at max_tokens has none."""
+    ended = replace(_specchat("plain", "a", 10.0, "A"), stop="eos")
+    cut = replace(_specchat("plain", "b", 10.0, "B"), stop="max_tokens")
+    rows = {r.prompt: r for r in specchat_rows([ended, cut])}
+    assert rows["a"].tok_s == pytest.approx(11.0) and rows["a"].tokens == 10
+    assert rows["b"].tok_s == pytest.approx(10.0)
 
 
 def test_speedups_pair_by_pass() -> None:

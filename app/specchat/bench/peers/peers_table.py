@@ -13,9 +13,12 @@ from typing import Any
 from specchat.bench.live.records import RunRecord
 from specchat.bench.peers.configs import DRAFT_SIMPLE_PREFIX, SERVER_PLAIN
 from specchat.bench.peers.run import PeerRecord
+from specchat.engine.types import StopReason
 
 #: SpecChat's modes shown beside the peers, as the table names them.
 SPECCHAT_MODES = {"plain": "SpecChat plain", "auto": "SpecChat auto"}
+#: How a bench record names an answer its model ended (RunRecord.stop).
+END_OF_ANSWER = StopReason.EOS.name.lower()
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -36,7 +39,7 @@ def specchat_rows(records: Sequence[RunRecord]) -> list[PeerRecord]:
                 r.category,
                 r.repeat,
                 tokens=len(r.tokens),
-                tok_s=r.tok_s,
+                tok_s=_counted_as_peers_count(r),
                 drafted=r.drafted,
                 accepted=r.accepted,
                 text=r.text,
@@ -45,6 +48,14 @@ def specchat_rows(records: Sequence[RunRecord]) -> list[PeerRecord]:
             )
         )
     return rows
+
+
+def _counted_as_peers_count(record: RunRecord) -> float:
+    """Decode tokens/s as llama-server counts an answer: its end-of-generation token too,
+    whose pass the run's time holds (SpecChat's own figures leave it out, as its floor does)."""
+    if record.elapsed_s <= 0:
+        return 0.0
+    return (len(record.tokens) + (record.stop == END_OF_ANSWER)) / record.elapsed_s
 
 
 def same_answer(a: PeerRecord, b: PeerRecord) -> bool:

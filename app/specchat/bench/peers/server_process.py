@@ -53,7 +53,8 @@ class ChatReply:
         """One pass a token on either side: llama-server samples the first token from the
         prompt's pass and counts that pass as prompt reading, so its speed is the tokens
         after the first over the time after the first; SpecChat's timed loop starts with
-        that pass, so its speed is every token over the whole time."""
+        that pass, so its speed is every token over the whole time. Both count an answer's
+        end-of-generation token, whose pass the time holds."""
         ms = float(self.timings.get("predicted_ms", 0.0))
         counted = self.tokens if self.first_pass_timed else self.tokens - 1
         return counted / ms * 1000.0 if counted > 0 and ms > 0 else 0.0
