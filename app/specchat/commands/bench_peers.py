@@ -78,6 +78,7 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> PeersOutcome:
     from specchat.bench.peers.peers_table import PeersOutcome
     from specchat.bench.peers.run import run_peers
     from specchat.bench.peers.server_process import PeerError
+    from specchat.bench.peers.turns import available_memory
 
     settings: ServerSettings = prepared["settings"]
     prompts: list[PeerPrompt] = prepared["prompts"]
@@ -102,6 +103,9 @@ def run(prepared: dict[str, Any], args: argparse.Namespace) -> PeersOutcome:
         max_tokens=args.max_tokens,
         repeat=args.repeat,
         progress=progress,
+        # Offloaded weights share the GPU's memory, which the check does not read: one peer
+        # at a time there.
+        free_memory=available_memory if prepared["backend"] == "CPU" else lambda: None,
     )
     return PeersOutcome(
         settings={

@@ -213,22 +213,14 @@ def run_peers(
                     config = waiting.pop(0)
                     report(f"pass {rep + 1}: starting {config.name}")
                     try:
-                        alive.append(
-                            (
-                                config,
-                                _start(
-                                    config,
-                                    settings,
-                                    binary,
-                                    stack,
-                                    repeat=rep,
-                                    max_tokens=max_tokens,
-                                ),
-                            )
+                        ask = _start(
+                            config, settings, binary, stack, repeat=rep, max_tokens=max_tokens
                         )
                     except PEER_ERRORS as error:
                         records += _failed(config, prompts, rep, [], error)
                         done += len(prompts)
+                        continue
+                    alive.append((config, ask))
                 answered: dict[str, list[PeerRecord]] = {c.name: [] for c, _ in alive}
                 broken: set[str] = set()
                 for index, prompt in enumerate(prompts):
