@@ -5,7 +5,7 @@ tables, re-prices the recorded traces, checks exactness and reports.
 
 Usage (on a machine with an NVIDIA GPU and nvcc; with neither it runs on the CPU):
     python3 packaging/gpu_check/run.py [--out DIR] [--payload DIR] [--budget SECONDS]
-                                       [--small] [--pairs NAME,...] [--jobs N]
+                                       [--small] [--pairs NAME,...] [--jobs N] [--lib DIR]
 
 The payload (a trimmed llama.cpp source, the llama_cpp package, wheels) comes from
 `make gpu-check-payload` (build/gpu-check/payload). Everything is written to --out ($OUT
@@ -56,6 +56,9 @@ def options() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0, help="decode threads (0: auto)")
     parser.add_argument("--cuda-arch", default="", help="CMAKE_CUDA_ARCHITECTURES (e.g. 90a)")
     parser.add_argument("--cpu", action="store_true", help="build for the CPU even with a GPU")
+    parser.add_argument(
+        "--lib", type=Path, help="a folder holding a libllama built elsewhere: no build step"
+    )
     args = parser.parse_args()
     unknown = set(args.pairs.split(",")) - {p.name for p in PAIRS}
     if unknown:
@@ -123,9 +126,12 @@ def main() -> int:
         }
 
     def build() -> dict[str, Any]:
-        lib, info = toolchain.build(
-            found["source"], args.cache, gpu=gpu, jobs=args.jobs, log=log, timeout=left()
-        )
+        if args.lib is not None:
+            lib, info = toolchain.prebuilt(args.lib.resolve())
+        else:
+            lib, info = toolchain.build(
+                found["source"], args.cache, gpu=gpu, jobs=args.jobs, log=log, timeout=left()
+            )
         found["lib"] = lib
         return info
 
@@ -159,6 +165,15 @@ def main() -> int:
         )
 
     replay = SMALL_REPLAY_SECONDS if args.small else REPLAY_SECONDS
+    device = child("device", "device", keep=replay)
+    if device.status != "ok":
+        # llama.cpp itself cannot run here: every later step would fail the same way.
+        record(skipped("everything else", "llama.cpp could not decode on the device"))
+        child("replay", "replay")
+        return 1
+    # The later steps run as the try that decoded (the CUDA backend's variables it set).
+    env.update(device.data.get("env", {}))
+    facts["device try"] = device.data.get("try", "")
     child("exactness", "exactness", keep=replay)
     wanted = set(args.pairs.split(","))
     for pair in (p for p in PAIRS if p.name in wanted):

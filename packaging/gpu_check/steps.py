@@ -77,7 +77,9 @@ def in_child(
     results.mkdir(parents=True, exist_ok=True)
     result_file = results / (name.replace(":", "-").replace("/", "-") + ".json")
     result_file.unlink(missing_ok=True)
-    command = [sys.executable, "-m", f"gpu_check.{module}", "--result", str(result_file), *args]
+    # faulthandler: a crash inside llama.cpp or CUDA leaves the Python stack in the log.
+    command = [sys.executable, "-X", "faulthandler", "-m", f"gpu_check.{module}"]
+    command += ["--result", str(result_file), *args]
     began = time.perf_counter()
     with log.open("a", encoding="utf-8") as out:
         out.write(f"\n=== {name}: {' '.join(command)}\n")

@@ -185,11 +185,38 @@ def step_env(*, repo: Path, source: Path, site: Path, lib: Path) -> dict[str, st
     """The environment of every step after the build: this checkout's specchat and the
     check's own modules, the payload's llama_cpp package and wheels, the library built."""
     paths = [repo / "packaging", repo / "app", source, site]
-    old = os.environ.get("PYTHONPATH")
     return {
-        "PYTHONPATH": os.pathsep.join([*map(str, paths), *([old] if old else [])]),
+        "PYTHONPATH": _prepend("PYTHONPATH", *map(str, paths)),
         "LLAMA_CPP_LIB_PATH": str(lib),
+        # libllama's own ggml libraries, wherever the library was built (one carried from
+        # another machine keeps that machine's run path).
+        "LD_LIBRARY_PATH": _prepend("LD_LIBRARY_PATH", str(lib)),
         "PYTHONUNBUFFERED": "1",
         # The source tree's llama_cpp holds no compiled files: never write any beside it.
         "PYTHONDONTWRITEBYTECODE": "1",
+        # llama.cpp's log into check.log as it comes: what a device did before a crash.
+        "SPECCHAT_LLAMA_LOG": "1",
     }
+
+
+def _prepend(variable: str, *paths: str) -> str:
+    old = os.environ.get(variable)
+    return os.pathsep.join([*paths, *([old] if old else [])])
+
+
+def prebuilt(lib: Path) -> tuple[Path, dict[str, Any]]:
+    """A libllama built elsewhere (`--lib`): its folder, and what the report says of it
+    (the build's GGML options, where its CMakeCache.txt sits above the folder)."""
+    if not (lib / "libllama.so").exists():
+        raise FileNotFoundError(f"no libllama.so in {lib}")
+    info: dict[str, Any] = {"backend": "prebuilt", "build_dir": str(lib), "cached": True}
+    cache = lib.parent / "CMakeCache.txt"
+    if cache.exists():
+        options = [
+            line.split(":", 1)[0] + "=" + line.split("=", 1)[1]
+            for line in cache.read_text(encoding="utf-8", errors="replace").splitlines()
+            if line.startswith(("GGML_", "CMAKE_CUDA_ARCHITECTURES:")) and "=" in line
+        ]
+        info["options"] = [o for o in options if not o.endswith(("=OFF", "="))]
+    info["libraries"] = sorted(p.name for p in lib.glob("*.so"))
+    return lib, info

@@ -10,6 +10,7 @@ from pathlib import Path
 from specchat import __version__, ggml_backends, paths
 from specchat.engine.llamacpp.backend import compute_backends
 from specchat.ggml_backends import BUILT_IN, Backends
+from specchat.tinymodels import TinyModels
 
 
 def test_a_build_with_linked_in_kernels_is_named_native() -> None:
@@ -47,3 +48,34 @@ def test_version_names_the_llama_cpp_build(tmp_path: Path) -> None:
     assert first == f"SpecChat {__version__}"
     assert second.startswith("llama-cpp-python ") and ": CPU kernels " in second
     assert second.endswith(compute_backends().describe())
+
+
+LOAD_TINY = (
+    "import sys\n"
+    "from specchat.engine.llamacpp.model import LlamaModel\n"
+    "with LlamaModel(sys.argv[1], n_ctx=64, n_threads=1):\n"
+    "    print('loaded')\n"
+)
+
+
+def _load_in_child(target: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "SPECCHAT_LLAMA_LOG"}
+    return subprocess.run(
+        [sys.executable, "-c", LOAD_TINY, str(target)],
+        capture_output=True,
+        text=True,
+        env={**env, **extra},
+        timeout=120,
+    )
+
+
+def test_llama_cpp_log_is_echoed_to_stderr_only_when_asked(tiny_models: TinyModels) -> None:
+    quiet = _load_in_child(tiny_models.target)
+    echoed = _load_in_child(tiny_models.target, SPECCHAT_LLAMA_LOG="1")
+    off = _load_in_child(tiny_models.target, SPECCHAT_LLAMA_LOG="0")
+    for done in (quiet, echoed, off):
+        assert done.returncode == 0 and done.stdout.strip() == "loaded", done.stderr
+    assert "llama_model_loader" not in quiet.stderr + off.stderr
+    # The loader's lines, as llama.cpp writes them, in the order they came.
+    assert "llama_model_loader: loaded meta data" in echoed.stderr
+    assert echoed.stderr.index("llama_model_loader") < echoed.stderr.index("llama_context")

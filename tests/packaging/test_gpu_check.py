@@ -25,6 +25,7 @@ PAIRS = ("llama-8b", "qwen2.5-1.5b", "qwen3.5-4b", "gemma4-e2b")
 STEPS = [
     "payload",
     "build",
+    "device",
     "exactness",
     *(f"{step}:{pair}" for pair in PAIRS for step in ("models", "costs", "noise")),
     "replay",
@@ -84,7 +85,9 @@ def test_the_source_keeps_libllama_and_the_cuda_backend_and_drops_the_rest(paylo
     assert not [n for n in names if n.startswith(tuple(f"llama.cpp/{d}" for d in dropped))]
 
 
-def _check(payload: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _check(
+    payload: Path, tmp_path: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, dict]:
     """Run the check with tiny shapes on the CPU; its process and its report."""
     out = tmp_path / "out"
     run = subprocess.run(
@@ -96,7 +99,7 @@ def _check(payload: Path, tmp_path: Path, *extra: str) -> tuple[subprocess.Compl
         ],
         capture_output=True,
         text=True,
-        env={k: v for k, v in os.environ.items() if k != "OUT"},
+        env={**{k: v for k, v in os.environ.items() if k != "OUT"}, **(env or {})},
     )
     return run, json.loads((out / "report.json").read_text(encoding="utf-8"))
 
@@ -124,6 +127,14 @@ def test_the_check_runs_on_the_cpu_and_reports_every_step(payload: Path, tmp_pat
     assert steps["costs:qwen3.5-4b"]["data"]["heads_ms"].keys() == {"mtp"}
     assert steps["costs:gemma4-e2b"]["data"]["heads_ms"].keys() == {"assistant"}
     assert steps["costs:llama-8b"]["data"]["draft_ms"] > 0
+
+    # llama.cpp alone decodes the tiny target (a CPU build offloads nothing: the same
+    # tokens twice), with llama.cpp's own log in check.log.
+    device = steps["device"]["data"]
+    assert device["devices"] == [] and device["same_tokens"]
+    assert len(device["greedy_cpu"]) == 8
+    log = (out / "check.log").read_text(encoding="utf-8")
+    assert "llama_model_loader: loaded meta data" in log
 
     exact = steps["exactness"]["data"]
     assert exact["identical"] == exact["cases"] > 0
@@ -154,3 +165,90 @@ def test_a_failing_step_is_reported_and_the_rest_go_on(payload: Path, tmp_path: 
     # The replay went on with the tables there were.
     assert set(steps["replay"]["data"]["tables"]) == {"shipped-gpu"}
     assert "## Failures" in (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.timeout(3600)
+def test_a_library_built_elsewhere_is_used_without_a_build(payload: Path, tmp_path: Path) -> None:
+    # The CPU build the first test made (cached by source hash), named as if carried in.
+    built = [p for p in (Path.home() / ".cache" / "specchat" / "gpu-check").glob("build-*/bin")]
+    cpu = [p for p in built if (p.parent / ".built").exists() and (p / "libllama.so").exists()]
+    if not cpu:
+        _check(payload, tmp_path / "first", "--pairs", "gemma4-e2b")
+        cpu = [p for p in Path.home().glob(".cache/specchat/gpu-check/build-*/bin")]
+    run, report = _check(payload, tmp_path, "--pairs", "gemma4-e2b", "--lib", str(cpu[0]))
+    steps = {step["name"]: step for step in report["steps"]}
+    assert run.returncode == 0, run.stdout + run.stderr
+    build = steps["build"]["data"]
+    assert build["backend"] == "prebuilt" and build["build_dir"] == str(cpu[0].resolve())
+    assert "libllama.so" in build["libraries"] and "GGML_NATIVE=ON" in build["options"]
+    assert steps["device"]["status"] == steps["exactness"]["status"] == "ok"
+
+
+def _crashing_site(folder: Path, when: str = "True") -> Path:
+    """A sitecustomize that dereferences a null pointer when `when` holds: a process dies
+    of SIGSEGV before a step's own code runs, as a crash inside llama.cpp would end it."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(
+        f"import ctypes, os, sys\n\ndef fall_over():\n    ctypes.string_at(0)\n\nif {when}:\n"
+        "    fall_over()\n"
+    )
+    return folder
+
+
+@pytest.mark.timeout(3600)
+def test_a_device_llama_cpp_cannot_use_stops_the_check_early(payload: Path, tmp_path: Path) -> None:
+    # Every try of the device step dies as a crash inside llama.cpp would end it.
+    crash = _crashing_site(tmp_path / "crash", "'--probe' in sys.argv")
+    run, report = _check(payload, tmp_path, env={"PYTHONPATH": str(crash)})
+    steps = {step["name"]: step for step in report["steps"]}
+    assert run.returncode == 1
+    assert list(steps) == ["payload", "build", "device", "everything else", "replay"]
+    device = steps["device"]
+    assert device["status"] == "failed" and "in any try" in device["error"]
+    assert list(device["data"]["tried"].values()) == ["exit status -11"] * 4
+    assert "Segmentation fault" in device["log_tail"]
+    assert steps["everything else"]["status"] == "skipped"
+    assert steps["replay"]["status"] == "ok"  # the shipped table is still re-priced
+
+
+@pytest.mark.timeout(3600)
+def test_the_first_device_try_that_decodes_is_what_every_later_step_runs_with(
+    payload: Path, tmp_path: Path
+) -> None:
+    # llama.cpp crashes unless pinned host buffers are off: the second try decodes, and
+    # the exactness step (which crashes likewise without it) passes.
+    crash = _crashing_site(
+        tmp_path / "crash",
+        "not os.environ.get('GGML_CUDA_NO_PINNED')"
+        " and any(a.endswith(('-try.json', 'exactness.json')) for a in sys.argv)",
+    )
+    run, report = _check(payload, tmp_path, "--pairs", "gemma4-e2b", env={"PYTHONPATH": str(crash)})
+    steps = {step["name"]: step for step in report["steps"]}
+    assert run.returncode == 0, run.stdout + run.stderr
+    device = steps["device"]["data"]
+    assert device["tried"] == {"as built": "exit status -11", "no pinned host buffers": "ok"}
+    assert device["env"] == {"GGML_CUDA_NO_PINNED": "1"}
+    assert report["machine"]["device try"] == "no pinned host buffers"
+    assert steps["exactness"]["status"] == "ok"
+
+
+def test_a_step_that_crashes_leaves_its_python_stack_in_the_log(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "packaging"))
+    try:
+        from gpu_check.steps import in_child
+    finally:
+        sys.path.remove(str(ROOT / "packaging"))
+    crash = _crashing_site(tmp_path / "crash")
+    log = tmp_path / "check.log"
+    step = in_child(
+        "device",
+        "device",
+        ["--work", str(tmp_path), "--out", str(tmp_path)],
+        env={"PYTHONPATH": os.pathsep.join([str(crash), str(ROOT / "packaging")])},
+        results=tmp_path / "results",
+        log=log,
+        timeout=60,
+    )
+    assert step.status == "failed" and step.error == "exit status -11"
+    assert "Segmentation fault" in step.log_tail
+    assert 'sitecustomize.py", line 4 in fall_over' in step.log_tail

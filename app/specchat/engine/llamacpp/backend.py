@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 import threading
 from collections import deque
 
@@ -16,17 +17,29 @@ log = logging.getLogger(__name__)
 
 _init_lock = threading.Lock()
 _initialised = False
+_echo = False
 #: The last lines llama.cpp logged, to explain a failed load ("unknown pre-tokenizer ...").
 _recent_log: deque[str] = deque(maxlen=40)
 #: ggml's log level for errors (enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT).
 _GGML_LOG_LEVEL_ERROR = 4
+#: Set (to anything but "" or "0") to have llama.cpp's whole log written to standard error
+#: as it comes: what a device did before a crash that leaves no Python error behind.
+ECHO_LOG_VARIABLE = "SPECCHAT_LLAMA_LOG"
+
+
+def _echo_wanted() -> bool:
+    return os.environ.get(ECHO_LOG_VARIABLE, "") not in ("", "0")
 
 
 @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]  # a ctypes CFUNCTYPE
 def _on_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
     # An exception raised here would be printed by ctypes for every log line: never raise.
     try:
-        line = text.decode("utf-8", errors="replace").rstrip()
+        decoded = text.decode("utf-8", errors="replace")
+        if _echo:
+            sys.stderr.write(decoded)
+            sys.stderr.flush()
+        line = decoded.rstrip()
         if line:
             _recent_log.append(line)
         if level == _GGML_LOG_LEVEL_ERROR:
@@ -37,9 +50,10 @@ def _on_llama_log(level: int, text: bytes, _user_data: ctypes.c_void_p) -> None:
 
 def ensure_backend() -> None:
     """Initialise llama.cpp once per process and take over its log."""
-    global _initialised
+    global _initialised, _echo
     with _init_lock:
         if not _initialised:
+            _echo = _echo_wanted()
             # Route llama.cpp's chatter away from the terminal; keep it to explain errors.
             llama_cpp.llama_log_set(_on_llama_log, ctypes.c_void_p(0))
             ggml_backends.load()
