@@ -118,16 +118,31 @@ def _exactness(step: StepResult | None) -> list[str]:
         f"{d.get('identical')} of {d.get('cases')} answers identical; "
         f"{d.get('near_ties', 0)} parted at a near tie."
     )
+    for key in ("tiny_pair", "tiny_hybrid"):
+        if key in d:
+            noise = ", ".join(f"{n}: {g}" for n, g in d[key]["noise"].items())
+            lines.append(
+                f"- {key}: batch noise by rows {noise}; a parting is a near tie below a margin "
+                f"of {d[key]['near_tie']:.3g}"
+            )
     lines += ["", "| model | mode | K | tokens | drafted | kept | identical |"]
     lines.append("|---|---|---:|---:|---:|---:|---|")
     for key in ("tiny_pair", "tiny_hybrid"):
-        for case in d.get(key, []):
-            same = "yes" if case["identical"] else f"no (token {case.get('diverged_at')})"
+        for case in d.get(key, {}).get("cases", []):
+            same = "yes" if case["identical"] else _parting(case)
             lines.append(
                 f"| {key} | {case['mode']} | {case['k']} | {case['tokens']} | "
                 f"{case['drafted']} | {case['accepted']} | {same} |"
             )
     return lines
+
+
+def _parting(case: dict[str, Any]) -> str:
+    at = f"no (token {case.get('diverged_at')}"
+    if "plain_margin" not in case:
+        return at + ")"
+    tie = ", a near tie" if case.get("near_tie") else ""
+    return f"{at}, margin {case['plain_margin']}{tie})"
 
 
 def _replay(step: StepResult | None) -> list[str]:

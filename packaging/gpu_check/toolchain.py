@@ -40,6 +40,10 @@ CMAKE_FLAGS = (
 )
 
 
+#: The options of a prebuilt library's build the report lists (its CMakeCache.txt's keys).
+BUILD_OPTIONS = ("GGML_CUDA", "GGML_NATIVE", "GGML_AVX", "GGML_FMA", "GGML_F16C", "GGML_BMI2")
+BUILD_OPTIONS += ("CMAKE_CUDA_ARCHITECTURES:", "CMAKE_BUILD_TYPE:")
+
 #: Where CUDA's installer puts nvcc when the PATH does not name it.
 CUDA_NVCC = Path("/usr/local/cuda/bin/nvcc")
 
@@ -215,7 +219,7 @@ def prebuilt(lib: Path) -> tuple[Path, dict[str, Any]]:
         options = [
             line.split(":", 1)[0] + "=" + line.split("=", 1)[1]
             for line in cache.read_text(encoding="utf-8", errors="replace").splitlines()
-            if line.startswith(("GGML_", "CMAKE_CUDA_ARCHITECTURES:")) and "=" in line
+            if line.startswith(BUILD_OPTIONS) and "=" in line and "-STRINGS" not in line
         ]
         info["options"] = [o for o in options if not o.endswith(("=OFF", "="))]
     info["libraries"] = sorted(p.name for p in lib.glob("*.so"))
