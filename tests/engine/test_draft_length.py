@@ -10,7 +10,7 @@ import pytest
 from specchat.engine.costs.machine import MachineCosts
 from specchat.engine.costs.table import CostTable, prior_shape
 from specchat.engine.drafting import DraftModelDrafter, LoadedPair
-from specchat.engine.drafting.base import Outcome
+from specchat.engine.drafting.base import Draft, Outcome, expected_tokens
 from specchat.engine.drafting.draft_model.draft_length import DraftLength, RoundRate
 from specchat.engine.llamacpp.model import LlamaModel
 from specchat.engine.types import SamplingParams
@@ -141,3 +141,72 @@ def test_the_draft_model_learns_the_rate_of_its_rounds_from_their_time_and_the_c
     assert drafter.rounds.rate is None
     drafter.observe(Outcome([*context, draft.tokens[0], 5], draft, 1))
     assert drafter.rounds.rate == pytest.approx(2 / (draft.ms - draft.catchup_ms + draft.check_ms))
+
+
+def test_what_rounds_made_weighs_less_after_rounds_of_others_and_keeps_its_rate() -> None:
+    rate = RoundRate(decay=0.5)
+    rate.add(4, 40.0)
+    rate.add(2, 40.0)
+    assert rate.weight == pytest.approx(1.5)
+    before = rate.rate
+    rate.age()
+    assert rate.rate == pytest.approx(before) and rate.weight == pytest.approx(0.75)
+
+
+def _sized_round(drafter: DraftModelDrafter, context: list[int], asked: int, ms: float) -> None:
+    """A round of the draft model that drafted one token and kept it, in `ms` all told."""
+    from specchat.engine.drafting.draft_model.draft_model_drafter import ModelDraft
+
+    # Drafted in 1 ms (the seeded price), the rest the target's check.
+    draft = ModelDraft((7,), None, 1.0, drafter.name, decodes=1, check_ms=ms - 1.0, asked=asked)
+    drafter.observe(Outcome([*context, 7, 5], draft, 1))
+
+
+def test_the_draft_models_offer_is_held_to_what_its_sized_rounds_made(
+    tiny_draft: LlamaModel,
+) -> None:
+    """Its curve prices every K as if each draft ran to it; where its rounds stop short and
+    make less than that promise, the offer is scaled down to the rate they made (the promise
+    counting as two rounds), never up; probes (K = 1) say nothing of a sized draft; rounds of
+    other drafters age what its rounds said, and the promise returns."""
+    costs = MachineCosts(CostTable(gpu=True))
+    costs.seed({n: 10.0 + 0.1 * (n - 1) for n in range(1, 65)}, draft_token_ms=1.0)
+    drafter = DraftModelDrafter.create(LoadedPair(draft=tiny_draft, costs=costs), {})
+    assert isinstance(drafter, DraftModelDrafter)
+    tiny_draft.reset()
+    context = tiny_draft.tokenize("the cat sat on the mat and", add_special=False)
+    prices = [0.0, *(10.0 + 0.1 * (n - 1) for n in range(1, 20))]
+
+    def promise() -> list[float]:  # the curve of its acceptance as it stands
+        found = drafter._acceptance
+        return [expected_tokens(found.alpha, k, found.continued) for k in range(17)]
+
+    first = drafter.offer(context, 16, prices)
+    assert first is not None and first.curve == promise() and "its rounds" not in first.detail
+
+    for _ in range(3):  # probes, however slow, leave the offer as its acceptance has it
+        _sized_round(drafter, context, asked=1, ms=200.0)
+    probed = drafter.offer(context, 16, prices)
+    assert probed is not None and probed.curve == promise() and "its rounds" not in probed.detail
+
+    for _ in range(20):  # sized rounds that made 2 tokens in 40 ms: half plain's rate
+        _sized_round(drafter, context, asked=16, ms=40.0)
+    held = drafter.offer(context, 16, prices)
+    assert held is not None and "its rounds ≈ 0.50× plain" in held.detail
+    promised = promise()
+    assert held.curve[0] == promised[0] == 1.0
+    scale = held.curve[5] / promised[5]
+    assert all(h == pytest.approx(p * scale) for h, p in zip(held.curve[1:], promised[1:]))
+    # Ten rounds' worth of evidence (decay 0.9) against the promise's two.
+    best = max(
+        promised[k] / (prices[k + 1] + held.token_ms * k + held.round_ms) for k in range(1, 17)
+    )
+    weight = drafter.sized.weight
+    assert weight == pytest.approx(10.0, rel=0.15)
+    assert scale == pytest.approx((weight * 2 / 40.0 + 2.0 * best) / (weight + 2.0) / best)
+    assert scale < 0.8
+
+    for _ in range(60):  # plain rounds: the text moves on
+        drafter.observe(Outcome([*context, 5], Draft((), None, 0.0, "plain"), 0))
+    back = drafter.offer(context, 16, prices)
+    assert back is not None and back.curve[5] / promise()[5] > 0.97

@@ -108,18 +108,28 @@ class RoundRate:
 
     Attributes:
         tokens, ms: the decayed sums.
+        weight: the decayed count of rounds behind them (how much they say).
         decay: per-round memory.
     """
 
     def __init__(self, decay: float = ROUND_DECAY) -> None:
         self.tokens = 0.0
         self.ms = 0.0
+        self.weight = 0.0
         self.decay = decay
 
     def add(self, tokens: int, ms: float) -> None:
         """One round that wrote `tokens` in `ms`."""
         self.tokens = self.tokens * self.decay + tokens
         self.ms = self.ms * self.decay + ms
+        self.weight = self.weight * self.decay + 1.0
+
+    def age(self) -> None:
+        """A round that was not one of these: what they say counts for less, their rate
+        unchanged."""
+        self.tokens *= self.decay
+        self.ms *= self.decay
+        self.weight *= self.decay
 
     @property
     def rate(self) -> float | None:

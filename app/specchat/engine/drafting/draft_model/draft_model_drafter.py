@@ -15,6 +15,7 @@ from specchat.engine.costs.priors import (
     HURDLE,
     MAX_K,
     MIN_CONFIDENCE,
+    PRIOR_WEIGHT,
     UNMEASURED_DRAFT_SHARE,
 )
 from specchat.engine.costs.table import DRAFT_SIZES, FIRST_PASS_ROWS, CostTable
@@ -59,6 +60,7 @@ class ModelDraft(Draft):
         confidences: its top probability at each drafted token (how sure it was).
         check_ms: the target's price for checking it, where the machine's prices sized it
             (None otherwise).
+        asked: the longest draft it was asked for (1: a probe).
     """
 
     catchup: int = 0
@@ -66,6 +68,7 @@ class ModelDraft(Draft):
     decodes: int = 0
     confidences: tuple[float, ...] = ()
     check_ms: float | None = None
+    asked: int = 0
 
 
 @register
@@ -124,6 +127,8 @@ class DraftModelDrafter(Drafter):
         self.catchup_token_ms: float | None = None
         self.smoothing = 0.2
         self.rounds = RoundRate()
+        # The rounds it was asked to size itself (K > 1): what its offers are held to.
+        self.sized = RoundRate()
 
     @classmethod
     def create(cls, pair: LoadedPair, built: Mapping[str, Drafter]) -> Drafter | None:
@@ -223,6 +228,7 @@ class DraftModelDrafter(Drafter):
             decodes=decodes,
             confidences=tuple(sure),
             check_ms=check_ms,
+            asked=k,
         )
 
     def _length(self, k: int, depth: int) -> DraftLength | None:
@@ -245,13 +251,17 @@ class DraftModelDrafter(Drafter):
         elif drafted:  # an estimate set by hand learns from its own rounds only
             acceptance.update(drafted, outcome.accepted)
         if not drafted or not isinstance(draft, ModelDraft):
+            self.sized.age()  # text written without it: what its rounds made says less
             return
         if draft.confidences:
             self.confidence[greedy].learn(draft.confidences, outcome.accepted)
         if draft.check_ms is not None:
             # A long catch-up is paid once, not by the rounds that follow.
             one_off = draft.catchup_ms if draft.catchup > FIRST_PASS_ROWS else 0.0
-            self.rounds.add(outcome.accepted + 1, draft.ms - one_off + draft.check_ms)
+            round_ms = draft.ms - one_off + draft.check_ms
+            self.rounds.add(outcome.accepted + 1, round_ms)
+            if draft.asked > 1:
+                self.sized.add(outcome.accepted + 1, round_ms)
         # A drafted token's price is one pass of the model: a draft its confidence stop ended
         # made one pass more than it kept tokens, and charging that pass to the tokens would
         # price every later draft dearer by what only a stopped one pays. The first pass of
@@ -295,19 +305,51 @@ class DraftModelDrafter(Drafter):
         alpha, continued = self._acceptance.alpha, self._acceptance.continued
         plain_ms = None if prices is None else prices[1]
         token_ms, probe_token_ms = self.table.drafted_token_ms(plain_ms, UNMEASURED_DRAFT_SHARE)
+        curve = [expected_tokens(alpha, k, continued) for k in range(k_max + 1)]
+        round_ms = self._first_pass_extra_ms(lag)
+        detail = f"α ≈ {alpha:.2f}"
+        if prices is not None:
+            held = self._held_to_rounds(curve, prices, token_ms, round_ms)
+            if held < 1.0:
+                curve = [curve[0], *(tokens * held for tokens in curve[1:])]
+                made = (self.sized.rate or 0.0) * prices[1]
+                detail += f", its rounds ≈ {made:.2f}× plain"
         return Offer(
             source=self.name,
             k_max=k_max,
-            curve=[expected_tokens(alpha, k, continued) for k in range(k_max + 1)],
+            curve=curve,
             token_ms=token_ms,
             probe_token_ms=probe_token_ms,
             extra_ms=self.catchup_ms(lag),
-            round_ms=self._first_pass_extra_ms(lag),
+            round_ms=round_ms,
             hurdle=HURDLE,
             probed=True,
             sizes_itself=self._costs is not None and prices is not None,
-            detail=f"α ≈ {alpha:.2f}",
+            detail=detail,
         )
+
+    def _held_to_rounds(
+        self, curve: Sequence[float], prices: Sequence[float], token_ms: float, round_ms: float
+    ) -> float:
+        """How far to scale the curve's drafts down to what the rounds it sized made (1: not
+        at all). The curve prices every K as if each draft ran to it; the rounds end where
+        its confidence dips (DraftLength), and on text the target finds easy but the draft
+        model does not they make less than the curve's best rate. That best is held to the
+        rate they made, the promise counting as PRIOR_WEIGHT rounds; never raised (a curve
+        that undersells is probed and learnt as before). Rounds of other drafters age what
+        they say, so the promise returns once the text has moved on."""
+        achieved, weight = self.sized.rate, self.sized.weight
+        if achieved is None or weight <= 0.0:
+            return 1.0
+        longest = min(len(curve) - 1, len(prices) - 2)
+        promised = max(
+            (curve[k] / (prices[k + 1] + token_ms * k + round_ms) for k in range(1, longest + 1)),
+            default=0.0,
+        )
+        if promised <= 0.0:
+            return 1.0
+        held = (weight * achieved + PRIOR_WEIGHT * promised) / (weight + PRIOR_WEIGHT)
+        return min(1.0, held / promised)
 
     def _first_pass_extra_ms(self, lag: int) -> float:
         """What the round's first pass costs beyond a drafted token's one-row pass, where it
