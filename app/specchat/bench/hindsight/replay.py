@@ -24,6 +24,11 @@ LONGEST = MAX_LOOKUP_K - 1
 SHIPPED = {
     "cpu": "cpu-2core-qwen1.5b-q4_k_m.json",
     "gpu": "gpu-rtx3090-8b-q4_0.json",
+    # Measured by SpecChat itself on an H200 (docs/gpu.md): the same 8B/1B pair as "gpu",
+    # the default pair's shapes, and a Qwen3.5 hybrid with its MTP head.
+    "h200": "gpu-h200-llama8b-q4_0.json",
+    "h200-qwen2.5": "gpu-h200-qwen2.5-1.5b-q4_k_m.json",
+    "h200-qwen3.5": "gpu-h200-qwen3.5-4b-q4_k_m.json",
 }
 #: The table where no drafting can pay, by the name `--costs` accepts (see nothing_pays).
 NOTHING_PAYS = "nothing-pays"
