@@ -41,8 +41,10 @@ CMAKE_FLAGS = (
 
 
 #: The options of a prebuilt library's build the report lists (its CMakeCache.txt's keys).
-BUILD_OPTIONS = ("GGML_CUDA", "GGML_NATIVE", "GGML_AVX", "GGML_FMA", "GGML_F16C", "GGML_BMI2")
-BUILD_OPTIONS += ("CMAKE_CUDA_ARCHITECTURES:", "CMAKE_BUILD_TYPE:")
+BUILD_OPTIONS: tuple[str, ...] = (
+    *("GGML_CUDA", "GGML_NATIVE", "GGML_AVX", "GGML_FMA", "GGML_F16C", "GGML_BMI2"),
+    *("CMAKE_CUDA_ARCHITECTURES:", "CMAKE_BUILD_TYPE:"),
+)
 
 #: Where CUDA's installer puts nvcc when the PATH does not name it.
 CUDA_NVCC = Path("/usr/local/cuda/bin/nvcc")

@@ -196,7 +196,9 @@ def test_the_draft_models_offer_is_held_to_what_its_sized_rounds_made(
     promised = promise()
     assert held.curve[0] == promised[0] == 1.0
     scale = held.curve[5] / promised[5]
-    assert all(h == pytest.approx(p * scale) for h, p in zip(held.curve[1:], promised[1:]))
+    assert all(
+        h == pytest.approx(p * scale) for h, p in zip(held.curve[1:], promised[1:], strict=True)
+    )
     # Ten rounds' worth of evidence (decay 0.9) against the promise's two.
     best = max(
         promised[k] / (prices[k + 1] + held.token_ms * k + held.round_ms) for k in range(1, 17)

@@ -25,7 +25,9 @@ def test_the_exactness_step_matches_plain_decoding_on_the_cpu(tmp_path: Path) ->
     run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     report = json.loads(result.read_text(encoding="utf-8"))
-    cases = report["tiny_pair"] + report["tiny_hybrid"]
+    cases = report["tiny_pair"]["cases"] + report["tiny_hybrid"]["cases"]
+    # The CPU's batches round as its single rows do: near ties are judged at the floor.
+    assert report["tiny_pair"]["near_tie"] == report["tiny_hybrid"]["near_tie"] == 0.1
     assert {c["mode"] for c in cases} == {"draft", "lookup", "chain", "auto", "mtp"}
     assert all(c["identical"] or c["near_tie"] for c in cases), cases
     assert sum(c["accepted"] for c in cases) > 0
