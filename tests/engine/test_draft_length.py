@@ -44,6 +44,17 @@ def _drafted(
     return length.drafted
 
 
+def _priced_drafter(tiny_draft: LlamaModel) -> tuple[DraftModelDrafter, list[int]]:
+    """The tiny draft model as a drafter on a GPU's prices (a pass of n rows 10 + 0.1 (n - 1)
+    ms, a drafted token 1 ms), its cache empty, and a context to draft after."""
+    costs = MachineCosts(CostTable(gpu=True))
+    costs.seed({n: 10.0 + 0.1 * (n - 1) for n in range(1, 65)}, draft_token_ms=1.0)
+    drafter = DraftModelDrafter.create(LoadedPair(draft=tiny_draft, costs=costs), {})
+    assert isinstance(drafter, DraftModelDrafter)
+    tiny_draft.reset()
+    return drafter, tiny_draft.tokenize("the cat sat on the mat and", add_special=False)
+
+
 def test_a_run_of_sure_tokens_is_drafted_to_the_longest_draft() -> None:
     assert _drafted(GPU, 1.4, [0.99] * 16) == 16
     assert _drafted(GPU, 1.4, [0.99] * 16, k=5) == 5
@@ -129,12 +140,7 @@ def test_the_draft_model_learns_the_rate_of_its_rounds_from_their_time_and_the_c
     """Each round it sizes by prices is timed: its drafting as measured, the target's check
     at the price it was sized by, and the tokens the round wrote; that rate weighs the next
     draft's length."""
-    costs = MachineCosts(CostTable(gpu=True))
-    costs.seed({n: 10.0 + 0.1 * (n - 1) for n in range(1, 65)}, draft_token_ms=1.0)
-    drafter = DraftModelDrafter.create(LoadedPair(draft=tiny_draft, costs=costs), {})
-    assert isinstance(drafter, DraftModelDrafter)
-    tiny_draft.reset()
-    context = tiny_draft.tokenize("the cat sat on the mat and", add_special=False)
+    drafter, context = _priced_drafter(tiny_draft)
     draft = drafter.propose(context, 4, SamplingParams(), np.random.default_rng(0))
     assert draft.tokens
     assert draft.check_ms == pytest.approx(10.0 + 0.1 * len(draft.tokens))
@@ -169,12 +175,7 @@ def test_the_draft_models_offer_is_held_to_what_its_sized_rounds_made(
     make less than that promise, the offer is scaled down to the rate they made (the promise
     counting as two rounds), never up; probes (K = 1) say nothing of a sized draft; rounds of
     other drafters age what its rounds said, and the promise returns."""
-    costs = MachineCosts(CostTable(gpu=True))
-    costs.seed({n: 10.0 + 0.1 * (n - 1) for n in range(1, 65)}, draft_token_ms=1.0)
-    drafter = DraftModelDrafter.create(LoadedPair(draft=tiny_draft, costs=costs), {})
-    assert isinstance(drafter, DraftModelDrafter)
-    tiny_draft.reset()
-    context = tiny_draft.tokenize("the cat sat on the mat and", add_special=False)
+    drafter, context = _priced_drafter(tiny_draft)
     prices = [0.0, *(10.0 + 0.1 * (n - 1) for n in range(1, 20))]
 
     def promise() -> list[float]:  # the curve of its acceptance as it stands
