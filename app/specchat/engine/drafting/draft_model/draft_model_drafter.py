@@ -97,6 +97,8 @@ class DraftModelDrafter(Drafter):
         catchup_token_ms: smoothed milliseconds per token of a catch-up.
         smoothing: weight of each new timing.
         rounds: the rate its rounds sized by prices made, which sizes the next (DraftLength).
+        sized: the same for the rounds that asked it for more than one token (probes apart),
+            which its offer is held to (see _held_to_rounds).
     """
 
     name = "draft"
@@ -127,7 +129,6 @@ class DraftModelDrafter(Drafter):
         self.catchup_token_ms: float | None = None
         self.smoothing = 0.2
         self.rounds = RoundRate()
-        # The rounds it was asked to size itself (K > 1): what its offers are held to.
         self.sized = RoundRate()
 
     @classmethod
