@@ -4,6 +4,9 @@ doubted token where rows cost."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -12,8 +15,9 @@ from specchat.engine.costs.table import CostTable, prior_shape
 from specchat.engine.drafting import DraftModelDrafter, LoadedPair
 from specchat.engine.drafting.base import Draft, Outcome, expected_tokens
 from specchat.engine.drafting.draft_model.draft_length import DraftLength, RoundRate
+from specchat.engine.drafting.stored_estimates import StoredEstimates
 from specchat.engine.llamacpp.model import LlamaModel
-from specchat.engine.types import SamplingParams
+from specchat.engine.types import PolicyChoice, RoundResult, SamplingParams, Stats, StopReason
 
 #: A GPU's passes: rows nearly free; a drafted token a fifth of a pass.
 GPU = [0.0, *(6.4 + 0.5 * (n - 1) for n in range(1, 18))]
@@ -213,3 +217,53 @@ def test_the_draft_models_offer_is_held_to_what_its_sized_rounds_made(
         drafter.observe(Outcome([*context, 5], Draft((), None, 0.0, "plain"), 0))
     back = drafter.offer(context, 16, prices)
     assert back is not None and back.curve[5] / promise()[5] > 0.97
+
+
+def test_what_its_sized_rounds_made_starts_the_next_load_of_the_pair(
+    tiny_draft: LlamaModel, tmp_path: Path
+) -> None:
+    """A fresh window or server holds the offer where the last session's rounds left it,
+    through the stored estimates (the cost table's rules: only an answer that ended)."""
+    drafter, context = _priced_drafter(tiny_draft)
+    prices = [0.0, *(10.0 + 0.1 * (n - 1) for n in range(1, 20))]
+    path, key = tmp_path / "estimates.json", {"pair": "tiny"}
+    session = StoredEstimates(path, key, other_cpu=lambda: 0.0)
+    session.start(drafter)
+
+    def an_answer() -> Iterator[RoundResult]:
+        for _ in range(20):  # sized rounds at half plain's rate, as above
+            _sized_round(drafter, context, asked=16, ms=40.0)
+        yield _last_round()
+
+    list(session.watching(an_answer()))
+    held = drafter.offer(context, 16, prices)
+    assert held is not None and "its rounds ≈ 0.50× plain" in held.detail
+    assert session.save()
+
+    fresh, _ = _priced_drafter(tiny_draft)
+    StoredEstimates(path, key, other_cpu=lambda: 0.0).start(fresh)
+    resumed = fresh.offer(context, 16, prices)
+    assert resumed is not None and resumed.detail == held.detail
+    assert resumed.curve == pytest.approx(held.curve)
+    assert fresh.rounds.rate == pytest.approx(drafter.rounds.rate)
+    with pytest.raises(ValueError):
+        fresh.sized.resume({**drafter.sized.learnt(), "ms": -1.0})
+
+
+def _last_round() -> RoundResult:
+    """An answer's last round, ended normally (what the stored estimates wait for)."""
+    return RoundResult(
+        index=0,
+        events=(),
+        rejected=(),
+        rejected_text="",
+        drafted=0,
+        accepted=0,
+        draft_ms=0.0,
+        verify_ms=1.0,
+        choice=PolicyChoice("plain", 0, "test"),
+        temperature=0.0,
+        stats=Stats(),
+        text="",
+        stop=StopReason.EOS,
+    )

@@ -91,7 +91,7 @@ def _count(value: object, name: str) -> float:
     return float(value)
 
 
-def _counts(state: Mapping[str, object], names: Sequence[str]) -> dict[str, float]:
+def counts(state: Mapping[str, object], names: Sequence[str]) -> dict[str, float]:
     """`names` read from a stored `state` as non-negative numbers (ValueError otherwise)."""
     return {name: _count(state.get(name), name) for name in names}
 
@@ -162,7 +162,7 @@ class Acceptance:
 
     def resume(self, state: Mapping[str, object]) -> None:
         """Start from counts `learnt` gave (ValueError where they are not its own)."""
-        self.__dict__.update(_counts(state, _ACCEPTANCE_COUNTS))
+        self.__dict__.update(counts(state, _ACCEPTANCE_COUNTS))
 
     def update(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from specchat.engine.costs.priors import ROUND_DECAY
+from specchat.engine.costs.priors import ESTIMATES_STORED_CAP, ROUND_DECAY
+from specchat.engine.drafting.base import counts
+
+_RATE_STATE = ("tokens", "ms", "weight", "observed")
 
 
 class DraftLength:
@@ -109,6 +112,7 @@ class RoundRate:
     Attributes:
         tokens, ms: the decayed sums.
         weight: the decayed count of rounds behind them (how much they say).
+        observed: rounds added, undecayed (what a session must have seen to store it).
         decay: per-round memory.
     """
 
@@ -116,6 +120,7 @@ class RoundRate:
         self.tokens = 0.0
         self.ms = 0.0
         self.weight = 0.0
+        self.observed = 0.0
         self.decay = decay
 
     def add(self, tokens: int, ms: float) -> None:
@@ -123,6 +128,18 @@ class RoundRate:
         self.tokens = self.tokens * self.decay + tokens
         self.ms = self.ms * self.decay + ms
         self.weight = self.weight * self.decay + 1.0
+        self.observed += 1.0
+
+    def learnt(self) -> dict[str, float]:
+        """Its sums as plain data, to be stored (see drafting/stored_estimates.py); the
+        count of rounds capped at ESTIMATES_STORED_CAP, so later sessions keep their say."""
+        state = {name: float(getattr(self, name)) for name in _RATE_STATE}
+        state["observed"] = min(state["observed"], ESTIMATES_STORED_CAP)
+        return state
+
+    def resume(self, state: Mapping[str, object]) -> None:
+        """Start from sums `learnt` gave (ValueError where they are not its own)."""
+        self.__dict__.update(counts(state, _RATE_STATE))
 
     def age(self) -> None:
         """A round that was not one of these: what they say counts for less, their rate

@@ -98,7 +98,8 @@ class DraftModelDrafter(Drafter):
         smoothing: weight of each new timing.
         rounds: the rate its rounds sized by prices made, which sizes the next (DraftLength).
         sized: the same for the rounds that asked it for more than one token (probes apart),
-            which its offer is held to (see _held_to_rounds).
+            which its offer is held to (see _held_to_rounds). Both are stored with its
+            estimates, so a fresh window or server starts from what the last one's rounds made.
     """
 
     name = "draft"
@@ -290,6 +291,9 @@ class DraftModelDrafter(Drafter):
                 found[f"margins.{_WAY[greedy]}"] = calibration
         for greedy, confidence in self.confidence.items():
             found[f"confidence.{_WAY[greedy]}"] = confidence
+        # Rates in ms: valid where the key names the same threads and backend, as it does.
+        found["rounds"] = self.rounds
+        found["sized"] = self.sized
         return found
 
     def offer(
