@@ -1,5 +1,6 @@
 """Under `auto`, the draft model reads a follow-up's prompt before the first token only where
-the first round would pay for that read: otherwise the first token waits for nothing."""
+the first round would use it (paying for that read, and no copy or prediction chosen over
+it): otherwise the first token waits for nothing."""
 
 from __future__ import annotations
 
@@ -57,6 +58,14 @@ def _follow_up(decoder: SpeculativeDecoder) -> list[int]:
     return prompt
 
 
+def _fresh_follow_up(decoder: SpeculativeDecoder) -> list[int]:
+    """The follow-up, ending in words said nowhere before: no copy of the chat is chosen for
+    its first round (the follow-up alone ends where its repeated message matches 500 tokens
+    back, and the first round copies that)."""
+    fresh_end = decoder.target.tokenize("Rivers and stones, a quiet poem", add_special=False)
+    return [*_follow_up(decoder), *fresh_end]
+
+
 def _first_round(decoder: SpeculativeDecoder, prompt: Sequence[int]) -> RoundResult:
     """The follow-up's first round under auto (its first token)."""
     return next(decoder.generate(GenerationRequest(tuple(prompt), 16, Controls("auto", 4))))
@@ -88,7 +97,7 @@ def test_a_draft_model_that_pays_is_still_readied_before_the_first_token(
     tiny_target: LlamaModel, tiny_draft: LlamaModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     decoder = _decoder(tiny_target, tiny_draft, FLAT_COSTS)
-    prompt = _follow_up(decoder)
+    prompt = _fresh_follow_up(decoder)
     # A catch-up read in one batch on a GPU: a few milliseconds for the whole prompt.
     drafter = decoder.drafters["draft"]
     assert isinstance(drafter, DraftModelDrafter)
@@ -102,6 +111,29 @@ def test_a_draft_model_that_pays_is_still_readied_before_the_first_token(
         ready(prompt)
 
     monkeypatch.setattr(drafter, "ready", noted)
-    _first_round(decoder, prompt)
+    first = _first_round(decoder, prompt)
+    assert first.choice.mode == "draft", first.choice
     assert readied == [len(prompt)]  # readied before the first round, not caught up in it
     assert counted.tokens >= len(prompt) - 1
+
+
+def test_a_draft_model_a_prediction_would_outrun_reads_nothing_before_the_first_token(
+    tiny_target: LlamaModel, tiny_draft: LlamaModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readied only where the first round would use it: with the request's prediction (a
+    whole-file edit's Predicted Output) the first round copies it, and the draft model's
+    prompt read would delay the first token for nothing (a 400-token prompt: 3 s on a
+    2-core CPU). Without the prediction the same draft model is readied (the test above)."""
+    answering = _decoder(tiny_target, tiny_draft, FLAT_COSTS)
+    expected = run(answering, _fresh_follow_up(answering), mode="plain", max_tokens=16).tokens
+    decoder = _decoder(tiny_target, tiny_draft, FLAT_COSTS)  # one that has not seen that answer
+    prompt = _fresh_follow_up(decoder)
+    drafter = decoder.drafters["draft"]
+    assert isinstance(drafter, DraftModelDrafter)
+    drafter.catchup_token_ms = 0.001  # as above: a read that costs nothing
+    readied: list[int] = []
+    monkeypatch.setattr(drafter, "ready", lambda prompt: readied.append(len(prompt)))
+    request = GenerationRequest(tuple(prompt), 16, Controls("auto", 4), prediction=expected)
+    first = next(decoder.generate(request))
+    assert first.choice.mode == "prediction", first.choice
+    assert readied == []

@@ -307,17 +307,28 @@ class SpeculativeDecoder:
         prices = self.auto.prices(readying)
         for drafter in self.drafters:
             drafter.begin(answer)
-            # Auto readies a drafter that runs a model (its prompt evaluation, before the
-            # first token) only where its first round would use it, the prompt read priced in
-            # its offer as a catch-up: otherwise the first token waits for work that buys
-            # nothing.
             if drafter.name == mode:
                 drafter.ready(prompt)
-            elif mode == AUTO and drafter in self.drafters.for_auto and drafter.listing.needs_model:
-                offer = drafter.offer(prompt, target.n_ctx - len(prompt), prices)
-                if offer is not None and self.auto.worth_readying(offer, readying):
-                    drafter.ready(prompt)
+        if mode == AUTO:
+            self._ready_for_auto(prompt, prices, readying)
         return prompt, Stats(prompt_tokens=prompt_evaluated, prompt_ms=self._ms_since(began))
+
+    def _ready_for_auto(
+        self, prompt: Sequence[int], prices: Sequence[float] | None, at: RoundContext
+    ) -> None:
+        """Ready a drafter that runs a model (its prompt evaluation, before the first token)
+        only where auto's first round would use it: where it would pay, and no drafter that
+        needs nothing read (a prediction, a copy) would be chosen over it. Otherwise the
+        first token waits for work that buys nothing, and the read is priced in its offer as
+        a catch-up if it comes to pay later."""
+        room = self.target.n_ctx - len(prompt)
+        offers = {d: d.offer(prompt, room, prices) for d in self.drafters.for_auto}
+        ready_now = [o for d, o in offers.items() if o is not None and not d.listing.needs_model]
+        for drafter, offer in offers.items():
+            if offer is None or not drafter.listing.needs_model:
+                continue
+            if self.auto.worth_readying(offer, at, rivals=ready_now):
+                drafter.ready(prompt)
 
     def _verify(
         self, draft: Draft, last: int, sampling: SamplingParams, rng: np.random.Generator

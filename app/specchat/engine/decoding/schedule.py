@@ -213,33 +213,47 @@ class AutoPolicy:
         )
         return best > 1.0 / plain_ms
 
-    def worth_readying(self, offer: Offer, at: RoundContext | None = None) -> bool:
+    def worth_readying(
+        self, offer: Offer, at: RoundContext | None = None, *, rivals: Sequence[Offer] = ()
+    ) -> bool:
         """Whether to ready the drafter of `offer` (made for the prompt) before an answer's
-        first token: only where the current estimates would choose it over plain. Before the
-        target's cost is measured nothing is chosen (the first round is plain); a drafter
-        that starts to pay later catches up then, its catch-up priced like any other.
+        first token: only where the current estimates would choose it for the first round,
+        over plain and over every one of `rivals` (offers of drafters that need nothing read:
+        a request's prediction, a copy), as choose() compares them. Before the target's cost
+        is measured nothing is chosen (the first round is plain); a drafter that starts to
+        pay later catches up then, its catch-up priced like any other.
 
         Readying costs the offer's one-off part (the draft model reading a prompt it has not
         seen): that read must also be one it could repay at all (`could_pay`, as for a
         probe), else the first token waits for nothing. `at`: where the answer's first
         round is priced.
         """
+        at = at or _ANYWHERE
         prices = self.prices(at)
-        if prices is None or self.pricer.target_ms(1, at or _ANYWHERE) is None:
+        if prices is None or self.pricer.target_ms(1, at) is None:
             return False
         if offer.extra_ms and not self.could_pay(offer, prices=prices):
             return False
-        return self._pays(offer, prices)
+        if not self._pays(offer, prices):
+            return False
+        own = self._in_step_rate(offer, prices) / (1.0 + offer.hurdle)
+        return all(
+            self.best_k(rival, prices, at.budget)[1] / (1.0 + rival.hurdle) < own
+            for rival in self.pricer.with_rollback(rivals, prices, at)
+        )
 
     def _pays(self, offer: Offer, prices: Sequence[float]) -> bool:
         """Whether the current estimates would choose `offer` over plain (at any K it offers,
         its one-off cost aside)."""
-        plain_ms = prices[1]
-        best = max(
+        return self._in_step_rate(offer, prices) > (1.0 + offer.hurdle) / prices[1]
+
+    def _in_step_rate(self, offer: Offer, prices: Sequence[float]) -> float:
+        """The best rate `offer` promises at any K it offers, its one-off cost aside (a
+        drafter in step with the text: nothing to catch up)."""
+        return max(
             self._rate(offer.curve[kk], kk, offer.token_ms, prices, offer.round_ms)
             for kk in range(1, offer.k_max + 1)
         )
-        return best > (1.0 + offer.hurdle) / plain_ms
 
     def choose(
         self,
