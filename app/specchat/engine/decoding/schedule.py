@@ -234,9 +234,9 @@ class AutoPolicy:
             return False
         if offer.extra_ms and not self.could_pay(offer, prices=prices):
             return False
-        if not self._pays(offer, prices):
-            return False
         own = self._in_step_rate(offer, prices) / (1.0 + offer.hurdle)
+        if own <= 1.0 / prices[1]:  # plain would be chosen over it (as `_pays` judges)
+            return False
         return all(
             self.best_k(rival, prices, at.budget)[1] / (1.0 + rival.hurdle) < own
             for rival in self.pricer.with_rollback(rivals, prices, at)
