@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from specchat.engine.decoding.schedule import AutoPolicy
 from specchat.engine.drafting.base import LoadedPair
 from specchat.engine.drafting.head import HeadDrafter, head_architectures, head_files, load_head
 from specchat.engine.drafting.stored_estimates import StoredEstimates
+from specchat.engine.llamacpp.compute_threads import workers_released
 from specchat.engine.llamacpp.hidden_state_head import HiddenStateHead
 from specchat.engine.llamacpp.model import LlamaModel, LoadInfo, ModelLoadError
 from specchat.engine.llamacpp.rpc_placement import RemoteTarget
@@ -26,7 +27,7 @@ from specchat.engine.said import SaidIndex
 from specchat.engine.templates.chat_template import ChatMessage, ChatTemplate
 from specchat.engine.templates.family import TemplateChoice, choose_template
 from specchat.engine.templates.prompt_tokens import PromptTokenizer
-from specchat.engine.types import KV_CACHES, GenerationRequest
+from specchat.engine.types import KV_CACHES, GenerationRequest, RoundResult
 
 #: The template variable that turns a model's thinking on or off (Qwen3, Qwen3.5, Gemma 4,
 #: and what llama.cpp's server and transformers pass for `enable_thinking`).
@@ -154,6 +155,14 @@ def _apply_markers(
         if model is target:
             as_text = [text for text in choice.end_of_turn if ids[text] is None]
     return tuple(as_text)
+
+
+def _workers_released(rounds: Iterator[RoundResult]) -> Iterator[RoundResult]:
+    """`rounds`, then the answering thread's compute workers let go: the next answer may come
+    from another thread (an API server's beside a bench's own), and idle workers of one thread
+    slow every pass of another (engine/llamacpp/compute_threads.py)."""
+    with workers_released():
+        yield from rounds
 
 
 def _other_cpu() -> float:
@@ -422,4 +431,5 @@ class ChatEngine:
         generation = self.decoder.generate(request, cancel=cancel)
         # How each answer ends decides whether what it taught the drafters is stored.
         generation.watch(self.estimates.watching)
+        generation.watch(_workers_released)
         return generation

@@ -19,6 +19,7 @@ from typing import Any
 
 from specchat.bench.live.runner import prime
 from specchat.bench.prompts import BenchPrompt
+from specchat.engine.llamacpp.compute_threads import workers_released
 from specchat.engine.session import ChatEngine
 from specchat.engine.templates.chat_template import ChatMessage
 from specchat.engine.types import Controls, GenerationRequest, SamplingParams
@@ -114,8 +115,10 @@ def _tokens(engine: ChatEngine, prompt: BenchPrompt) -> tuple[int, ...]:
 
 def _level(engine: ChatEngine, tokens: Sequence[int], server: ApiServer) -> None:
     """Start the next answer as the other way's started: the prompt read, the suffix
-    index's chat empty, no earlier API chat filed in it (unmeasured)."""
-    prime(engine, tokens)
+    index's chat empty, no earlier API chat filed in it (unmeasured). The prompt is read on
+    this thread and the server's may answer next: this one's workers go."""
+    with workers_released():
+        prime(engine, tokens)
     engine.said.forget_chat()
     server.executor.runner.forget_last_chat()
 

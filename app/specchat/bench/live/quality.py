@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from specchat.bench.prompts import BenchPrompt, load_prompts
+from specchat.engine.llamacpp.compute_threads import workers_released
 from specchat.engine.llamacpp.model import LlamaModel
 
 #: Tokens of each bench prompt's text scored (teacher-forced); the shipped ten give ~500.
@@ -237,7 +238,9 @@ def measure_quality(
     corpus = texts(prompts)
     total = len(corpus) + 2
     n_ctx = max(NOISE_CONTEXT + max(NOISE_SIZES) + 1, tokens_per_prompt + 64)
+    # It runs on a thread of its own in the window (Optimise), which answers on another.
     with (
+        workers_released(),
         LlamaModel(source, n_ctx=n_ctx, n_threads=threads) as original,
         LlamaModel(derived, n_ctx=n_ctx, n_threads=threads) as converted,
     ):
