@@ -53,17 +53,26 @@ def rtts(text: str) -> tuple[float, ...]:
     return values
 
 
+#: libgomp's spins before a waiting thread sleeps, for processes sharing the cores: about
+#: 0.1 ms by libgomp's rough 100,000 spins a millisecond. Longer than the waits between a
+#: pass's operations, far shorter than a wait on another process's part of the pass.
+COLOCATED_SPIN_COUNT = "10000"
+
+
 def colocated_wait_policy() -> None:
-    """OpenMP threads that sleep once their part of a pass is done, in this process and the
+    """OpenMP threads that spin only briefly before they sleep, in this process and the
     loopback servers it starts; called before llama.cpp loads (libgomp reads it then).
 
-    llama.cpp's CPU backend runs each graph on an OpenMP team, and libgomp's default keeps a
-    finished team spinning for a while. On loopback this process and its servers share the
-    cores, so this process's team spins on the cores the servers it waits on need, and an
-    added round trip mostly hid in that spin: on the default pair 5 ms added to each of a
-    pass's two waited responses cost about 1 ms a token, where a network costs the 10 ms.
-    Machines of their own never take each other's cores. A policy set by the user stays."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    llama.cpp's CPU backend runs each graph on an OpenMP team. libgomp's default keeps a
+    waiting thread spinning for about 3 ms: on loopback this process and its servers share the
+    cores, so whoever waits spins on the cores the other needs, and an added round trip mostly
+    hid in that spin. Not spinning at all (OMP_WAIT_POLICY=PASSIVE) sleeps and wakes at each
+    of a pass's barriers instead: a third of every pass. A spin of about 0.1 ms keeps a pass as
+    fast as on a machine of its own and leaves the cores to the others while it waits
+    (docs/bench/README.md, "The target over other machines"). A policy or spin count set by
+    the user stays."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = COLOCATED_SPIN_COUNT
 
 
 def _server_command(port: int) -> list[str]:
