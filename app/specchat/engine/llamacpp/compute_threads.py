@@ -4,9 +4,9 @@ llama.cpp's CPU backend computes with OpenMP where it was built with it (Linux):
 that ran a pass keeps a team of worker threads for its next one. libgomp counts the workers of
 every team in the process, and once they outnumber the cores it all but stops spin-waiting at
 the barriers between a pass's operations: from then on every pass, on every thread, sleeps
-and wakes at each barrier (docs/costs.md, "Threads"). So a thread that answered, or measured
-a file, lets its team go when it is done; its next pass starts a new one, which costs the
-start of one thread.
+and wakes at each barrier (docs/costs.md, "One thread's idle workers slow another's
+passes"). So a thread that answered, or measured a file, lets its team go when it is done;
+its next pass starts a new one, which costs the start of one thread.
 """
 
 from __future__ import annotations
