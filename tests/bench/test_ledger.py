@@ -30,7 +30,7 @@ def traces() -> list[AnswerTrace]:
     return read_traces(ROUNDS)
 
 
-@pytest.mark.parametrize("table", ["gpu", "cpu", "h200", "h200-qwen2.5", "h200-qwen3.5"])
+@pytest.mark.parametrize("table", ["gpu", "cpu", "xeon", "h200", "h200-qwen2.5", "h200-qwen3.5"])
 def test_the_causes_add_up_to_the_gap_on_the_recorded_answers(
     traces: list[AnswerTrace], table: str
 ) -> None:

@@ -152,7 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--costs",
         metavar="TABLE",
         help="with --replay: a cost file (`specchat models profile --out`), or a shipped "
-        "one: 'cpu' (2-core laptop) or 'gpu' (memory-bound GPU, published llama.cpp figures), "
+        "one: 'cpu' (2-core laptop), 'xeon' (2-core AVX-512 Xeon) or 'gpu' (memory-bound GPU, "
+        "published llama.cpp figures), "
         "or 'nothing-pays' (the cpu table with a pass of n rows at n one-token passes)",
     )
 

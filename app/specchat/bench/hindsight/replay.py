@@ -23,6 +23,9 @@ LONGEST = MAX_LOOKUP_K - 1
 #: Cost files shipped with SpecChat (resources/costs), by the name `--costs` accepts.
 SHIPPED = {
     "cpu": "cpu-2core-qwen1.5b-q4_k_m.json",
+    # The 2-core AVX-512 Xeon's whole curve (docs/costs.md): rows cheaper than "cpu"'s, so the
+    # draft model pays at a fixed K of 3 on new code.
+    "xeon": "cpu-2core-xeon-avx512-qwen1.5b-q4_k_m.json",
     "gpu": "gpu-rtx3090-8b-q4_0.json",
     # Measured by SpecChat itself on an H200 (docs/gpu.md): the same 8B/1B pair as "gpu",
     # the default pair's shapes, and a Qwen3.5 hybrid with its MTP head.
