@@ -255,7 +255,57 @@ def test_measurement_stops_when_an_answer_comes_and_resumes_from_disk(
     catchup = final.draft.catchup_row_ms
     assert catchup is not None and catchup > 0
     assert final.catchup_ms(100) == pytest.approx(100 * catchup)
-    assert PairProfiler(final, tiny_target, tiny_draft, store=store, load=quiet).done
+    # A later load owes the target nothing; the draft model's prices are timed again.
+    reloaded = PairProfiler(final, tiny_target, tiny_draft, store=store, load=quiet)
+    assert final.target.complete and reloaded.step() == 1 and reloaded.run()
+
+
+def test_a_draft_price_stored_dear_is_timed_again_at_the_next_load(
+    tiny_target: LlamaModel, tiny_draft: LlamaModel, tmp_path: Path
+) -> None:
+    """Only the draft model's own rounds correct its stored price, and a price stored
+    dear keeps it from every round: each load's measurement times it again and takes what
+    it times, slower or quicker than what was stored."""
+    store = CostStore(tmp_path / "costs")
+    costs = load_costs(tiny_target, tiny_draft, store=store)
+    assert PairProfiler(costs, tiny_target, tiny_draft, store=store, load=quiet).run()
+    assert costs.draft is not None
+    timed = dict(costs.draft.pass_ms)
+    for factor in (20.0, 0.05):  # stored in a busy spell; stored on a quicker machine
+        costs.draft.pass_ms = {n: ms * factor for n, ms in timed.items()}
+        store.save(costs.draft)
+        again = load_costs(tiny_target, tiny_draft, store=store)
+        assert again.draft is not None and again.draft.cost_ms(1) == pytest.approx(
+            timed[1] * factor
+        )
+        profiler = PairProfiler(again, tiny_target, tiny_draft, store=store, load=quiet)
+        assert not profiler.done and again.target.complete
+        assert profiler.run()
+        retimed = again.draft.cost_ms(1)
+        assert retimed is not None and timed[1] / 5 < retimed < timed[1] * 5
+        assert not again.draft.one_token_read
+        stored = load_costs(tiny_target, tiny_draft, store=store).draft
+        assert stored is not None and stored.cost_ms(1) == pytest.approx(retimed)
+
+
+def test_a_retimed_tables_first_sample_moves_every_stored_price_alike() -> None:
+    """Stored prices were timed at another moment's pace: the first sample taken here
+    rescales them all (and the catch-up rate) before each size's own sample sets it, so
+    no size is judged against a neighbour still at the old pace."""
+    stored = CostTable(
+        sizes=(1, 2), pass_ms={1: 60.0, 2: 80.0}, samples={1: 2, 2: 2}, catchup_row_ms=14.0
+    )
+    table = CostTable.from_json(stored.to_json())
+    table.retime()
+    assert table.to_measure() == [1, 2] and table.cost_ms(1) == 60.0  # priced as stored till then
+    table.record(1, 30.0)
+    assert table.pass_ms == {1: 30.0, 2: 40.0} and table.catchup_row_ms == pytest.approx(7.0)
+    table.record(2, 44.0)  # slower than the rescaled 40: a size's own sample sets it
+    assert table.pass_ms[2] == 44.0
+    # A table timed in this process is not retimed.
+    timed_here = CostTable(sizes=(1, 2), pass_ms={1: 60.0, 2: 80.0}, samples={1: 2, 2: 2})
+    timed_here.retime()
+    assert timed_here.complete
 
 
 def test_a_reloaded_table_owes_the_sizes_the_saved_one_owed() -> None:
@@ -284,8 +334,10 @@ def test_a_draft_table_stored_before_catch_ups_were_timed_gets_that_one_pass(
     again = load_costs(tiny_target, tiny_draft, store=store)
     profiler = PairProfiler(again, tiny_target, tiny_draft, store=store, load=quiet)
     assert not profiler.done
-    assert profiler.step() == CATCHUP_ROWS
-    assert profiler.done and again.draft is not None and again.draft.catchup_row_ms
+    steps: list[int] = []
+    assert profiler.run(progress=lambda n, share: steps.append(n))
+    assert steps.count(CATCHUP_ROWS) == 1 and set(steps) - {CATCHUP_ROWS} == {1, 2}
+    assert again.draft is not None and again.draft.catchup_row_ms
 
 
 def test_a_changed_model_file_gets_a_new_table(tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

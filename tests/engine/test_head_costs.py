@@ -60,7 +60,11 @@ def test_the_profiler_measures_and_stores_the_heads_table(hybrid: Path, tmp_path
         again = load_costs(
             model, None, head_files=head_files(LoadedPair(target=model)), store=store
         )
-    assert again.heads["mtp"].pass_ms == head.pass_ms
+        assert again.heads["mtp"].pass_ms == head.pass_ms
+        # Only the head's own rounds correct its price: each load times it again.
+        reloaded = PairProfiler(again, model, heads=decoder.drafters.heads(), store=store)
+        assert not reloaded.done and again.target.complete
+        assert reloaded.run() and not again.heads["mtp"].one_token_read
 
 
 def test_the_head_drafter_prices_itself_from_the_stored_table(hybrid: Path, tmp_path: Path) -> None:

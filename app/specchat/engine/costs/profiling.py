@@ -447,7 +447,10 @@ class PairProfiler:
         self.costs = costs
         self.store = store or CostStore()
         self._measurers = [TableMeasurer(target, costs.target, slope=True, load=load, clock=clock)]
+        # A drafter's stored prices are timed again once a load (see CostTable.retime); the
+        # target's one token is timed by `auto`'s first round, its sizes by every drafter's.
         if draft is not None and costs.draft is not None:
+            costs.draft.retime()
             self._measurers.append(
                 TableMeasurer(
                     draft,
@@ -462,6 +465,7 @@ class PairProfiler:
         # drafted token's time is one step of the head, timed after the target's cache.
         for name, head in (heads or {}).items():
             if name in costs.heads:
+                costs.heads[name].retime()
                 self._measurers.append(
                     HeadMeasurer(target, head, costs.heads[name], load=load, clock=clock)
                 )

@@ -118,6 +118,7 @@ class CostTable:
             this process: stored at another session's scale (another moment's machine, or
             a server whose rounds shared the interpreter with its HTTP thread: 32 ms stored
             where this process times 27), it scales every price, so `auto` times it first.
+        rescale_owed: whether the next offline sample rescales every size (see retime).
     """
 
     sizes: tuple[int, ...] = tuple(range(1, MAX_ROWS + 1))
@@ -135,6 +136,7 @@ class CostTable:
     scale: float | None = field(default=None, compare=False)
     tries: dict[int, int] = field(default_factory=dict, compare=False, repr=False)
     one_token_read: bool = field(default=False, compare=False, repr=False)
+    rescale_owed: bool = field(default=False, compare=False, repr=False)
     _plain: list[float] = field(default_factory=lambda: [0.0] * 5, compare=False, repr=False)
     _last_depth: dict[int, float] = field(default_factory=dict, compare=False, repr=False)
     _bases_kept: tuple[object, list[float | None]] | None = field(
@@ -374,6 +376,12 @@ class CostTable:
             return
         if n == 1:
             self.one_token_read = False
+        if self.rescale_owed and self.pass_ms.get(n):
+            factor = ms / self.pass_ms[n]
+            self.pass_ms = {m: price * factor for m, price in self.pass_ms.items()}
+            if self.catchup_row_ms is not None:
+                self.catchup_row_ms *= factor
+        self.rescale_owed = False
         self.tries[n] = self.tries.get(n, 0) + 1
         old = self.pass_ms.get(n) if self.samples.get(n) else None
         if old is None or ms * (1.0 + AGREE) < old:
@@ -387,6 +395,17 @@ class CostTable:
         if self.tries[n] >= MAX_TRIES:
             self.samples[n] = max(self.samples[n], SAMPLES)
         self.check_shape()
+
+    def retime(self) -> None:
+        """Its prices were read from a file: each size owes a sample taken in this process.
+        The first one rescales every stored size, and a draft model's catch-up rate, alike
+        (they were timed at another moment's pace, and sizes are judged against each other);
+        each size's own sample then sets it (see record). For a drafter's table, which only the drafter's own rounds correct: a price
+        stored dear (a busy spell, a second process computing beside it) keeps the drafter
+        from every round, so no later session would ever time it again."""
+        if self.one_token_read:
+            self.samples.clear()
+            self.rescale_owed = True
 
     @property
     def progress(self) -> float:
