@@ -156,6 +156,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "published llama.cpp figures), "
         "or 'nothing-pays' (the cpu table with a pass of n rows at n one-token passes)",
     )
+    parser.add_argument(
+        "--estimates",
+        type=Path,
+        metavar="FILE",
+        help="with --replay: start each answer's drafters where this stored estimates file "
+        "left them (a store's cache/costs/estimates/*.json), as a fresh window or server of "
+        "the pair would, instead of at their priors",
+    )
 
 
 def _split(text: str, what: str, parse: type) -> tuple:
@@ -225,15 +233,17 @@ def _replay(args: argparse.Namespace) -> int:
         replay,
         summary_lines,
     )
+    from specchat.engine.drafting.stored_estimates import EstimatesFileError, FileEstimates
 
     if not args.costs:
         raise UserError(
             "--replay needs --costs TABLE (a cost file, or 'cpu', 'gpu' or 'nothing-pays')"
         )
     try:
+        estimates = None if args.estimates is None else FileEstimates(args.estimates)
         costs = read_costs(args.costs)
-        results = replay(read_traces(args.replay), costs)
-    except ReplayError as error:
+        results = replay(read_traces(args.replay), costs, estimates=estimates)
+    except (ReplayError, EstimatesFileError) as error:
         raise UserError(str(error)) from None
     print("\n".join(summary_lines(results, costs)))
     if args.out is not None:

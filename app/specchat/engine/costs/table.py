@@ -400,9 +400,10 @@ class CostTable:
         """Its prices were read from a file: each size owes a sample taken in this process.
         The first one rescales every stored size, and a draft model's catch-up rate, alike
         (they were timed at another moment's pace, and sizes are judged against each other);
-        each size's own sample then sets it (see record). For a drafter's table, which only the drafter's own rounds correct: a price
-        stored dear (a busy spell, a second process computing beside it) keeps the drafter
-        from every round, so no later session would ever time it again."""
+        each size's own sample then sets it (see record). For a drafter's table, which only
+        the drafter's own rounds correct: a price stored dear (a busy spell, a second
+        process computing beside it) keeps the drafter from every round, so no later session
+        would ever time it again."""
         if self.one_token_read:
             self.samples.clear()
             self.rescale_owed = True

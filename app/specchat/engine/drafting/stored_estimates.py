@@ -34,9 +34,14 @@ def _read(path: Path, key: Mapping[str, object]) -> States:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    if not isinstance(data, dict) or data.get("version") != ESTIMATES_VERSION:
+    if not isinstance(data, dict) or data.get("key") != json.loads(json.dumps(key)):
         return {}
-    if data.get("key") != json.loads(json.dumps(key)):
+    return _states(data)
+
+
+def _states(data: object) -> States:
+    """The drafters' states in a stored file's data; none where it is of another version."""
+    if not isinstance(data, dict) or data.get("version") != ESTIMATES_VERSION:
         return {}
     drafters = data.get("drafters")
     if not isinstance(drafters, dict):
@@ -46,6 +51,16 @@ def _read(path: Path, key: Mapping[str, object]) -> States:
         for name, estimates in drafters.items()
         if isinstance(estimates, dict)
     }
+
+
+def _resume(drafter: Drafter, states: Mapping[str, Mapping[str, object]]) -> None:
+    """Start each of `drafter`'s estimates from its stored state, where there is one (one
+    written for other bands keeps its priors)."""
+    for name, estimate in Estimates.of(drafter).items():
+        state = states.get(name)
+        if state is not None:
+            with contextlib.suppress(ValueError):
+                estimate.resume(state)
 
 
 def _observed(state: Mapping[str, object]) -> float:
@@ -127,15 +142,10 @@ class StoredEstimates(Estimates):
 
     def start(self, drafter: Drafter) -> None:
         self._drafters[drafter.name] = drafter
-        stored = self._stored.get(drafter.name, {})
-        started = self._started[drafter.name] = {}
-        for name, estimate in Estimates.of(drafter).items():
-            state = stored.get(name)
-            if state is not None:
-                # One written for other bands keeps its priors.
-                with contextlib.suppress(ValueError):
-                    estimate.resume(state)
-            started[name] = dict(estimate.learnt())
+        _resume(drafter, self._stored.get(drafter.name, {}))
+        self._started[drafter.name] = {
+            name: dict(estimate.learnt()) for name, estimate in Estimates.of(drafter).items()
+        }
 
     def watching(self, rounds: Iterator[RoundResult]) -> Iterator[RoundResult]:
         """An answer's rounds, noting how it ends (see the class)."""
@@ -193,3 +203,36 @@ class StoredEstimates(Estimates):
     def stored(self) -> States:
         """What the file held when the pair was loaded."""
         return {name: dict(states) for name, states in self._stored.items()}
+
+
+class EstimatesFileError(ValueError):
+    """A stored estimates file cannot be started from; the message says why."""
+
+
+class FileEstimates(Estimates):
+    """Every drafter starts where a stored estimates file left it, whatever pair the file
+    names: a replay has no models to key it on, and prices answers recorded with a pair as
+    a fresh window or server of that pair would start them. Nothing is written back.
+
+    Attributes:
+        path: the file (a store's cache/costs/estimates/*.json).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as error:
+            raise EstimatesFileError(f"cannot read {path}: {error.strerror or error}") from None
+        except ValueError:
+            raise EstimatesFileError(f"{path} is not a stored estimates file (not JSON)") from None
+        self._stored = _states(data)
+        if not self._stored:
+            raise EstimatesFileError(
+                f"{path} holds no estimates SpecChat can start from "
+                f"(another version, or no drafter's; this SpecChat writes version "
+                f"{ESTIMATES_VERSION})"
+            )
+
+    def start(self, drafter: Drafter) -> None:
+        _resume(drafter, self._stored.get(drafter.name, {}))
