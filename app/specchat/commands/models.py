@@ -231,7 +231,9 @@ def _profile(args: argparse.Namespace) -> int:
                 name: new_head_table(engine.target, name, file) for name, file in files.items()
             }
         heads = engine.decoder.drafters.heads()
-        profiler = PairProfiler(costs, engine.target, engine.draft, heads=heads, store=store)
+        profiler = PairProfiler(
+            costs, engine.target, engine.draft, heads=heads, store=store, retime=False
+        )
         if not profiler.done:
             bar = _ProfileBar()
             began = time.monotonic()

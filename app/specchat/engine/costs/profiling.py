@@ -428,6 +428,9 @@ class PairProfiler:
     answers, `specchat models profile` in a loop) and `pause()` before an answer: a step is
     one pass (≈ 0.5 s at most on a laptop CPU), so an answer never waits longer than that.
 
+    `retime`: time the drafters' stored prices again (a pair loaded for use; `specchat models
+    profile` reads a stored table as it is, unless asked to measure it anew).
+
     Attributes:
         costs: the tables filled in (the same object the auto policy prices with).
         store: where they are saved.
@@ -443,14 +446,17 @@ class PairProfiler:
         store: CostStore | None = None,
         load: Callable[[], float] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        retime: bool = True,
     ) -> None:
         self.costs = costs
         self.store = store or CostStore()
         self._measurers = [TableMeasurer(target, costs.target, slope=True, load=load, clock=clock)]
-        # A drafter's stored prices are timed again once a load (see CostTable.retime); the
-        # target's one token is timed by `auto`'s first round, its sizes by every drafter's.
+        # A drafter's stored prices are timed again once a load of the pair for use (see
+        # CostTable.retime); the target's one token is timed by `auto`'s first round, its
+        # sizes by every drafter's rounds.
         if draft is not None and costs.draft is not None:
-            costs.draft.retime()
+            if retime:
+                costs.draft.retime()
             self._measurers.append(
                 TableMeasurer(
                     draft,
@@ -465,7 +471,8 @@ class PairProfiler:
         # drafted token's time is one step of the head, timed after the target's cache.
         for name, head in (heads or {}).items():
             if name in costs.heads:
-                costs.heads[name].retime()
+                if retime:
+                    costs.heads[name].retime()
                 self._measurers.append(
                     HeadMeasurer(target, head, costs.heads[name], load=load, clock=clock)
                 )
