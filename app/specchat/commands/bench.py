@@ -227,6 +227,8 @@ class BenchBar:
 def _replay(args: argparse.Namespace) -> int:
     from specchat.bench.hindsight.ledger import Ledger
     from specchat.bench.hindsight.replay import (
+        NOTHING_PAYS,
+        SHIPPED,
         ReplayError,
         read_costs,
         read_traces,
@@ -236,9 +238,8 @@ def _replay(args: argparse.Namespace) -> int:
     from specchat.engine.drafting.stored_estimates import EstimatesFileError, FileEstimates
 
     if not args.costs:
-        raise UserError(
-            "--replay needs --costs TABLE (a cost file, or 'cpu', 'gpu' or 'nothing-pays')"
-        )
+        names = ", ".join(f"'{name}'" for name in [*SHIPPED, NOTHING_PAYS])
+        raise UserError(f"--replay needs --costs TABLE (a cost file, or one of {names})")
     try:
         estimates = None if args.estimates is None else FileEstimates(args.estimates)
         costs = read_costs(args.costs)
