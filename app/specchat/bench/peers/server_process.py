@@ -100,11 +100,17 @@ class ServerProcess:
         """What every chat request carries beyond the chat itself."""
         return {}
 
+    def environment(self) -> Mapping[str, str] | None:
+        """The process's environment (None: this one's), fixed when it starts."""
+        return None
+
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Start it and wait until /health answers 200 (loading and warm-up are not timed)."""
         self.port = free_port()
+        environment = self.environment()
         self._process = subprocess.Popen(
             self.command(self.port),
+            env=None if environment is None else dict(environment),
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
