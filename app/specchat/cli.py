@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, *, gui: Callable[[], int] | None = None) -> int:
     """Run a subcommand, the self-test, or (with no command) the GUI through `gui`."""
+    from specchat.child_processes import follow_parent
+
+    follow_parent()  # a server a bench started ends with the bench
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

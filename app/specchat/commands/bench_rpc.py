@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specchat import child_processes
 from specchat.commands.user_error import UserError
 from specchat.own_program import own_program
 
@@ -94,8 +95,11 @@ def loopback_servers(count: int) -> Iterator[str]:
                 sock.bind(("127.0.0.1", 0))
                 port = sock.getsockname()[1]
             processes.append(
-                subprocess.Popen(
-                    _server_command(port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                child_processes.start(
+                    _server_command(port),
+                    own=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                 )
             )
             endpoints.append(f"127.0.0.1:{port}")
@@ -114,6 +118,7 @@ def loopback_servers(count: int) -> Iterator[str]:
         for process in processes:
             process.kill()
             process.wait(timeout=30)
+            child_processes.forget(process)
 
 
 def run_rpc_bench(

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specchat import child_processes
+
 #: A server that is not healthy by then has failed to start (a big model loads in seconds).
 START_TIMEOUT_S = 600.0
 
@@ -79,6 +81,8 @@ class ServerProcess:
     label = "server"
     #: Whether its `timings` count the first token's pass (see ChatReply).
     first_pass_timed = False
+    #: Whether it is SpecChat's own program (which then ends by itself with the bench).
+    own = False
 
     def __init__(self) -> None:
         self.port = 0
@@ -108,9 +112,10 @@ class ServerProcess:
         """Start it and wait until /health answers 200 (loading and warm-up are not timed)."""
         self.port = free_port()
         environment = self.environment()
-        self._process = subprocess.Popen(
+        self._process = child_processes.start(
             self.command(self.port),
-            env=None if environment is None else dict(environment),
+            own=self.own,
+            env=environment,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -137,6 +142,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+        if self._process is not None:
+            child_processes.forget(self._process)
         self._process = None
 
     def close(self) -> None:

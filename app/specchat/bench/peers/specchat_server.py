@@ -33,6 +33,7 @@ class SpecChatServer(ServerProcess):
     """`specchat serve` in a process of its own, every request in `mode`."""
 
     first_pass_timed = True
+    own = True
 
     def __init__(self, settings: ServerSettings, draft: Path | None, mode: str) -> None:
         super().__init__()
