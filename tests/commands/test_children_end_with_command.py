@@ -91,24 +91,22 @@ needs_rpc = pytest.mark.skipif(
 
 
 @needs_rpc
-def test_a_terminated_bench_stops_its_loopback_servers_first() -> None:
+@pytest.mark.parametrize(
+    "ending",
+    [
+        # Terminated (`kill`, `timeout`): it stops them, then ends as SIGTERM ends a process.
+        signal.SIGTERM,
+        # Killed outright (SIGKILL, the out-of-memory killer): they end by themselves.
+        signal.SIGKILL,
+    ],
+    ids=["terminated", "killed"],
+)
+def test_loopback_servers_end_with_the_bench(ending: signal.Signals) -> None:
     parent, servers = _start_parent(_BENCH_PARENT)
     try:
-        parent.send_signal(signal.SIGTERM)
-        # It still ends as SIGTERM ends a process.
-        assert parent.wait(timeout=30) == -signal.SIGTERM
-        assert _wait_gone(servers), "an rpc-server outlived the bench that was terminated"
-    finally:
-        _cleanup(parent, servers)
-
-
-@needs_rpc
-def test_servers_end_by_themselves_when_the_bench_is_killed_outright() -> None:
-    parent, servers = _start_parent(_BENCH_PARENT)
-    try:
-        parent.send_signal(signal.SIGKILL)
-        assert parent.wait(timeout=30) == -signal.SIGKILL
-        assert _wait_gone(servers), "an rpc-server outlived the bench that was killed"
+        parent.send_signal(ending)
+        assert parent.wait(timeout=30) == -ending
+        assert _wait_gone(servers), f"an rpc-server outlived the bench ({ending.name})"
     finally:
         _cleanup(parent, servers)
 
