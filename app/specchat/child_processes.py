@@ -131,7 +131,7 @@ def follow_parent() -> None:
         except ProcessLookupError:
             return False
         except PermissionError:
-            return True
+            pass  # there, and another user's
         return True
 
     def watch() -> None:
